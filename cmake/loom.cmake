@@ -1,0 +1,31 @@
+# Shared helpers for every room's CMakeLists.txt.
+
+set(LOOM_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+if(LOOM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# loom_library(NAME SOURCES a.cc b.cc DEPS x y)
+function(loom_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LOOM_WARNINGS}>)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# loom_test(NAME SOURCES a_test.cc DEPS lib [LABELS x])
+# Tests get LOOM_SHARED_DIR (../shared, may be absent) and LOOM_SOURCE_DIR as compile definitions.
+function(loom_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${LOOM_WARNINGS})
+  target_compile_definitions(${name} PRIVATE LOOM_SHARED_DIR="${LOOM_SHARED_DIR}"
+                                             LOOM_SOURCE_DIR="${LOOM_SOURCE_DIR}")
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()

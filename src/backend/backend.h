@@ -1,0 +1,132 @@
+// Backend: every op the models need, over Tensors that live on the backend's device. Model code
+// calls only this interface (ARCHITECTURE.md §4). The CPU backend (backend/cpu) is the reference;
+// the CUDA backend implements the same contract with bf16 activations.
+//
+// Conventions for every op:
+//   - activations are 2-D [rows, cols] in act_dtype() (f32 on CPU, bf16 on CUDA);
+//   - weights may be any DType (f32/f16/bf16/q8_0/q4_0/q4_K/q6_K) and are decoded inside kernels;
+//   - `out` is preallocated by the caller with the documented shape; ops never allocate outputs;
+//   - in-place is allowed only where the contract says so;
+//   - index tensors (ids, positions, page tables) are i32 on the backend's device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace loom {
+
+// Per-layer paged KV pools. Each is [num_blocks, block_size, num_kv_heads, head_dim].
+//
+//   k: block 0 [tok 0: h0 d0..d(D-1) | h1 ... ] [tok 1: ...] ... [tok block_size-1]
+//      block 1 ...
+// A token at slot s lives in block s / block_size, row s % block_size.
+struct KvLayer {
+  Tensor k;  // [num_blocks, block_size, num_kv_heads, head_dim], kv dtype
+  Tensor v;  // [num_blocks, block_size, num_kv_heads, head_dim], kv dtype
+};
+
+// Per-step attention metadata, built once by the runner and shared by every layer.
+// Sequences are laid out back to back in the flat token batch (no padding):
+//
+//   tokens:      [ s0 q0 q1 q2 | s1 q0 | s2 q0 q1 ]      query_start = [0, 3, 4, 6]
+//   s0's pages:  page_indices[page_indptr[0] .. page_indptr[1])  (block ids, in order)
+//   kv_len[s]:   tokens of s in the cache after this step's StoreKv (prefix + new tokens)
+//
+// The j-th query row of sequence s sits at position kv_len[s] - q_len(s) + j and attends to cache
+// positions p <= that position (causal), and p > position - window when sliding_window > 0.
+struct AttentionMeta {
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;
+  int max_kv_len = 0;
+  int block_size = 0;
+  Tensor query_start;   // [num_seqs + 1] i32
+  Tensor kv_len;        // [num_seqs] i32
+  Tensor page_indptr;   // [num_seqs + 1] i32
+  Tensor page_indices;  // [total_pages] i32 block ids
+  Tensor slot_mapping;  // [num_tokens] i32: block_id * block_size + offset of each new token
+};
+
+struct AttentionParams {
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;         // softmax scale (usually head_dim^-0.5)
+  int sliding_window = 0;     // 0 = global attention
+  float logit_softcap = 0.f;  // 0 = off; else scores = cap * tanh(scores / cap)
+};
+
+// RoPE frequencies for one rope configuration (computed on the host by the model from its
+// scaling type, uploaded once).
+struct RopeTable {
+  Tensor inv_freq;             // [rotary_dim / 2] f32 on the backend's device
+  int rotary_dim = 0;          // <= head_dim; dims past it are left untouched
+  float attention_factor = 1;  // yarn: cos/sin are multiplied by this
+  bool interleaved = false;    // false: rotate halves (HF/NeoX); true: pairs (2i, 2i+1) (GGUF llama)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // "cpu (avx2, 2 threads)"
+  // Activation dtype of this backend (f32 on CPU).
+  virtual DType act_dtype() const = 0;
+
+  // ---- memory ----
+  // A new zero-filled tensor on this device.
+  virtual Tensor Alloc(DType dtype, Shape shape) = 0;
+  // Makes a host tensor usable by this backend. The CPU backend returns it as is (zero-copy, so
+  // mmap'd weights stay mmap'd); device backends copy.
+  virtual Tensor Upload(const Tensor& host) = 0;
+  // Copies src (on this device) into host memory `dst` of src.nbytes() bytes. Synchronous.
+  virtual void CopyToHost(const Tensor& src, void* dst) = 0;
+  // Copies `src` (dst.nbytes() bytes of host memory) into dst (on this device).
+  virtual void CopyFromHost(const void* src, const Tensor& dst) = 0;
+  // Waits for queued work (no-op on CPU).
+  virtual void Synchronize() {}
+
+  // ---- ops ----
+  // out[i, :] = table[ids[i], :] * scale.   table [vocab, d] any dtype; ids [n] i32; out [n, d].
+  virtual void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) = 0;
+  // out = x @ w^T (+ bias).   x [n, k]; w [m, k] any dtype (HF Linear layout); bias [m] or
+  // undefined; out [n, m].
+  virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) = 0;
+  // out[i] = x[i] / rms(x[i]) * (w + weight_offset).   x, out [n, d] (may alias); w [d].
+  // weight_offset is 1 for Gemma's (1 + w) norms, else 0.
+  virtual void RmsNorm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                       const Tensor& out) = 0;
+  // out = a + b, elementwise, same shapes (out may alias a or b).
+  virtual void Add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // x *= s in place.
+  virtual void Scale(const Tensor& x, float s) = 0;
+  // Rotates x in place.   x [n, num_heads * head_dim]; positions [n] i32.
+  virtual void Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope, int num_heads,
+                    int head_dim) = 0;
+  // out = act(gate) * up.   gate, up, out [n, f].   act = silu, or gelu with tanh approximation.
+  virtual void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  virtual void GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // x = cap * tanh(x / cap) in place.
+  virtual void SoftCap(const Tensor& x, float cap) = 0;
+  // Writes this step's K and V rows into their slots.   k, v [n, num_kv_heads * head_dim];
+  // meta.slot_mapping [n].
+  virtual void StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& meta,
+                       const KvLayer& layer) = 0;
+  // Paged attention for every query row of the step (prefill chunks and decodes mixed).
+  // q [n, num_heads * head_dim]; out [n, num_heads * head_dim]. GQA: query head h reads kv head
+  // h / (num_heads / num_kv_heads).
+  virtual void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
+                         const AttentionParams& params, const Tensor& out) = 0;
+  // out[i, :] = x[rows[i], :].   rows [r] i32; out [r, d].
+  virtual void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
+  // dst[:, dst_col : dst_col + num_cols] = src[:, src_col : src_col + num_cols], e.g. to split a
+  // fused qkv projection.   src [n, a], dst [n, b], same dtype (activations).
+  virtual void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
+                           int64_t num_cols) = 0;
+};
+
+}  // namespace loom
