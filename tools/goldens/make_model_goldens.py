@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Builds tiny random-weight models of every architecture loom supports with HF transformers (the
+oracle) and dumps what loom's C++ tests compare against.
+
+Run on the GPU machine (torch + transformers, no hub access needed: configs are written here):
+    python3 tools/goldens/make_model_goldens.py OUT_DIR
+It writes OUT_DIR/<name>/{config.json, model.safetensors, golden.json, logits_<k>.f32,
+hidden_<k>.f32}. The result is committed under tests/goldens/models/.
+
+golden.json: {"script", "transformers", "torch", "sequences": [[ids...]...],
+  "logits": [{"file", "shape"}], "greedy": {"prompt", "ids"}, "hidden": {"seq", "file", "shape",
+  "names"}, "inv_freq": [...] (global layers' rope)}.
+Everything is computed in float32 on the CPU with eager attention, so the numbers are exact up to
+f32 reduction order.
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+VOCAB = 256
+BASE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
+            pad_token_id=0, tie_word_embeddings=False)
+
+
+def rope(theta, **scaling):
+    """Rope settings in both transformers-5 (`rope_parameters`) and -4 (`rope_scaling`) spelling."""
+    params = dict(rope_theta=theta, rope_type=scaling.pop("rope_type", "default"), **scaling)
+    return params
+
+
+# name -> (model_type, overrides, rope params (global), rope params (sliding) or None)
+ARCHS = {
+    "llama": ("llama", dict(), rope(10000.0, rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                    high_freq_factor=4.0, original_max_position_embeddings=32),
+              None),
+    "mistral": ("mistral", dict(sliding_window=8), rope(10000.0), None),
+    "qwen2": ("qwen2", dict(tie_word_embeddings=True, use_sliding_window=False), rope(1000000.0),
+              None),
+    "qwen3": ("qwen3", dict(use_sliding_window=False),
+              rope(1000000.0, rope_type="yarn", factor=4.0, original_max_position_embeddings=64),
+              None),
+    "gemma2": ("gemma2", dict(tie_word_embeddings=True, sliding_window=8, query_pre_attn_scalar=24,
+                              attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+                              hidden_activation="gelu_pytorch_tanh",
+                              layer_types=["sliding_attention", "full_attention",
+                                           "sliding_attention"]),
+               rope(10000.0), None),
+    "gemma3": ("gemma3_text", dict(tie_word_embeddings=True, sliding_window=8,
+                                   query_pre_attn_scalar=16, sliding_window_pattern=3,
+                                   hidden_activation="gelu_pytorch_tanh",
+                                   layer_types=["sliding_attention", "sliding_attention",
+                                                "full_attention"]),
+               rope(1000000.0, rope_type="linear", factor=8.0), rope(10000.0)),
+    # transformers 5 keeps partial_rotary_factor inside rope_parameters.
+    "phi3": ("phi3", dict(sliding_window=8, pad_token_id=0),
+             rope(10000.0, partial_rotary_factor=0.5), None),
+}
+
+SEQ_LENS = [1, 7, 70]
+
+
+def make_config(model_type, overrides, rope_global, rope_local):
+    kwargs = dict(BASE)
+    kwargs.update(overrides)
+    cfg = AutoConfig.for_model(model_type, **kwargs)
+    if hasattr(cfg, "rope_parameters"):  # transformers >= 5
+        if rope_local is not None:
+            cfg.rope_parameters = {"full_attention": dict(rope_global),
+                                   "sliding_attention": dict(rope_local)}
+        else:
+            cfg.rope_parameters = dict(rope_global)
+    else:
+        cfg.rope_theta = rope_global["rope_theta"]
+        scaling = {k: v for k, v in rope_global.items() if k != "rope_theta"}
+        cfg.rope_scaling = None if scaling.get("rope_type") == "default" else scaling
+        if rope_local is not None:
+            cfg.rope_local_base_freq = rope_local["rope_theta"]
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def randomize(model, gen, plus_one_norms):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and "norm" in name:
+                center = 0.0 if plus_one_norms else 1.0
+                p.copy_(center + 0.1 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 1:  # biases
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.08 * torch.randn(p.shape, generator=gen))
+
+
+def dump_f32(path, t):
+    t.detach().to(torch.float32).contiguous().numpy().tofile(path)
+
+
+def main():
+    out_root = sys.argv[1]
+    only = sys.argv[2:] or list(ARCHS)
+    for name in only:
+        model_type, overrides, rope_g, rope_l = ARCHS[name]
+        gen = torch.Generator().manual_seed(1234)
+        cfg = make_config(model_type, overrides, rope_g, rope_l)
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+        model.eval()
+        randomize(model, gen, name.startswith("gemma"))
+        out = os.path.join(out_root, name)
+        os.makedirs(out, exist_ok=True)
+        model.save_pretrained(out, safe_serialization=True)
+        # Reload from disk so the golden is what a reader of these files gets.
+        model = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32,
+                                                     attn_implementation="eager")
+        model.eval()
+        golden = {"script": "tools/goldens/make_model_goldens.py",
+                  "transformers": transformers.__version__, "torch": torch.__version__,
+                  "arch": name, "sequences": [], "logits": []}
+        seq_gen = torch.Generator().manual_seed(99)
+        with torch.no_grad():
+            for k, n in enumerate(SEQ_LENS):
+                ids = torch.randint(3, VOCAB, (n,), generator=seq_gen)
+                ids[0] = 1  # BOS
+                golden["sequences"].append(ids.tolist())
+                res = model(ids[None, :], output_hidden_states=(k == 1))
+                logits = res.logits[0]
+                dump_f32(os.path.join(out, f"logits_{k}.f32"), logits)
+                golden["logits"].append({"file": f"logits_{k}.f32", "shape": list(logits.shape)})
+                if k == 1:
+                    hs = torch.stack([h[0] for h in res.hidden_states])
+                    dump_f32(os.path.join(out, "hidden_1.f32"), hs)
+                    golden["hidden"] = {"seq": 1, "file": "hidden_1.f32", "shape": list(hs.shape),
+                                        "note": "hidden_states[0] = embeddings, [i] = output of "
+                                                "layer i-1 (the last may be final-normed)"}
+            # Greedy trajectory: full forward each step, no cache, no EOS stop.
+            prompt = [1, 17, 42, 99, 200]
+            ids = list(prompt)
+            for _ in range(32):
+                logits = model(torch.tensor([ids])).logits[0, -1]
+                ids.append(int(torch.argmax(logits)))
+            golden["greedy"] = {"prompt": prompt, "ids": ids[len(prompt):]}
+            rotary = getattr(model.model, "rotary_emb", None)
+            if rotary is not None and hasattr(rotary, "inv_freq"):
+                golden["inv_freq"] = rotary.inv_freq.tolist()
+                golden["attention_scaling"] = float(getattr(rotary, "attention_scaling", 1.0))
+        with open(os.path.join(out, "golden.json"), "w") as f:
+            json.dump(golden, f)
+        print(name, "ok", json.dumps(json.load(open(os.path.join(out, "config.json"))))[:600])
+
+
+if __name__ == "__main__":
+    main()
