@@ -1,0 +1,76 @@
+// GGUF quantized block formats (byte-for-byte llama.cpp's ggml-common.h layouts) and row
+// (de)quantization. A row of n elements of a quantized DType is n / block_elems consecutive blocks.
+//
+//   block_q8_0 (32 elems, 34 B):  [d f16][qs int8 x32]                       x = d * qs[i]
+//   block_q4_0 (32 elems, 18 B):  [d f16][qs u8 x16]   elem i<16: low nibble of qs[i],
+//                                                      elem i>=16: high nibble of qs[i-16];
+//                                                      x = d * (q - 8)
+//   block_q4_K (256 elems, 144 B): [d f16][dmin f16][scales u8 x12][qs u8 x128]
+//        8 sub-blocks of 32, each with a 6-bit scale sc and 6-bit min m (GetScaleMinK4);
+//        sub-blocks 2j and 2j+1 use the low / high nibbles of qs[32j .. 32j+32);
+//        x = d * sc * q - dmin * m
+//   block_q6_K (256 elems, 210 B): [ql u8 x128][qh u8 x64][scales int8 x16][d f16]
+//        16 sub-blocks of 16 elems with an int8 scale; q = 6 bits (4 from ql, 2 from qh) - 32;
+//        x = d * scales[i / 16] * q
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace loom {
+
+inline constexpr int kQK8_0 = 32;
+inline constexpr int kQK4_0 = 32;
+inline constexpr int kQK_K = 256;
+
+struct BlockQ8_0 {
+  uint16_t d;  // f16 scale
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t d;  // f16 scale
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+struct BlockQ4_K {
+  uint16_t d;     // f16 super-block scale of the 6-bit scales
+  uint16_t dmin;  // f16 super-block scale of the 6-bit mins
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];  // low 4 bits
+  uint8_t qh[kQK_K / 4];  // high 2 bits
+  int8_t scales[kQK_K / 16];
+  uint16_t d;  // f16 super-block scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
+inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// Decodes n elements of `dtype` at `src` into f32 `dst`. Works for f32/f16/bf16 and every
+// quantized type (i32 is not a float type: CHECK). n must be a multiple of the block size (CHECK).
+// Bit-exact with llama.cpp's reference dequantizers (and gguf-py's numpy ones).
+void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n);
+
+// Encodes n f32 values into `dst` (RowBytes(dtype, n) bytes). Supports f32/f16/bf16 and every
+// quantized type. q8_0 and q4_0 match llama.cpp's reference quantizers byte for byte (and
+// gguf-py's); q4_K and q6_K use a simple min/max fit (valid blocks, not llama.cpp's search).
+void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n);
+
+}  // namespace loom

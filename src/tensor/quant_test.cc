@@ -1,0 +1,157 @@
+#include "tensor/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace loom {
+namespace {
+
+std::vector<uint8_t> FromHex(const std::string& hex) {
+  std::vector<uint8_t> out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+std::vector<float> FloatsFromHex(const std::string& hex) {
+  std::vector<uint8_t> bytes = FromHex(hex);
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+DType ParseDType(const std::string& s) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                  DType::kQ6_K}) {
+    if (DTypeName(t) == s) return t;
+  }
+  ADD_FAILURE() << "unknown dtype " << s;
+  return DType::kF32;
+}
+
+nlohmann::json LoadGolden() {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/src/tensor/testdata/quant_golden.json");
+  EXPECT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// gguf-py computes every dequantized value with the same f32 operations in the same order as
+// llama.cpp's C reference (and ours), so the comparison is bit-exact.
+TEST(QuantTest, DequantizeMatchesGgufPyBitExactly) {
+  nlohmann::json golden = LoadGolden();
+  int num_cases = 0;
+  for (const auto& c : golden["cases"]) {
+    if (c["op"] != "dequantize") continue;
+    ++num_cases;
+    const DType dtype = ParseDType(c["dtype"]);
+    const int64_t n = c["n"];
+    std::vector<uint8_t> input = FromHex(c["input"]);
+    std::vector<float> expected = FloatsFromHex(c["output_f32"]);
+    ASSERT_EQ(input.size(), RowBytes(dtype, n)) << c["dtype"];
+    ASSERT_EQ(expected.size(), static_cast<size_t>(n));
+    std::vector<float> got(static_cast<size_t>(n), -1.0f);
+    DequantizeRow(dtype, input.data(), got.data(), n);
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (Bits(got[i]) != Bits(expected[i]) && ++mismatches < 5) {
+        ADD_FAILURE() << c["dtype"] << " element " << i << ": got " << got[i] << " want "
+                      << expected[i];
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << c["dtype"];
+  }
+  EXPECT_EQ(num_cases, 6);
+}
+
+TEST(QuantTest, QuantizeMatchesGgufPyByteExactly) {
+  nlohmann::json golden = LoadGolden();
+  int num_cases = 0;
+  for (const auto& c : golden["cases"]) {
+    if (c["op"] != "quantize") continue;
+    ++num_cases;
+    const DType dtype = ParseDType(c["dtype"]);
+    const int64_t n = c["n"];
+    std::vector<float> input = FloatsFromHex(c["input_f32"]);
+    std::vector<uint8_t> expected = FromHex(c["output"]);
+    ASSERT_EQ(expected.size(), RowBytes(dtype, n));
+    std::vector<uint8_t> got(expected.size(), 0xAA);
+    QuantizeRow(dtype, input.data(), got.data(), n);
+    const int block_bytes = GetDTypeInfo(dtype).block_bytes;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], expected[i]) << c["dtype"] << " byte " << i << " (block "
+                                     << i / static_cast<size_t>(block_bytes) << ")";
+    }
+  }
+  EXPECT_EQ(num_cases, 2);
+}
+
+// q4_K / q6_K have no byte-exact reference quantizer: check round trips of Gaussian rows with
+// per-block magnitudes spread over decades. Bounds: a 4-bit fit of a block's range has RMS error
+// ~range/15/sqrt(12) ~ 0.1 sigma plus 6-bit scale rounding; 6 bits ~0.025 sigma.
+TEST(QuantTest, KQuantRoundTripErrorIsSmall) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (auto [dtype, max_rel_rms] : {std::pair{DType::kQ4_K, 0.15}, std::pair{DType::kQ6_K, 0.04},
+                                    std::pair{DType::kQ8_0, 0.01}, std::pair{DType::kQ4_0, 0.15}}) {
+    const int64_t n = 256 * 8;
+    std::vector<float> x(n), y(n);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const float mag = std::pow(10.0f, static_cast<float>(b % 5) - 2.0f);
+      for (int64_t i = 0; i < 256; ++i) x[b * 256 + i] = normal(rng) * mag + (b == 3 ? mag : 0);
+    }
+    std::vector<uint8_t> q(RowBytes(dtype, n));
+    QuantizeRow(dtype, x.data(), q.data(), n);
+    DequantizeRow(dtype, q.data(), y.data(), n);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      double err = 0, ref = 0;
+      for (int64_t i = b * 256; i < (b + 1) * 256; ++i) {
+        err += (x[i] - y[i]) * static_cast<double>(x[i] - y[i]);
+        ref += x[i] * static_cast<double>(x[i]);
+      }
+      EXPECT_LT(std::sqrt(err / ref), max_rel_rms) << DTypeName(dtype) << " block " << b;
+    }
+  }
+}
+
+TEST(QuantTest, ZeroRowRoundTripsToZero) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    std::vector<float> x(256, 0.0f), y(256, 1.0f);
+    std::vector<uint8_t> q(RowBytes(dtype, 256));
+    QuantizeRow(dtype, x.data(), q.data(), 256);
+    DequantizeRow(dtype, q.data(), y.data(), 256);
+    for (float v : y) EXPECT_EQ(v, 0.0f) << DTypeName(dtype);
+  }
+}
+
+TEST(QuantTest, PlainTypesRoundTrip) {
+  std::vector<float> x = {1.0f, -2.5f, 3.14159f, 65504.0f, 1e-8f, 0.0f};
+  std::vector<float> y(x.size());
+  std::vector<uint16_t> h(x.size());
+  QuantizeRow(DType::kF16, x.data(), h.data(), 6);
+  DequantizeRow(DType::kF16, h.data(), y.data(), 6);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], F16ToF32(F32ToF16(x[i])));
+  QuantizeRow(DType::kBF16, x.data(), h.data(), 6);
+  DequantizeRow(DType::kBF16, h.data(), y.data(), 6);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], Bf16ToF32(F32ToBf16(x[i])));
+}
+
+}  // namespace
+}  // namespace loom
