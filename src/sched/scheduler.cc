@@ -1,0 +1,261 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/check.h"
+
+namespace loom {
+namespace {
+
+// Decimal GB (x 1e9), as the flags take them.
+std::string Gb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+Status SchedulerConfig::Validate() const {
+  if (max_batched_tokens < 1) {
+    return InvalidArgumentError("--max-batched-tokens must be >= 1, got " +
+                                std::to_string(max_batched_tokens));
+  }
+  if (max_num_seqs < 1) {
+    return InvalidArgumentError("--batch must be >= 1, got " + std::to_string(max_num_seqs));
+  }
+  if (max_model_len < 1) {
+    return InvalidArgumentError("max_model_len must be >= 1, got " +
+                                std::to_string(max_model_len));
+  }
+  if (bytes_per_token_kv < 0 || kv_budget_bytes < 0 || memory_budget_bytes < 0 ||
+      model_bytes < 0) {
+    return InvalidArgumentError("KV/memory byte sizes must be >= 0");
+  }
+  if ((kv_budget_bytes > 0 || memory_budget_bytes > 0) && bytes_per_token_kv == 0) {
+    return InvalidArgumentError(
+        "--kv-budget / --memory-budget need bytes_per_token_kv (the model's KV size per token)");
+  }
+  if (memory_budget_bytes > 0 && memory_budget_bytes <= model_bytes) {
+    return InvalidArgumentError("--memory-budget " + Gb(memory_budget_bytes) +
+                                " does not even hold the model (" + Gb(model_bytes) + ")");
+  }
+  return OkStatus();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
+    : config_(config), kv_(kv) {
+  CHECK(kv_ != nullptr);
+  CHECK_OK(config_.Validate());
+}
+
+Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) const {
+  if (num_prompt_tokens < 1) return InvalidArgumentError("the prompt is empty (0 tokens)");
+  if (max_new_tokens < 1) {
+    return InvalidArgumentError("max_tokens must be >= 1, got " + std::to_string(max_new_tokens));
+  }
+  const int64_t total = static_cast<int64_t>(num_prompt_tokens) + max_new_tokens;
+  const std::string need = std::to_string(num_prompt_tokens) + " prompt + " +
+                           std::to_string(max_new_tokens) + " max_tokens = " +
+                           std::to_string(total) + " tokens";
+  if (total > config_.max_model_len) {
+    return OutOfRangeError("the request needs " + need + ", but the model's context length is " +
+                           std::to_string(config_.max_model_len) +
+                           " tokens; shorten the prompt or lower max_tokens");
+  }
+  const int bs = kv_->block_size();
+  const int64_t blocks = (total + bs - 1) / bs;
+  if (blocks > kv_->num_blocks()) {
+    return ResourceExhaustedError(
+        "the request needs " + need + " of KV (" + std::to_string(blocks) + " blocks of " +
+        std::to_string(bs) + "), but the KV pool holds only " +
+        std::to_string(kv_->num_blocks()) + " blocks (" +
+        std::to_string(static_cast<int64_t>(kv_->num_blocks()) * bs) +
+        " tokens); lower max_tokens or enlarge the KV cache (--kv-cache-gb)");
+  }
+  const int64_t bytes = total * config_.bytes_per_token_kv;
+  if (config_.kv_budget_bytes > 0 && bytes > config_.kv_budget_bytes) {
+    return ResourceExhaustedError("the request needs " + need + " = " + Gb(bytes) +
+                                  " of KV, more than --kv-budget " +
+                                  Gb(config_.kv_budget_bytes) +
+                                  " allows for all requests together; lower max_tokens or raise "
+                                  "--kv-budget");
+  }
+  if (config_.memory_budget_bytes > 0) {
+    const int64_t room = config_.memory_budget_bytes - config_.model_bytes;
+    if (bytes > room) {
+      return ResourceExhaustedError(
+          "memory_admission: the request needs " + need + " = " + Gb(bytes) +
+          " of KV, but --memory-budget " + Gb(config_.memory_budget_bytes) + " leaves " +
+          Gb(room) + " after the model (" +
+          std::to_string(room / config_.bytes_per_token_kv) +
+          " tokens); lower max_tokens or raise --memory-budget");
+    }
+  }
+  return OkStatus();
+}
+
+Status Scheduler::AddRequest(RequestId id, std::vector<TokenId> prompt, int max_new_tokens,
+                             std::string extra_keys) {
+  RETURN_IF_ERROR(CheckAdmission(static_cast<int>(prompt.size()), max_new_tokens));
+  if (requests_.contains(id)) {
+    return InvalidArgumentError("duplicate request id " + std::to_string(id.value));
+  }
+  SchedRequest req;
+  req.id = id;
+  req.num_prompt_tokens = static_cast<int>(prompt.size());
+  req.tokens = std::move(prompt);
+  req.max_new_tokens = max_new_tokens;
+  req.extra_keys = std::move(extra_keys);
+  req.projected_kv_bytes =
+      static_cast<int64_t>(req.num_prompt_tokens + max_new_tokens) * config_.bytes_per_token_kv;
+  requests_.emplace(id, std::move(req));
+  waiting_.push_back(id);
+  return OkStatus();
+}
+
+ScheduledSeq Scheduler::MakeSeq(const SchedRequest& req, int num_new_tokens) const {
+  ScheduledSeq seq;
+  seq.request_id = req.id;
+  seq.start_pos = req.num_computed_tokens;
+  seq.tokens.assign(req.tokens.begin() + req.num_computed_tokens,
+                    req.tokens.begin() + req.num_computed_tokens + num_new_tokens);
+  auto table = kv_->block_table(req.id);
+  seq.block_table.assign(table.begin(), table.end());
+  seq.sample = req.num_computed_tokens + num_new_tokens == req.num_tokens();
+  return seq;
+}
+
+RequestId Scheduler::PreemptNewest() {
+  CHECK(!running_.empty());
+  RequestId victim = running_.back();
+  running_.pop_back();
+  SchedRequest& req = requests_.at(victim);
+  kv_->Free(victim);
+  req.num_computed_tokens = 0;
+  req.running = false;
+  ++req.num_preemptions;
+  running_projected_kv_bytes_ -= req.projected_kv_bytes;
+  waiting_.push_front(victim);
+  ++num_preemptions_;
+  return victim;
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  plan.block_size = kv_->block_size();
+  plan.finished = std::move(finished_since_plan_);
+  finished_since_plan_.clear();
+  int budget = config_.max_batched_tokens;
+
+  // 1. Running requests, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    SchedRequest& req = requests_.at(running_[i]);
+    const int remaining = req.num_tokens() - req.num_computed_tokens;
+    CHECK_GT(remaining, 0) << req.id << " is running with nothing to compute";
+    const int num_new = std::min(remaining, budget);
+    bool self_preempted = false;
+    while (!kv_->AllocateSlots(req.id, req.num_computed_tokens, num_new)) {
+      RequestId victim = PreemptNewest();
+      plan.preempted.push_back(victim);
+      if (victim == req.id) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;  // it was the newest: nothing after it is running
+    plan.seqs.push_back(MakeSeq(req, num_new));
+    budget -= num_new;
+  }
+
+  // 2. Waiting requests, FIFO, unless this step already had to preempt (no room to grow).
+  while (plan.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         num_running() < config_.max_num_seqs) {
+    SchedRequest& req = requests_.at(waiting_.front());
+    CHECK_EQ(req.num_computed_tokens, 0);
+    if (config_.kv_budget_bytes > 0 &&
+        running_projected_kv_bytes_ + req.projected_kv_bytes > config_.kv_budget_bytes) {
+      break;  // over-budget joiners wait for running requests to finish
+    }
+    PrefixHit hit = kv_->ComputedPrefix(req.tokens, req.extra_keys);
+    const int num_new = std::min(req.num_tokens() - hit.num_tokens, budget);
+    if (!kv_->AllocateSlots(req.id, 0, num_new, hit, /*record_prefix_query=*/true)) break;
+    waiting_.pop_front();
+    req.num_computed_tokens = hit.num_tokens;
+    if (req.num_cached_tokens < 0) req.num_cached_tokens = hit.num_tokens;
+    req.running = true;
+    running_.push_back(req.id);
+    running_projected_kv_bytes_ += req.projected_kv_bytes;
+    plan.seqs.push_back(MakeSeq(req, num_new));
+    budget -= num_new;
+  }
+
+  for (const ScheduledSeq& seq : plan.seqs) {
+    plan.num_tokens += static_cast<int>(seq.tokens.size());
+    plan.num_sampled += seq.sample;
+  }
+  return plan;
+}
+
+void Scheduler::Update(const StepPlan& plan, std::span<const TokenId> sampled) {
+  CHECK_EQ(static_cast<int>(sampled.size()), plan.num_sampled);
+  size_t k = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    const size_t row = k;
+    if (seq.sample) ++k;
+    auto it = requests_.find(seq.request_id);
+    if (it == requests_.end()) continue;  // finished while the step ran
+    SchedRequest& req = it->second;
+    CHECK(req.running) << req.id << " updated while not running";
+    CHECK_EQ(req.num_computed_tokens, seq.start_pos) << req.id;
+    req.num_computed_tokens += static_cast<int>(seq.tokens.size());
+    kv_->CommitComputed(req.id, req.tokens, req.num_computed_tokens, req.extra_keys);
+    if (seq.sample) req.tokens.push_back(sampled[row]);
+  }
+}
+
+bool Scheduler::Finish(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  SchedRequest& req = it->second;
+  if (req.running) {
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+    running_projected_kv_bytes_ -= req.projected_kv_bytes;
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
+  }
+  kv_->Free(id);
+  requests_.erase(it);
+  finished_since_plan_.push_back(id);
+  return true;
+}
+
+const SchedRequest* Scheduler::Find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::CheckIntegrity() const {
+  kv_->CheckIntegrity();
+  CHECK_EQ(running_.size() + waiting_.size(), requests_.size()) << "request lost from the queues";
+  CHECK_LE(num_running(), config_.max_num_seqs);
+  int64_t projected = 0;
+  for (RequestId id : running_) {
+    const SchedRequest& req = requests_.at(id);
+    CHECK(req.running) << id;
+    CHECK_LT(req.num_computed_tokens, req.num_tokens()) << id << " fully computed but running";
+    const int blocks = static_cast<int>(kv_->block_table(id).size());
+    CHECK_GE(blocks * kv_->block_size(), req.num_computed_tokens) << id << ": table too short";
+    projected += req.projected_kv_bytes;
+  }
+  CHECK_EQ(projected, running_projected_kv_bytes_);
+  for (RequestId id : waiting_) {
+    const SchedRequest& req = requests_.at(id);
+    CHECK(!req.running) << id;
+    CHECK_EQ(req.num_computed_tokens, 0) << id;
+    CHECK(!kv_->HasRequest(id)) << id << " waits while holding blocks";
+  }
+}
+
+}  // namespace loom

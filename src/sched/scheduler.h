@@ -1,0 +1,120 @@
+// Scheduler: decides which requests advance each step and by how many tokens. One token budget,
+// no phases (ARCHITECTURE.md §3): every request has num_tokens (prompt + generated) and
+// num_computed_tokens (KV written); a step moves num_computed_tokens toward num_tokens.
+//
+//   Schedule():  1. running requests, oldest first: all their remaining tokens (1 when decoding,
+//                   the next chunk when a prefill was split), capped by the token budget. When a
+//                   request cannot get blocks, the newest running request is preempted (blocks
+//                   freed, num_computed_tokens = 0, back to the FRONT of the waiting queue) until
+//                   it fits, possibly itself.
+//                2. if nothing was preempted: waiting requests in FIFO order, while rows
+//                   (max_num_seqs), token budget and --kv-budget allow; prefix-cache hits make
+//                   num_computed_tokens jump ahead. The first one that does not fit stops
+//                   admission (no overtaking).
+//   Update():    after the runner ran the plan: num_computed_tokens += scheduled tokens, newly
+//                full blocks enter the prefix cache, sampled tokens are appended.
+//
+// Capacity is separate from the per-step budget: a request that can never fit (context length,
+// pool size, --kv-budget, --memory-budget) is refused by CheckAdmission before it is queued.
+// Pure CPU bookkeeping, deterministic; not thread-safe (owned by the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_cache_manager.h"
+#include "sched/step_plan.h"
+
+namespace loom {
+
+struct SchedulerConfig {
+  int max_batched_tokens = 2048;  // tokens per step (--max-batched-tokens)
+  int max_num_seqs = 8;           // rows per step (--batch)
+  int max_model_len = 4096;       // the model's context length, tokens
+  int64_t bytes_per_token_kv = 0;   // KV bytes of one token over all layers (K and V)
+  int64_t kv_budget_bytes = 0;      // --kv-budget: cap on running requests' projected KV; 0 = off
+  int64_t memory_budget_bytes = 0;  // --memory-budget: one request's KV must fit; 0 = off
+  int64_t model_bytes = 0;          // weights etc., subtracted from memory_budget_bytes
+
+  Status Validate() const;
+};
+
+// One request as the scheduler sees it.
+struct SchedRequest {
+  RequestId id;
+  std::vector<TokenId> tokens;  // prompt followed by the generated tokens
+  int num_prompt_tokens = 0;
+  int num_computed_tokens = 0;  // tokens whose KV is written
+  int max_new_tokens = 0;
+  std::string extra_keys;       // prefix-cache extra keys (adapter, media hashes, salt)
+  int64_t projected_kv_bytes = 0;  // (prompt + max_new_tokens) * bytes_per_token_kv
+  int num_cached_tokens = -1;   // prefix-cache hit at first admission; -1 until admitted
+  int num_preemptions = 0;
+  bool running = false;
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+class Scheduler {
+ public:
+  // `kv` must outlive the scheduler; its block size is the plan's. Precondition: config.Validate().
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
+
+  // Whether a request of this size can ever run, judged against the static limits only (context
+  // length, pool size, --kv-budget, --memory-budget). Thread-safe (reads constants only).
+  // Errors: OutOfRange for the context length, ResourceExhausted for the memory limits (the
+  // server maps it to 400 memory_admission); each message names the number and the flag.
+  Status CheckAdmission(int num_prompt_tokens, int max_new_tokens) const;
+
+  // Queues a request at the back of the waiting queue. Errors: CheckAdmission's, and
+  // InvalidArgument for an empty prompt or a duplicate id.
+  Status AddRequest(RequestId id, std::vector<TokenId> prompt, int max_new_tokens,
+                    std::string extra_keys = "");
+
+  // Builds the next step (see the file comment). Mutates block tables, queues and preemption
+  // state. An empty plan means nothing can run now (nothing queued, or nothing fits).
+  StepPlan Schedule();
+
+  // Records that `plan` was executed: sampled[k] is the token sampled for the k-th sampled seq
+  // (plan order). Seqs of requests finished since Schedule() are skipped.
+  void Update(const StepPlan& plan, std::span<const TokenId> sampled);
+
+  // Removes a request (completed, aborted or failed) wherever it is, freeing its blocks.
+  // Returns false for an unknown id.
+  bool Finish(RequestId id);
+
+  const SchedRequest* Find(RequestId id) const;
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  // Sum of the running requests' projected KV (what --kv-budget caps).
+  int64_t running_projected_kv_bytes() const { return running_projected_kv_bytes_; }
+  const SchedulerConfig& config() const { return config_; }
+  const KvCacheManager& kv() const { return *kv_; }
+
+  // CHECKs the queue/KV invariants and KvCacheManager::CheckIntegrity().
+  void CheckIntegrity() const;
+
+ private:
+  // Frees the newest running request and puts it at the front of the waiting queue.
+  RequestId PreemptNewest();
+  ScheduledSeq MakeSeq(const SchedRequest& req, int num_new_tokens) const;
+
+  SchedulerConfig config_;
+  KvCacheManager* kv_;
+  std::unordered_map<RequestId, SchedRequest> requests_;
+  std::deque<RequestId> waiting_;   // FIFO; preempted requests re-enter at the front
+  std::vector<RequestId> running_;  // admission order: oldest first, newest preempted first
+  std::vector<RequestId> finished_since_plan_;
+  int64_t running_projected_kv_bytes_ = 0;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace loom

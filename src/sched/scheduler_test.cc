@@ -1,0 +1,304 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace loom {
+namespace {
+
+using Ids = std::vector<BlockId>;
+using Tokens = std::vector<TokenId>;
+
+Tokens Range(int begin, int end) {
+  Tokens t(end - begin);
+  std::iota(t.begin(), t.end(), begin);
+  return t;
+}
+
+RequestId R(uint64_t v) { return RequestId{v}; }
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int num_blocks, SchedulerConfig cfg, bool prefix_cache = true) {
+    KvCacheConfig kv_cfg;
+    kv_cfg.num_blocks = num_blocks;
+    kv_cfg.block_size = 4;
+    kv_cfg.enable_prefix_cache = prefix_cache;
+    kv_cfg.root_hash = RootBlockHash("m", "f32", "t");
+    kv_ = std::make_unique<KvCacheManager>(kv_cfg);
+    sched_ = std::make_unique<Scheduler>(cfg, kv_.get());
+  }
+
+  // Schedules, checks invariants, then "executes": every sampled row gets token 1000 + step.
+  StepPlan Step() {
+    StepPlan plan = sched_->Schedule();
+    sched_->CheckIntegrity();
+    Tokens sampled(plan.num_sampled, 1000 + num_steps_++);
+    sched_->Update(plan, sampled);
+    sched_->CheckIntegrity();
+    return plan;
+  }
+
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+  int num_steps_ = 0;
+};
+
+SchedulerConfig Config(int max_batched_tokens, int max_num_seqs) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = max_batched_tokens;
+  cfg.max_num_seqs = max_num_seqs;
+  cfg.max_model_len = 1024;
+  return cfg;
+}
+
+TEST_F(SchedulerTest, ChunkedPrefillSplitsAtTheTokenBudget) {
+  Init(16, Config(4, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 10), 5).ok());
+  StepPlan p1 = Step();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.seqs[0].tokens, Range(0, 4));
+  EXPECT_EQ(p1.seqs[0].start_pos, 0);
+  EXPECT_EQ(p1.seqs[0].block_table, (Ids{0}));
+  EXPECT_FALSE(p1.seqs[0].sample);
+  EXPECT_EQ(p1.num_tokens, 4);
+  EXPECT_EQ(p1.num_sampled, 0);
+
+  StepPlan p2 = Step();
+  EXPECT_EQ(p2.seqs[0].tokens, Range(4, 8));
+  EXPECT_EQ(p2.seqs[0].start_pos, 4);
+  EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 1}));
+
+  StepPlan p3 = Step();
+  EXPECT_EQ(p3.seqs[0].tokens, Range(8, 10));
+  EXPECT_EQ(p3.seqs[0].block_table, (Ids{0, 1, 2}));
+  EXPECT_TRUE(p3.seqs[0].sample);
+
+  // Decode: the sampled token (1002) is computed next.
+  StepPlan p4 = Step();
+  EXPECT_EQ(p4.seqs[0].tokens, (Tokens{1002}));
+  EXPECT_EQ(p4.seqs[0].start_pos, 10);
+  EXPECT_TRUE(p4.seqs[0].sample);
+  const SchedRequest* req = sched_->Find(R(1));
+  EXPECT_EQ(req->num_computed_tokens, 11);
+  EXPECT_EQ(req->tokens.back(), 1003);
+  EXPECT_EQ(req->num_output_tokens(), 2);
+}
+
+TEST_F(SchedulerTest, DecodesFirstThenFillsTheBudgetWithAPrefillChunk) {
+  Init(32, Config(8, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 3), 10).ok());
+  Step();  // prefill A
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(50, 70), 10).ok());
+  StepPlan p = Step();
+  ASSERT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(p.seqs[0].request_id, R(1));
+  EXPECT_EQ(p.seqs[0].tokens.size(), 1u);
+  EXPECT_EQ(p.seqs[1].request_id, R(2));
+  EXPECT_EQ(p.seqs[1].tokens, Range(50, 57));  // 8 - 1 tokens of budget left
+  EXPECT_EQ(p.num_tokens, 8);
+  // Next step: A decodes again, B continues its prefill where it stopped.
+  StepPlan q = Step();
+  EXPECT_EQ(q.seqs[1].start_pos, 7);
+  EXPECT_EQ(q.seqs[1].tokens, Range(57, 64));
+}
+
+TEST_F(SchedulerTest, RowLimitQueuesTheRestFifo) {
+  Init(32, Config(64, 2));
+  for (uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(sched_->AddRequest(R(i), Range(0, 2), 4).ok());
+  StepPlan p = Step();
+  ASSERT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(sched_->num_running(), 2);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  EXPECT_TRUE(sched_->Finish(R(1)));
+  StepPlan q = Step();
+  ASSERT_EQ(q.seqs.size(), 2u);
+  EXPECT_EQ(q.seqs[0].request_id, R(2));
+  EXPECT_EQ(q.seqs[1].request_id, R(3));
+  EXPECT_EQ(q.finished, (std::vector<RequestId>{R(1)}));
+}
+
+TEST_F(SchedulerTest, HeadOfQueueThatDoesNotFitBlocksLaterRequests) {
+  Init(4, Config(64, 8), /*prefix_cache=*/false);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 8), 4).ok());   // 2 blocks now
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 12), 4).ok());  // 3 blocks: does not fit
+  ASSERT_TRUE(sched_->AddRequest(R(3), Range(0, 2), 2).ok());   // would fit, must not overtake
+  StepPlan p = Step();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].request_id, R(1));
+  EXPECT_EQ(sched_->num_waiting(), 2);
+  sched_->Finish(R(1));
+  StepPlan q = Step();
+  ASSERT_EQ(q.seqs.size(), 2u);  // 2 takes 3 blocks, 3 the last one
+  EXPECT_EQ(q.seqs[0].request_id, R(2));
+  EXPECT_EQ(q.seqs[1].request_id, R(3));
+  EXPECT_EQ(sched_->num_waiting(), 0);
+}
+
+TEST_F(SchedulerTest, PreemptsTheNewestAndRecomputesItWithItsOutput) {
+  Init(3, Config(64, 8), /*prefix_cache=*/true);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 4), 8).ok());   // block 0, full
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(10, 14), 8).ok()); // block 1, full
+  StepPlan p1 = Step();
+  ASSERT_EQ(p1.seqs.size(), 2u);
+  // Each sampled a token at position 4: both need a second block, one is left (block 2).
+  StepPlan p2 = Step();
+  EXPECT_EQ(p2.preempted, (std::vector<RequestId>{R(2)}));
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].request_id, R(1));
+  EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 2}));
+  EXPECT_EQ(sched_->num_preemptions(), 1u);
+  const SchedRequest* b = sched_->Find(R(2));
+  EXPECT_FALSE(b->running);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  EXPECT_EQ(b->tokens, (Tokens{10, 11, 12, 13, 1000}));  // keeps its output
+  // While A holds every block B stays queued; finishing A lets B back in with a prefix hit
+  // on its own cached first block: only the output token is recomputed.
+  sched_->Finish(R(1));
+  StepPlan p3 = Step();
+  ASSERT_EQ(p3.seqs.size(), 1u);
+  EXPECT_EQ(p3.seqs[0].request_id, R(2));
+  EXPECT_EQ(p3.seqs[0].start_pos, 4);
+  EXPECT_EQ(p3.seqs[0].tokens, (Tokens{1000}));
+  EXPECT_EQ(p3.seqs[0].block_table[0], 1);
+  EXPECT_TRUE(p3.seqs[0].sample);
+  EXPECT_EQ(sched_->Find(R(2))->num_cached_tokens, 0);  // usage reports the first admission
+}
+
+TEST_F(SchedulerTest, PreemptsTheNewestEvenWhenOlderOnesStillFit) {
+  Init(2, Config(64, 8), /*prefix_cache=*/false);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 4), 4).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 4), 4).ok());
+  Step();
+  // A grows first; nothing is free, so B (the newest) is preempted and A takes its block.
+  StepPlan p = Step();
+  EXPECT_EQ(p.preempted, (std::vector<RequestId>{R(2)}));
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].block_table, (Ids{0, 1}));
+  sched_->Finish(R(1));
+  // B alone: prompt + 1 output = 5 tokens = 2 blocks; it runs again from scratch.
+  StepPlan q = Step();
+  EXPECT_EQ(q.seqs[0].tokens.size(), 5u);
+  EXPECT_EQ(q.seqs[0].start_pos, 0);
+}
+
+TEST_F(SchedulerTest, TheNewestPreemptsItselfWhenItCannotGrow) {
+  Init(2, Config(64, 8), /*prefix_cache=*/false);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 2), 4).ok());  // grows inside block 0
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 4), 4).ok());  // needs a second block
+  Step();
+  StepPlan p = Step();
+  EXPECT_EQ(p.preempted, (std::vector<RequestId>{R(2)}));
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].request_id, R(1));
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  // No admission in a step that preempted, even though a block is free now.
+  EXPECT_EQ(kv_->num_free_blocks(), 1);
+}
+
+TEST_F(SchedulerTest, PrefixHitSkipsCachedBlocks) {
+  Init(16, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 10), 4).ok());
+  Step();
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 10), 4).ok());
+  StepPlan p = Step();
+  ASSERT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(p.seqs[1].request_id, R(2));
+  EXPECT_EQ(p.seqs[1].start_pos, 8);
+  EXPECT_EQ(p.seqs[1].tokens, (Tokens{8, 9}));
+  EXPECT_EQ(p.seqs[1].block_table, (Ids{0, 1, 3}));
+  EXPECT_EQ(sched_->Find(R(2))->num_cached_tokens, 8);
+  EXPECT_EQ(kv_->stats().prefix_hit_tokens, 8u);
+}
+
+TEST_F(SchedulerTest, KvBudgetQueuesJoinersAndRejectsLoneOversizedRequests) {
+  SchedulerConfig cfg = Config(64, 8);
+  cfg.bytes_per_token_kv = 1000;
+  cfg.kv_budget_bytes = 20000;  // 20 tokens of projected KV for all running requests
+  Init(64, cfg);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 6), 6).ok());  // 12 tokens
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 6), 6).ok());  // 12 more: over budget, waits
+  StepPlan p = Step();
+  EXPECT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+  EXPECT_EQ(sched_->running_projected_kv_bytes(), 12000);
+  sched_->Finish(R(1));
+  EXPECT_EQ(Step().seqs[0].request_id, R(2));
+
+  Status s = sched_->AddRequest(R(3), Range(0, 15), 6);  // 21 tokens alone
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("--kv-budget"), std::string::npos) << s.message();
+  EXPECT_EQ(sched_->Find(R(3)), nullptr);
+}
+
+TEST_F(SchedulerTest, AdmissionRejectionsNameTheLimit) {
+  SchedulerConfig cfg = Config(64, 8);
+  cfg.max_model_len = 100;
+  cfg.bytes_per_token_kv = 1'000'000;  // 1 MB per token
+  cfg.memory_budget_bytes = 1'050'000'000;
+  cfg.model_bytes = 1'000'000'000;  // leaves 50 tokens
+  Init(20, cfg);                    // 80 tokens of pool
+
+  Status ctx = sched_->CheckAdmission(90, 20);
+  EXPECT_EQ(ctx.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ctx.message(),
+            "the request needs 90 prompt + 20 max_tokens = 110 tokens, but the model's context "
+            "length is 100 tokens; shorten the prompt or lower max_tokens");
+
+  Status mem = sched_->CheckAdmission(40, 20);
+  EXPECT_EQ(mem.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(mem.message(),
+            "memory_admission: the request needs 40 prompt + 20 max_tokens = 60 tokens = 0.06 GB "
+            "of KV, but --memory-budget 1.05 GB leaves 0.05 GB after the model (50 tokens); "
+            "lower max_tokens or raise --memory-budget");
+
+  EXPECT_TRUE(sched_->CheckAdmission(40, 10).ok());
+  EXPECT_EQ(sched_->CheckAdmission(0, 10).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched_->CheckAdmission(5, 0).code(), StatusCode::kInvalidArgument);
+
+  SchedulerConfig small = Config(64, 8);
+  Init(2, small);  // 8 tokens of pool
+  Status pool = sched_->CheckAdmission(6, 3);
+  EXPECT_EQ(pool.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.message(),
+            "the request needs 6 prompt + 3 max_tokens = 9 tokens of KV (3 blocks of 4), but the "
+            "KV pool holds only 2 blocks (8 tokens); lower max_tokens or enlarge the KV cache "
+            "(--kv-cache-gb)");
+  EXPECT_TRUE(sched_->CheckAdmission(6, 2).ok());
+}
+
+TEST_F(SchedulerTest, AbortMidPrefillAndMidDecodeFreesBlocks) {
+  Init(8, Config(4, 8), /*prefix_cache=*/false);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 12), 4).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 2), 4).ok());
+  Step();  // R1's first chunk uses the whole budget
+  EXPECT_EQ(kv_->stats().num_used_blocks, 1);
+  EXPECT_TRUE(sched_->Finish(R(1)));  // mid-prefill
+  EXPECT_EQ(kv_->stats().num_used_blocks, 0);
+  sched_->CheckIntegrity();
+  EXPECT_EQ(Step().finished, (std::vector<RequestId>{R(1)}));
+  Step();  // R2 decoding
+  EXPECT_EQ(kv_->stats().num_used_blocks, 1);
+  EXPECT_TRUE(sched_->Finish(R(2)));
+  EXPECT_FALSE(sched_->Finish(R(2)));
+  EXPECT_EQ(kv_->stats().num_used_blocks, 0);
+  EXPECT_FALSE(sched_->HasWork());
+  StepPlan p = Step();
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.finished, (std::vector<RequestId>{R(2)}));
+}
+
+TEST(SchedulerConfigTest, ValidateNamesTheFlag) {
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 0;
+  EXPECT_NE(cfg.Validate().message().find("--batch"), std::string::npos);
+  cfg = SchedulerConfig();
+  cfg.kv_budget_bytes = 5;
+  EXPECT_FALSE(cfg.Validate().ok());
+  EXPECT_TRUE(SchedulerConfig().Validate().ok());
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,44 @@
+// StepPlan: the scheduler's immutable decision for one engine step, handed to the ModelRunner.
+// It lives in sched/ (not runtime/) because the scheduler produces it and runtime/ sits below
+// sched/ in the room order; runtime/model_runner.h includes it.
+//
+// One step is a flat list of token runs, no padding. For block_size 4:
+//
+//   seq 0 (decode):   tokens [t9]           start_pos 9   block_table [17, 4, 9]   sample
+//   seq 1 (chunk):    tokens [u4 .. u7]     start_pos 4   block_table [2, 11]      no sample
+//   seq 2 (prefill):  tokens [v0 .. v2]     start_pos 0   block_table [5]          sample
+//
+// Token j of a seq sits at position p = start_pos + j and its KV goes to slot
+// block_table[p / block_size] * block_size + p % block_size.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_types.h"
+
+namespace loom {
+
+struct ScheduledSeq {
+  RequestId request_id;
+  std::vector<TokenId> tokens;       // [n] tokens to compute this step (a prompt chunk, or 1)
+  int32_t start_pos = 0;             // == the request's num_computed_tokens before this step
+  std::vector<BlockId> block_table;  // ALL the request's blocks, covering start_pos + n tokens
+  bool sample = false;               // the last token's logits row is sampled
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;  // in row order; sampled rows keep this order in the logits
+  int block_size = 0;              // tokens per KV block
+  int num_tokens = 0;              // sum of seqs[i].tokens.size(), <= max_batched_tokens
+  int num_sampled = 0;             // seqs with sample == true (rows of the logits)
+  // Requests preempted while building this plan: their blocks are freed (they will be
+  // recomputed later). A runner holding per-request state (e.g. recurrent state) drops it.
+  std::vector<RequestId> preempted;
+  // Requests finished or aborted since the previous plan (blocks already freed).
+  std::vector<RequestId> finished;
+
+  bool empty() const { return seqs.empty(); }
+};
+
+}  // namespace loom
