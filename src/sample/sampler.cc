@@ -1,0 +1,216 @@
+#include "sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "base/check.h"
+
+namespace loom {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Higher probability first; equal probabilities by lower id, so the order is total.
+template <typename C>
+bool Before(const C& a, const C& b) {
+  return a.p > b.p || (a.p == b.p && a.id < b.id);
+}
+
+}  // namespace
+
+double CounterUniform(uint64_t seed, uint64_t counter, uint64_t stream) {
+  uint64_t x = SplitMix64(seed ^ SplitMix64(counter ^ SplitMix64(stream + 0x5851F42D4C957F2Dull)));
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+void ApplyLogitBias(const SamplingParams& params, std::span<float> logits) {
+  for (const auto& [id, bias] : params.logit_bias) {
+    CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "unvalidated logit_bias id";
+    logits[id] += bias;
+  }
+}
+
+void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> prompt,
+                    std::span<const TokenId> output, std::span<float> logits) {
+  if (params.repetition_penalty != 1.0f) {
+    const float r = params.repetition_penalty;
+    std::vector<TokenId> seen(prompt.begin(), prompt.end());
+    seen.insert(seen.end(), output.begin(), output.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (TokenId id : seen) {
+      CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "token id " << id;
+      float& l = logits[id];
+      l = l > 0.0f ? l / r : l * r;
+    }
+  }
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    std::unordered_map<TokenId, int> counts;
+    for (TokenId id : output) ++counts[id];
+    for (const auto& [id, n] : counts) {
+      CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "token id " << id;
+      logits[id] -= params.frequency_penalty * static_cast<float>(n) + params.presence_penalty;
+    }
+  }
+}
+
+Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) { CHECK_GT(vocab_size, 0); }
+
+void Sampler::ApplyTopP(float top_p) {
+  double total = 0.0;
+  for (const Candidate& c : candidates_) total += c.p;
+  const double target = top_p * total;
+  // Sort only as much of the head as needed: grow the sorted prefix until it holds the mass.
+  size_t m = std::min<size_t>(256, candidates_.size());
+  while (true) {
+    std::partial_sort(candidates_.begin(), candidates_.begin() + m, candidates_.end(),
+                      Before<Candidate>);
+    double cum = 0.0;
+    for (size_t i = 0; i < m; ++i) {
+      cum += candidates_[i].p;
+      if (cum >= target) {
+        candidates_.resize(i + 1);
+        return;
+      }
+    }
+    if (m == candidates_.size()) return;  // rounding: keep everything
+    m = std::min(candidates_.size(), m * 4);
+  }
+}
+
+StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleContext& ctx) {
+  CHECK(ctx.params != nullptr);
+  CHECK_EQ(static_cast<int>(logits.size()), vocab_size_);
+  const SamplingParams& params = *ctx.params;
+  for (float l : logits) {
+    if (std::isnan(l)) return InvalidArgumentError("the model produced NaN logits");
+  }
+
+  ApplyLogitBias(params, logits);
+  ApplyPenalties(params, ctx.prompt, ctx.output, logits);
+
+  // Raw log-softmax for logprobs (see the file comment), before any masking: keep a copy.
+  float log_z = 0.0f;
+  if (params.num_logprobs >= 0) {
+    scratch_.assign(logits.begin(), logits.end());
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+    log_z = mx + static_cast<float>(std::log(sum));
+  }
+
+  if (static_cast<int>(ctx.output.size()) < params.min_tokens) {
+    if (!params.ignore_eos) {
+      for (TokenId id : ctx.eos_token_ids) {
+        if (id >= 0 && id < vocab_size_) logits[id] = kNegInf;
+      }
+    }
+    for (TokenId id : params.stop_token_ids) {
+      CHECK(id >= 0 && id < vocab_size_) << "unvalidated stop token id " << id;
+      logits[id] = kNegInf;
+    }
+  }
+
+  const uint64_t step = ctx.output.size();
+  TokenId chosen = -1;
+  if (params.greedy()) {
+    float best = kNegInf;
+    for (int i = 0; i < vocab_size_; ++i) {
+      if (logits[i] > best) {
+        best = logits[i];
+        chosen = i;
+      }
+    }
+  } else {
+    const float inv_t = 1.0f / params.temperature;
+    float mx = kNegInf;
+    for (float l : logits) mx = std::max(mx, l);
+    if (mx == kNegInf) {
+      return InvalidArgumentError("no token left to sample: every token is masked");
+    }
+    candidates_.clear();
+    for (int i = 0; i < vocab_size_; ++i) {
+      if (logits[i] == kNegInf) continue;
+      candidates_.push_back({std::exp((logits[i] - mx) * inv_t), i});
+    }
+    if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
+      std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k,
+                       candidates_.end(), Before<Candidate>);
+      candidates_.resize(params.top_k);
+    }
+    if (params.top_p < 1.0f) ApplyTopP(params.top_p);
+    if (params.min_p > 0.0f) {
+      float p_max = 0.0f;
+      for (const Candidate& c : candidates_) p_max = std::max(p_max, c.p);
+      const float cut = params.min_p * p_max;
+      std::erase_if(candidates_, [cut](const Candidate& c) { return c.p < cut; });
+    }
+    if (params.xtc_probability > 0.0f &&
+        CounterUniform(ctx.seed, step, /*stream=*/1) < params.xtc_probability) {
+      // XTC ("exclude top choices"): drop every token at or above the threshold except the
+      // least likely of them, when there are at least two.
+      double total = 0.0;
+      for (const Candidate& c : candidates_) total += c.p;
+      const double cut = params.xtc_threshold * total;
+      int num_above = 0;
+      const Candidate* last_above = nullptr;
+      for (const Candidate& c : candidates_) {
+        if (c.p >= cut) {
+          ++num_above;
+          if (last_above == nullptr || Before(*last_above, c)) last_above = &c;
+        }
+      }
+      if (num_above >= 2) {
+        const Candidate keep = *last_above;
+        std::erase_if(candidates_, [&](const Candidate& c) {
+          return c.p >= cut && !(c.id == keep.id);
+        });
+      }
+    }
+    // Inverse CDF in id order: deterministic whatever order the steps above left.
+    std::sort(candidates_.begin(), candidates_.end(),
+              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    double total = 0.0;
+    for (const Candidate& c : candidates_) total += c.p;
+    const double target = CounterUniform(ctx.seed, step, /*stream=*/0) * total;
+    double cum = 0.0;
+    chosen = candidates_.back().id;
+    for (const Candidate& c : candidates_) {
+      cum += c.p;
+      if (cum > target) {
+        chosen = c.id;
+        break;
+      }
+    }
+  }
+  if (chosen < 0) return InvalidArgumentError("no token left to sample: every token is masked");
+
+  SampleResult result;
+  result.token = chosen;
+  if (params.num_logprobs >= 0) {
+    result.logprob = scratch_[chosen] - log_z;
+    const int k = std::min(params.num_logprobs, vocab_size_);
+    if (k > 0) {
+      candidates_.clear();
+      for (int i = 0; i < vocab_size_; ++i) candidates_.push_back({scratch_[i], i});
+      std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
+                        Before<Candidate>);
+      result.top_logprobs.reserve(k);
+      for (int i = 0; i < k; ++i) {
+        result.top_logprobs.push_back({candidates_[i].id, candidates_[i].p - log_z});
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace loom

@@ -1,0 +1,82 @@
+// Sampler: turns one row of logits into a token, per request, inside a batch.
+//
+// Processing order (as vLLM / llama.cpp):
+//   logit_bias → repetition / presence / frequency penalties → [logprobs taken here]
+//   → min_tokens masking of EOS + stop ids → greedy argmax if temperature == 0, else
+//   temperature → softmax → top-k → top-p → min-p → XTC → draw from what is left.
+//
+// Logprobs are the model's distribution as the OpenAI API defines it: log_softmax of the logits
+// after logit_bias and penalties, before masking, temperature and truncation (vLLM's
+// "processed logits" mode would differ; this choice keeps logprobs independent of temperature).
+//
+// Randomness is counter-based: the draw for output token i of a request is a pure function of
+// (seed, i), so a seeded request gives the same tokens whatever else is in the batch, and also
+// after preemption and recompute.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_types.h"
+#include "sample/sampling_params.h"
+
+namespace loom {
+
+struct TokenLogprob {
+  TokenId token = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  TokenId token = 0;
+  float logprob = 0.0f;                   // of `token`; 0 when logprobs were not requested
+  std::vector<TokenLogprob> top_logprobs; // params.num_logprobs best, highest first (ties: id)
+};
+
+// What the sampler needs to know about the request besides its parameters.
+struct SampleContext {
+  const SamplingParams* params = nullptr;
+  std::span<const TokenId> prompt;     // prompt token ids
+  std::span<const TokenId> output;     // tokens generated so far
+  uint64_t seed = 0;                   // params->seed, or the one the engine drew
+  std::span<const TokenId> eos_token_ids;
+};
+
+// A uniform double in [0, 1) that depends only on (seed, counter, stream).
+double CounterUniform(uint64_t seed, uint64_t counter, uint64_t stream);
+
+// The steps, exposed for tests. `logits` is one row [vocab_size], modified in place.
+void ApplyLogitBias(const SamplingParams& params, std::span<float> logits);
+// Repetition (HF style: positive logits divided by r, negative multiplied, over the set of
+// prompt + output tokens), then presence / frequency (OpenAI: logit -= frequency * count +
+// presence * (count > 0), over output tokens).
+void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> prompt,
+                    std::span<const TokenId> output, std::span<float> logits);
+
+class Sampler {
+ public:
+  explicit Sampler(int vocab_size);
+
+  int vocab_size() const { return vocab_size_; }
+
+  // Samples one row. `logits` [vocab_size] f32 is used as scratch (overwritten). Errors
+  // (InvalidArgument, belonging to this request only): NaN logits, or no token left after
+  // masking. Not thread-safe (scratch buffers); use one Sampler per thread.
+  StatusOr<SampleResult> SampleRow(std::span<float> logits, const SampleContext& ctx);
+
+ private:
+  struct Candidate {
+    float p;
+    TokenId id;
+  };
+  // Keeps the smallest prefix of the candidates (sorted by p desc) whose mass reaches top_p.
+  void ApplyTopP(float top_p);
+
+  int vocab_size_;
+  std::vector<Candidate> candidates_;  // surviving tokens (p: probability, or logit for logprobs)
+  std::vector<float> scratch_;         // [vocab] logits after bias + penalties, for logprobs
+};
+
+}  // namespace loom

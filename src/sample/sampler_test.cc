@@ -1,0 +1,244 @@
+#include "sample/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace loom {
+namespace {
+
+using Tokens = std::vector<TokenId>;
+
+std::vector<float> LogitsFromProbs(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+// Samples `n` times with seeds 0..n-1 and returns how often each token came out.
+std::map<TokenId, int> Histogram(const std::vector<float>& logits, const SamplingParams& params,
+                                 int n) {
+  Sampler sampler(static_cast<int>(logits.size()));
+  std::map<TokenId, int> counts;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> row = logits;
+    SampleContext ctx{&params, {}, {}, static_cast<uint64_t>(i), {}};
+    auto r = sampler.SampleRow(row, ctx);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    ++counts[r->token];
+  }
+  return counts;
+}
+
+std::set<TokenId> Support(const std::map<TokenId, int>& h) {
+  std::set<TokenId> s;
+  for (const auto& [id, n] : h) s.insert(id);
+  return s;
+}
+
+// Checks empirical frequencies against `expected` (already renormalized) within 5 sigma.
+void ExpectFrequencies(const std::map<TokenId, int>& h, const std::map<TokenId, double>& expected,
+                       int n) {
+  for (const auto& [id, p] : expected) {
+    const double freq = h.contains(id) ? static_cast<double>(h.at(id)) / n : 0.0;
+    const double sigma = std::sqrt(p * (1 - p) / n);
+    EXPECT_NEAR(freq, p, 5 * sigma + 1e-9) << "token " << id;
+  }
+}
+
+const std::vector<double> kProbs = {0.05, 0.4, 0.3, 0.15, 0.1};  // ids 0..4
+
+TEST(SamplerTest, GreedyTakesTheArgmaxLowestIdOnTies) {
+  Sampler sampler(4);
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<float> row = {1, 3, 3, 2};
+  auto r = sampler.SampleRow(row, {&p, {}, {}, 7, {}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->token, 1);
+  p.logit_bias = {{3, 1.5f}};
+  row = {1, 3, 3, 2};
+  EXPECT_EQ(sampler.SampleRow(row, {&p, {}, {}, 7, {}})->token, 3);
+}
+
+TEST(SamplerTest, TemperatureOneMatchesTheSoftmax) {
+  SamplingParams p;
+  const int n = 20000;
+  auto h = Histogram(LogitsFromProbs(kProbs), p, n);
+  ExpectFrequencies(h, {{0, 0.05}, {1, 0.4}, {2, 0.3}, {3, 0.15}, {4, 0.1}}, n);
+}
+
+TEST(SamplerTest, TopKKeepsTheKMostLikely) {
+  SamplingParams p;
+  p.top_k = 2;
+  const int n = 10000;
+  auto h = Histogram(LogitsFromProbs(kProbs), p, n);
+  EXPECT_EQ(Support(h), (std::set<TokenId>{1, 2}));
+  ExpectFrequencies(h, {{1, 0.4 / 0.7}, {2, 0.3 / 0.7}}, n);
+}
+
+TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
+  SamplingParams p;
+  p.top_p = 0.7f;  // 0.4 + 0.3 reaches 0.7
+  EXPECT_EQ(Support(Histogram(LogitsFromProbs(kProbs), p, 4000)), (std::set<TokenId>{1, 2}));
+  p.top_p = 0.71f;
+  auto h = Histogram(LogitsFromProbs(kProbs), p, 10000);
+  EXPECT_EQ(Support(h), (std::set<TokenId>{1, 2, 3}));
+  ExpectFrequencies(h, {{1, 0.4 / 0.85}, {2, 0.3 / 0.85}, {3, 0.15 / 0.85}}, 10000);
+  // top-k first, then top-p over the renormalized survivors: 0.4/0.7 = 0.57 >= 0.5.
+  p.top_k = 2;
+  p.top_p = 0.5f;
+  EXPECT_EQ(Support(Histogram(LogitsFromProbs(kProbs), p, 2000)), (std::set<TokenId>{1}));
+}
+
+TEST(SamplerTest, TopPOverALargeVocabularyGrowsTheSortedPrefix) {
+  // 5000 tokens of equal mass: the 256-token first pass is not enough for top_p = 0.5.
+  std::vector<double> probs(5000, 1.0 / 5000);
+  SamplingParams p;
+  p.top_p = 0.5f;
+  auto h = Histogram(LogitsFromProbs(probs), p, 3000);
+  for (const auto& [id, n] : h) EXPECT_LT(id, 2501) << "ties are broken by lower id";
+  EXPECT_GT(*Support(h).rbegin(), 2000);
+}
+
+TEST(SamplerTest, MinPKeepsTokensAboveAFractionOfTheMax) {
+  SamplingParams p;
+  p.min_p = 0.3f;  // 0.3 * 0.4 = 0.12: keeps 0.4, 0.3, 0.15
+  auto h = Histogram(LogitsFromProbs(kProbs), p, 4000);
+  EXPECT_EQ(Support(h), (std::set<TokenId>{1, 2, 3}));
+}
+
+TEST(SamplerTest, TemperatureIsAppliedBeforeTruncation) {
+  // At a high temperature the distribution flattens, so min_p keeps everything.
+  SamplingParams p;
+  p.min_p = 0.3f;
+  p.temperature = 10.0f;
+  EXPECT_EQ(Support(Histogram(LogitsFromProbs(kProbs), p, 4000)),
+            (std::set<TokenId>{0, 1, 2, 3, 4}));
+}
+
+TEST(SamplerTest, XtcDropsTopChoicesExceptTheLeastLikelyAboveThreshold) {
+  SamplingParams p;
+  p.xtc_probability = 1.0f;
+  p.xtc_threshold = 0.12f;  // above: 0.4, 0.3, 0.15 → keep 0.15 (id 3) and those below
+  auto h = Histogram(LogitsFromProbs(kProbs), p, 10000);
+  EXPECT_EQ(Support(h), (std::set<TokenId>{0, 3, 4}));
+  ExpectFrequencies(h, {{0, 0.05 / 0.3}, {3, 0.15 / 0.3}, {4, 0.1 / 0.3}}, 10000);
+  // Only one token above the threshold: nothing removed.
+  p.xtc_threshold = 0.35f;
+  EXPECT_EQ(Support(Histogram(LogitsFromProbs(kProbs), p, 4000)).size(), 5u);
+  // xtc_probability 0.5: the top token survives about half of the time less often.
+  p.xtc_probability = 0.5f;
+  p.xtc_threshold = 0.12f;
+  auto half = Histogram(LogitsFromProbs(kProbs), p, 20000);
+  ExpectFrequencies(half, {{1, 0.5 * 0.4}}, 20000);
+}
+
+TEST(SamplerTest, SeededDrawsArePureFunctionsOfSeedAndStep) {
+  Sampler sampler(5);
+  SamplingParams p;
+  const std::vector<float> logits = LogitsFromProbs(kProbs);
+  Tokens output;
+  Tokens first, again, other;
+  for (int step = 0; step < 64; ++step) {
+    std::vector<float> row = logits;
+    first.push_back(sampler.SampleRow(row, {&p, {}, output, 1234, {}})->token);
+    output.push_back(first.back());
+  }
+  output.clear();
+  for (int step = 0; step < 64; ++step) {
+    // Interleave another request's draws on the same sampler: no effect on this one.
+    std::vector<float> noise = logits;
+    (void)sampler.SampleRow(noise, {&p, {}, {}, 99, {}});
+    std::vector<float> row = logits;
+    again.push_back(sampler.SampleRow(row, {&p, {}, output, 1234, {}})->token);
+    output.push_back(again.back());
+    row = logits;
+    other.push_back(sampler.SampleRow(row, {&p, {}, Tokens(step, 0), 4321, {}})->token);
+  }
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first, other);
+}
+
+TEST(SamplerTest, PenaltiesMath) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  std::vector<float> l = {2.0f, -2.0f, 1.0f, 4.0f};
+  ApplyPenalties(p, Tokens{0, 1, 0}, Tokens{}, l);
+  EXPECT_EQ(l, (std::vector<float>{1.0f, -4.0f, 1.0f, 4.0f}));  // each once, by sign
+
+  SamplingParams q;
+  q.presence_penalty = 0.5f;
+  q.frequency_penalty = 0.25f;
+  l = {1.0f, 1.0f, 1.0f, 1.0f};
+  ApplyPenalties(q, Tokens{3, 3}, Tokens{1, 2, 2, 2}, l);  // prompt does not count
+  EXPECT_FLOAT_EQ(l[0], 1.0f);
+  EXPECT_FLOAT_EQ(l[1], 1.0f - 0.25f - 0.5f);
+  EXPECT_FLOAT_EQ(l[2], 1.0f - 0.75f - 0.5f);
+  EXPECT_FLOAT_EQ(l[3], 1.0f);
+}
+
+TEST(SamplerTest, LogprobsAreTheRawDistributionAfterPenalties) {
+  Sampler sampler(5);
+  SamplingParams p;
+  p.num_logprobs = 5;
+  p.temperature = 0.3f;  // does not change logprobs
+  p.top_k = 2;           // nor does truncation
+  std::vector<float> row = LogitsFromProbs(kProbs);
+  auto r = sampler.SampleRow(row, {&p, {}, {}, 5, {}});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->top_logprobs.size(), 5u);
+  double sum = 0;
+  for (const TokenLogprob& t : r->top_logprobs) sum += std::exp(t.logprob);
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_EQ(r->top_logprobs[0].token, 1);
+  EXPECT_NEAR(r->top_logprobs[0].logprob, std::log(0.4), 1e-5);
+  EXPECT_EQ(r->top_logprobs[4].token, 0);
+  EXPECT_NEAR(r->logprob, std::log(kProbs[r->token]), 1e-5);
+
+  // A bias moves mass: logprobs see it.
+  p.logit_bias = {{0, static_cast<float>(std::log(0.4 / 0.05))}};  // token 0 now as likely as 1
+  p.num_logprobs = 2;
+  row = LogitsFromProbs(kProbs);
+  r = sampler.SampleRow(row, {&p, {}, {}, 5, {}});
+  EXPECT_EQ(r->top_logprobs[0].token, 0);  // tie with 1, lower id first
+  EXPECT_NEAR(r->top_logprobs[0].logprob, r->top_logprobs[1].logprob, 1e-5);
+  EXPECT_NEAR(r->top_logprobs[0].logprob, std::log(0.4 / 1.35), 1e-5);
+}
+
+TEST(SamplerTest, MinTokensMasksEosAndStopIds) {
+  Sampler sampler(4);
+  SamplingParams p;
+  p.temperature = 0;
+  p.min_tokens = 2;
+  p.stop_token_ids = {2};
+  const Tokens eos = {3};
+  const std::vector<float> logits = {0.0f, 1.0f, 5.0f, 9.0f};  // EOS best, then the stop id
+  std::vector<float> row = logits;
+  EXPECT_EQ(sampler.SampleRow(row, {&p, {}, Tokens{7}, 0, eos})->token, 1);
+  row = logits;
+  EXPECT_EQ(sampler.SampleRow(row, {&p, {}, Tokens{7, 7}, 0, eos})->token, 3);
+}
+
+TEST(SamplerTest, BadRowsAreErrorsNotCrashes) {
+  Sampler sampler(3);
+  SamplingParams p;
+  std::vector<float> row = {0.0f, NAN, 1.0f};
+  auto r = sampler.SampleRow(row, {&p, {}, {}, 0, {}});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "the model produced NaN logits");
+  // Every token masked by min_tokens.
+  p.min_tokens = 1;
+  p.stop_token_ids = {0, 1, 2};
+  row = {0.0f, 1.0f, 2.0f};
+  EXPECT_FALSE(sampler.SampleRow(row, {&p, {}, {}, 0, {}}).ok());
+  p.temperature = 0;
+  row = {0.0f, 1.0f, 2.0f};
+  EXPECT_FALSE(sampler.SampleRow(row, {&p, {}, {}, 0, {}}).ok());
+}
+
+}  // namespace
+}  // namespace loom
