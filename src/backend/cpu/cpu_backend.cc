@@ -1,0 +1,212 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/elementwise.h"
+#include "base/check.h"
+#include "tensor/quant.h"
+
+namespace loom {
+namespace {
+
+void CheckF32(const Tensor& t, const char* op, const char* what) {
+  CHECK(t.defined() && t.dtype() == DType::kF32 && t.device() == Device::kCpu)
+      << op << ": " << what << " must be an f32 CPU tensor, got "
+      << (t.defined() ? t.DebugString() : "undefined");
+}
+
+void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) {
+  CHECK(t.defined() && t.dtype() == DType::kI32 && t.numel() == numel)
+      << op << ": " << what << " must be i32[" << numel << "], got "
+      << (t.defined() ? t.DebugString() : "undefined");
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options)
+    : options_(options),
+      kernels_(cpu::SelectDotKernels(options.force_scalar)),
+      matmul_(kernels_, options.num_threads, options.blas_min_rows) {
+  CHECK_GE(options_.num_threads, 1);
+}
+
+std::string CpuBackend::name() const {
+  std::ostringstream ss;
+  ss << "cpu (" << kernels_.isa << ", " << options_.num_threads << " thread"
+     << (options_.num_threads == 1 ? "" : "s") << ")";
+  return ss.str();
+}
+
+Tensor CpuBackend::Alloc(DType dtype, Shape shape) {
+  Tensor t = HostTensor(dtype, shape);
+  std::memset(t.data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor CpuBackend::Upload(const Tensor& host) {
+  CHECK(host.device() == Device::kCpu) << "Upload: " << host.DebugString();
+  return host;
+}
+
+void CpuBackend::CopyToHost(const Tensor& src, void* dst) {
+  std::memcpy(dst, src.data(), src.nbytes());
+}
+
+void CpuBackend::CopyFromHost(const void* src, const Tensor& dst) {
+  std::memcpy(dst.data(), src, dst.nbytes());
+}
+
+void CpuBackend::Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) {
+  const int64_t n = out.rows(), d = out.cols();
+  CheckF32(out, "Embed", "out");
+  CheckI32(ids, n, "Embed", "ids");
+  CHECK_EQ(table.cols(), d) << "Embed: table " << table.DebugString() << " out "
+                            << out.DebugString();
+  const int32_t* id = ids.data_as<const int32_t>();
+  const char* base = static_cast<const char*>(table.data());
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(id[i] >= 0 && id[i] < table.rows()) << "Embed: id " << id[i] << " outside vocab "
+                                               << table.rows();
+    float* o = out.data_as<float>() + i * d;
+    DequantizeRow(table.dtype(), base + static_cast<size_t>(id[i]) * table.row_bytes(), o, d);
+    if (scale != 1.0f) {
+      for (int64_t j = 0; j < d; ++j) o[j] *= scale;
+    }
+  }
+}
+
+void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  matmul_.Run(x, w, bias, out);
+}
+
+void CpuBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                         const Tensor& out) {
+  CheckF32(x, "RmsNorm", "x");
+  CheckF32(w, "RmsNorm", "w");
+  CheckF32(out, "RmsNorm", "out");
+  CHECK(out.shape() == x.shape() && w.numel() == x.cols())
+      << "RmsNorm: x " << x.DebugString() << " w " << w.DebugString() << " out "
+      << out.DebugString();
+  cpu::RmsNormRows(x.data_as<const float>(), w.data_as<const float>(), eps, weight_offset,
+                   x.rows(), x.cols(), out.data_as<float>(), options_.num_threads);
+}
+
+void CpuBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  CheckF32(a, "Add", "a");
+  CheckF32(b, "Add", "b");
+  CheckF32(out, "Add", "out");
+  CHECK(a.shape() == b.shape() && a.shape() == out.shape())
+      << "Add: " << a.DebugString() << " + " << b.DebugString() << " -> " << out.DebugString();
+  const float* pa = a.data_as<const float>();
+  const float* pb = b.data_as<const float>();
+  float* po = out.data_as<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] + pb[i];
+}
+
+void CpuBackend::Scale(const Tensor& x, float s) {
+  CheckF32(x, "Scale", "x");
+  float* p = x.data_as<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] *= s;
+}
+
+void CpuBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope,
+                      int num_heads, int head_dim) {
+  CheckF32(x, "Rope", "x");
+  CHECK_EQ(x.cols(), int64_t{num_heads} * head_dim) << "Rope: x " << x.DebugString();
+  CheckI32(positions, x.rows(), "Rope", "positions");
+  CheckF32(rope.inv_freq, "Rope", "inv_freq");
+  CHECK_EQ(rope.inv_freq.numel(), rope.rotary_dim / 2) << "Rope: inv_freq vs rotary_dim";
+  cpu::RopeRows(x.data_as<float>(), positions.data_as<const int32_t>(),
+                rope.inv_freq.data_as<const float>(), rope.rotary_dim, rope.attention_factor,
+                rope.interleaved, x.rows(), num_heads, head_dim, options_.num_threads);
+}
+
+void CpuBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  CheckF32(gate, "SiluMul", "gate");
+  CheckF32(up, "SiluMul", "up");
+  CheckF32(out, "SiluMul", "out");
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape()) << "SiluMul: shapes differ";
+  cpu::SiluMulValues(gate.data_as<const float>(), up.data_as<const float>(), out.data_as<float>(),
+                     gate.numel(), options_.num_threads);
+}
+
+void CpuBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  CheckF32(gate, "GeluTanhMul", "gate");
+  CheckF32(up, "GeluTanhMul", "up");
+  CheckF32(out, "GeluTanhMul", "out");
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape()) << "GeluTanhMul: shapes differ";
+  cpu::GeluTanhMulValues(gate.data_as<const float>(), up.data_as<const float>(),
+                         out.data_as<float>(), gate.numel(), options_.num_threads);
+}
+
+void CpuBackend::SoftCap(const Tensor& x, float cap) {
+  CheckF32(x, "SoftCap", "x");
+  cpu::SoftCapValues(x.data_as<float>(), x.numel(), cap, options_.num_threads);
+}
+
+void CpuBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& meta,
+                         const KvLayer& layer) {
+  CheckF32(k, "StoreKv", "k");
+  CheckF32(v, "StoreKv", "v");
+  const int64_t n = k.rows();
+  CHECK(v.shape() == k.shape()) << "StoreKv: k " << k.DebugString() << " v " << v.DebugString();
+  CheckI32(meta.slot_mapping, n, "StoreKv", "slot_mapping");
+  const Tensor& kp = layer.k;
+  CHECK(kp.ndim() == 4 && kp.dim(2) * kp.dim(3) == k.cols() && layer.v.shape() == kp.shape() &&
+        layer.v.dtype() == kp.dtype())
+      << "StoreKv: pools " << kp.DebugString() << " / " << layer.v.DebugString() << " for rows "
+      << k.DebugString();
+  const int64_t num_slots = kp.dim(0) * kp.dim(1);
+  const int64_t width = k.cols();
+  const size_t row_bytes = RowBytes(kp.dtype(), width);
+  const int32_t* slots = meta.slot_mapping.data_as<const int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i] < 0) continue;  // padding token: not cached
+    CHECK_LT(slots[i], num_slots) << "StoreKv: slot outside the pool";
+    const size_t off = static_cast<size_t>(slots[i]) * row_bytes;
+    cpu::StoreValues(k.data_as<const float>() + i * width, kp.dtype(),
+                     static_cast<char*>(kp.data()) + off, width);
+    cpu::StoreValues(v.data_as<const float>() + i * width, kp.dtype(),
+                     static_cast<char*>(layer.v.data()) + off, width);
+  }
+}
+
+void CpuBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
+                           const AttentionParams& params, const Tensor& out) {
+  cpu::PagedAttention(q, layer, meta, params, out, options_.num_threads,
+                      std::strcmp(kernels_.isa, "avx2") == 0);
+}
+
+void CpuBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  const int64_t r = out.rows();
+  CheckI32(rows, r, "GatherRows", "rows");
+  CHECK(out.cols() == x.cols() && out.dtype() == x.dtype())
+      << "GatherRows: x " << x.DebugString() << " out " << out.DebugString();
+  const int32_t* idx = rows.data_as<const int32_t>();
+  for (int64_t i = 0; i < r; ++i) {
+    CHECK(idx[i] >= 0 && idx[i] < x.rows()) << "GatherRows: row " << idx[i];
+    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(i) * out.row_bytes(),
+                static_cast<const char*>(x.data()) + static_cast<size_t>(idx[i]) * x.row_bytes(),
+                x.row_bytes());
+  }
+}
+
+void CpuBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst,
+                             int64_t dst_col, int64_t num_cols) {
+  CHECK(src.dtype() == dst.dtype() && !GetDTypeInfo(src.dtype()).quantized &&
+        src.rows() == dst.rows() && src_col >= 0 && dst_col >= 0 && num_cols >= 0 &&
+        src_col + num_cols <= src.cols() && dst_col + num_cols <= dst.cols())
+      << "CopyColumns: " << src.DebugString() << "[:, " << src_col << "+" << num_cols << "] -> "
+      << dst.DebugString() << "[:, " << dst_col << "]";
+  const size_t elem = static_cast<size_t>(GetDTypeInfo(src.dtype()).block_bytes);
+  for (int64_t i = 0; i < src.rows(); ++i) {
+    std::memcpy(static_cast<char*>(dst.data()) + (static_cast<size_t>(i * dst.cols() + dst_col)) * elem,
+                static_cast<const char*>(src.data()) +
+                    (static_cast<size_t>(i * src.cols() + src_col)) * elem,
+                static_cast<size_t>(num_cols) * elem);
+  }
+}
+
+}  // namespace loom

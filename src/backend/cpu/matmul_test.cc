@@ -1,0 +1,190 @@
+// MatMul on every weight dtype against a double-precision reference on the dequantized weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_test_util.h"
+
+namespace loom {
+namespace {
+
+using cpu_test::MakeTensor;
+using cpu_test::RandomFloats;
+using cpu_test::ToFloats;
+
+constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+
+bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
+
+// Error bound of one output element out[i, j] of our kernels vs the exact dot product of x with
+// the dequantized weights:
+//   - f32 accumulation in 8 lanes of k/8 terms + an 8-way reduction: |err| <= (k/8 + 8) * u *
+//     sum|w x| (u = 2^-24), doubled for slack;
+//   - quantized weights also round x to q8 blocks (|x - x_q| <= d_x / 2 per element), adding
+//     sum |w_l| * d_x(l) / 2 (block scales d_x = amax / 127).
+std::vector<double> Tolerances(const std::vector<float>& x, const std::vector<float>& w, int64_t n,
+                               int64_t m, int64_t k, bool quantized) {
+  std::vector<double> tol(static_cast<size_t>(n * m));
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> half_step(static_cast<size_t>(k), 0.0);
+    if (quantized) {
+      for (int64_t b = 0; b < k / 32; ++b) {
+        double amax = 0;
+        for (int64_t l = 32 * b; l < 32 * b + 32; ++l) amax = std::max(amax, std::fabs(static_cast<double>(x[i * k + l])));
+        for (int64_t l = 32 * b; l < 32 * b + 32; ++l) half_step[l] = amax / 127.0 / 2.0 * 1.0001;
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      double abs_sum = 0, q_err = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        abs_sum += std::fabs(static_cast<double>(w[j * k + l]) * x[i * k + l]);
+        q_err += std::fabs(w[j * k + l]) * half_step[static_cast<size_t>(l)];
+      }
+      tol[i * m + j] = 2.0 * (static_cast<double>(k) / 8 + 8) * u * (abs_sum + q_err) + q_err +
+                       1e-30;
+    }
+  }
+  return tol;
+}
+
+struct MatMulCase {
+  Tensor x, w, bias, out;
+  std::vector<float> xv, wv;  // x and the dequantized w
+};
+
+MatMulCase MakeCase(std::mt19937& rng, DType wt, int64_t n, int64_t m, int64_t k, bool bias) {
+  MatMulCase c;
+  c.xv = RandomFloats(rng, n * k);
+  c.x = MakeTensor(DType::kF32, Shape{n, k}, c.xv);
+  c.w = MakeTensor(wt, Shape{m, k}, RandomFloats(rng, m * k, 0.05f));
+  c.wv = ToFloats(c.w);
+  if (bias) c.bias = MakeTensor(DType::kF32, Shape{m}, RandomFloats(rng, m));
+  c.out = HostTensor(DType::kF32, Shape{n, m});
+  return c;
+}
+
+void ExpectMatchesReference(const MatMulCase& c, bool quantized_act, const std::string& what) {
+  const int64_t n = c.x.rows(), k = c.x.cols(), m = c.w.rows();
+  std::vector<double> tol = Tolerances(c.xv, c.wv, n, m, k, quantized_act);
+  const float* out = c.out.data_as<const float>();
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      double ref = c.bias.defined() ? c.bias.data_as<const float>()[j] : 0.0;
+      for (int64_t l = 0; l < k; ++l) ref += static_cast<double>(c.wv[j * k + l]) * c.xv[i * k + l];
+      if (std::fabs(out[i * m + j] - ref) > tol[i * m + j] + (c.bias.defined() ? 1e-6 : 0.0) &&
+          ++bad <= 3) {
+        ADD_FAILURE() << what << " out[" << i << ", " << j << "] = " << out[i * m + j]
+                      << ", reference " << ref << ", tolerance " << tol[i * m + j];
+      }
+    }
+  }
+}
+
+class MatMulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
+  const DType wt = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(wt) + 1);
+  // Plain types: k not a multiple of 8; quantized: whole blocks.
+  const std::vector<int64_t> ks = IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256
+                                                         ? std::vector<int64_t>{256, 768}
+                                                         : std::vector<int64_t>{32, 96, 288})
+                                                  : std::vector<int64_t>{1, 7, 67, 259};
+  for (bool force_scalar : {false, true}) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2, .force_scalar = force_scalar});
+    for (int64_t n : {1, 3, 17, 97}) {
+      for (int64_t m : {1, 6, 33}) {
+        for (int64_t k : ks) {
+          MatMulCase c = MakeCase(rng, wt, n, m, k, /*bias=*/m == 6);
+          backend.MatMul(c.x, c.w, c.bias, c.out);
+          ExpectMatchesReference(c, IsQuantized(wt),
+                                 std::string(DTypeName(wt)) + " " + backend.name() + " n=" +
+                                     std::to_string(n) + " m=" + std::to_string(m) +
+                                     " k=" + std::to_string(k));
+        }
+      }
+    }
+  }
+}
+
+// A row's result must not depend on the other rows of the batch or on the thread count.
+TEST_P(MatMulTest, RowsAreBatchInvariantBitExactly) {
+  const DType wt = GetParam();
+  std::mt19937 rng(42);
+  const int64_t n = 37, m = 45, k = 512;
+  MatMulCase c = MakeCase(rng, wt, n, m, k, /*bias=*/true);
+  CpuBackend two(2), one(1);
+  two.MatMul(c.x, c.w, c.bias, c.out);
+  Tensor solo_out = HostTensor(DType::kF32, Shape{1, m});
+  for (int64_t i : {0, 5, 16, 17, 36}) {
+    one.MatMul(c.x.Slice(i, 1), c.w, c.bias, solo_out);
+    EXPECT_EQ(std::memcmp(solo_out.data(), c.out.data_as<float>() + i * m, m * 4), 0)
+        << DTypeName(wt) << " row " << i;
+  }
+}
+
+TEST_P(MatMulTest, ScalarAndAvx2Agree) {
+  const DType wt = GetParam();
+  CpuBackend avx2(CpuBackendOptions{.num_threads = 1});
+  if (std::string(avx2.isa()) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  CpuBackend scalar(CpuBackendOptions{.num_threads = 1, .force_scalar = true});
+  std::mt19937 rng(3);
+  const int64_t n = 5, m = 13, k = IsQuantized(wt) ? 1024 : 1001;
+  MatMulCase c = MakeCase(rng, wt, n, m, k, false);
+  Tensor out2 = HostTensor(DType::kF32, Shape{n, m});
+  avx2.MatMul(c.x, c.w, c.bias, c.out);
+  scalar.MatMul(c.x, c.w, c.bias, out2);
+  // Same lanes and order; only FMA vs separate multiply-add rounding differs: each of the k/8 + 8
+  // accumulation steps may differ by one rounding (u = 2^-24) of the running sum of |terms|.
+  std::vector<double> tol = Tolerances(c.xv, c.wv, n, m, k, false);
+  for (int64_t i = 0; i < n * m; ++i) {
+    EXPECT_NEAR(c.out.data_as<float>()[i], out2.data_as<float>()[i], tol[i]) << i;
+  }
+}
+
+TEST_P(MatMulTest, BlasPathMatchesReference) {
+  const DType wt = GetParam();
+  std::mt19937 rng(11);
+  CpuBackend blas(CpuBackendOptions{.num_threads = 2, .blas_min_rows = 4});
+  for (int64_t n : {4, 97}) {
+    // BLAS multiplies f32 x by the dequantized weights: f32 rounding only (no activation
+    // quantization); OpenBLAS's blocking is within the same (k/8 + 8) u bound's slack for these k.
+    MatMulCase c = MakeCase(rng, wt, n, 130, 512, /*bias=*/true);
+    blas.MatMul(c.x, c.w, c.bias, c.out);
+    ExpectMatchesReference(c, false, std::string("blas ") + std::string(DTypeName(wt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatMulTest, ::testing::ValuesIn(kAllWeightTypes),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(MatMulTest, QuantizedEqualsDequantizedF32WithinActivationRounding) {
+  // The quantized kernel vs an f32 MatMul on the same weights dequantized to f32: they differ
+  // only by the q8 rounding of x (bounded per element by Tolerances' q_err) and f32 rounding.
+  std::mt19937 rng(5);
+  CpuBackend backend(2);
+  for (DType wt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    MatMulCase c = MakeCase(rng, wt, 9, 40, 1024, false);
+    Tensor wf = MakeTensor(DType::kF32, Shape{40, 1024}, c.wv);
+    Tensor out_f = HostTensor(DType::kF32, Shape{9, 40});
+    backend.MatMul(c.x, c.w, c.bias, c.out);
+    backend.MatMul(c.x, wf, c.bias, out_f);
+    std::vector<double> tol = Tolerances(c.xv, c.wv, 9, 40, 1024, true);
+    double max_err = 0;
+    for (int64_t i = 0; i < 9 * 40; ++i) {
+      const double err = std::fabs(c.out.data_as<float>()[i] - out_f.data_as<float>()[i]);
+      EXPECT_LE(err, 2 * tol[i]) << DTypeName(wt) << " " << i;
+      max_err = std::max(max_err, err);
+    }
+    EXPECT_GT(max_err, 0.0) << "activation quantization should be visible";
+  }
+}
+
+}  // namespace
+}  // namespace loom
