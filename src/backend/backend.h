@@ -107,7 +107,8 @@ class Backend {
   // Rotates x in place.   x [n, num_heads * head_dim]; positions [n] i32.
   virtual void Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope, int num_heads,
                     int head_dim) = 0;
-  // out = act(gate) * up.   gate, up, out [n, f].   act = silu, or gelu with tanh approximation.
+  // out = act(gate) * up.   gate, up, out [n, f] (out may alias gate or up).
+  // act = silu, or gelu with the tanh approximation.
   virtual void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   virtual void GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x = cap * tanh(x / cap) in place.

@@ -1,0 +1,153 @@
+// The one parameterized decoder: every supported architecture runs through Model::Forward; the
+// differences are ModelConfig flags (see model/arch/).
+#include <cmath>
+
+#include "model/model.h"
+#include "model/rope.h"
+
+namespace loom {
+namespace {
+
+RopeTable MakeRopeTable(const ModelConfig& cfg, const RopeConfig& rc, Backend* backend) {
+  RopeFrequencies f = ComputeRopeFrequencies(rc, cfg.rotary_dim, cfg.max_position_embeddings);
+  Tensor host = HostTensor(DType::kF32, Shape{static_cast<int64_t>(f.inv_freq.size())});
+  std::copy(f.inv_freq.begin(), f.inv_freq.end(), host.data_as<float>());
+  RopeTable t;
+  t.inv_freq = backend->Upload(host);
+  t.rotary_dim = cfg.rotary_dim;
+  t.attention_factor = f.attention_factor;
+  t.interleaved = cfg.rope_interleaved;
+  return t;
+}
+
+}  // namespace
+
+Model::Model(ModelConfig config, Weights weights, ModelInfo info, Backend* backend)
+    : config_(std::move(config)), weights_(std::move(weights)), info_(std::move(info)),
+      backend_(backend) {
+  rope_global_ = MakeRopeTable(config_, config_.rope, backend_);
+  rope_local_ = MakeRopeTable(config_, config_.rope_local, backend_);
+}
+
+std::vector<KvLayer> Model::AllocateKv(int num_blocks, int block_size, DType kv_dtype) const {
+  std::vector<KvLayer> kv(static_cast<size_t>(config_.num_layers));
+  Shape shape{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
+  for (auto& layer : kv) {
+    layer.k = backend_->Alloc(kv_dtype, shape);
+    layer.v = backend_->Alloc(kv_dtype, shape);
+  }
+  return kv;
+}
+
+size_t Model::KvBytesPerToken(DType kv_dtype) const {
+  return 2 * static_cast<size_t>(config_.num_layers) * config_.num_kv_heads *
+         RowBytes(kv_dtype, config_.head_dim);
+}
+
+Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, const Tensor& logits,
+                      const ActivationSink* sink) const {
+  const ModelConfig& c = config_;
+  Backend& be = *backend_;
+  const int64_t n = in.token_ids.numel();
+  const int64_t d = c.hidden_size, hd = c.head_dim, f = c.intermediate_size;
+  const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  const DType act = be.act_dtype();
+  if (static_cast<int>(kv.size()) != c.num_layers) {
+    return InternalError("KV pools for " + std::to_string(kv.size()) + " layers, model has " +
+                         std::to_string(c.num_layers));
+  }
+  auto emit = [&](const std::string& name, const Tensor& t) {
+    if (sink != nullptr) (*sink)(name, t);
+  };
+  const float norm_offset = c.norm_plus_one ? 1.f : 0.f;
+
+  // Activations for this step ([n, ...], act dtype).
+  Tensor x = be.Alloc(act, Shape{n, d});      // residual stream
+  Tensor h = be.Alloc(act, Shape{n, d});      // normed input of a sub-block
+  Tensor q = be.Alloc(act, Shape{n, q_dim});
+  Tensor k = be.Alloc(act, Shape{n, kv_dim});
+  Tensor v = be.Alloc(act, Shape{n, kv_dim});
+  Tensor attn = be.Alloc(act, Shape{n, q_dim});
+  Tensor o = be.Alloc(act, Shape{n, d});
+  Tensor gate = be.Alloc(act, Shape{n, f});
+  Tensor up = be.Alloc(act, Shape{n, f});
+  Tensor qkv = c.fused_qkv ? be.Alloc(act, Shape{n, q_dim + 2 * kv_dim}) : Tensor();
+  Tensor gate_up = c.fused_gate_up ? be.Alloc(act, Shape{n, 2 * f}) : Tensor();
+
+  be.Embed(weights_.embed, in.token_ids, c.embed_scale, x);
+  emit("embed", x);
+
+  for (int i = 0; i < c.num_layers; ++i) {
+    const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
+    const std::string li = "." + std::to_string(i);
+    be.RmsNorm(x, l.attn_norm, c.rms_norm_eps, norm_offset, h);
+    emit("attn_norm" + li, h);
+    if (c.fused_qkv) {
+      be.MatMul(h, l.wqkv, Tensor(), qkv);
+      be.CopyColumns(qkv, 0, q, 0, q_dim);
+      be.CopyColumns(qkv, q_dim, k, 0, kv_dim);
+      be.CopyColumns(qkv, q_dim + kv_dim, v, 0, kv_dim);
+    } else {
+      be.MatMul(h, l.wq, l.bq, q);
+      be.MatMul(h, l.wk, l.bk, k);
+      be.MatMul(h, l.wv, l.bv, v);
+    }
+    if (c.qk_norm) {
+      Tensor q_heads = q.Reshape(Shape{n * c.num_heads, hd});
+      Tensor k_heads = k.Reshape(Shape{n * c.num_kv_heads, hd});
+      be.RmsNorm(q_heads, l.q_norm, c.rms_norm_eps, norm_offset, q_heads);
+      be.RmsNorm(k_heads, l.k_norm, c.rms_norm_eps, norm_offset, k_heads);
+    }
+    const bool sliding = c.is_sliding(i);
+    const RopeTable& rope = sliding ? rope_local_ : rope_global_;
+    be.Rope(q, in.positions, rope, c.num_heads, static_cast<int>(hd));
+    be.Rope(k, in.positions, rope, c.num_kv_heads, static_cast<int>(hd));
+    be.StoreKv(k, v, in.meta, kv[static_cast<size_t>(i)]);
+    AttentionParams ap;
+    ap.num_heads = c.num_heads;
+    ap.num_kv_heads = c.num_kv_heads;
+    ap.head_dim = static_cast<int>(hd);
+    ap.scale = c.softmax_scale();
+    ap.sliding_window = c.layer_window[static_cast<size_t>(i)];
+    ap.logit_softcap = c.attn_logit_softcap;
+    be.Attention(q, kv[static_cast<size_t>(i)], in.meta, ap, attn);
+    be.MatMul(attn, l.wo, l.bo, o);
+    if (c.sandwich_norm) be.RmsNorm(o, l.post_attn_norm, c.rms_norm_eps, norm_offset, o);
+    emit("attn_out" + li, o);
+    be.Add(x, o, x);
+
+    be.RmsNorm(x, l.ffn_norm, c.rms_norm_eps, norm_offset, h);
+    emit("ffn_norm" + li, h);
+    if (c.fused_gate_up) {
+      be.MatMul(h, l.w_gate_up, Tensor(), gate_up);
+      be.CopyColumns(gate_up, 0, gate, 0, f);
+      be.CopyColumns(gate_up, f, up, 0, f);
+    } else {
+      be.MatMul(h, l.w_gate, Tensor(), gate);
+      be.MatMul(h, l.w_up, Tensor(), up);
+    }
+    if (c.activation == Activation::kSilu) {
+      be.SiluMul(gate, up, gate);
+    } else {
+      be.GeluTanhMul(gate, up, gate);
+    }
+    be.MatMul(gate, l.w_down, Tensor(), o);
+    if (c.sandwich_norm) be.RmsNorm(o, l.post_ffn_norm, c.rms_norm_eps, norm_offset, o);
+    emit("ffn_out" + li, o);
+    be.Add(x, o, x);
+    emit("hidden" + li, x);
+  }
+
+  const int64_t r = in.num_sample_rows;
+  if (r == 0) return OkStatus();
+  Tensor last = be.Alloc(act, Shape{r, d});
+  be.GatherRows(x, in.sample_rows.Slice(0, r), last);
+  be.RmsNorm(last, weights_.final_norm, c.rms_norm_eps, norm_offset, last);
+  emit("final_norm", last);
+  be.MatMul(last, weights_.lm_head, Tensor(), logits);
+  if (c.final_logit_softcap > 0.f) be.SoftCap(logits, c.final_logit_softcap);
+  emit("logits", logits);
+  return OkStatus();
+}
+
+}  // namespace loom

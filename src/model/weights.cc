@@ -1,0 +1,154 @@
+#include "model/weights.h"
+
+#include <set>
+
+namespace loom {
+namespace {
+
+// Role names in both namings. `layer` < 0 for global tensors.
+std::string Name(TensorNaming naming, const std::string& hf, const std::string& gguf, int layer) {
+  if (naming == TensorNaming::kHuggingFace) {
+    return layer < 0 ? hf : "model.layers." + std::to_string(layer) + "." + hf;
+  }
+  return layer < 0 ? gguf : "blk." + std::to_string(layer) + "." + gguf;
+}
+
+class Loader {
+ public:
+  Loader(const TensorSource& source, TensorNaming naming, Backend* backend)
+      : source_(source), naming_(naming), backend_(backend) {}
+
+  // Loads a required tensor and checks its shape (2-D [rows, cols] or 1-D [rows] when cols == 0).
+  StatusOr<Tensor> Required(const std::string& hf, const std::string& gguf, int layer, int64_t rows,
+                            int64_t cols) {
+    std::string name = Name(naming_, hf, gguf, layer);
+    if (!source_.Has(name)) {
+      return NotFoundError(source_.Describe() + ": missing tensor '" + name + "'");
+    }
+    return Fetch(name, rows, cols);
+  }
+
+  // Loads a tensor if the checkpoint has it; an undefined Tensor otherwise.
+  StatusOr<Tensor> Optional(const std::string& hf, const std::string& gguf, int layer, int64_t rows,
+                            int64_t cols) {
+    std::string name = Name(naming_, hf, gguf, layer);
+    if (!source_.Has(name)) return Tensor();
+    return Fetch(name, rows, cols);
+  }
+
+  size_t total_bytes() const { return total_bytes_; }
+  DType main_dtype() const { return main_dtype_; }
+
+ private:
+  StatusOr<Tensor> Fetch(const std::string& name, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+    bool ok = cols == 0 ? (t.numel() == rows)
+                        : (t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols);
+    if (!ok) {
+      std::string want = cols == 0 ? "[" + std::to_string(rows) + "]"
+                                   : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+      return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' has shape " +
+                                  t.shape().ToString() + ", expected " + want);
+    }
+    if (cols == 0) {
+      t = t.Reshape(Shape{rows});
+      if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) {
+        return InvalidArgumentError(source_.Describe() + ": vector tensor '" + name +
+                                    "' must be f32/f16/bf16, got " + std::string(DTypeName(t.dtype())));
+      }
+      t = ToF32(t);  // norms and biases are tiny: keep them f32 for every backend op
+    }
+    total_bytes_ += t.nbytes();
+    if (cols != 0 && t.nbytes() > largest_) {
+      largest_ = t.nbytes();
+      main_dtype_ = t.dtype();
+    }
+    return backend_->Upload(t);
+  }
+
+  static Tensor ToF32(const Tensor& t) {
+    if (t.dtype() == DType::kF32) return t;
+    Tensor out = HostTensor(DType::kF32, t.shape());
+    const auto* src = t.data_as<const uint16_t>();
+    float* dst = out.data_as<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      dst[i] = t.dtype() == DType::kF16 ? F16ToF32(src[i]) : Bf16ToF32(src[i]);
+    }
+    return out;
+  }
+
+  const TensorSource& source_;
+  TensorNaming naming_;
+  Backend* backend_;
+  size_t total_bytes_ = 0;
+  size_t largest_ = 0;
+  DType main_dtype_ = DType::kF32;
+};
+
+}  // namespace
+
+StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
+                              TensorNaming naming, Backend* backend) {
+  Loader L(source, naming, backend);
+  const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
+  const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;
+  Weights w;
+  ASSIGN_OR_RETURN(w.embed, L.Required("model.embed_tokens.weight", "token_embd.weight", -1,
+                                       cfg.vocab_size, d));
+  ASSIGN_OR_RETURN(w.final_norm, L.Required("model.norm.weight", "output_norm.weight", -1, d, 0));
+  ASSIGN_OR_RETURN(w.lm_head, L.Optional("lm_head.weight", "output.weight", -1, cfg.vocab_size, d));
+  if (!w.lm_head.defined()) {
+    if (!cfg.tie_word_embeddings && naming == TensorNaming::kHuggingFace) {
+      return NotFoundError(source.Describe() +
+                           ": missing tensor 'lm_head.weight' (tie_word_embeddings is false)");
+    }
+    w.lm_head = w.embed;
+  }
+  w.layers.resize(static_cast<size_t>(cfg.num_layers));
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    ASSIGN_OR_RETURN(l.attn_norm, L.Required("input_layernorm.weight", "attn_norm.weight", i, d, 0));
+    if (cfg.fused_qkv) {
+      ASSIGN_OR_RETURN(l.wqkv, L.Required("self_attn.qkv_proj.weight", "attn_qkv.weight", i,
+                                          q_dim + 2 * kv_dim, d));
+    } else {
+      ASSIGN_OR_RETURN(l.wq, L.Required("self_attn.q_proj.weight", "attn_q.weight", i, q_dim, d));
+      ASSIGN_OR_RETURN(l.wk, L.Required("self_attn.k_proj.weight", "attn_k.weight", i, kv_dim, d));
+      ASSIGN_OR_RETURN(l.wv, L.Required("self_attn.v_proj.weight", "attn_v.weight", i, kv_dim, d));
+      if (cfg.attention_bias) {
+        ASSIGN_OR_RETURN(l.bq, L.Required("self_attn.q_proj.bias", "attn_q.bias", i, q_dim, 0));
+        ASSIGN_OR_RETURN(l.bk, L.Required("self_attn.k_proj.bias", "attn_k.bias", i, kv_dim, 0));
+        ASSIGN_OR_RETURN(l.bv, L.Required("self_attn.v_proj.bias", "attn_v.bias", i, kv_dim, 0));
+      }
+    }
+    ASSIGN_OR_RETURN(l.wo, L.Required("self_attn.o_proj.weight", "attn_output.weight", i, d, q_dim));
+    ASSIGN_OR_RETURN(l.bo, L.Optional("self_attn.o_proj.bias", "attn_output.bias", i, d, 0));
+    if (cfg.qk_norm) {
+      ASSIGN_OR_RETURN(l.q_norm, L.Required("self_attn.q_norm.weight", "attn_q_norm.weight", i, hd, 0));
+      ASSIGN_OR_RETURN(l.k_norm, L.Required("self_attn.k_norm.weight", "attn_k_norm.weight", i, hd, 0));
+    }
+    if (cfg.sandwich_norm) {
+      ASSIGN_OR_RETURN(l.post_attn_norm, L.Required("post_attention_layernorm.weight",
+                                                    "post_attention_norm.weight", i, d, 0));
+      ASSIGN_OR_RETURN(l.ffn_norm,
+                       L.Required("pre_feedforward_layernorm.weight", "ffn_norm.weight", i, d, 0));
+      ASSIGN_OR_RETURN(l.post_ffn_norm, L.Required("post_feedforward_layernorm.weight",
+                                                   "post_ffw_norm.weight", i, d, 0));
+    } else {
+      ASSIGN_OR_RETURN(l.ffn_norm,
+                       L.Required("post_attention_layernorm.weight", "ffn_norm.weight", i, d, 0));
+    }
+    if (cfg.fused_gate_up) {
+      ASSIGN_OR_RETURN(l.w_gate_up, L.Required("mlp.gate_up_proj.weight", "ffn_up.weight", i, 2 * f, d));
+    } else {
+      ASSIGN_OR_RETURN(l.w_gate, L.Required("mlp.gate_proj.weight", "ffn_gate.weight", i, f, d));
+      ASSIGN_OR_RETURN(l.w_up, L.Required("mlp.up_proj.weight", "ffn_up.weight", i, f, d));
+    }
+    ASSIGN_OR_RETURN(l.w_down, L.Required("mlp.down_proj.weight", "ffn_down.weight", i, d, f));
+  }
+  w.total_bytes = L.total_bytes();
+  w.dtype = L.main_dtype();
+  return w;
+}
+
+}  // namespace loom

@@ -1,0 +1,56 @@
+// Weights: every tensor the decoder reads, by role, already on the backend's device. Optional
+// tensors are undefined Tensors (t.defined() == false). Shapes are PyTorch Linear layout
+// [out_features, in_features]; quantized weights keep their GGUF block format.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+
+namespace loom {
+
+struct LayerWeights {
+  Tensor attn_norm;       // [hidden]                       input RMSNorm
+  Tensor wq, wk, wv;      // [H*D, hidden], [KV*D, hidden], [KV*D, hidden]  (unless fused)
+  Tensor wqkv;            // [(H + 2 KV) * D, hidden]       fused (Phi-3)
+  Tensor bq, bk, bv, bo;  // biases, when the checkpoint has them
+  Tensor wo;              // [hidden, H*D]
+  Tensor q_norm, k_norm;  // [D]                            per-head norms (Qwen3, Gemma 3)
+  Tensor post_attn_norm;  // [hidden]                       sandwich norm after attention (Gemma)
+  Tensor ffn_norm;        // [hidden]                       RMSNorm before the MLP
+  Tensor post_ffn_norm;   // [hidden]                       sandwich norm after the MLP (Gemma)
+  Tensor w_gate, w_up;    // [F, hidden] each               (unless fused)
+  Tensor w_gate_up;       // [2F, hidden]                   fused, gate rows first (Phi-3)
+  Tensor w_down;          // [hidden, F]
+};
+
+struct Weights {
+  Tensor embed;       // [vocab, hidden]
+  Tensor final_norm;  // [hidden]
+  Tensor lm_head;     // [vocab, hidden] (== embed when tied)
+  std::vector<LayerWeights> layers;
+  size_t total_bytes = 0;  // bytes of all distinct weight tensors
+  DType dtype = DType::kF32;  // dtype of the largest matrices (for the ready card)
+};
+
+// Where tensors come from: a safetensors directory (HF names) or a GGUF file (GGUF names).
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual bool Has(const std::string& name) const = 0;
+  virtual StatusOr<Tensor> Get(const std::string& name) const = 0;  // host tensor (may be mmap'd)
+  virtual std::string Describe() const = 0;  // path, for error messages
+};
+
+// Tensor names of one checkpoint flavour.
+enum class TensorNaming { kHuggingFace, kGguf };
+
+// Loads and shape-checks every tensor `cfg` needs from `source`, uploads them to `backend`.
+// Errors name the tensor, the expected and actual shapes, and the source.
+StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source, TensorNaming naming,
+                              Backend* backend);
+
+}  // namespace loom

@@ -1,0 +1,46 @@
+#include "runtime/decoder_runner.h"
+
+#include "runtime/forward_batch.h"
+
+namespace loom {
+
+DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size,
+                             DType kv_dtype)
+    : model_(std::move(model)), num_blocks_(num_blocks), block_size_(block_size) {
+  CHECK_GT(num_blocks, 0);
+  CHECK_GT(block_size, 0);
+  kv_ = model_->AllocateKv(num_blocks, block_size, kv_dtype);
+}
+
+StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
+  if (plan.block_size != block_size_) {
+    return InternalError("plan block size " + std::to_string(plan.block_size) +
+                         " != runner block size " + std::to_string(block_size_));
+  }
+  std::vector<SeqSlice> slices;
+  slices.reserve(plan.seqs.size());
+  for (const ScheduledSeq& s : plan.seqs) {
+    for (BlockId b : s.block_table) {
+      if (b < 0 || b >= num_blocks_) return InternalError("block id out of range in plan");
+    }
+    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
+  }
+  HostForwardBatch hb = BuildHostForwardBatch(slices, block_size_);
+  Backend* be = model_->backend();
+  ForwardInput in = UploadForwardBatch(hb, block_size_, be);
+  const int64_t rows = static_cast<int64_t>(hb.sample_rows.size());
+  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(vocab_size()));
+  if (hb.token_ids.empty()) return out;
+  Tensor logits = be->Alloc(be->act_dtype(), Shape{std::max<int64_t>(rows, 1), vocab_size()});
+  RETURN_IF_ERROR(model_->Forward(in, kv_, logits, sink_));
+  if (rows > 0) {
+    if (logits.dtype() == DType::kF32) {
+      be->CopyToHost(logits.Slice(0, rows), out.data());
+    } else {
+      return UnimplementedError("non-f32 logits readback");  // CUDA runner converts on device
+    }
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,69 @@
+#include "runtime/forward_batch.h"
+
+#include <algorithm>
+
+namespace loom {
+namespace {
+
+Tensor UploadI32(const std::vector<int32_t>& v, Backend* backend) {
+  // Empty index arrays still get one element so every backend sees a valid buffer.
+  Tensor host = HostTensor(DType::kI32, Shape{static_cast<int64_t>(std::max<size_t>(v.size(), 1))});
+  host.data_as<int32_t>()[0] = 0;
+  std::copy(v.begin(), v.end(), host.data_as<int32_t>());
+  Tensor t = backend->Upload(host);
+  return v.empty() ? t : t.Slice(0, static_cast<int64_t>(v.size()));
+}
+
+}  // namespace
+
+HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block_size) {
+  CHECK_GT(block_size, 0);
+  HostForwardBatch b;
+  b.query_start.push_back(0);
+  b.page_indptr.push_back(0);
+  for (const SeqSlice& s : seqs) {
+    const int32_t n = static_cast<int32_t>(s.tokens.size());
+    const int32_t kv_len = s.start_pos + n;
+    const int32_t num_pages = (kv_len + block_size - 1) / block_size;
+    CHECK_GE(static_cast<int32_t>(s.block_table.size()), num_pages)
+        << "block table of " << s.block_table.size() << " blocks cannot hold " << kv_len << " tokens";
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t p = s.start_pos + j;
+      b.token_ids.push_back(s.tokens[static_cast<size_t>(j)]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(s.block_table[static_cast<size_t>(p / block_size)] * block_size +
+                               p % block_size);
+    }
+    b.query_start.push_back(b.query_start.back() + n);
+    b.kv_len.push_back(kv_len);
+    b.page_indices.insert(b.page_indices.end(), s.block_table.begin(),
+                          s.block_table.begin() + num_pages);
+    b.page_indptr.push_back(static_cast<int32_t>(b.page_indices.size()));
+    if (s.sample && n > 0) b.sample_rows.push_back(b.query_start.back() - 1);
+    b.max_query_len = std::max(b.max_query_len, n);
+    b.max_kv_len = std::max(b.max_kv_len, kv_len);
+  }
+  return b;
+}
+
+ForwardInput UploadForwardBatch(const HostForwardBatch& b, int block_size, Backend* backend) {
+  ForwardInput in;
+  in.token_ids = UploadI32(b.token_ids, backend);
+  in.positions = UploadI32(b.positions, backend);
+  in.sample_rows = UploadI32(b.sample_rows, backend);
+  in.num_sample_rows = static_cast<int>(b.sample_rows.size());
+  AttentionMeta& m = in.meta;
+  m.num_seqs = static_cast<int>(b.kv_len.size());
+  m.num_tokens = static_cast<int>(b.token_ids.size());
+  m.max_query_len = b.max_query_len;
+  m.max_kv_len = b.max_kv_len;
+  m.block_size = block_size;
+  m.query_start = UploadI32(b.query_start, backend);
+  m.kv_len = UploadI32(b.kv_len, backend);
+  m.page_indptr = UploadI32(b.page_indptr, backend);
+  m.page_indices = UploadI32(b.page_indices, backend);
+  m.slot_mapping = UploadI32(b.slot_mapping, backend);
+  return in;
+}
+
+}  // namespace loom

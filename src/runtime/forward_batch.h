@@ -1,0 +1,39 @@
+// Builds the flat device inputs of one forward step (token ids, positions, CSR page tables, slot
+// mapping, sampled rows) from per-sequence slices. Used by the ModelRunner and by tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace loom {
+
+// One sequence's share of a step.
+struct SeqSlice {
+  std::span<const int32_t> tokens;       // tokens computed this step
+  int32_t start_pos = 0;                 // position of tokens[0] (== tokens already in the cache)
+  std::span<const int32_t> block_table;  // the sequence's blocks, covering start_pos + tokens.size()
+  bool sample = true;                    // wants the logits of its last token
+};
+
+// Host-side arrays of a step (kept for inspection in tests).
+struct HostForwardBatch {
+  std::vector<int32_t> token_ids, positions, query_start, kv_len, page_indptr, page_indices,
+      slot_mapping, sample_rows;
+  int max_query_len = 0, max_kv_len = 0;
+};
+
+// Fills the host arrays. CHECKs that every block table covers its tokens.
+//
+//   seq s, token j:  position p = start_pos + j
+//                    slot       = block_table[p / block_size] * block_size + p % block_size
+//   pages of s:      block_table[0 .. ceil(kv_len / block_size))
+HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block_size);
+
+// Uploads a host batch as a ForwardInput for `backend`.
+ForwardInput UploadForwardBatch(const HostForwardBatch& batch, int block_size, Backend* backend);
+
+}  // namespace loom
