@@ -1,0 +1,327 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "kv/block_hash.h"
+
+namespace loom {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+bool Contains(const std::vector<TokenId>& ids, TokenId id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                                 std::unique_ptr<ModelRunner> runner) {
+  RETURN_IF_ERROR(config.Validate());
+  if (runner == nullptr) return InvalidArgumentError("Engine::Create needs a ModelRunner");
+  if (runner->vocab_size() < 1) return InvalidArgumentError("the model has an empty vocabulary");
+  EngineConfig cfg = config;
+  if (cfg.max_model_len == 0) cfg.max_model_len = runner->max_model_len();
+  if (cfg.max_model_len > runner->max_model_len()) {
+    return InvalidArgumentError("max_model_len " + std::to_string(cfg.max_model_len) +
+                                " exceeds the model's context length " +
+                                std::to_string(runner->max_model_len()));
+  }
+  for (TokenId id : cfg.eos_token_ids) {
+    if (id >= runner->vocab_size()) {
+      return InvalidArgumentError("eos token id " + std::to_string(id) +
+                                  " is out of the vocabulary [0, " +
+                                  std::to_string(runner->vocab_size()) + ")");
+    }
+  }
+  return std::unique_ptr<Engine>(new Engine(cfg, std::move(runner)));
+}
+
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
+    : config_(config),
+      vocab_size_(runner->vocab_size()),
+      runner_(std::move(runner)),
+      sampler_(vocab_size_) {
+  KvCacheConfig kv_cfg;
+  kv_cfg.num_blocks = config_.num_blocks;
+  kv_cfg.block_size = config_.block_size;
+  kv_cfg.enable_prefix_cache = config_.enable_prefix_cache;
+  kv_cfg.root_hash =
+      RootBlockHash(config_.model_fingerprint, config_.kv_dtype, config_.tokenizer_hash);
+  kv_ = std::make_unique<KvCacheManager>(kv_cfg);
+
+  SchedulerConfig s;
+  s.max_batched_tokens = config_.max_batched_tokens;
+  s.max_num_seqs = config_.max_num_seqs;
+  s.max_model_len = config_.max_model_len;
+  s.bytes_per_token_kv = config_.bytes_per_token_kv;
+  s.kv_budget_bytes = config_.kv_budget_bytes;
+  s.memory_budget_bytes = config_.memory_budget_bytes;
+  s.model_bytes = config_.model_bytes;
+  scheduler_ = std::make_unique<Scheduler>(s, kv_.get());
+
+  seed_base_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  PublishStats();
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CHECK(!thread_.joinable()) << "Engine::Start called twice";
+  CHECK(!shut_down_) << "Engine::Start after Shutdown";
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The loop is gone: this thread owns the engine state now.
+  DrainInbox();
+  std::vector<RequestId> ids;
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (RequestId id : ids) FinishRequest(id, FinishReason::kAbort);
+  PublishStats();
+}
+
+StatusOr<RequestHandle> Engine::Submit(Request request) {
+  RETURN_IF_ERROR(request.params.Validate(vocab_size_));
+  if (request.prompt.empty()) return InvalidArgumentError("the prompt is empty (0 tokens)");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    const TokenId t = request.prompt[i];
+    if (t < 0 || t >= vocab_size_) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) + " at position " +
+                                  std::to_string(i) + " is out of the vocabulary [0, " +
+                                  std::to_string(vocab_size_) + ")");
+    }
+  }
+  // Reads only immutable limits: safe from any thread.
+  RETURN_IF_ERROR(scheduler_->CheckAdmission(static_cast<int>(request.prompt.size()),
+                                             request.params.max_tokens));
+  RequestHandle handle;
+  handle.id = RequestId{next_id_.fetch_add(1)};
+  handle.stream = std::make_shared<OutputStream>(static_cast<int>(request.prompt.size()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return FailedPreconditionError("the engine is shut down");
+    inbox_.push_back(Submission{handle.id, std::move(request), handle.stream});
+    ++submitted_;
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void Engine::Abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+void Engine::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] {
+        return stop_ || !inbox_.empty() || !aborts_.empty() || scheduler_->HasWork();
+      });
+      if (stop_) return;
+    }
+    Step();
+  }
+}
+
+void Engine::DrainInbox() {
+  std::vector<Submission> subs;
+  std::vector<RequestId> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    subs.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (Submission& sub : subs) {
+    const SamplingParams& params = sub.request.params;
+    Status added = scheduler_->AddRequest(sub.id, std::move(sub.request.prompt),
+                                          params.max_tokens, sub.request.cache_extra_keys);
+    if (!added.ok()) {  // Submit checked the same limits; kept for robustness
+      sub.stream->Finish(FinishReason::kError, added);
+      ++finished_;
+      continue;
+    }
+    Live live;
+    live.stream = std::move(sub.stream);
+    live.params = std::move(sub.request.params);
+    live.seed = live.params.seed.value_or(Mix(seed_base_ ^ Mix(sub.id.value)));
+    live_.emplace(sub.id, std::move(live));
+  }
+  for (RequestId id : aborts) FinishRequest(id, FinishReason::kAbort);
+}
+
+void Engine::FinishRequest(RequestId id, FinishReason reason, Status error,
+                           std::optional<TokenId> stop_token) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  scheduler_->Finish(id);
+  it->second.stream->Finish(reason, std::move(error), stop_token);
+  live_.erase(it);
+  ++finished_;
+}
+
+bool Engine::Step() {
+  DrainInbox();
+  if (!scheduler_->HasWork()) {
+    if (!idle_checked_) {
+      scheduler_->CheckIntegrity();
+      idle_checked_ = true;
+    }
+    PublishStats();
+    return false;
+  }
+  idle_checked_ = false;
+
+  StepPlan plan = scheduler_->Schedule();
+  CHECK(!plan.empty()) << "requests are queued but none can run: admission let in a request "
+                          "that can never fit";
+  for (const ScheduledSeq& seq : plan.seqs) {
+    Live& live = live_.at(seq.request_id);
+    if (!live.cached_reported) {
+      live.stream->SetCachedTokens(scheduler_->Find(seq.request_id)->num_cached_tokens);
+      live.cached_reported = true;
+    }
+  }
+
+  StatusOr<std::vector<float>> logits = runner_->Execute(plan);
+  ++steps_;
+  if (!logits.ok()) {
+    LOG(ERROR) << "model step failed: " << logits.status().ToString();
+    for (const ScheduledSeq& seq : plan.seqs) {
+      FinishRequest(seq.request_id, FinishReason::kError,
+                    logits.status().WithContext("model step failed"));
+    }
+    PublishStats();
+    return true;
+  }
+  CHECK_EQ(logits->size(), static_cast<size_t>(plan.num_sampled) * vocab_size_)
+      << "the runner returned a wrong number of logits";
+  computed_tokens_ += plan.num_tokens;
+
+  // Sample every row; a row's failure belongs to its request only.
+  std::vector<TokenId> sampled(plan.num_sampled, 0);
+  std::vector<std::optional<SampleResult>> results(plan.num_sampled);
+  std::vector<std::pair<RequestId, Status>> failed;
+  int row = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (!seq.sample) continue;
+    const SchedRequest* req = scheduler_->Find(seq.request_id);
+    const Live& live = live_.at(seq.request_id);
+    std::span<const TokenId> tokens = req->tokens;
+    SampleContext ctx;
+    ctx.params = &live.params;
+    ctx.prompt = tokens.first(req->num_prompt_tokens);
+    ctx.output = tokens.subspan(req->num_prompt_tokens);
+    ctx.seed = live.seed;
+    ctx.eos_token_ids = config_.eos_token_ids;
+    std::span<float> row_logits(logits->data() + static_cast<size_t>(row) * vocab_size_,
+                                vocab_size_);
+    StatusOr<SampleResult> r = sampler_.SampleRow(row_logits, ctx);
+    if (r.ok()) {
+      sampled[row] = r->token;
+      results[row] = std::move(r).value();
+    } else {
+      failed.emplace_back(seq.request_id, r.status().WithContext("sampling failed"));
+    }
+    ++row;
+  }
+  for (auto& [id, status] : failed) FinishRequest(id, FinishReason::kError, status);
+  scheduler_->Update(plan, sampled);
+
+  // Emit and check the stop conditions.
+  row = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (!seq.sample) continue;
+    const int k = row++;
+    if (!results[k].has_value()) continue;
+    const RequestId id = seq.request_id;
+    Live& live = live_.at(id);
+    const SamplingParams& p = live.params;
+    const TokenId t = results[k]->token;
+    if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
+      FinishRequest(id, FinishReason::kStop, OkStatus(), t);
+      continue;
+    }
+    TokenOutput out;
+    out.token = t;
+    out.logprob = results[k]->logprob;
+    out.top_logprobs = std::move(results[k]->top_logprobs);
+    live.stream->Push(std::move(out));
+    ++generated_tokens_;
+    const SchedRequest* req = scheduler_->Find(id);
+    if (req->num_output_tokens() >= p.max_tokens || req->num_tokens() >= config_.max_model_len) {
+      FinishRequest(id, FinishReason::kLength);
+    }
+  }
+  if (config_.check_integrity_every_step) scheduler_->CheckIntegrity();
+  if (!scheduler_->HasWork()) {  // just became idle
+    scheduler_->CheckIntegrity();
+    idle_checked_ = true;
+  }
+  PublishStats();
+  return true;
+}
+
+void Engine::PublishStats() {
+  const KvCacheStats kv = kv_->stats();
+  EngineStats s;
+  s.active_rows = scheduler_->num_running();
+  s.pending_rows = scheduler_->num_waiting();
+  s.finished_rows = finished_;
+  s.kv_blocks_total = kv.num_blocks;
+  s.kv_blocks_used = kv.num_used_blocks;
+  s.kv_blocks_cached = kv.num_cached_blocks;
+  s.kv_blocks_free = kv.num_free_blocks;
+  s.kv_bytes = static_cast<int64_t>(kv.num_used_blocks) * config_.block_size *
+               config_.bytes_per_token_kv;
+  s.kv_projected_bytes = scheduler_->running_projected_kv_bytes();
+  s.kv_budget_bytes = config_.kv_budget_bytes;
+  s.prefix_cache_hits = kv.prefix_hits;
+  s.prefix_cache_misses = kv.prefix_queries - kv.prefix_hits;
+  s.prefix_cache_hit_tokens = kv.prefix_hit_tokens;
+  s.prefix_cache_query_tokens = kv.prefix_query_tokens;
+  s.prefix_cache_evictions = kv.evictions;
+  s.preemptions = scheduler_->num_preemptions();
+  s.steps = steps_;
+  s.computed_tokens = computed_tokens_;
+  s.generated_tokens = generated_tokens_;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  s.pending_rows += static_cast<int>(inbox_.size());
+  s.submitted_rows = submitted_;
+  return s;
+}
+
+}  // namespace loom

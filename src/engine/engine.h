@@ -1,0 +1,147 @@
+// Engine: one thread owns the scheduler, the KV cache manager, the sampler and the runner, and
+// loops  plan = schedule() → logits = runner.Execute(plan) → sample → update  (ARCHITECTURE §1).
+// Other threads talk to it only through Submit / Abort / stats and each request's OutputStream.
+//
+// Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
+// token masked) finishes that request with kError; a runner error fails the requests of that
+// step; the loop keeps serving the rest. `n > 1` is n submissions sharing their prompt through
+// the prefix cache.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine_config.h"
+#include "engine/output_stream.h"
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+#include "runtime/model_runner.h"
+#include "sample/sampler.h"
+#include "sched/scheduler.h"
+
+namespace loom {
+
+struct RequestHandle {
+  RequestId id;
+  std::shared_ptr<OutputStream> stream;
+};
+
+// A snapshot for /stats and /metrics.
+struct EngineStats {
+  int active_rows = 0;             // running requests
+  int pending_rows = 0;            // queued: waiting for rows, blocks or --kv-budget
+  uint64_t submitted_rows = 0;     // accepted by Submit since start
+  uint64_t finished_rows = 0;      // finished for any reason
+  int kv_blocks_total = 0;
+  int kv_blocks_used = 0;          // referenced by running requests
+  int kv_blocks_cached = 0;        // hashed (prefix cache), used or free
+  int kv_blocks_free = 0;          // allocatable (includes cached-but-free)
+  int64_t kv_bytes = 0;            // used blocks x block_size x bytes_per_token_kv
+  int64_t kv_projected_bytes = 0;  // running requests' (prompt + max_tokens) KV: what
+                                   // --kv-budget caps
+  int64_t kv_budget_bytes = 0;
+  uint64_t prefix_cache_hits = 0;  // admissions that reused >= 1 block
+  uint64_t prefix_cache_misses = 0;
+  uint64_t prefix_cache_hit_tokens = 0;
+  uint64_t prefix_cache_query_tokens = 0;
+  uint64_t prefix_cache_evictions = 0;
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  uint64_t computed_tokens = 0;    // tokens whose KV the runner wrote
+  uint64_t generated_tokens = 0;   // tokens sampled and emitted
+};
+
+class Engine {
+ public:
+  // Validates `config` against the runner (vocab, context length). The loop thread is not
+  // started: call Start() to serve, or drive it with Step() from one thread (tests, offline).
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                  std::unique_ptr<ModelRunner> runner);
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts the loop thread. Precondition: not started, not shut down.
+  void Start();
+  // Stops the loop (after its current step), then finishes every unfinished request with
+  // kAbort. Idempotent; Submit fails afterwards.
+  void Shutdown();
+
+  // Queues a request. Thread-safe; never waits for the engine. Errors (nothing is queued):
+  // InvalidArgument for bad parameters or an empty prompt, OutOfRange when prompt + max_tokens
+  // exceeds the context, ResourceExhausted when it can never fit the KV pool / --kv-budget /
+  // --memory-budget (the message says what to change), FailedPrecondition after Shutdown.
+  StatusOr<RequestHandle> Submit(Request request);
+
+  // Finishes the request with kAbort at the next step boundary and frees its blocks. Thread-safe;
+  // a no-op for unknown or finished requests.
+  void Abort(RequestId id);
+
+  // Runs one iteration on the calling thread: takes in submissions and aborts, schedules,
+  // executes, samples, emits. Returns false when there was nothing to run. Precondition: the
+  // loop thread is not running.
+  bool Step();
+
+  EngineStats stats() const;  // thread-safe snapshot
+  const EngineConfig& config() const { return config_; }
+  int vocab_size() const { return vocab_size_; }
+  int max_model_len() const { return config_.max_model_len; }
+
+ private:
+  struct Live {  // engine-thread state of one request
+    std::shared_ptr<OutputStream> stream;
+    SamplingParams params;
+    uint64_t seed = 0;
+    bool cached_reported = false;
+  };
+  struct Submission {
+    RequestId id;
+    Request request;
+    std::shared_ptr<OutputStream> stream;
+  };
+
+  Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner);
+  void Loop();
+  void DrainInbox();
+  // Finishes `id` everywhere (scheduler, live map, stream). No-op if not live.
+  void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
+                     std::optional<TokenId> stop_token = std::nullopt);
+  void PublishStats();
+
+  EngineConfig config_;
+  int vocab_size_ = 0;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Sampler sampler_;
+  std::unordered_map<RequestId, Live> live_;  // engine thread only
+  uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
+  bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
+  uint64_t finished_ = 0;         // stats counters, engine thread
+  uint64_t steps_ = 0;
+  uint64_t computed_tokens_ = 0;
+  uint64_t generated_tokens_ = 0;
+
+  // Shared with submitting threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Submission> inbox_;
+  std::vector<RequestId> aborts_;
+  bool stop_ = false;
+  bool shut_down_ = false;
+  std::atomic<uint64_t> next_id_{1};
+  std::thread thread_;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  uint64_t submitted_ = 0;  // under mu_
+};
+
+}  // namespace loom

@@ -1,0 +1,42 @@
+#include "engine/engine_config.h"
+
+#include <string>
+
+namespace loom {
+
+Status EngineConfig::Validate() const {
+  if (num_blocks < 1) {
+    return InvalidArgumentError("the KV pool needs at least 1 block, got " +
+                                std::to_string(num_blocks) + " (raise --kv-cache-gb)");
+  }
+  if (block_size < 1 || block_size > 1024) {
+    return InvalidArgumentError("--block-size must be in [1, 1024], got " +
+                                std::to_string(block_size));
+  }
+  if (max_batched_tokens < 1) {
+    return InvalidArgumentError("--max-batched-tokens must be >= 1, got " +
+                                std::to_string(max_batched_tokens));
+  }
+  if (max_num_seqs < 1) {
+    return InvalidArgumentError("--batch must be >= 1, got " + std::to_string(max_num_seqs));
+  }
+  if (max_model_len < 0) {
+    return InvalidArgumentError("max_model_len must be >= 0 (0 = the model's), got " +
+                                std::to_string(max_model_len));
+  }
+  if (kv_budget_bytes < 0) return InvalidArgumentError("--kv-budget must be >= 0");
+  if (memory_budget_bytes < 0) return InvalidArgumentError("--memory-budget must be >= 0");
+  if (bytes_per_token_kv < 0 || model_bytes < 0) {
+    return InvalidArgumentError("bytes_per_token_kv and model_bytes must be >= 0");
+  }
+  if ((kv_budget_bytes > 0 || memory_budget_bytes > 0) && bytes_per_token_kv == 0) {
+    return InvalidArgumentError(
+        "--kv-budget / --memory-budget need the model's KV bytes per token (bytes_per_token_kv)");
+  }
+  for (TokenId id : eos_token_ids) {
+    if (id < 0) return InvalidArgumentError("eos token id " + std::to_string(id) + " is < 0");
+  }
+  return OkStatus();
+}
+
+}  // namespace loom

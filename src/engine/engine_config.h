@@ -1,0 +1,45 @@
+// EngineConfig: every knob of the engine core, validated once (STYLE.md §9). The CLI fills it
+// from flags; nothing in the engine reads the environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_types.h"
+
+namespace loom {
+
+struct EngineConfig {
+  // KV pool, as the runner allocated it.
+  int num_blocks = 0;                 // > 0
+  int block_size = 16;                // tokens per block (--block-size)
+  int64_t bytes_per_token_kv = 0;     // KV bytes of one token, all layers, K + V
+
+  // Per-step limits.
+  int max_batched_tokens = 2048;      // --max-batched-tokens (2048 on CPU)
+  int max_num_seqs = 8;               // --batch: rows per step
+
+  // Admission.
+  int64_t kv_budget_bytes = 0;        // --kv-budget (decimal GB x 1e9); 0 = off
+  int64_t memory_budget_bytes = 0;    // --memory-budget; 0 = off
+  int64_t model_bytes = 0;            // weights etc., counted against memory_budget_bytes
+  int max_model_len = 0;              // context length; 0 = the runner's max_model_len()
+
+  // Prefix cache: on by default; the root hash binds blocks to model + KV dtype + tokenizer.
+  bool enable_prefix_cache = true;
+  std::string model_fingerprint;
+  std::string kv_dtype = "f32";
+  std::string tokenizer_hash;
+
+  std::vector<TokenId> eos_token_ids;  // stop every request unless ignore_eos
+
+  // Runs Scheduler/KV CheckIntegrity after every step (tests, --debug); always run when idle.
+  bool check_integrity_every_step = false;
+
+  // Checks ranges; messages name the flag.
+  Status Validate() const;
+};
+
+}  // namespace loom

@@ -1,0 +1,531 @@
+// Engine tests against a fake ModelRunner whose logits are a pure function of the token history
+// it reads back through the block table from its own "KV" (a token id per slot). A wrong block
+// table, a block shared when it should not be, or a slot read before it was written changes the
+// history and therefore the tokens, so "same output alone, batched, preempted and cached" is a
+// real check of the scheduler and the KV manager.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+
+namespace loom {
+namespace {
+
+using namespace std::chrono_literals;
+using Tokens = std::vector<TokenId>;
+
+constexpr int kVocab = 32;
+constexpr TokenId kPoison = 31;  // a prompt starting with it gets NaN logits
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class FakeRunner : public ModelRunner {
+ public:
+  FakeRunner(int num_blocks, int block_size, int max_len)
+      : block_size_(block_size), max_len_(max_len), kv_(num_blocks * block_size, -1) {}
+
+  StatusOr<std::vector<float>> Execute(const StepPlan& plan) override {
+    CHECK_EQ(plan.block_size, block_size_);
+    ++num_steps_;
+    max_rows_ = std::max(max_rows_, static_cast<int>(plan.seqs.size()));
+    max_step_tokens_ = std::max(max_step_tokens_, plan.num_tokens);
+    if (fail_steps_ > 0) {
+      --fail_steps_;
+      return InternalError("injected runner failure");
+    }
+    // Write every scheduled token at its slot; two requests writing one slot is a sharing bug.
+    std::map<int, RequestId> written;
+    for (const ScheduledSeq& seq : plan.seqs) {
+      for (size_t j = 0; j < seq.tokens.size(); ++j) {
+        const int pos = seq.start_pos + static_cast<int>(j);
+        const size_t b = pos / block_size_;
+        if (b >= seq.block_table.size()) return InternalError("block table too short");
+        const int slot = seq.block_table[b] * block_size_ + pos % block_size_;
+        auto [it, fresh] = written.emplace(slot, seq.request_id);
+        if (!fresh && it->second != seq.request_id) return InternalError("slot written twice");
+        kv_[slot] = seq.tokens[j];
+      }
+    }
+    std::vector<float> logits;
+    for (const ScheduledSeq& seq : plan.seqs) {
+      if (!seq.sample) continue;
+      const int len = seq.start_pos + static_cast<int>(seq.tokens.size());
+      uint64_t h = 0x1234;
+      TokenId first = -1;
+      for (int pos = 0; pos < len; ++pos) {
+        const int t = kv_[seq.block_table[pos / block_size_] * block_size_ + pos % block_size_];
+        if (t < 0) return InternalError("read an unwritten KV slot");
+        if (pos == 0) first = t;
+        h = Mix(h ^ static_cast<uint64_t>(t));
+      }
+      for (int v = 0; v < kVocab; ++v) {
+        const double u = static_cast<double>(Mix(h ^ (v * 0x51ED27ull)) >> 11) * 0x1.0p-53;
+        logits.push_back(first == kPoison ? NAN : static_cast<float>(u * 8.0 - 4.0));
+      }
+    }
+    return logits;
+  }
+  int vocab_size() const override { return kVocab; }
+  int max_model_len() const override { return max_len_; }
+
+  int block_size_;
+  int max_len_;
+  std::vector<int> kv_;  // [num_blocks * block_size] token written at each slot, -1 = never
+  int num_steps_ = 0;
+  int max_rows_ = 0;
+  int max_step_tokens_ = 0;
+  int fail_steps_ = 0;
+};
+
+struct Result {
+  Tokens tokens;
+  std::vector<float> logprobs;
+  std::optional<FinishReason> finish;
+  std::optional<TokenId> stop_token;
+  Status error;
+  int cached_tokens = 0;
+};
+
+void Drain(OutputStream& s, Result& r) {
+  while (std::optional<StreamChunk> c = s.TryPop()) {
+    for (const TokenOutput& t : c->tokens) {
+      r.tokens.push_back(t.token);
+      r.logprobs.push_back(t.logprob);
+    }
+    r.cached_tokens = c->num_cached_tokens;
+    if (c->finish_reason) {
+      r.finish = c->finish_reason;
+      r.stop_token = c->stop_token;
+      r.error = c->error;
+    }
+  }
+}
+
+EngineConfig BaseConfig(int num_blocks) {
+  EngineConfig cfg;
+  cfg.num_blocks = num_blocks;
+  cfg.block_size = 4;
+  cfg.max_batched_tokens = 64;
+  cfg.max_num_seqs = 8;
+  cfg.eos_token_ids = {0};
+  cfg.check_integrity_every_step = true;
+  cfg.model_fingerprint = "fake";
+  return cfg;
+}
+
+struct Made {
+  std::unique_ptr<Engine> engine;
+  FakeRunner* runner;
+};
+
+Made Make(const EngineConfig& cfg, int max_len = 256) {
+  auto runner = std::make_unique<FakeRunner>(cfg.num_blocks, cfg.block_size, max_len);
+  FakeRunner* raw = runner.get();
+  auto engine = Engine::Create(cfg, std::move(runner));
+  CHECK(engine.ok()) << engine.status().ToString();
+  return {std::move(engine).value(), raw};
+}
+
+// Submits all requests at once, steps until idle, returns the results in order.
+std::vector<Result> RunAll(Engine& engine, const std::vector<Request>& requests) {
+  std::vector<RequestHandle> handles;
+  for (const Request& r : requests) {
+    auto h = engine.Submit(r);
+    CHECK(h.ok()) << h.status().ToString();
+    handles.push_back(*h);
+  }
+  std::vector<Result> results(requests.size());
+  while (engine.Step()) {
+    for (size_t i = 0; i < handles.size(); ++i) Drain(*handles[i].stream, results[i]);
+  }
+  for (size_t i = 0; i < handles.size(); ++i) Drain(*handles[i].stream, results[i]);
+  return results;
+}
+
+Result RunSolo(const Request& r, int num_blocks = 64) {
+  Made m = Make(BaseConfig(num_blocks));
+  return RunAll(*m.engine, {r})[0];
+}
+
+Tokens Prompt(int shared, int distinct, int salt) {
+  Tokens t;
+  for (int i = 0; i < shared; ++i) t.push_back(1 + (i * 7) % 29);
+  for (int i = 0; i < distinct; ++i) t.push_back(1 + (salt * 13 + i * 5) % 29);
+  return t;
+}
+
+// A mix of sampling settings; every sampled request is seeded so runs are comparable.
+std::vector<Request> Workload() {
+  std::vector<Request> rs;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = Prompt(/*shared=*/i % 2 == 0 ? 13 : 5, /*distinct=*/3 + 2 * i, i);
+    r.params.max_tokens = 10 + i;
+    r.params.seed = 100 + i;
+    r.params.num_logprobs = 2;
+    switch (i) {
+      case 0: r.params.temperature = 0; break;
+      case 1: r.params.top_k = 5; r.params.temperature = 0.8f; break;
+      case 2: r.params.top_p = 0.9f; r.params.repetition_penalty = 1.3f; break;
+      case 3: r.params.min_p = 0.1f; r.params.presence_penalty = 0.5f;
+              r.params.frequency_penalty = 0.3f; break;
+      case 4: r.params.xtc_probability = 0.5f; r.params.xtc_threshold = 0.05f; break;
+      case 5: r.params.temperature = 1.5f; r.params.logit_bias = {{3, 2.0f}}; break;
+    }
+    rs.push_back(r);
+  }
+  return rs;
+}
+
+void ExpectSame(const Result& got, const Result& want, size_t i) {
+  EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
+  EXPECT_EQ(got.logprobs, want.logprobs) << "request " << i;
+  EXPECT_EQ(got.finish, want.finish) << "request " << i;
+  EXPECT_EQ(got.stop_token, want.stop_token) << "request " << i;
+  EXPECT_TRUE(got.error.ok()) << got.error.ToString();
+}
+
+TEST(EngineTest, OutputsAreTheSameAloneBatchedPreemptedAndCached) {
+  const std::vector<Request> work = Workload();
+  std::vector<Result> solo;
+  for (const Request& r : work) {
+    solo.push_back(RunSolo(r));
+    EXPECT_TRUE(solo.back().finish.has_value());
+    EXPECT_FALSE(solo.back().tokens.empty());
+  }
+
+  // Batched in a tight pool with a small token budget: chunked prefill, preemption, recompute.
+  EngineConfig tight = BaseConfig(/*num_blocks=*/12);
+  tight.max_batched_tokens = 7;
+  tight.max_num_seqs = 4;
+  Made m = Make(tight);
+  std::vector<Result> batched = RunAll(*m.engine, work);
+  for (size_t i = 0; i < work.size(); ++i) ExpectSame(batched[i], solo[i], i);
+  const EngineStats s = m.engine->stats();
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_GT(s.prefix_cache_hits, 0u);  // preempted requests find their own blocks again
+  EXPECT_EQ(m.runner->max_rows_, 4);
+  EXPECT_LE(m.runner->max_step_tokens_, 7);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.active_rows, 0);
+  EXPECT_EQ(s.finished_rows, work.size());
+
+  // One after another through one engine: later requests hit earlier prompts' blocks.
+  Made seq = Make(BaseConfig(64));
+  for (size_t i = 0; i < work.size(); ++i) {
+    Result r = RunAll(*seq.engine, {work[i]})[0];
+    ExpectSame(r, solo[i], i);
+    if (i >= 2) {
+      EXPECT_GE(r.cached_tokens, 4) << i;  // the shared 13- or 5-token prefix
+    }
+  }
+  EXPECT_GE(seq.engine->stats().prefix_cache_hits, 4u);
+}
+
+TEST(EngineTest, SameRequestTwiceReusesTheWholePromptButTheLastToken) {
+  Made m = Make(BaseConfig(64));
+  Request r;
+  r.prompt = Prompt(0, 17, 3);
+  r.params.temperature = 0;
+  r.params.max_tokens = 5;
+  Result first = RunAll(*m.engine, {r})[0];
+  Result second = RunAll(*m.engine, {r})[0];
+  EXPECT_EQ(first.cached_tokens, 0);
+  EXPECT_EQ(second.cached_tokens, 16);
+  EXPECT_EQ(first.tokens, second.tokens);
+  const EngineStats s = m.engine->stats();
+  EXPECT_EQ(s.prefix_cache_hits, 1u);
+  EXPECT_EQ(s.prefix_cache_misses, 1u);
+  EXPECT_EQ(s.prefix_cache_hit_tokens, 16u);
+}
+
+TEST(EngineTest, StopsOnEosStopIdsAndMaxTokens) {
+  Request r;
+  r.prompt = Prompt(0, 6, 1);
+  r.params.temperature = 0;
+  r.params.max_tokens = 12;
+  EngineConfig no_eos = BaseConfig(64);
+  no_eos.eos_token_ids = {};
+  Made ref = Make(no_eos);
+  const Result full = RunAll(*ref.engine, {r})[0];
+  ASSERT_EQ(full.tokens.size(), 12u);
+  EXPECT_EQ(full.finish, FinishReason::kLength);
+  // The first output position whose token did not appear before it.
+  size_t k = 1;
+  while (std::count(full.tokens.begin(), full.tokens.begin() + k, full.tokens[k]) > 0) ++k;
+  ASSERT_LT(k, full.tokens.size());
+  const TokenId stop = full.tokens[k];
+
+  EngineConfig eos = no_eos;
+  eos.eos_token_ids = {stop};
+  Made m = Make(eos);
+  Result got = RunAll(*m.engine, {r})[0];
+  EXPECT_EQ(got.tokens, Tokens(full.tokens.begin(), full.tokens.begin() + k));
+  EXPECT_EQ(got.finish, FinishReason::kStop);
+  EXPECT_EQ(got.stop_token, stop);
+
+  Request ignore = r;
+  ignore.params.ignore_eos = true;
+  EXPECT_EQ(RunAll(*m.engine, {ignore})[0].tokens, full.tokens);
+
+  Request by_id = r;
+  by_id.params.stop_token_ids = {stop};
+  got = RunAll(*ref.engine, {by_id})[0];
+  EXPECT_EQ(got.tokens.size(), k);
+  EXPECT_EQ(got.stop_token, stop);
+
+  Request min = r;
+  min.params.min_tokens = static_cast<int>(k) + 1;
+  got = RunAll(*m.engine, {min})[0];
+  ASSERT_GT(got.tokens.size(), k);
+  EXPECT_NE(got.tokens[k], stop);  // masked while below min_tokens
+}
+
+TEST(EngineTest, AbortMidPrefillAndMidDecodeFreesBlocks) {
+  EngineConfig cfg = BaseConfig(32);
+  cfg.max_batched_tokens = 4;
+  Made m = Make(cfg);
+  Request r;
+  r.prompt = Prompt(0, 14, 2);
+  r.params.max_tokens = 20;
+  RequestHandle a = *m.engine->Submit(r);
+  ASSERT_TRUE(m.engine->Step());  // first 4-token chunk
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 1);
+  m.engine->Abort(a.id);
+  m.engine->Abort(RequestId{999});  // unknown: ignored
+  EXPECT_FALSE(m.engine->Step());
+  Result ra;
+  Drain(*a.stream, ra);
+  EXPECT_EQ(ra.finish, FinishReason::kAbort);
+  EXPECT_TRUE(ra.tokens.empty());
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
+
+  r.params.temperature = 0;
+  r.params.ignore_eos = true;
+  RequestHandle b = *m.engine->Submit(r);
+  // a's first block is cached: 10 tokens left = 3 prefill steps (the last samples), 3 decodes.
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(m.engine->Step());
+  Result rb;
+  Drain(*b.stream, rb);
+  EXPECT_EQ(rb.cached_tokens, 4);
+  EXPECT_EQ(rb.tokens.size(), 4u);
+  m.engine->Abort(b.id);
+  m.engine->Abort(b.id);  // twice: harmless
+  EXPECT_FALSE(m.engine->Step());
+  Drain(*b.stream, rb);
+  EXPECT_EQ(rb.finish, FinishReason::kAbort);
+  EXPECT_EQ(rb.tokens.size(), 4u);
+  const EngineStats s = m.engine->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free, 32);
+  EXPECT_GT(s.kv_blocks_cached, 0);  // the prompt blocks stay cached
+}
+
+TEST(EngineTest, ARequestsOwnFailureDoesNotStopTheOthers) {
+  std::vector<Request> work = Workload();
+  Request poisoned = work[0];
+  poisoned.prompt.insert(poisoned.prompt.begin(), kPoison);
+  work.insert(work.begin() + 2, poisoned);
+  Made m = Make(BaseConfig(64));
+  std::vector<Result> got = RunAll(*m.engine, work);
+  EXPECT_EQ(got[2].finish, FinishReason::kError);
+  EXPECT_EQ(got[2].error.message(), "sampling failed: the model produced NaN logits");
+  const std::vector<Request> clean = Workload();
+  for (size_t i = 0, j = 0; i < got.size(); ++i) {
+    if (i == 2) continue;
+    ExpectSame(got[i], RunSolo(clean[j]), j);
+    ++j;
+  }
+}
+
+TEST(EngineTest, ARunnerFailureFailsThatStepsRequestsOnly) {
+  Made m = Make(BaseConfig(64));
+  m.runner->fail_steps_ = 1;
+  const std::vector<Request> work = Workload();
+  std::vector<Result> failed = RunAll(*m.engine, {work[0], work[1]});
+  for (const Result& r : failed) {
+    EXPECT_EQ(r.finish, FinishReason::kError);
+    EXPECT_EQ(r.error.ToString(), "INTERNAL: model step failed: injected runner failure");
+  }
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
+  ExpectSame(RunAll(*m.engine, {work[1]})[0], RunSolo(work[1]), 1);
+}
+
+TEST(EngineTest, SubmitRejectsWhatCanNeverRun) {
+  EngineConfig cfg = BaseConfig(8);  // 32 tokens of KV
+  cfg.bytes_per_token_kv = 1'000'000;
+  cfg.memory_budget_bytes = 20'000'000;  // 20 tokens
+  Made m = Make(cfg, /*max_len=*/40);
+  Request ok;
+  ok.prompt = {1, 2, 3};
+  ok.params.max_tokens = 10;
+  EXPECT_TRUE(m.engine->Submit(ok).ok());
+
+  Request r = ok;
+  r.params.max_tokens = 40;
+  EXPECT_EQ(m.engine->Submit(r).status().code(), StatusCode::kOutOfRange);
+  r.params.max_tokens = 30;  // 33 tokens: fits the context, not the 32-token pool
+  auto pool = m.engine->Submit(r);
+  EXPECT_EQ(pool.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(pool.status().message().find("--kv-cache-gb"), std::string::npos);
+  r.params.max_tokens = 20;  // 23 tokens: fits the pool, not --memory-budget
+  auto mem = m.engine->Submit(r);
+  EXPECT_EQ(mem.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(mem.status().message().rfind("memory_admission: ", 0), 0u);
+
+  r = ok;
+  r.params.logit_bias = {{kVocab, 1.0f}};
+  EXPECT_EQ(m.engine->Submit(r).status().message(),
+            "logit_bias: token id 32 is out of the vocabulary [0, 32)");
+  r = ok;
+  r.prompt = {1, 99};
+  EXPECT_EQ(m.engine->Submit(r).status().message(),
+            "prompt token id 99 at position 1 is out of the vocabulary [0, 32)");
+  r.prompt = {};
+  EXPECT_EQ(m.engine->Submit(r).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.engine->stats().submitted_rows, 1u);
+
+  m.engine->Shutdown();
+  EXPECT_EQ(m.engine->Submit(ok).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(EngineTest, KvBudgetQueuesJoinersAndReportsPendingRows) {
+  EngineConfig cfg = BaseConfig(64);
+  cfg.bytes_per_token_kv = 100;
+  cfg.kv_budget_bytes = 3000;  // 30 tokens of projected KV in flight
+  Made m = Make(cfg);
+  Request r;
+  r.prompt = Prompt(0, 10, 1);
+  r.params.max_tokens = 10;  // 20 tokens each: one at a time
+  r.params.temperature = 0;
+  r.params.ignore_eos = true;
+  RequestHandle a = *m.engine->Submit(r);
+  RequestHandle b = *m.engine->Submit(r);
+  ASSERT_TRUE(m.engine->Step());
+  EngineStats s = m.engine->stats();
+  EXPECT_EQ(s.active_rows, 1);
+  EXPECT_EQ(s.pending_rows, 1);
+  EXPECT_EQ(s.kv_projected_bytes, 2000);
+  EXPECT_EQ(s.kv_budget_bytes, 3000);
+  EXPECT_EQ(s.kv_bytes, 3 * 4 * 100);  // 3 blocks of 4 tokens
+  while (m.engine->Step()) {
+    EXPECT_LE(m.engine->stats().active_rows, 1);
+  }
+  Result ra, rb;
+  Drain(*a.stream, ra);
+  Drain(*b.stream, rb);
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  EXPECT_EQ(rb.cached_tokens, 8);  // b waited and then hit a's prompt blocks
+}
+
+TEST(EngineTest, ConcurrentSubmitAndAbortFromSeveralThreads) {
+  EngineConfig cfg = BaseConfig(24);
+  cfg.max_num_seqs = 4;
+  cfg.max_batched_tokens = 16;
+  cfg.check_integrity_every_step = true;
+  Made m = Make(cfg);
+  m.engine->Start();
+  const std::vector<Request> work = Workload();
+  std::vector<Result> solo;
+  for (const Request& r : work) solo.push_back(RunSolo(r));
+
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 12;
+  std::atomic<int> completed{0}, aborted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < kPerThread; ++i) {
+        const size_t w = (t * kPerThread + i) % work.size();
+        auto h = m.engine->Submit(work[w]);
+        ASSERT_TRUE(h.ok());
+        const int abort_after = static_cast<int>(rng() % 3) == 0 ? static_cast<int>(rng() % 4)
+                                                                  : -1;
+        if (abort_after == 0) m.engine->Abort(h->id);
+        Result r;
+        while (!h->stream->done()) {
+          std::optional<StreamChunk> c = h->stream->Pop(10s);
+          ASSERT_TRUE(c.has_value()) << "engine stalled";
+          for (const TokenOutput& o : c->tokens) r.tokens.push_back(o.token);
+          if (c->finish_reason) r.finish = c->finish_reason;
+          if (abort_after > 0 && static_cast<int>(r.tokens.size()) >= abort_after) {
+            m.engine->Abort(h->id);
+          }
+        }
+        ASSERT_TRUE(r.finish.has_value());
+        // Whatever happened, the tokens are a prefix of the solo run's.
+        ASSERT_LE(r.tokens.size(), solo[w].tokens.size());
+        EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), solo[w].tokens.begin()));
+        if (*r.finish == FinishReason::kAbort) {
+          ++aborted;
+        } else {
+          EXPECT_EQ(r.tokens, solo[w].tokens);
+          ++completed;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(completed + aborted, kThreads * kPerThread);
+  EXPECT_GT(aborted.load(), 0);
+  // The engine publishes stats after the step that finished the last stream.
+  EngineStats s;
+  for (int i = 0; i < 200; ++i) {
+    s = m.engine->stats();
+    if (s.finished_rows == kThreads * kPerThread) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(s.finished_rows, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(s.submitted_rows, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(s.active_rows, 0);
+  EXPECT_EQ(s.pending_rows, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  m.engine->Shutdown();
+}
+
+TEST(EngineTest, ShutdownAbortsWhatIsLeft) {
+  Made m = Make(BaseConfig(64));
+  Request r;
+  r.prompt = {1, 2, 3};
+  r.params.max_tokens = 50;
+  RequestHandle a = *m.engine->Submit(r);
+  ASSERT_TRUE(m.engine->Step());
+  RequestHandle b = *m.engine->Submit(r);  // still in the inbox
+  m.engine->Shutdown();
+  Result ra, rb;
+  Drain(*a.stream, ra);
+  Drain(*b.stream, rb);
+  EXPECT_EQ(ra.finish, FinishReason::kAbort);
+  EXPECT_EQ(rb.finish, FinishReason::kAbort);
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
+}
+
+TEST(EngineConfigTest, ValidateNamesTheFlag) {
+  EngineConfig cfg = BaseConfig(8);
+  EXPECT_TRUE(cfg.Validate().ok());
+  cfg.block_size = 0;
+  EXPECT_EQ(cfg.Validate().message(), "--block-size must be in [1, 1024], got 0");
+  cfg = BaseConfig(0);
+  EXPECT_NE(cfg.Validate().message().find("--kv-cache-gb"), std::string::npos);
+  cfg = BaseConfig(8);
+  cfg.kv_budget_bytes = 10;
+  EXPECT_FALSE(cfg.Validate().ok());
+  cfg = BaseConfig(8);
+  cfg.max_model_len = 1000;
+  auto e = Engine::Create(cfg, std::make_unique<FakeRunner>(8, 4, 100));
+  EXPECT_EQ(e.status().message(), "max_model_len 1000 exceeds the model's context length 100");
+}
+
+}  // namespace
+}  // namespace loom
