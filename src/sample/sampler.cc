@@ -142,12 +142,17 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
       if (logits[i] == kNegInf) continue;
       candidates_.push_back({std::exp((logits[i] - mx) * inv_t), i});
     }
+    bool reordered = false;
     if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
+      reordered = true;
       std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k,
                        candidates_.end(), Before<Candidate>);
       candidates_.resize(params.top_k);
     }
-    if (params.top_p < 1.0f) ApplyTopP(params.top_p);
+    if (params.top_p < 1.0f) {
+      ApplyTopP(params.top_p);
+      reordered = true;
+    }
     if (params.min_p > 0.0f) {
       float p_max = 0.0f;
       for (const Candidate& c : candidates_) p_max = std::max(p_max, c.p);
@@ -176,9 +181,12 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
         });
       }
     }
-    // Inverse CDF in id order: deterministic whatever order the steps above left.
-    std::sort(candidates_.begin(), candidates_.end(),
-              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    // Inverse CDF in id order: deterministic whatever order the steps above left. Candidates
+    // start in id order and only top-k / top-p reorder them (min-p and XTC erase stably).
+    if (reordered) {
+      std::sort(candidates_.begin(), candidates_.end(),
+                [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    }
     double total = 0.0;
     for (const Candidate& c : candidates_) total += c.p;
     const double target = CounterUniform(ctx.seed, step, /*stream=*/0) * total;
