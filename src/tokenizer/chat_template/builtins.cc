@@ -163,7 +163,7 @@ Value FDictsort(Interpreter&, const Value& v, CallArgs& a) {
     return reverse ? KeyLess(r, l, cs) : KeyLess(l, r, cs);
   });
   Array out;
-  for (auto& [k, val] : items) out.push_back(Value::MakeArray({k, val}));
+  for (auto& [k, val] : items) out.push_back(Value::MakeTuple({k, val}));
   return Value::MakeArray(std::move(out));
 }
 Value FEscape(Interpreter&, const Value& v, CallArgs&) {
@@ -233,7 +233,7 @@ Value FItems(Interpreter&, const Value& v, CallArgs&) {
   if (v.is_undefined()) return Value::MakeArray({}, true);
   if (!v.is_object()) ThrowRuntime("Can only get item pairs from a mapping.");
   Array out;
-  for (const auto& [k, x] : v.object().items) out.push_back(Value::MakeArray({k, x}));
+  for (const auto& [k, x] : v.object().items) out.push_back(Value::MakeTuple({k, x}));
   return Value::MakeArray(std::move(out), true);
 }
 Value FJoin(Interpreter& in, const Value& v, CallArgs& a) {
@@ -354,7 +354,7 @@ Value FRound(Interpreter&, const Value& v, CallArgs& a) {
   const double scale = std::pow(10.0, static_cast<double>(precision));
   double x = v.as_double() * scale;
   if (method == "common") {
-    x = std::round(x);
+    x = std::nearbyint(x);  // Python round(): half to even under the default rounding mode
   } else if (method == "ceil") {
     x = std::ceil(x);
   } else if (method == "floor") {

@@ -547,7 +547,8 @@ Value Interpreter::Eval(const Expr& e) {
       Array items;
       items.reserve(e.children.size());
       for (const ExprPtr& c : e.children) items.push_back(Eval(*c));
-      return Value::MakeArray(std::move(items));
+      return e.kind == Expr::Kind::kTuple ? Value::MakeTuple(std::move(items))
+                                          : Value::MakeArray(std::move(items));
     }
     case Expr::Kind::kDict: {
       Object obj;

@@ -238,13 +238,15 @@ class Lexer {
     };
     take_digits();
     bool is_float = false;
-    if (e + 1 < src_.size() && src_[e] == '.' && IsDigit(src_[e + 1])) {
+    // jinja2's float regex has (?<!\.): in `x.0.1` the digits after a dot are integers.
+    const bool after_dot = p > 0 && src_[p - 1] == '.';
+    if (!after_dot && e + 1 < src_.size() && src_[e] == '.' && IsDigit(src_[e + 1])) {
       is_float = true;
       digits.push_back('.');
       ++e;
       take_digits();
     }
-    if (e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {
+    if (!after_dot && e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {
       size_t q = e + 1;
       if (q < src_.size() && (src_[q] == '+' || src_[q] == '-')) ++q;
       if (q < src_.size() && IsDigit(src_[q])) {

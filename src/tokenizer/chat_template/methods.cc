@@ -197,7 +197,7 @@ Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallA
       parts = {Value::String(s.substr(0, hit)), Value::String(sep),
                Value::String(s.substr(hit + sep.size()))};
     }
-    return Value::MakeArray(std::move(parts));
+    return Value::MakeTuple(std::move(parts));
   }
   if (name == "zfill" || name == "center" || name == "ljust" || name == "rjust") {
     const int64_t width = ArgOr(a, 0, "width", Value::Int(0)).as_int();
@@ -271,7 +271,7 @@ Value GetMethod(const Value& self, std::string_view name) {
       return Value::MakeCallable("dict." + std::string(name), [self, which](Interpreter&, CallArgs&) {
         Array out;
         for (const auto& [k, v] : self.object().items) {
-          out.push_back(which == 0 ? Value::MakeArray({k, v}) : which == 1 ? k : v);
+          out.push_back(which == 0 ? Value::MakeTuple({k, v}) : which == 1 ? k : v);
         }
         return Value::MakeArray(std::move(out));
       });

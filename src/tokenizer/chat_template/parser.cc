@@ -141,7 +141,7 @@ class Parser {
     if (kw == "call") return ParseCallBlock(pos);
     if (kw == "filter") {
       auto n = std::make_unique<Node>(Node::Kind::kFilterBlock, pos);
-      n->filter_expr = ParseFilterChain(MakeBlockHole(pos));
+      n->filter_expr = ParseFilterChain(ParseFilter(MakeBlockHole(pos), /*need_pipe=*/false));
       ExpectBlockEnd();
       n->body = ParseBody({"endfilter"});
       EndBlock();
@@ -315,7 +315,7 @@ class Parser {
       items.push_back(ParseExpression(with_condexpr));
     }
     if (items.size() == 1 && !saw_comma) return std::move(items[0]);
-    auto t = MakeExpr(Expr::Kind::kTuple, pos);
+    auto t = MakeExpr(Expr::Kind::kTuple, pos);  // `a, b` without parentheses
     t->children = std::move(items);
     return t;
   }
@@ -619,7 +619,7 @@ class Parser {
   }
 
   ExprPtr ParseCall(ExprPtr callee) {
-    auto e = MakeExpr(Expr::Kind::kCall, Cur().pos);
+    auto e = MakeExpr(Expr::Kind::kCall, callee->pos);
     e->children.push_back(std::move(callee));
     ParseCallArgs(e.get());
     return e;
@@ -630,8 +630,9 @@ class Parser {
     return node;
   }
 
-  ExprPtr ParseFilter(ExprPtr node) {
-    ExpectOp("|");
+  // `| name(args)`; {% filter name %} passes need_pipe = false for its first filter.
+  ExprPtr ParseFilter(ExprPtr node, bool need_pipe = true) {
+    if (need_pipe) ExpectOp("|");
     auto e = MakeExpr(Expr::Kind::kFilter, Cur().pos);
     e->name = ExpectName();
     while (SkipOp(".")) e->name += "." + ExpectName();
@@ -698,6 +699,21 @@ class Parser {
 
 }  // namespace
 
-Body ParseTemplate(std::string_view source) { return Parser(Tokenize(source)).ParseAll(); }
+Body ParseTemplate(std::string_view source) {
+  // jinja2 defaults: newline_sequence "\n" (\r\n and \r become \n everywhere) and
+  // keep_trailing_newline=False (one final newline is dropped).
+  std::string text;
+  text.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      text.push_back('\n');
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      text.push_back(source[i]);
+    }
+  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return Parser(Tokenize(text)).ParseAll();
+}
 
 }  // namespace loom::chat_template

@@ -127,14 +127,15 @@ void AppendRepr(const Value& v, std::string* out, bool top_level_str) {
         *out += "<generator object>";
         return;
       }
-      out->push_back('[');
+      out->push_back(v.is_tuple() ? '(' : '[');
       bool first = true;
       for (const Value& e : v.array()) {
         if (!first) *out += ", ";
         first = false;
         AppendRepr(e, out, false);
       }
-      out->push_back(']');
+      if (v.is_tuple() && v.array().size() == 1) out->push_back(',');
+      out->push_back(v.is_tuple() ? ')' : ']');
       return;
     }
     case Value::Kind::kObject: {
@@ -347,6 +348,12 @@ Value Value::MakeArray(Array items, bool generator) {
   return v;
 }
 
+Value Value::MakeTuple(Array items) {
+  Value v = MakeArray(std::move(items));
+  v.flag_ = 2;
+  return v;
+}
+
 Value Value::MakeObject(Object obj) {
   Value v(Kind::kObject);
   v.obj_ = std::make_shared<Object>(std::move(obj));
@@ -392,7 +399,7 @@ std::string_view Value::TypeName() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return flag_ ? "Markup" : "str";
-    case Kind::kArray: return flag_ ? "generator" : "list";
+    case Kind::kArray: return flag_ == 1 ? "generator" : flag_ == 2 ? "tuple" : "list";
     case Kind::kObject: return is_namespace() ? "Namespace" : "dict";
     case Kind::kCallable: return "function";
   }

@@ -90,6 +90,8 @@ class Value {
   // A new array; `generator` marks the lazy results of map/select/... (jinja2 generators: they
   // iterate but have no len() and are not JSON serializable).
   static Value MakeArray(Array items = {}, bool generator = false);
+  // A Python tuple: an array that prints as (a, b).
+  static Value MakeTuple(Array items);
   static Value MakeObject(Object obj = {});
   static Value MakeCallable(std::string name, NativeFn fn);
   // Converts JSON; fails (returns false, sets *error naming the JSON path) on invalid UTF-8 in
@@ -109,8 +111,9 @@ class Value {
   bool is_array() const { return kind_ == Kind::kArray; }
   bool is_object() const { return kind_ == Kind::kObject; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
-  bool is_safe() const { return kind_ == Kind::kString && flag_; }  // markupsafe.Markup
-  bool is_generator() const { return kind_ == Kind::kArray && flag_; }
+  bool is_safe() const { return kind_ == Kind::kString && flag_ != 0; }  // markupsafe.Markup
+  bool is_generator() const { return kind_ == Kind::kArray && flag_ == 1; }
+  bool is_tuple() const { return kind_ == Kind::kArray && flag_ == 2; }
   bool is_namespace() const { return kind_ == Kind::kObject && obj_->is_namespace; }
 
   bool as_bool() const { return int_ != 0; }
@@ -130,7 +133,7 @@ class Value {
   explicit Value(Kind k) : kind_(k) {}
 
   Kind kind_ = Kind::kUndefined;
-  bool flag_ = false;
+  uint8_t flag_ = 0;  // kString: 1 = safe (Markup); kArray: 1 = generator, 2 = tuple
   int64_t int_ = 0;
   double float_ = 0;
   std::string str_;

@@ -8,6 +8,8 @@ transformers is the reference for loom; @huggingface/jinja is a second oracle. W
 disagree, chat_template_test expects the transformers result and the case is listed in
 testdata/oracle_disagreements.md (also written by this script).
 
+Also renders the hand-written testdata/feature_cases.json into testdata/expected_features.json.
+
 Usage: python3 gen_transformers.py [path/to/shared]   (needs jinja2 >= 3.1; run gen.mjs first)
 """
 import datetime
@@ -126,6 +128,29 @@ def main():
             f.write(f"| {tid} | {cid} | {brief(mine)} | {brief(theirs)} |\n")
     print(f"{len(out_templates)} templates: {num_ok} rendered, {num_err} errors; "
           f"{len(disagreements)} disagreements with @huggingface/jinja")
+    render_feature_cases(fixed_now)
+
+
+def render_feature_cases(fixed_now):
+    """testdata/feature_cases.json (hand-written templates + contexts) -> expected_features.json."""
+    with open(os.path.join(TESTDATA, "feature_cases.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    results = []
+    for case in cases:
+        try:
+            out = {"output": compile_template(case["template"], fixed_now).render(**case["context"])}
+        except Exception as e:  # noqa: BLE001
+            out = {"error": str(e), "error_type": type(e).__name__}
+        results.append({"name": case["name"], **out})
+    doc = {
+        "_generated_by": "tools/goldens/chat_template/gen_transformers.py (do not edit by hand)",
+        "oracle": f"jinja2 {jinja2.__version__} configured as transformers' chat templates",
+        "results": results,
+    }
+    with open(os.path.join(TESTDATA, "expected_features.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"{len(results)} feature cases: {sum('error' in r for r in results)} errors")
 
 
 if __name__ == "__main__":
