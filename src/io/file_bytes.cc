@@ -37,11 +37,17 @@ int64_t CheckedNumel(const std::vector<int64_t>& dims) {
 
 Shape ShapeFromDims(const std::vector<int64_t>& dims) {
   switch (dims.size()) {
-    case 1: return Shape{dims[0]};
-    case 2: return Shape{dims[0], dims[1]};
-    case 3: return Shape{dims[0], dims[1], dims[2]};
-    case 4: return Shape{dims[0], dims[1], dims[2], dims[3]};
-    default: CHECK(false) << "ShapeFromDims: " << dims.size() << " dims"; return Shape{};
+    case 1:
+      return Shape{dims[0]};
+    case 2:
+      return Shape{dims[0], dims[1]};
+    case 3:
+      return Shape{dims[0], dims[1], dims[2]};
+    case 4:
+      return Shape{dims[0], dims[1], dims[2], dims[3]};
+    default:
+      CHECK(false) << "ShapeFromDims: " << dims.size() << " dims";
+      return Shape{};
   }
 }
 

@@ -11,7 +11,7 @@ namespace {
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 
 // Smallest encodings, used to bound counts by the bytes left before allocating anything.
-constexpr size_t kMinKvBytes = 8 + 4 + 1;           // empty key, type, a u8 value
+constexpr size_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, a u8 value
 constexpr size_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
 
 size_t MinEncodedBytes(GgufType type) {
@@ -71,14 +71,54 @@ class Reader {
 Status ReadValue(Reader& r, GgufType type, int depth, const std::string& where,
                  const std::string& path, GgufValue* out) {
   switch (type) {
-    case GgufType::kU8: { uint8_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::U8(v); break; }
-    case GgufType::kI8: { int8_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::I8(v); break; }
-    case GgufType::kU16: { uint16_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::U16(v); break; }
-    case GgufType::kI16: { int16_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::I16(v); break; }
-    case GgufType::kU32: { uint32_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::U32(v); break; }
-    case GgufType::kI32: { int32_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::I32(v); break; }
-    case GgufType::kU64: { uint64_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::U64(v); break; }
-    case GgufType::kI64: { int64_t v = 0; RETURN_IF_ERROR(r.Read(&v, where)); *out = GgufValue::I64(v); break; }
+    case GgufType::kU8: {
+      uint8_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::U8(v);
+      break;
+    }
+    case GgufType::kI8: {
+      int8_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::I8(v);
+      break;
+    }
+    case GgufType::kU16: {
+      uint16_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::U16(v);
+      break;
+    }
+    case GgufType::kI16: {
+      int16_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::I16(v);
+      break;
+    }
+    case GgufType::kU32: {
+      uint32_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::U32(v);
+      break;
+    }
+    case GgufType::kI32: {
+      int32_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::I32(v);
+      break;
+    }
+    case GgufType::kU64: {
+      uint64_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::U64(v);
+      break;
+    }
+    case GgufType::kI64: {
+      int64_t v = 0;
+      RETURN_IF_ERROR(r.Read(&v, where));
+      *out = GgufValue::I64(v);
+      break;
+    }
     case GgufType::kF32: {
       uint32_t bits = 0;
       RETURN_IF_ERROR(r.Read(&bits, where));
@@ -125,6 +165,11 @@ Status ReadValue(Reader& r, GgufType type, int depth, const std::string& where,
       }
       RETURN_IF_ERROR(r.Read(&count, where));
       const GgufType elem = static_cast<GgufType>(elem_id);
+      if (count > GgufFile::kMaxArrayElems) {
+        return InvalidArgumentError(path + ": " + where + ": array length " +
+                                    std::to_string(count) + " is absurd (limit " +
+                                    std::to_string(GgufFile::kMaxArrayElems) + ")");
+      }
       if (count > r.remaining() / MinEncodedBytes(elem)) {
         return DataLossError(path + ": " + where + ": array length " + std::to_string(count) +
                              " of " + std::string(GgufTypeName(elem)) + " exceeds the " +
@@ -171,12 +216,14 @@ Status GgufFile::ParseAll() {
   uint32_t magic = 0;
   RETURN_IF_ERROR(r.Read(&magic, "magic"));
   if (magic != kGgufMagic) {
-    return InvalidArgumentError(path + ": wrong magic: the file does not start with \"GGUF\" "
+    return InvalidArgumentError(path +
+                                ": wrong magic: the file does not start with \"GGUF\" "
                                 "(not a GGUF file)");
   }
   RETURN_IF_ERROR(r.Read(&version_, "version"));
   if (version_ == 1) {
-    return UnimplementedError(path + ": GGUF version 1 is not supported (re-convert the model "
+    return UnimplementedError(path +
+                              ": GGUF version 1 is not supported (re-convert the model "
                               "with a current llama.cpp)");
   }
   if (version_ != 2 && version_ != 3) {
@@ -242,8 +289,8 @@ Status GgufFile::ParseAll() {
       uint64_t v = 0;
       RETURN_IF_ERROR(r.Read(&v, what));
       if (v > static_cast<uint64_t>(kMaxTensorElems)) {
-        return InvalidArgumentError(where + ": ne[" + std::to_string(d) + "] = " +
-                                    std::to_string(v) + " is absurd");
+        return InvalidArgumentError(where + ": ne[" + std::to_string(d) +
+                                    "] = " + std::to_string(v) + " is absurd");
       }
       ne[d] = static_cast<int64_t>(v);
     }
@@ -253,8 +300,8 @@ Status GgufFile::ParseAll() {
 
     std::optional<DType> dtype = DTypeFromGgmlType(info.ggml_type);
     if (!dtype) {
-      return UnimplementedError(where + " has ggml type " + GgmlTypeName(info.ggml_type) +
-                                " (id " + std::to_string(info.ggml_type) +
+      return UnimplementedError(where + " has ggml type " + GgmlTypeName(info.ggml_type) + " (id " +
+                                std::to_string(info.ggml_type) +
                                 "), which loom does not support (supported: f32, f16, bf16, "
                                 "q8_0, q4_0, q4_K, q6_K)");
     }
@@ -307,7 +354,8 @@ Status GgufFile::ParseAll() {
   std::sort(by_offset.begin(), by_offset.end(),
             [](const auto* a, const auto* b) { return a->offset_bytes < b->offset_bytes; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i]->offset_bytes < by_offset[i - 1]->offset_bytes + by_offset[i - 1]->size_bytes) {
+    if (by_offset[i]->offset_bytes <
+        by_offset[i - 1]->offset_bytes + by_offset[i - 1]->size_bytes) {
       return InvalidArgumentError(path + ": data of tensors '" + by_offset[i - 1]->name +
                                   "' and '" + by_offset[i]->name + "' overlap");
     }
@@ -326,13 +374,13 @@ Status GgufFile::Lookup(const std::string& key, const GgufValue** value) const {
   return OkStatus();
 }
 
-#define LOOM_GGUF_GETTER_(Type, Name, As)                                 \
-  StatusOr<Type> GgufFile::Name(const std::string& key) const {          \
-    const GgufValue* value;                                               \
-    RETURN_IF_ERROR(Lookup(key, &value));                                 \
-    StatusOr<Type> result = value->As();                                  \
+#define LOOM_GGUF_GETTER_(Type, Name, As)                                                      \
+  StatusOr<Type> GgufFile::Name(const std::string& key) const {                                \
+    const GgufValue* value;                                                                    \
+    RETURN_IF_ERROR(Lookup(key, &value));                                                      \
+    StatusOr<Type> result = value->As();                                                       \
     if (!result.ok()) return result.status().WithContext(path() + ": metadata '" + key + "'"); \
-    return result;                                                        \
+    return result;                                                                             \
   }
 
 LOOM_GGUF_GETTER_(std::string, GetString, AsString)

@@ -42,6 +42,8 @@ class GgufFile : public std::enable_shared_from_this<GgufFile> {
   static constexpr uint64_t kMaxTensors = 1u << 20;
   static constexpr uint64_t kMaxMetadataKeys = 1u << 20;
   static constexpr int kMaxArrayDepth = 4;
+  // Per metadata array (the largest real ones, vocabularies and merges, have < 10^6 entries).
+  static constexpr uint64_t kMaxArrayElems = 1u << 24;
 
   // Maps and validates `path`. Errors: NOT_FOUND (no file), DATA_LOSS (truncated anywhere),
   // INVALID_ARGUMENT (wrong magic, bad version, absurd counts or lengths, bad alignment,

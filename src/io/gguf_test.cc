@@ -35,8 +35,7 @@ TEST(GgufFileTest, ReadsStories260K) {
   EXPECT_EQ(*f.GetInt("llama.attention.head_count_kv"), 4);
   EXPECT_EQ(*f.GetInt("llama.block_count"), 5);
   EXPECT_EQ(*f.GetInt("llama.rope.dimension_count"), 8);
-  EXPECT_FLOAT_EQ(static_cast<float>(*f.GetFloat("llama.attention.layer_norm_rms_epsilon")),
-                  1e-5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*f.GetFloat("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
   EXPECT_EQ(*f.GetInt("tokenizer.ggml.bos_token_id"), 1);
   EXPECT_EQ(*f.GetInt("tokenizer.ggml.eos_token_id"), 2);
   EXPECT_EQ(*f.GetInt("tokenizer.ggml.unknown_token_id"), 0);
@@ -160,68 +159,135 @@ std::vector<BadFileCase> BadFiles() {
   const std::string valid = ValidGguf();
   return {
       {"empty", "", StatusCode::kDataLoss, {"too small", "empty or truncated"}},
-      {"wrong_magic", Bytes().Raw("GGJT").U32(3).U64(0).U64(0).str(),
-       StatusCode::kInvalidArgument, {"wrong magic"}},
-      {"safetensors_not_gguf", testing::MakeSafetensors({}), StatusCode::kInvalidArgument,
+      {"wrong_magic",
+       Bytes().Raw("GGJT").U32(3).U64(0).U64(0).str(),
+       StatusCode::kInvalidArgument,
+       {"wrong magic"}},
+      {"safetensors_not_gguf",
+       testing::MakeSafetensors({}),
+       StatusCode::kInvalidArgument,
        {"not a GGUF file"}},
       {"version_1", Header(0, 0, 1).str(), StatusCode::kUnimplemented, {"GGUF version 1"}},
-      {"version_7", Header(0, 0, 7).str(), StatusCode::kInvalidArgument,
+      {"version_7",
+       Header(0, 0, 7).str(),
+       StatusCode::kInvalidArgument,
        {"unsupported GGUF version 7"}},
-      {"big_endian", Header(0, 0, 0x03000000).str(), StatusCode::kUnimplemented,
-       {"big-endian"}},
-      {"truncated_header", Bytes().Raw("GGUF").U32(3).U32(0).str(), StatusCode::kDataLoss,
+      {"big_endian", Header(0, 0, 0x03000000).str(), StatusCode::kUnimplemented, {"big-endian"}},
+      {"truncated_header",
+       Bytes().Raw("GGUF").U32(3).U32(0).str(),
+       StatusCode::kDataLoss,
        {"truncated", "tensor count"}},
-      {"tensor_count_absurd", Header(uint64_t{1} << 40, 0).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"tensor count 1099511627776 is absurd"}},
-      {"kv_count_absurd", Header(0, 1000).Raw(data32).str(), StatusCode::kInvalidArgument,
+      {"tensor_count_absurd",
+       Header(uint64_t{1} << 40, 0).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
+       {"tensor count 1099511627776 is absurd"}},
+      {"kv_count_absurd",
+       Header(0, 1000).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
        {"metadata count 1000 is absurd"}},
-      {"string_length_absurd", Header(0, 1).U64(uint64_t{1} << 50).Raw(data32).str(),
-       StatusCode::kDataLoss, {"metadata key #0", "string length 1125899906842624"}},
-      {"value_string_length_absurd", Header(0, 1).Str("k").U32(8).U64(999).Raw("abc").str(),
-       StatusCode::kDataLoss, {"metadata 'k'", "string length 999"}},
-      {"unknown_value_type", Header(0, 1).Str("k").U32(13).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"metadata 'k'", "unknown value type 13"}},
-      {"array_length_absurd", Header(0, 1).Str("k").U32(9).U32(5).U64(1000).Raw(data32).str(),
-       StatusCode::kDataLoss, {"metadata 'k'", "array length 1000"}},
+      {"string_length_absurd",
+       Header(0, 1).U64(uint64_t{1} << 50).Raw(data32).str(),
+       StatusCode::kDataLoss,
+       {"metadata key #0", "string length 1125899906842624"}},
+      {"value_string_length_absurd",
+       Header(0, 1).Str("k").U32(8).U64(999).Raw("abc").str(),
+       StatusCode::kDataLoss,
+       {"metadata 'k'", "string length 999"}},
+      {"unknown_value_type",
+       Header(0, 1).Str("k").U32(13).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
+       {"metadata 'k'", "unknown value type 13"}},
+      {"array_length_absurd",
+       Header(0, 1).Str("k").U32(9).U32(5).U64(1000).Raw(data32).str(),
+       StatusCode::kDataLoss,
+       {"metadata 'k'", "array length 1000"}},
+      {"array_length_over_cap",
+       Header(0, 1).Str("k").U32(9).U32(0).U64(uint64_t{1} << 25).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
+       {"metadata 'k'", "array length 33554432 is absurd"}},
       {"arrays_too_deep",
-       Header(0, 1).Str("k").U32(9).U32(9).U64(1).U32(9).U64(1).U32(9).U64(1).U32(9).U64(1)
-           .U32(0).U64(0).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"metadata 'k'", "nested deeper than 4"}},
-      {"bad_bool", Header(0, 1).Str("k").U32(7).Raw("\x02").str(), StatusCode::kInvalidArgument,
+       Header(0, 1)
+           .Str("k")
+           .U32(9)
+           .U32(9)
+           .U64(1)
+           .U32(9)
+           .U64(1)
+           .U32(9)
+           .U64(1)
+           .U32(9)
+           .U64(1)
+           .U32(0)
+           .U64(0)
+           .Raw(data32)
+           .str(),
+       StatusCode::kInvalidArgument,
+       {"metadata 'k'", "nested deeper than 4"}},
+      {"bad_bool",
+       Header(0, 1).Str("k").U32(7).Raw("\x02").str(),
+       StatusCode::kInvalidArgument,
        {"metadata 'k'", "bool value 2"}},
-      {"duplicate_key", Header(0, 2).Str("k").U32(0).Raw("a").Str("k").U32(0).Raw("b").str(),
-       StatusCode::kInvalidArgument, {"duplicate metadata key 'k'"}},
-      {"bad_alignment", Header(0, 1).Str("general.alignment").U32(4).U32(3).str(),
-       StatusCode::kInvalidArgument, {"general.alignment 3"}},
-      {"unsupported_type_q5_0", Header(1, 0).Tensor("blk.0.w", {32}, 6, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kUnimplemented, {"'blk.0.w'", "q5_0", "not support"}},
-      {"unknown_type", Header(1, 0).Tensor("w", {32}, 99, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kUnimplemented, {"'w'", "unknown(99)"}},
-      {"five_dims", Header(1, 0).Tensor("w", {1, 1, 1, 1, 8}, 0, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"'w'", "5 dims"}},
-      {"zero_dims", Header(1, 0).Tensor("w", {}, 0, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"'w'", "0 dims"}},
-      {"absurd_dim", Header(1, 0).Tensor("w", {uint64_t{1} << 62}, 0, 0).Pad(32).str(),
-       StatusCode::kInvalidArgument, {"'w'", "is absurd"}},
-      {"absurd_numel", Header(1, 0).Tensor("w", {1u << 30, 1u << 30}, 0, 0).Pad(32).str(),
-       StatusCode::kInvalidArgument, {"'w'", "element count"}},
+      {"duplicate_key",
+       Header(0, 2).Str("k").U32(0).Raw("a").Str("k").U32(0).Raw("b").str(),
+       StatusCode::kInvalidArgument,
+       {"duplicate metadata key 'k'"}},
+      {"bad_alignment",
+       Header(0, 1).Str("general.alignment").U32(4).U32(3).str(),
+       StatusCode::kInvalidArgument,
+       {"general.alignment 3"}},
+      {"unsupported_type_q5_0",
+       Header(1, 0).Tensor("blk.0.w", {32}, 6, 0).Pad(32).Raw(data32).str(),
+       StatusCode::kUnimplemented,
+       {"'blk.0.w'", "q5_0", "not support"}},
+      {"unknown_type",
+       Header(1, 0).Tensor("w", {32}, 99, 0).Pad(32).Raw(data32).str(),
+       StatusCode::kUnimplemented,
+       {"'w'", "unknown(99)"}},
+      {"five_dims",
+       Header(1, 0).Tensor("w", {1, 1, 1, 1, 8}, 0, 0).Pad(32).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
+       {"'w'", "5 dims"}},
+      {"zero_dims",
+       Header(1, 0).Tensor("w", {}, 0, 0).Pad(32).Raw(data32).str(),
+       StatusCode::kInvalidArgument,
+       {"'w'", "0 dims"}},
+      {"absurd_dim",
+       Header(1, 0).Tensor("w", {uint64_t{1} << 62}, 0, 0).Pad(32).str(),
+       StatusCode::kInvalidArgument,
+       {"'w'", "is absurd"}},
+      {"absurd_numel",
+       Header(1, 0).Tensor("w", {1u << 30, 1u << 30}, 0, 0).Pad(32).str(),
+       StatusCode::kInvalidArgument,
+       {"'w'", "element count"}},
       {"row_not_a_block_multiple",
        Header(1, 0).Tensor("q", {33}, 8, 0).Pad(32).Raw(data32 + data32).str(),
-       StatusCode::kInvalidArgument, {"'q'", "not a multiple of the q8_0 block size 32"}},
+       StatusCode::kInvalidArgument,
+       {"'q'", "not a multiple of the q8_0 block size 32"}},
       {"unaligned_offset",
        Header(1, 0).Tensor("w", {4}, 0, 4).Pad(32).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"'w'", "offset 4", "alignment 32"}},
-      {"tensor_past_end", Header(1, 0).Tensor("w", {16}, 0, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kDataLoss, {"'w'", "runs past the end of the file"}},
-      {"truncated_data", valid.substr(0, valid.size() - 7), StatusCode::kDataLoss,
+       StatusCode::kInvalidArgument,
+       {"'w'", "offset 4", "alignment 32"}},
+      {"tensor_past_end",
+       Header(1, 0).Tensor("w", {16}, 0, 0).Pad(32).Raw(data32).str(),
+       StatusCode::kDataLoss,
+       {"'w'", "runs past the end of the file"}},
+      {"truncated_data",
+       valid.substr(0, valid.size() - 7),
+       StatusCode::kDataLoss,
        {"'b'", "runs past the end of the file", "truncated"}},
       {"overlapping",
        Header(2, 0).Tensor("a", {8}, 0, 0).Tensor("b", {8}, 0, 0).Pad(32).Raw(data32).str(),
-       StatusCode::kInvalidArgument, {"'a'", "'b'", "overlap"}},
+       StatusCode::kInvalidArgument,
+       {"'a'", "'b'", "overlap"}},
       {"duplicate_tensor",
-       Header(2, 0).Tensor("a", {8}, 0, 0).Tensor("a", {8}, 0, 32).Pad(32).Raw(data32 + data32)
+       Header(2, 0)
+           .Tensor("a", {8}, 0, 0)
+           .Tensor("a", {8}, 0, 32)
+           .Pad(32)
+           .Raw(data32 + data32)
            .str(),
-       StatusCode::kInvalidArgument, {"duplicate tensor name 'a'"}},
+       StatusCode::kInvalidArgument,
+       {"duplicate tensor name 'a'"}},
   };
 }
 
@@ -241,10 +307,17 @@ TEST(GgufFileTest, HandBuiltMinimalFilesParse) {
   // The builders above produce valid files when the fields are right (so the bad cases fail for
   // the reason they name, not for a builder mistake).
   const std::string data32(32, '\0');
-  StatusOr<std::shared_ptr<GgufFile>> ok = GgufFile::OpenFromMemory(
-      Header(2, 1).Str("general.alignment").U32(4).U32(64).Tensor("a", {8}, 0, 0)
-          .Tensor("q", {32, 2}, 8, 64).Pad(64).Raw(data32 + data32 + std::string(68, '\0')).str(),
-      "mem");
+  StatusOr<std::shared_ptr<GgufFile>> ok =
+      GgufFile::OpenFromMemory(Header(2, 1)
+                                   .Str("general.alignment")
+                                   .U32(4)
+                                   .U32(64)
+                                   .Tensor("a", {8}, 0, 0)
+                                   .Tensor("q", {32, 2}, 8, 64)
+                                   .Pad(64)
+                                   .Raw(data32 + data32 + std::string(68, '\0'))
+                                   .str(),
+                               "mem");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ((*ok)->alignment(), 64u);
   EXPECT_EQ((*ok)->FindTensor("q")->shape, (Shape{2, 32}));
@@ -267,8 +340,8 @@ TEST(GgufFileTest, AccessorErrorsNameFileAndKey) {
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   const GgufFile& f = **file;
   EXPECT_EQ(*f.GetFloat("x"), 2.0);
-  EXPECT_TRUE(HasError(f.GetInt("missing.key").status(), StatusCode::kNotFound,
-                       {path, "'missing.key'"}));
+  EXPECT_TRUE(
+      HasError(f.GetInt("missing.key").status(), StatusCode::kNotFound, {path, "'missing.key'"}));
   EXPECT_TRUE(HasError(f.GetInt("general.architecture").status(), StatusCode::kInvalidArgument,
                        {path, "'general.architecture'", "expected an integer, found string"}));
   EXPECT_TRUE(HasError(f.GetFloatArray("tokenizer.ggml.tokens").status(),

@@ -6,19 +6,32 @@ namespace loom {
 
 std::string_view GgufTypeName(GgufType type) {
   switch (type) {
-    case GgufType::kU8: return "u8";
-    case GgufType::kI8: return "i8";
-    case GgufType::kU16: return "u16";
-    case GgufType::kI16: return "i16";
-    case GgufType::kU32: return "u32";
-    case GgufType::kI32: return "i32";
-    case GgufType::kF32: return "f32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kU64: return "u64";
-    case GgufType::kI64: return "i64";
-    case GgufType::kF64: return "f64";
+    case GgufType::kU8:
+      return "u8";
+    case GgufType::kI8:
+      return "i8";
+    case GgufType::kU16:
+      return "u16";
+    case GgufType::kI16:
+      return "i16";
+    case GgufType::kU32:
+      return "u32";
+    case GgufType::kI32:
+      return "i32";
+    case GgufType::kF32:
+      return "f32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kU64:
+      return "u64";
+    case GgufType::kI64:
+      return "i64";
+    case GgufType::kF64:
+      return "f64";
   }
   CHECK(false) << "invalid GgufType " << static_cast<uint32_t>(type);
   return "";
@@ -28,17 +41,22 @@ size_t GgufScalarBytes(GgufType type) {
   switch (type) {
     case GgufType::kU8:
     case GgufType::kI8:
-    case GgufType::kBool: return 1;
+    case GgufType::kBool:
+      return 1;
     case GgufType::kU16:
-    case GgufType::kI16: return 2;
+    case GgufType::kI16:
+      return 2;
     case GgufType::kU32:
     case GgufType::kI32:
-    case GgufType::kF32: return 4;
+    case GgufType::kF32:
+      return 4;
     case GgufType::kU64:
     case GgufType::kI64:
-    case GgufType::kF64: return 8;
+    case GgufType::kF64:
+      return 8;
     case GgufType::kString:
-    case GgufType::kArray: return 0;
+    case GgufType::kArray:
+      return 0;
   }
   CHECK(false) << "invalid GgufType " << static_cast<uint32_t>(type);
   return 0;
@@ -47,11 +65,11 @@ size_t GgufScalarBytes(GgufType type) {
 std::string GgmlTypeName(uint32_t ggml_type) {
   // Index = ggml type id; empty = an id that ggml retired (Q4_2, Q4_3, the repacked Q4_0_4_4...).
   static const char* const kNames[] = {
-      "f32",     "f16",    "q4_0",    "q4_1",    "",        "",       "q5_0",   "q5_1",
-      "q8_0",    "q8_1",   "q2_K",    "q3_K",    "q4_K",    "q5_K",   "q6_K",   "q8_K",
-      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",   "iq4_nl",  "iq3_s",  "iq2_s",  "iq4_xs",
-      "i8",      "i16",    "i32",     "i64",     "f64",     "iq1_m",  "bf16",   "",
-      "",        "",       "tq1_0",   "tq2_0",   "",        "",       "",       "mxfp4",
+      "f32",     "f16",    "q4_0",    "q4_1",  "",       "",      "q5_0",  "q5_1",
+      "q8_0",    "q8_1",   "q2_K",    "q3_K",  "q4_K",   "q5_K",  "q6_K",  "q8_K",
+      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+      "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m", "bf16",  "",
+      "",        "",       "tq1_0",   "tq2_0", "",       "",      "",      "mxfp4",
   };
   if (ggml_type < sizeof(kNames) / sizeof(kNames[0]) && kNames[ggml_type][0] != '\0') {
     return kNames[ggml_type];
@@ -61,27 +79,43 @@ std::string GgmlTypeName(uint32_t ggml_type) {
 
 std::optional<DType> DTypeFromGgmlType(uint32_t ggml_type) {
   switch (ggml_type) {
-    case kGgmlF32: return DType::kF32;
-    case kGgmlF16: return DType::kF16;
-    case kGgmlBF16: return DType::kBF16;
-    case kGgmlQ8_0: return DType::kQ8_0;
-    case kGgmlQ4_0: return DType::kQ4_0;
-    case kGgmlQ4_K: return DType::kQ4_K;
-    case kGgmlQ6_K: return DType::kQ6_K;
-    default: return std::nullopt;
+    case kGgmlF32:
+      return DType::kF32;
+    case kGgmlF16:
+      return DType::kF16;
+    case kGgmlBF16:
+      return DType::kBF16;
+    case kGgmlQ8_0:
+      return DType::kQ8_0;
+    case kGgmlQ4_0:
+      return DType::kQ4_0;
+    case kGgmlQ4_K:
+      return DType::kQ4_K;
+    case kGgmlQ6_K:
+      return DType::kQ6_K;
+    default:
+      return std::nullopt;
   }
 }
 
 uint32_t GgmlTypeFromDType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return kGgmlF32;
-    case DType::kF16: return kGgmlF16;
-    case DType::kBF16: return kGgmlBF16;
-    case DType::kQ8_0: return kGgmlQ8_0;
-    case DType::kQ4_0: return kGgmlQ4_0;
-    case DType::kQ4_K: return kGgmlQ4_K;
-    case DType::kQ6_K: return kGgmlQ6_K;
-    case DType::kI32: break;
+    case DType::kF32:
+      return kGgmlF32;
+    case DType::kF16:
+      return kGgmlF16;
+    case DType::kBF16:
+      return kGgmlBF16;
+    case DType::kQ8_0:
+      return kGgmlQ8_0;
+    case DType::kQ4_0:
+      return kGgmlQ4_0;
+    case DType::kQ4_K:
+      return kGgmlQ4_K;
+    case DType::kQ6_K:
+      return kGgmlQ6_K;
+    case DType::kI32:
+      break;
   }
   CHECK(false) << "DType " << DTypeName(dtype) << " has no GGUF type in loom";
   return 0;

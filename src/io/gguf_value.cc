@@ -6,8 +6,8 @@ namespace loom {
 
 GgufValue GgufValue::Array(GgufType element_type, std::vector<GgufValue> elements) {
   for (const GgufValue& e : elements) {
-    CHECK(e.type() == element_type) << "GGUF array of " << GgufTypeName(element_type)
-                                    << " holds a " << GgufTypeName(e.type());
+    CHECK(e.type() == element_type)
+        << "GGUF array of " << GgufTypeName(element_type) << " holds a " << GgufTypeName(e.type());
   }
   GgufValue v(GgufType::kArray, std::move(elements));
   v.array_type_ = element_type;
@@ -51,8 +51,10 @@ bool IsIntegerType(GgufType type) {
     case GgufType::kU32:
     case GgufType::kI32:
     case GgufType::kU64:
-    case GgufType::kI64: return true;
-    default: return false;
+    case GgufType::kI64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -166,10 +168,16 @@ const std::vector<GgufValue>& GgufValue::elements() const {
 std::string GgufValue::DebugString() const {
   std::ostringstream ss;
   switch (type_) {
-    case GgufType::kString: ss << '"' << raw_string() << '"'; break;
-    case GgufType::kBool: ss << (raw_bool() ? "true" : "false"); break;
+    case GgufType::kString:
+      ss << '"' << raw_string() << '"';
+      break;
+    case GgufType::kBool:
+      ss << (raw_bool() ? "true" : "false");
+      break;
     case GgufType::kF32:
-    case GgufType::kF64: ss << raw_float(); break;
+    case GgufType::kF64:
+      ss << raw_float();
+      break;
     case GgufType::kArray:
       ss << "[" << GgufTypeName(array_type_) << " x " << elements().size() << "]";
       break;

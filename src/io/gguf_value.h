@@ -25,7 +25,9 @@ class GgufValue {
   static GgufValue I64(int64_t v) { return GgufValue(GgufType::kI64, v); }
   static GgufValue F32(float v) { return GgufValue(GgufType::kF32, double{v}); }
   static GgufValue F64(double v) { return GgufValue(GgufType::kF64, v); }
-  static GgufValue Bool(bool v) { return GgufValue(GgufType::kBool, Rep(std::in_place_type<bool>, v)); }
+  static GgufValue Bool(bool v) {
+    return GgufValue(GgufType::kBool, Rep(std::in_place_type<bool>, v));
+  }
   static GgufValue String(std::string v) { return GgufValue(GgufType::kString, std::move(v)); }
   static GgufValue Array(GgufType element_type, std::vector<GgufValue> elements);
   static GgufValue StringArray(const std::vector<std::string>& v);
@@ -40,10 +42,10 @@ class GgufValue {
 
   // Typed reads. Errors are INVALID_ARGUMENT "expected <what>, found <type>" (callers add the
   // key and file); AsInt of a u64 above INT64_MAX is OUT_OF_RANGE.
-  StatusOr<int64_t> AsInt() const;        // any integer type
-  StatusOr<double> AsFloat() const;       // f32, f64 or any integer type
-  StatusOr<bool> AsBool() const;          // bool
-  StatusOr<std::string> AsString() const; // string
+  StatusOr<int64_t> AsInt() const;                           // any integer type
+  StatusOr<double> AsFloat() const;                          // f32, f64 or any integer type
+  StatusOr<bool> AsBool() const;                             // bool
+  StatusOr<std::string> AsString() const;                    // string
   StatusOr<std::vector<std::string>> AsStringArray() const;  // array of string
   StatusOr<std::vector<float>> AsFloatArray() const;         // array of f32/f64/integers
   StatusOr<std::vector<int64_t>> AsIntArray() const;         // array of an integer type

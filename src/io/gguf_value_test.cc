@@ -44,8 +44,8 @@ TEST(GgufValueTest, FloatsAndArrays) {
             (std::vector<std::string>{"a", "", "c"}));
   EXPECT_EQ(*GgufValue::F32Array({0.5f, -1.f}).AsFloatArray(), (std::vector<float>{0.5f, -1.f}));
   EXPECT_EQ(*GgufValue::I32Array({3, -4}).AsIntArray(), (std::vector<int64_t>{3, -4}));
-  GgufValue nested = GgufValue::Array(
-      GgufType::kArray, {GgufValue::I32Array({1, 2}), GgufValue::StringArray({"x"})});
+  GgufValue nested = GgufValue::Array(GgufType::kArray,
+                                      {GgufValue::I32Array({1, 2}), GgufValue::StringArray({"x"})});
   EXPECT_EQ(nested.array_type(), GgufType::kArray);
   EXPECT_EQ(nested.elements()[1].elements()[0].raw_string(), "x");
   EXPECT_EQ(nested.DebugString(), "[array x 2]");
@@ -63,8 +63,8 @@ TEST(GgufTypesTest, GgmlTypeNamesAndDTypes) {
   EXPECT_EQ(GgmlTypeName(30), "bf16");
   EXPECT_EQ(GgmlTypeName(4), "unknown(4)");  // retired Q4_2
   EXPECT_EQ(GgmlTypeName(1000), "unknown(1000)");
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                  DType::kQ4_K, DType::kQ6_K}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                  DType::kQ6_K}) {
     EXPECT_EQ(DTypeFromGgmlType(GgmlTypeFromDType(d)), d) << DTypeName(d);
   }
   EXPECT_EQ(GgmlTypeFromDType(DType::kQ4_K), 12u);

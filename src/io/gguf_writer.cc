@@ -27,14 +27,30 @@ void PutPadding(std::string* out, uint32_t alignment) {
 // The value without its type tag.
 void PutValue(std::string* out, const GgufValue& v) {
   switch (v.type()) {
-    case GgufType::kU8: PutLe<uint8_t>(out, static_cast<uint8_t>(v.raw_unsigned())); break;
-    case GgufType::kI8: PutLe<int8_t>(out, static_cast<int8_t>(v.raw_signed())); break;
-    case GgufType::kU16: PutLe<uint16_t>(out, static_cast<uint16_t>(v.raw_unsigned())); break;
-    case GgufType::kI16: PutLe<int16_t>(out, static_cast<int16_t>(v.raw_signed())); break;
-    case GgufType::kU32: PutLe<uint32_t>(out, static_cast<uint32_t>(v.raw_unsigned())); break;
-    case GgufType::kI32: PutLe<int32_t>(out, static_cast<int32_t>(v.raw_signed())); break;
-    case GgufType::kU64: PutLe<uint64_t>(out, v.raw_unsigned()); break;
-    case GgufType::kI64: PutLe<int64_t>(out, v.raw_signed()); break;
+    case GgufType::kU8:
+      PutLe<uint8_t>(out, static_cast<uint8_t>(v.raw_unsigned()));
+      break;
+    case GgufType::kI8:
+      PutLe<int8_t>(out, static_cast<int8_t>(v.raw_signed()));
+      break;
+    case GgufType::kU16:
+      PutLe<uint16_t>(out, static_cast<uint16_t>(v.raw_unsigned()));
+      break;
+    case GgufType::kI16:
+      PutLe<int16_t>(out, static_cast<int16_t>(v.raw_signed()));
+      break;
+    case GgufType::kU32:
+      PutLe<uint32_t>(out, static_cast<uint32_t>(v.raw_unsigned()));
+      break;
+    case GgufType::kI32:
+      PutLe<int32_t>(out, static_cast<int32_t>(v.raw_signed()));
+      break;
+    case GgufType::kU64:
+      PutLe<uint64_t>(out, v.raw_unsigned());
+      break;
+    case GgufType::kI64:
+      PutLe<int64_t>(out, v.raw_signed());
+      break;
     case GgufType::kF32: {
       float f = static_cast<float>(v.raw_float());
       uint32_t bits;
@@ -49,8 +65,12 @@ void PutValue(std::string* out, const GgufValue& v) {
       PutLe<uint64_t>(out, bits);
       break;
     }
-    case GgufType::kBool: PutLe<uint8_t>(out, v.raw_bool() ? 1 : 0); break;
-    case GgufType::kString: PutString(out, v.raw_string()); break;
+    case GgufType::kBool:
+      PutLe<uint8_t>(out, v.raw_bool() ? 1 : 0);
+      break;
+    case GgufType::kString:
+      PutString(out, v.raw_string());
+      break;
     case GgufType::kArray:
       PutLe<uint32_t>(out, static_cast<uint32_t>(v.array_type()));
       PutLe<uint64_t>(out, v.elements().size());
@@ -83,8 +103,8 @@ void GgufWriter::AddTensor(const std::string& name, DType dtype, const Shape& sh
   const int64_t cols = shape[shape.ndim() - 1];
   const int64_t rows = cols == 0 ? 0 : shape.numel() / cols;
   const size_t expected = static_cast<size_t>(rows) * RowBytes(dtype, cols);
-  CHECK_EQ(bytes.size(), expected) << "tensor " << name << " " << shape.ToString() << " "
-                                   << DTypeName(dtype);
+  CHECK_EQ(bytes.size(), expected)
+      << "tensor " << name << " " << shape.ToString() << " " << DTypeName(dtype);
   GgmlTypeFromDType(dtype);  // CHECKs that the dtype has a GGUF encoding
   tensors_.push_back({name, dtype, shape, std::string(bytes)});
 }

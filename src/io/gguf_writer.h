@@ -22,7 +22,9 @@ class GgufWriter {
 
   // Sets metadata `key` (a key set twice keeps its first position and the last value).
   void Set(const std::string& key, GgufValue value);
-  void SetString(const std::string& key, std::string v) { Set(key, GgufValue::String(std::move(v))); }
+  void SetString(const std::string& key, std::string v) {
+    Set(key, GgufValue::String(std::move(v)));
+  }
   void SetU32(const std::string& key, uint32_t v) { Set(key, GgufValue::U32(v)); }
   void SetI32(const std::string& key, int32_t v) { Set(key, GgufValue::I32(v)); }
   void SetU64(const std::string& key, uint64_t v) { Set(key, GgufValue::U64(v)); }

@@ -25,12 +25,12 @@ TEST(GgufWriterTest, WritesTheExactGgufV3Layout) {
   writer.SetU32("a", 7);
   writer.AddTensor("t", DType::kF32, Shape{2, 3}, testing::FloatBytes({0, 1, 2, 3, 4, 5}));
   std::string expected("GGUF", 4);
-  expected += std::string("\x03\0\0\0", 4);                       // version 3
-  expected += testing::Le64(1) + testing::Le64(1);                // 1 tensor, 1 kv
+  expected += std::string("\x03\0\0\0", 4);         // version 3
+  expected += testing::Le64(1) + testing::Le64(1);  // 1 tensor, 1 kv
   expected += testing::Le64(1) + "a" + std::string("\x04\0\0\0", 4) + std::string("\x07\0\0\0", 4);
   expected += testing::Le64(1) + "t" + std::string("\x02\0\0\0", 4);  // name, n_dims 2
-  expected += testing::Le64(3) + testing::Le64(2);                // ne = [3, 2] (fastest first)
-  expected += std::string("\0\0\0\0", 4) + testing::Le64(0);      // f32, offset 0
+  expected += testing::Le64(3) + testing::Le64(2);                    // ne = [3, 2] (fastest first)
+  expected += std::string("\0\0\0\0", 4) + testing::Le64(0);          // f32, offset 0
   expected.append((32 - expected.size() % 32) % 32, '\0');
   expected += testing::FloatBytes({0, 1, 2, 3, 4, 5});
   expected.append((32 - expected.size() % 32) % 32, '\0');
@@ -56,8 +56,8 @@ TEST(GgufWriterTest, RoundTripsEveryMetadataTypeAndTensorType) {
   writer.SetStringArray("tokens", {"<unk>", "<s>", "\xe2\x96\x81the", ""});
   writer.SetF32Array("scores", {0.f, -1.5f, 2.25f});
   writer.SetI32Array("types", {2, 3, 1});
-  writer.Set("nested", GgufValue::Array(GgufType::kArray, {GgufValue::I32Array({1, 2}),
-                                                           GgufValue::I32Array({})}));
+  writer.Set("nested", GgufValue::Array(GgufType::kArray,
+                                        {GgufValue::I32Array({1, 2}), GgufValue::I32Array({})}));
   writer.SetU32("u32", 11);  // overwrite keeps one key
 
   struct Spec {
@@ -66,18 +66,18 @@ TEST(GgufWriterTest, RoundTripsEveryMetadataTypeAndTensorType) {
     Shape shape;
   };
   const std::vector<Spec> specs = {
-      {"f32", DType::kF32, Shape{3, 5}},        {"f16", DType::kF16, Shape{7}},
-      {"bf16", DType::kBF16, Shape{2, 2, 3}},   {"q8_0", DType::kQ8_0, Shape{3, 64}},
-      {"q4_0", DType::kQ4_0, Shape{32}},        {"q4_K", DType::kQ4_K, Shape{2, 512}},
+      {"f32", DType::kF32, Shape{3, 5}},           {"f16", DType::kF16, Shape{7}},
+      {"bf16", DType::kBF16, Shape{2, 2, 3}},      {"q8_0", DType::kQ8_0, Shape{3, 64}},
+      {"q4_0", DType::kQ4_0, Shape{32}},           {"q4_K", DType::kQ4_K, Shape{2, 512}},
       {"q6_K", DType::kQ6_K, Shape{1, 1, 2, 256}},
   };
   std::vector<std::string> payloads;
   for (size_t i = 0; i < specs.size(); ++i) {
     const Spec& s = specs[i];
     const int64_t cols = s.shape[s.shape.ndim() - 1];
-    payloads.push_back(RandomBytes(static_cast<size_t>(s.shape.numel() / cols) *
-                                       RowBytes(s.dtype, cols),
-                                   static_cast<uint32_t>(i)));
+    payloads.push_back(
+        RandomBytes(static_cast<size_t>(s.shape.numel() / cols) * RowBytes(s.dtype, cols),
+                    static_cast<uint32_t>(i)));
     writer.AddTensor(s.name, s.dtype, s.shape, payloads.back());
   }
 
@@ -159,8 +159,8 @@ TEST(GgufWriterTest, RewritesStories260KByteIdentically) {
 }
 
 TEST(GgufWriterTest, RewritesLlama2TinyRandomByteIdentically) {
-  ExpectRewriteIsByteIdentical(
-      LOOM_SHARED_DIR "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf");
+  ExpectRewriteIsByteIdentical(LOOM_SHARED_DIR
+                               "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf");
 }
 
 }  // namespace

@@ -2,10 +2,9 @@
 // model.safetensors.index.json) without letting nlohmann::json exceptions escape.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 

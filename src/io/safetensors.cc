@@ -15,8 +15,8 @@ using json = nlohmann::json;
 // safetensors dtype names loom knows but does not load (so the error can say "unsupported"
 // rather than "unknown").
 constexpr std::string_view kUnsupportedDTypes[] = {
-    "F64", "I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL",
-    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
+    "F64",  "I64",     "I32",     "I16",     "I8",      "U8",      "U16", "U32", "U64",
+    "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
 
 uint64_t LoadLe64(const uint8_t* p) {
   uint64_t v = 0;
@@ -98,7 +98,8 @@ StatusOr<SafetensorsTensorInfo> ParseTensorEntry(const std::string& path, const 
     return DataLossError(where + ": data_offsets " + range + " run past the end of the data (" +
                          std::to_string(data_size) + " bytes): truncated file?");
   }
-  size_t expected = static_cast<size_t>(numel) * static_cast<size_t>(GetDTypeInfo(info.dtype).block_bytes);
+  size_t expected =
+      static_cast<size_t>(numel) * static_cast<size_t>(GetDTypeInfo(info.dtype).block_bytes);
   if (static_cast<size_t>(end - begin) != expected) {
     return InvalidArgumentError(where + ": data_offsets " + range + " hold " +
                                 std::to_string(end - begin) + " bytes but shape " +
@@ -177,9 +178,8 @@ Status SafetensorsFile::ParseHeader() {
   for (const auto& [name, info] : tensors_) {
     if (info.size_bytes > 0) by_offset.push_back(&info);
   }
-  std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
-    return a->offset_bytes < b->offset_bytes;
-  });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto* a, const auto* b) { return a->offset_bytes < b->offset_bytes; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const SafetensorsTensorInfo& prev = *by_offset[i - 1];
     const SafetensorsTensorInfo& cur = *by_offset[i];
@@ -218,8 +218,7 @@ StatusOr<Tensor> SafetensorsFile::GetTensor(const std::string& name) const {
     return copy;
   }
   return Tensor(info->dtype, info->shape,
-                MakeBorrowedBuffer(src, info->size_bytes, Device::kCpu, shared_from_this()),
-                0);
+                MakeBorrowedBuffer(src, info->size_bytes, Device::kCpu, shared_from_this()), 0);
 }
 
 }  // namespace loom

@@ -55,8 +55,8 @@ StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) {
       if (it == shards.end()) {
         const fs::path shard_path = root / shard;
         if (!IsRegularFile(shard_path)) {
-          return NotFoundError(index_name + ": names shard '" + shard + "' (for tensor '" +
-                               tensor + "') which does not exist in " + dir);
+          return NotFoundError(index_name + ": names shard '" + shard + "' (for tensor '" + tensor +
+                               "') which does not exist in " + dir);
         }
         ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(shard_path.string()));
         it = shards.emplace(shard, std::move(file)).first;
@@ -85,7 +85,8 @@ StatusOr<SafetensorsModel> SafetensorsModel::Open(const std::string& dir) {
     std::sort(paths.begin(), paths.end());
   }
   if (paths.empty()) {
-    return NotFoundError(dir + ": no model.safetensors, model.safetensors.index.json or "
+    return NotFoundError(dir +
+                         ": no model.safetensors, model.safetensors.index.json or "
                          "*.safetensors file");
   }
   for (const fs::path& p : paths) {

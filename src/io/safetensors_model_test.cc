@@ -41,8 +41,7 @@ TEST(SafetensorsModelTest, OpensASingleFileDirectory) {
   EXPECT_EQ(model->names(), (std::vector<std::string>{"embed", "norm"}));
   EXPECT_EQ(model->files().size(), 1u);
   EXPECT_EQ(First(model->GetTensor("norm")), 5.f);
-  EXPECT_TRUE(HasError(model->GetTensor("head").status(), StatusCode::kNotFound,
-                       {dir, "'head'"}));
+  EXPECT_TRUE(HasError(model->GetTensor("head").status(), StatusCode::kNotFound, {dir, "'head'"}));
 }
 
 TEST(SafetensorsModelTest, OpensAShardedDirectoryThroughTheIndex) {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the model-file fuzzers with clang + libFuzzer + ASan/UBSan in build-fuzz/ and runs each
+# for SECONDS (default 60) from a seed corpus of valid files generated at run time.
+#   tools/fuzz/run.sh [SECONDS]        env: JOBS (default 2), LOOM_FUZZ_BUILD_DIR
+# Exits non-zero if any fuzzer finds a crash, leak, timeout or UB; the reproducer is written to
+# build-fuzz/fuzz-artifacts/ (replay it with: build-fuzz/tools/fuzz/fuzz_<name> <file>).
+set -euo pipefail
+
+secs=${1:-60}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${LOOM_FUZZ_BUILD_DIR:-$root/build-fuzz}
+jobs=${JOBS:-2}
+san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+mkdir -p "$build"
+extra=()
+if ! grep -q 'tools/fuzz' "$root/CMakeLists.txt"; then
+  extra+=("-DCMAKE_PROJECT_INCLUDE=$root/tools/fuzz/wire.cmake")
+fi
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" \
+  "${extra[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_make_seeds
+
+status=0
+mkdir -p "$build/fuzz-artifacts"
+for name in safetensors gguf; do
+  corpus="$build/fuzz-corpus/$name"
+  mkdir -p "$corpus"
+  ASAN_OPTIONS=detect_leaks=0 "$build/tools/fuzz/fuzz_make_seeds" "$name" "$corpus"
+  echo "=== fuzz_$name for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
+  if ! "$build/tools/fuzz/fuzz_$name" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
+      -timeout=10 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$name-" \
+      "$corpus"; then
+    echo "fuzz_$name FAILED: see $build/fuzz-artifacts/" >&2
+    status=1
+  fi
+done
+exit $status
