@@ -1,0 +1,63 @@
+// Session: everything a CLI command needs to run a model — the backend, the model (inside its
+// runner), the engine, and (when the model ships one) the tokenizer and chat template — built from
+// the shared model/engine flags. Environment variables are read only here (none yet).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "backend/backend.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace loom {
+
+class Tokenizer;
+class ChatTemplate;
+class DecoderRunner;
+
+// Flags shared by generate / bench / serve / chat (FEATURES.md F1, F2, F8-F11).
+struct ModelFlags {
+  std::string model;             // HF directory or .gguf file; "" = the embedded default model
+  int threads = 0;               // 0 = all cores
+  int block_size = 16;
+  double kv_cache_gb = 0;        // 0 = auto: min(2 GiB, batch x context)
+  int batch = 8;                 // --batch / --decode-concurrency
+  int max_batched_tokens = 2048;
+  double kv_budget_gb = 0;
+  double memory_budget_gb = 0;
+  double prompt_cache_gb = -1;   // -1 = on (bounded by the pool); 0 = off
+  int max_model_len = 0;         // 0 = the model's
+  std::string chat_template;     // file overriding the model's template
+  bool debug_integrity = false;
+
+  // Registers the flags on `app`. `with_model_positional` adds MODEL as a positional argument.
+  void Add(CLI::App* app, bool with_model_positional = true);
+};
+
+struct Session {
+  ModelFlags flags;
+  std::string model_path;   // resolved (default model filled in)
+  bool is_default_model = false;
+  std::unique_ptr<Backend> backend;
+  const Model* model = nullptr;     // owned by the engine's runner
+  DecoderRunner* runner = nullptr;  // owned by the engine (debug hooks only)
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<const Tokenizer> tokenizer;         // null when the model has none
+  std::shared_ptr<const ChatTemplate> chat_template;  // null when the model has none
+  int num_kv_blocks = 0;
+  size_t kv_bytes_per_token = 0;
+  double load_seconds = 0;
+  std::string model_name;  // what /v1/models lists: the directory or file name
+};
+
+// The embedded default model's directory (models/default next to the binary's source tree, or
+// under the install prefix); "" if not found.
+std::string DefaultModelPath();
+
+// Loads the model and tokenizer and creates the engine (not started). Errors say what to fix.
+StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags);
+
+}  // namespace loom

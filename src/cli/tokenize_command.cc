@@ -1,0 +1,77 @@
+// `loom tokenize MODEL_OR_TOKENIZER [--text T | --file F] [--verbose] [--decode 1,2,3]`: the
+// model's tokenizer from the command line (an HF directory, a tokenizer.json or a .gguf file).
+#include <cstdio>
+#include <sstream>
+
+#include "base/mapped_file.h"
+#include "cli/commands.h"
+#include "cli/model_tokenizer.h"
+
+namespace loom {
+namespace {
+
+struct TokenizeFlags {
+  std::string path;
+  std::string text;
+  std::string file;
+  std::string decode;
+  bool verbose = false;
+  bool no_special = false;
+};
+
+void RunTokenize(const TokenizeFlags& f) {
+  auto tok = LoadTokenizerFor(f.path);
+  if (!tok.ok()) Fail(tok.status().message());
+  if (!f.decode.empty()) {
+    std::vector<int32_t> ids;
+    std::stringstream ss(f.decode);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        ids.push_back(static_cast<int32_t>(std::stol(item)));
+      } catch (const std::exception&) {
+        Fail("--decode: '" + item + "' is not a token id");
+      }
+    }
+    std::printf("%s\n", (*tok)->Decode(ids, /*skip_special_tokens=*/false).c_str());
+    return;
+  }
+  std::string text = f.text;
+  if (!f.file.empty()) {
+    auto content = ReadFileToString(f.file);
+    if (!content.ok()) Fail(content.status().message());
+    text = *content;
+  }
+  auto ids = (*tok)->EncodeChecked(text, !f.no_special);
+  if (!ids.ok()) Fail(ids.status().message());
+  if (f.verbose) {
+    for (int32_t id : *ids) {
+      auto piece = (*tok)->IdToToken(id);
+      std::printf("%d\t%s\n", id, piece ? piece->c_str() : "?");
+    }
+  } else {
+    std::string out = "[";
+    for (size_t i = 0; i < ids->size(); ++i) out += (i ? ", " : "") + std::to_string((*ids)[i]);
+    std::printf("%s]\n", out.c_str());
+  }
+  std::fprintf(stderr, "%zu tokens\n", ids->size());
+}
+
+}  // namespace
+
+void AddTokenizeCommand(CLI::App& root) {
+  auto f = std::make_shared<TokenizeFlags>();
+  CLI::App* cmd = root.add_subcommand("tokenize", "encode text or decode ids with a model's tokenizer");
+  cmd->add_option("model", f->path, "HF model directory, tokenizer.json or .gguf file")->required();
+  auto* text = cmd->add_option("--text", f->text, "text to encode");
+  auto* file = cmd->add_option("--file", f->file, "file whose contents to encode")->check(CLI::ExistingFile);
+  auto* dec = cmd->add_option("--decode", f->decode, "comma-separated ids to decode");
+  text->excludes(file);
+  dec->excludes(text);
+  dec->excludes(file);
+  cmd->add_flag("--verbose,-v", f->verbose, "print one id and its token string per line");
+  cmd->add_flag("--no-special", f->no_special, "do not add BOS/EOS");
+  cmd->callback([f] { RunTokenize(*f); });
+}
+
+}  // namespace loom
