@@ -1,0 +1,118 @@
+// The embedded default model (models/default, trained by tools/train_default_model) against its
+// transformers golden (models/default/golden.json, written by train.py): tokenizer ids, the
+// last-position logits and per-position argmax of two sequences, and a 32-token greedy
+// trajectory — the latter through the real engine (scheduler, KV manager, sampler).
+//
+// Tolerance: transformers ran in f32 on bf16-rounded weights, as we do; only the summation order
+// differs, so 1e-4 of the logits' scale is ample.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "cli/session.h"
+#include "io/json_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+namespace {
+
+class DefaultModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelFlags flags;
+    flags.threads = 2;
+    auto s = OpenSession(flags);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    session_ = std::move(s).value();
+    ASSERT_TRUE(session_->is_default_model);
+    ASSERT_NE(session_->tokenizer, nullptr);
+    auto g = LoadJsonFile(session_->model_path + "/golden.json");
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    golden_ = *g;
+  }
+
+  // Greedy-generates `n` tokens after `prompt` through the engine.
+  std::vector<TokenId> Greedy(const std::vector<TokenId>& prompt, int n) {
+    Request r;
+    r.prompt = prompt;
+    r.params.temperature = 0;
+    r.params.max_tokens = n;
+    r.params.ignore_eos = true;
+    auto h = session_->engine->Submit(std::move(r));
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    std::vector<TokenId> out;
+    while (!h->stream->done()) {
+      session_->engine->Step();
+      while (auto c = h->stream->TryPop()) {
+        for (const auto& t : c->tokens) out.push_back(t.token);
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<Session> session_;
+  nlohmann::json golden_;
+};
+
+TEST_F(DefaultModelTest, TokenizerMatchesTransformers) {
+  for (const auto& c : golden_["tokenization"]) {
+    std::vector<int32_t> want = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(session_->tokenizer->Encode(c["text"].get<std::string>(), true), want)
+        << c["text"].get<std::string>();
+    EXPECT_EQ(session_->tokenizer->Decode(want, false), c["text"].get<std::string>());
+  }
+}
+
+TEST_F(DefaultModelTest, GreedyTrajectoryThroughTheEngine) {
+  std::vector<TokenId> prompt = golden_["greedy"]["prompt_ids"].get<std::vector<TokenId>>();
+  std::vector<TokenId> want = golden_["greedy"]["generated_ids"].get<std::vector<TokenId>>();
+  EXPECT_EQ(Greedy(prompt, static_cast<int>(want.size())), want);
+}
+
+TEST_F(DefaultModelTest, ArgmaxAtEveryPosition) {
+  // Each prefix of the sequence, greedy-decoded for one token, must give transformers' argmax.
+  for (const auto& seq : golden_["sequences"]) {
+    std::vector<TokenId> ids = seq["ids"].get<std::vector<TokenId>>();
+    std::vector<TokenId> argmax = seq["argmax"].get<std::vector<TokenId>>();
+    for (size_t n = 1; n <= ids.size(); ++n) {
+      std::vector<TokenId> prefix(ids.begin(), ids.begin() + static_cast<long>(n));
+      std::vector<TokenId> got = Greedy(prefix, 1);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0], argmax[n - 1]) << "position " << n - 1;
+    }
+  }
+}
+
+TEST_F(DefaultModelTest, LastLogitsMatch) {
+  for (const auto& seq : golden_["sequences"]) {
+    std::vector<TokenId> ids = seq["ids"].get<std::vector<TokenId>>();
+    std::vector<float> want = seq["last_logits"].get<std::vector<float>>();
+    Request r;
+    r.prompt = ids;
+    r.params.temperature = 0;
+    r.params.max_tokens = 1;
+    r.params.ignore_eos = true;
+    r.params.num_logprobs = 20;
+    auto h = session_->engine->Submit(std::move(r));
+    ASSERT_TRUE(h.ok());
+    std::vector<TokenOutput> outs;
+    while (!h->stream->done()) {
+      session_->engine->Step();
+      while (auto c = h->stream->TryPop()) outs.insert(outs.end(), c->tokens.begin(), c->tokens.end());
+    }
+    ASSERT_EQ(outs.size(), 1u);
+    // The engine reports log-softmax of the logits: compare against the golden's log-softmax.
+    double mx = *std::max_element(want.begin(), want.end()), sum = 0;
+    for (float v : want) sum += std::exp(v - mx);
+    const double lse = mx + std::log(sum);
+    ASSERT_EQ(outs[0].top_logprobs.size(), 20u);
+    for (const auto& tl : outs[0].top_logprobs) {
+      EXPECT_NEAR(tl.logprob, want[static_cast<size_t>(tl.token)] - lse, 1e-4 * std::max(1.0, std::fabs(mx)))
+          << "token " << tl.token;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom
