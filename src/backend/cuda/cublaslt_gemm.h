@@ -1,0 +1,48 @@
+// CublasLtGemm: out[n, m] = x[n, k] @ w[m, k]^T through cuBLASLt, bf16 inputs, f32 accumulation,
+// bf16 or f32 output. One handle and one workspace per instance; the algorithm for each
+// (n, m, k, out dtype) is chosen once by cuBLASLt's heuristic and cached with its descriptors.
+//
+// Row-major [n, m] = col-major [m, n]: C = W^T(k x m stored, op T) * X^T(k x n stored, op N).
+// Not thread-safe (one stream).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "tensor/tensor.h"
+
+namespace loom::cuda {
+
+class DeviceAllocator;
+
+class CublasLtGemm {
+ public:
+  CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  // x [n, k] bf16, w [m, k] bf16, out [n, m] bf16 or f32 (device pointers, 16-byte aligned
+  // for the fast kernels). Enqueued on the stream.
+  void Run(const void* x, const void* w, void* out, DType out_dtype, int64_t n, int64_t m,
+           int64_t k);
+
+  size_t num_cached_plans() const { return plans_.size(); }
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int>;
+  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t handle_ = nullptr;
+  Tensor workspace_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace loom::cuda

@@ -1,0 +1,183 @@
+// CUDA paged attention (and StoreKv) vs the CPU backend on the same bf16 K/V: mixed prefill /
+// decode batches, cached prefixes, shuffled pages, block sizes that divide nothing, GQA ratios
+// 1/2/4/8, head dims 64/128/256, sliding windows, soft-capping, split-KV decode. Skips without
+// a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "backend/cuda/cuda_test_util.h"
+
+namespace loom {
+namespace {
+
+using cuda_test::CpuValues;
+using cuda_test::GpuValues;
+using cuda_test::HostF32;
+using cuda_test::HostI32;
+using cuda_test::kTolRounded;
+using cuda_test::NormalizedError;
+using cuda_test::Poison;
+using cuda_test::RandBf16;
+
+struct SeqSpec {
+  int prefix;  // tokens already cached
+  int q_len;   // tokens of this step
+};
+
+struct Scenario {
+  const char* name;
+  int num_heads, num_kv_heads, head_dim, block_size;
+  int window = 0;
+  float softcap = 0.f;
+  std::vector<SeqSpec> seqs;
+};
+
+// Host arrays of one attention step plus the "store everything" step that fills the cache.
+struct HostStep {
+  std::vector<int32_t> query_start{0}, kv_len, page_indptr{0}, page_indices, slot_mapping;
+  std::vector<int32_t> all_slots;  // slots of every cached token, prefix and new, seq by seq
+  std::vector<int32_t> all_is_new;  // 1 where all_slots' token belongs to this step
+  int max_query_len = 0, max_kv_len = 0, num_blocks = 0;
+};
+
+HostStep BuildStep(const Scenario& sc, std::mt19937& rng) {
+  HostStep h;
+  int total_pages = 0;
+  for (const SeqSpec& s : sc.seqs) {
+    total_pages += (s.prefix + s.q_len + sc.block_size - 1) / sc.block_size;
+  }
+  h.num_blocks = total_pages + 3;
+  std::vector<int32_t> ids(static_cast<size_t>(h.num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  size_t next = 0;
+  for (const SeqSpec& s : sc.seqs) {
+    const int kv = s.prefix + s.q_len;
+    const int pages = (kv + sc.block_size - 1) / sc.block_size;
+    std::vector<int32_t> table(ids.begin() + static_cast<int64_t>(next),
+                               ids.begin() + static_cast<int64_t>(next) + pages);
+    next += static_cast<size_t>(pages);
+    for (int p = 0; p < kv; ++p) {
+      const int32_t slot = table[static_cast<size_t>(p / sc.block_size)] * sc.block_size +
+                           p % sc.block_size;
+      h.all_slots.push_back(slot);
+      h.all_is_new.push_back(p >= s.prefix);
+      if (p >= s.prefix) h.slot_mapping.push_back(slot);
+    }
+    h.query_start.push_back(h.query_start.back() + s.q_len);
+    h.kv_len.push_back(kv);
+    h.page_indices.insert(h.page_indices.end(), table.begin(), table.end());
+    h.page_indptr.push_back(static_cast<int32_t>(h.page_indices.size()));
+    h.max_query_len = std::max(h.max_query_len, s.q_len);
+    h.max_kv_len = std::max(h.max_kv_len, kv);
+  }
+  return h;
+}
+
+AttentionMeta MakeMeta(Backend& be, const HostStep& h, const std::vector<int32_t>& slots,
+                       int block_size) {
+  AttentionMeta m;
+  m.num_seqs = static_cast<int>(h.kv_len.size());
+  m.num_tokens = h.query_start.back();
+  m.max_query_len = h.max_query_len;
+  m.max_kv_len = h.max_kv_len;
+  m.block_size = block_size;
+  m.query_start = be.Upload(HostI32(h.query_start));
+  m.kv_len = be.Upload(HostI32(h.kv_len));
+  m.page_indptr = be.Upload(HostI32(h.page_indptr));
+  m.page_indices = be.Upload(HostI32(h.page_indices));
+  m.slot_mapping = be.Upload(HostI32(slots));
+  return m;
+}
+
+class CudaAttentionTest : public cuda_test::GpuTest {
+ protected:
+  // Returns the normalized error of the GPU output vs the CPU's.
+  double Run(const Scenario& sc, unsigned seed) {
+    std::mt19937 rng(seed);
+    const HostStep h = BuildStep(sc, rng);
+    const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
+    const int64_t n = h.query_start.back();
+    const int64_t all = static_cast<int64_t>(h.all_slots.size());
+    const int64_t wkv = int64_t{KVH} * D, wq = int64_t{H} * D;
+    std::vector<float> kv_k = RandBf16(rng, all * wkv), kv_v = RandBf16(rng, all * wkv);
+    std::vector<float> qv = RandBf16(rng, n * wq);
+    // The step's own K/V rows (the tail of every sequence), written by StoreKv with the step's
+    // slot_mapping; the prefix rows by an earlier "store" step.
+    std::vector<float> new_k, new_v, old_k, old_v;
+    std::vector<int32_t> old_slots;
+    for (int64_t i = 0; i < all; ++i) {
+      auto& dk = h.all_is_new[static_cast<size_t>(i)] ? new_k : old_k;
+      auto& dv = h.all_is_new[static_cast<size_t>(i)] ? new_v : old_v;
+      dk.insert(dk.end(), kv_k.begin() + i * wkv, kv_k.begin() + (i + 1) * wkv);
+      dv.insert(dv.end(), kv_v.begin() + i * wkv, kv_v.begin() + (i + 1) * wkv);
+      if (!h.all_is_new[static_cast<size_t>(i)]) old_slots.push_back(h.all_slots[static_cast<size_t>(i)]);
+    }
+    AttentionParams p;
+    p.num_heads = H;
+    p.num_kv_heads = KVH;
+    p.head_dim = D;
+    p.scale = 1.f / std::sqrt(static_cast<float>(D));
+    p.sliding_window = sc.window;
+    p.logit_softcap = sc.softcap;
+    const Shape pool{h.num_blocks, sc.block_size, KVH, D};
+    const int64_t n_old = static_cast<int64_t>(old_slots.size());
+
+    auto run = [&](Backend& be, bool gpu) {
+      KvLayer layer{be.Alloc(DType::kBF16, pool), be.Alloc(DType::kBF16, pool)};
+      auto rows = [&](const std::vector<float>& v, int64_t r) {
+        Tensor t = HostF32(Shape{std::max<int64_t>(r, 1), wkv},
+                           v.empty() ? std::vector<float>(static_cast<size_t>(wkv)) : v);
+        Tensor u = gpu ? be.Upload(t) : t;
+        return u.Slice(0, r);
+      };
+      if (n_old > 0) {
+        AttentionMeta store = MakeMeta(be, h, old_slots, sc.block_size);
+        be.StoreKv(rows(old_k, n_old), rows(old_v, n_old), store, layer);
+      }
+      AttentionMeta meta = MakeMeta(be, h, h.slot_mapping, sc.block_size);
+      be.StoreKv(rows(new_k, n), rows(new_v, n), meta, layer);
+      Tensor q = HostF32(Shape{n, wq}, qv);
+      if (gpu) q = be.Upload(q);
+      Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
+      if (gpu) Poison(*gpu_, out);
+      be.Attention(q, layer, meta, p, out);
+      return gpu ? GpuValues(*gpu_, out) : CpuValues(out);
+    };
+    const std::vector<float> ref = run(cpu_, false);
+    const std::vector<float> got = run(*gpu_, true);
+    return NormalizedError(got, ref);
+  }
+};
+
+TEST_F(CudaAttentionTest, MatchesCpu) {
+  std::vector<Scenario> scenarios = {
+      {"decode batch, split-KV, gqa 4", 32, 8, 128, 16, 0, 0.f,
+       {{0, 1}, {2, 1}, {16, 1}, {37, 1}, {999, 1}}},
+      {"mixed prefill/decode, gqa 8, d64", 16, 2, 64, 16, 0, 0.f,
+       {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}}},
+      {"1000-token prefill, mha", 4, 4, 128, 16, 0, 0.f, {{0, 1000}}},
+      {"d256, gqa 2, softcap, window", 8, 4, 256, 16, 7, 50.f, {{3, 17}, {40, 1}, {0, 97}}},
+      {"chunked prefill on a prefix, window 32, block 7", 16, 4, 128, 7, 32, 0.f, {{100, 33}}},
+      {"single token, mha d64", 2, 2, 64, 16, 0, 0.f, {{0, 1}}},
+      {"long decode, gqa 8, split-KV", 32, 4, 128, 16, 0, 0.f, {{3000, 1}, {1, 1}}},
+      {"decode window 100 long context", 8, 1, 128, 16, 100, 0.f, {{2000, 1}, {50, 1}}},
+  };
+  // 64 decodes with random contexts (the batch-64 decode of the benchmark, smaller).
+  Scenario many{"64 decodes, gqa 4", 32, 8, 128, 16, 0, 0.f, {}};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 64; ++i) many.seqs.push_back({static_cast<int>(rng() % 300), 1});
+  scenarios.push_back(many);
+  unsigned seed = 100;
+  for (const Scenario& sc : scenarios) {
+    const double err = Run(sc, seed++);
+    EXPECT_LT(err, kTolRounded) << sc.name;
+    std::printf("  %-50s normalized error %.2e\n", sc.name, err);
+  }
+}
+
+}  // namespace
+}  // namespace loom

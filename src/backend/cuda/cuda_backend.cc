@@ -1,0 +1,363 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/device_allocator.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/paged_attention.cuh"
+#include "backend/cuda/rms_norm.cuh"
+#include "backend/cuda/rope.cuh"
+#include "backend/cuda/rows.cuh"
+#include "backend/cuda/small_batch_gemm.cuh"
+#include "tensor/quant.h"
+
+namespace loom {
+namespace {
+
+// Elements converted per staging round trip in Upload (64 MB of f32).
+constexpr int64_t kUploadChunkElems = int64_t{16} << 20;
+
+std::string Describe(const Tensor& t) { return t.defined() ? t.DebugString() : "undefined"; }
+
+void CheckDevice(const Tensor& t, const char* op, const char* what) {
+  CHECK(t.defined() && t.device() == Device::kCuda)
+      << op << ": " << what << " must be a CUDA tensor, got " << Describe(t);
+}
+
+void CheckAct(const Tensor& t, const char* op, const char* what) {
+  CheckDevice(t, op, what);
+  CHECK(t.dtype() == DType::kBF16) << op << ": " << what << " must be bf16, got " << Describe(t);
+}
+
+void CheckFloat(const Tensor& t, const char* op, const char* what) {
+  CheckDevice(t, op, what);
+  CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF32)
+      << op << ": " << what << " must be bf16 or f32, got " << Describe(t);
+}
+
+void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) {
+  CheckDevice(t, op, what);
+  CHECK(t.dtype() == DType::kI32 && t.numel() == numel)
+      << op << ": " << what << " must be i32[" << numel << "], got " << Describe(t);
+}
+
+}  // namespace
+
+int CudaBackend::DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+  const int count = DeviceCount();
+  if (options.device < 0 || options.device >= count) {
+    return FailedPreconditionError("CUDA device " + std::to_string(options.device) +
+                                   " not available (" + std::to_string(count) +
+                                   " CUDA devices visible)");
+  }
+  CUDA_CHECK(cudaSetDevice(options.device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(options, prop));
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop)
+    : options_(options), device_(options.device), num_sms_(prop.multiProcessorCount) {
+  set_small_batch_gemm_rows(options.small_batch_gemm_rows);
+  std::ostringstream ss;
+  ss << "cuda (" << prop.name << ", sm_" << prop.major << prop.minor << ", " << num_sms_
+     << " SMs)";
+  name_ = ss.str();
+  allocator_ = std::make_shared<cuda::DeviceAllocator>(device_);
+  stream_ = std::make_unique<cuda::CudaStream>();
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) (void)cudaStreamSynchronize(stream_->get());
+  gemm_.reset();
+}
+
+std::string CudaBackend::name() const { return name_; }
+cudaStream_t CudaBackend::stream() const { return stream_->get(); }
+
+void CudaBackend::set_small_batch_gemm_rows(int rows) {
+  CHECK(rows >= 0 && rows <= cuda::kSmallBatchMaxRows) << "small_batch_gemm_rows " << rows;
+  options_.small_batch_gemm_rows = rows;
+}
+void CudaBackend::Synchronize() { stream_->Synchronize(); }
+
+Tensor CudaBackend::Alloc(DType dtype, Shape shape) {
+  const int64_t cols = shape.ndim() == 0 ? 0 : shape[shape.ndim() - 1];
+  const size_t bytes =
+      shape.numel() == 0 ? 0 : RowBytes(dtype, cols) * static_cast<size_t>(shape.numel() / cols);
+  Tensor t(dtype, shape, allocator_->NewBuffer(bytes));
+  if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(t.data(), 0, bytes, stream()));
+  return t;
+}
+
+Tensor CudaBackend::Upload(const Tensor& host) {
+  CHECK(host.defined() && host.device() == Device::kCpu) << "Upload: " << Describe(host);
+  const DType src = host.dtype();
+  const bool quantized = GetDTypeInfo(src).quantized;
+  auto raw_copy = [&](const Tensor& h) {
+    Tensor t(h.dtype(), h.shape(), allocator_->NewBuffer(h.nbytes()));
+    CUDA_CHECK(cudaMemcpyAsync(t.data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice, stream()));
+    return t;
+  };
+  if (src == DType::kI32) return raw_copy(host);
+  if (host.ndim() == 1 && !quantized) {  // norms, biases, inv_freq: f32
+    if (src == DType::kF32) return raw_copy(host);
+    Tensor f = HostTensor(DType::kF32, host.shape());
+    DequantizeRow(src, host.data(), f.data_as<float>(), host.numel());
+    return raw_copy(f);
+  }
+  if (src == DType::kBF16) return raw_copy(host);
+
+  // f32 / f16 / quantized -> bf16, converted on the device chunk by chunk.
+  Tensor out(DType::kBF16, host.shape(), allocator_->NewBuffer(RowBytes(DType::kBF16, host.numel())));
+  const int64_t rows = host.rows(), cols = host.cols();
+  const int64_t chunk_rows = std::max<int64_t>(1, kUploadChunkElems / std::max<int64_t>(cols, 1));
+  const DType stage_t = quantized ? DType::kF32 : src;
+  Tensor stage(stage_t, Shape{std::min(rows, chunk_rows), cols},
+               allocator_->NewBuffer(RowBytes(stage_t, cols) * std::min(rows, chunk_rows)));
+  std::vector<float> deq;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+    const int64_t nr = std::min(chunk_rows, rows - r0);
+    const void* chunk_src = static_cast<const char*>(host.data()) + r0 * host.row_bytes();
+    if (quantized) {
+      deq.resize(static_cast<size_t>(nr * cols));
+      for (int64_t r = 0; r < nr; ++r) {
+        DequantizeRow(src, static_cast<const char*>(chunk_src) + r * host.row_bytes(),
+                      deq.data() + r * cols, cols);
+      }
+      chunk_src = deq.data();
+    }
+    // From pageable memory: returns once the source is staged, so `deq` may be reused.
+    CUDA_CHECK(cudaMemcpyAsync(stage.data(), chunk_src, RowBytes(stage_t, cols) * nr,
+                               cudaMemcpyHostToDevice, stream()));
+    cuda::LaunchConvertToBf16(stage.data(), stage_t,
+                              static_cast<char*>(out.data()) + r0 * out.row_bytes(), nr * cols,
+                              stream());
+  }
+  return out;
+}
+
+void CudaBackend::CopyToHost(const Tensor& src, void* dst) {
+  CheckDevice(src, "CopyToHost", "src");
+  CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
+  Synchronize();
+}
+
+void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
+  CheckDevice(dst, "CopyFromHost", "dst");
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));
+  Synchronize();
+}
+
+void CudaBackend::Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) {
+  CheckAct(out, "Embed", "out");
+  CheckFloat(table, "Embed", "table");
+  CheckI32(ids, out.rows(), "Embed", "ids");
+  CHECK_EQ(table.cols(), out.cols()) << "Embed: table " << Describe(table) << " out "
+                                     << Describe(out);
+  cuda::LaunchEmbed(table.data(), table.dtype(), table.rows(), ids.data_as<const int32_t>(),
+                    out.rows(), out.cols(), scale, out.data(), stream());
+}
+
+void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  CheckAct(x, "MatMul", "x");
+  CheckAct(w, "MatMul", "w (Upload converts weights to bf16)");
+  CheckFloat(out, "MatMul", "out");
+  const int64_t n = x.rows(), k = x.cols(), m = w.rows();
+  CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
+      << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
+  if (n <= options_.small_batch_gemm_rows && cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream());
+  } else {
+    gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
+  }
+  if (bias.defined()) {
+    CheckFloat(bias, "MatMul", "bias");
+    CHECK_EQ(bias.numel(), m) << "MatMul: bias " << Describe(bias);
+    cuda::LaunchAddBias(out.data(), out.dtype(), bias.data(), bias.dtype(), n, m, stream());
+  }
+}
+
+void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                          const Tensor& out) {
+  CheckAct(x, "RmsNorm", "x");
+  CheckAct(out, "RmsNorm", "out");
+  CheckFloat(w, "RmsNorm", "w");
+  CHECK(out.shape() == x.shape() && w.numel() == x.cols())
+      << "RmsNorm: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
+  cuda::LaunchRmsNorm(x.data(), w.data(), w.dtype(), eps, weight_offset, x.rows(), x.cols(),
+                      out.data(), stream());
+}
+
+void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  CheckFloat(a, "Add", "a");
+  CHECK(a.shape() == b.shape() && a.shape() == out.shape() && b.dtype() == a.dtype() &&
+        out.dtype() == a.dtype())
+      << "Add: " << Describe(a) << " + " << Describe(b) << " -> " << Describe(out);
+  cuda::LaunchAdd(a.data(), b.data(), out.data(), a.dtype(), a.numel(), stream());
+}
+
+void CudaBackend::Scale(const Tensor& x, float s) {
+  CheckFloat(x, "Scale", "x");
+  cuda::LaunchScale(x.data(), s, x.dtype(), x.numel(), stream());
+}
+
+void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope,
+                       int num_heads, int head_dim) {
+  CheckAct(x, "Rope", "x");
+  CHECK_EQ(x.cols(), int64_t{num_heads} * head_dim) << "Rope: x " << Describe(x);
+  CheckI32(positions, x.rows(), "Rope", "positions");
+  CheckDevice(rope.inv_freq, "Rope", "inv_freq");
+  CHECK(rope.inv_freq.dtype() == DType::kF32 && rope.inv_freq.numel() == rope.rotary_dim / 2)
+      << "Rope: inv_freq " << Describe(rope.inv_freq) << " for rotary_dim " << rope.rotary_dim;
+  cuda::LaunchRope(x.data(), positions.data_as<const int32_t>(),
+                   rope.inv_freq.data_as<const float>(), rope.rotary_dim, rope.attention_factor,
+                   rope.interleaved, x.rows(), num_heads, head_dim, stream());
+}
+
+void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  CheckFloat(gate, "SiluMul", "gate");
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
+        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+      << "SiluMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
+  cuda::LaunchSiluMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
+}
+
+void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  CheckFloat(gate, "GeluTanhMul", "gate");
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
+        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+      << "GeluTanhMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
+  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(),
+                          stream());
+}
+
+void CudaBackend::SoftCap(const Tensor& x, float cap) {
+  CheckFloat(x, "SoftCap", "x");
+  cuda::LaunchSoftCap(x.data(), cap, x.dtype(), x.numel(), stream());
+}
+
+void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& meta,
+                          const KvLayer& layer) {
+  CheckAct(k, "StoreKv", "k");
+  CheckAct(v, "StoreKv", "v");
+  CHECK(v.shape() == k.shape()) << "StoreKv: k " << Describe(k) << " v " << Describe(v);
+  const int64_t n = k.rows();
+  CheckI32(meta.slot_mapping, n, "StoreKv", "slot_mapping");
+  const Tensor& kp = layer.k;
+  CheckAct(kp, "StoreKv", "k pool");
+  CHECK(kp.ndim() == 4 && kp.dim(2) * kp.dim(3) == k.cols() && layer.v.shape() == kp.shape() &&
+        layer.v.dtype() == kp.dtype())
+      << "StoreKv: pools " << Describe(kp) << " / " << Describe(layer.v) << " for rows "
+      << Describe(k);
+  const int64_t num_slots = kp.dim(0) * kp.dim(1);
+  const int32_t* slots = meta.slot_mapping.data_as<const int32_t>();
+  cuda::LaunchScatterRows(k.data(), n, slots, num_slots, k.row_bytes(), kp.data(), stream());
+  cuda::LaunchScatterRows(v.data(), n, slots, num_slots, v.row_bytes(), layer.v.data(), stream());
+}
+
+void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
+                            const AttentionParams& params, const Tensor& out) {
+  const int H = params.num_heads, KVH = params.num_kv_heads, D = params.head_dim;
+  const int64_t n = meta.num_tokens;
+  CheckAct(q, "Attention", "q");
+  CheckAct(out, "Attention", "out");
+  CHECK(q.rows() == n && q.cols() == int64_t{H} * D && out.shape() == q.shape())
+      << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n
+      << " tokens x " << H << "x" << D;
+  const Tensor& kp = layer.k;
+  CheckAct(kp, "Attention", "k pool");
+  CHECK(kp.ndim() == 4 && kp.dim(1) == meta.block_size && kp.dim(2) == KVH && kp.dim(3) == D &&
+        layer.v.shape() == kp.shape() && layer.v.dtype() == kp.dtype())
+      << "Attention: pools " << Describe(kp) << " / " << Describe(layer.v) << " vs block_size "
+      << meta.block_size << ", " << KVH << " kv heads x " << D;
+  CheckI32(meta.query_start, meta.num_seqs + 1, "Attention", "query_start");
+  CheckI32(meta.kv_len, meta.num_seqs, "Attention", "kv_len");
+  CheckI32(meta.page_indptr, meta.num_seqs + 1, "Attention", "page_indptr");
+  CheckDevice(meta.page_indices, "Attention", "page_indices");
+
+  cuda::PagedAttentionArgs a;
+  a.q = q.data();
+  a.k_pool = kp.data();
+  a.v_pool = layer.v.data();
+  a.query_start = meta.query_start.data_as<const int32_t>();
+  a.kv_len = meta.kv_len.data_as<const int32_t>();
+  a.page_indptr = meta.page_indptr.data_as<const int32_t>();
+  a.page_indices = meta.page_indices.data_as<const int32_t>();
+  a.num_seqs = meta.num_seqs;
+  a.num_tokens = meta.num_tokens;
+  a.max_query_len = meta.max_query_len;
+  a.max_kv_len = meta.max_kv_len;
+  a.num_heads = H;
+  a.num_kv_heads = KVH;
+  a.head_dim = D;
+  a.block_size = meta.block_size;
+  a.sliding_window = params.sliding_window;
+  a.scale = params.scale;
+  a.softcap = params.logit_softcap;
+  a.out = out.data();
+  const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(a, num_sms_);
+  // Scratch from the caching allocator: freed right after the enqueue, reused only by later
+  // work on this stream.
+  Tensor tile_start = Alloc(DType::kI32, Shape{plan.tile_start_ints});
+  Tensor partial, lse;
+  if (plan.num_splits > 1) {
+    partial = Tensor(DType::kF32, Shape{plan.partial_floats},
+                     allocator_->NewBuffer(static_cast<size_t>(plan.partial_floats) * 4));
+    lse = Tensor(DType::kF32, Shape{plan.lse_floats},
+                 allocator_->NewBuffer(static_cast<size_t>(plan.lse_floats) * 4));
+  }
+  cuda::LaunchPagedAttention(a, plan, tile_start.data_as<int32_t>(),
+                             partial.defined() ? partial.data_as<float>() : nullptr,
+                             lse.defined() ? lse.data_as<float>() : nullptr, stream());
+}
+
+void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  CheckDevice(x, "GatherRows", "x");
+  CheckDevice(out, "GatherRows", "out");
+  CheckI32(rows, out.rows(), "GatherRows", "rows");
+  CHECK(out.cols() == x.cols() && out.dtype() == x.dtype())
+      << "GatherRows: x " << Describe(x) << " out " << Describe(out);
+  cuda::LaunchGatherRows(x.data(), x.rows(), rows.data_as<const int32_t>(), out.rows(),
+                         x.row_bytes(), out.data(), stream());
+}
+
+void CudaBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst,
+                              int64_t dst_col, int64_t num_cols) {
+  CheckDevice(src, "CopyColumns", "src");
+  CheckDevice(dst, "CopyColumns", "dst");
+  CHECK(src.dtype() == dst.dtype() && !GetDTypeInfo(src.dtype()).quantized &&
+        src.rows() == dst.rows() && src_col >= 0 && dst_col >= 0 && num_cols >= 0 &&
+        src_col + num_cols <= src.cols() && dst_col + num_cols <= dst.cols())
+      << "CopyColumns: " << Describe(src) << "[:, " << src_col << "+" << num_cols << "] -> "
+      << Describe(dst) << "[:, " << dst_col << "]";
+  if (num_cols == 0 || src.rows() == 0) return;
+  const size_t elem = static_cast<size_t>(GetDTypeInfo(src.dtype()).block_bytes);
+  CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.data()) + dst_col * elem, dst.row_bytes(),
+                               static_cast<const char*>(src.data()) + src_col * elem,
+                               src.row_bytes(), num_cols * elem, src.rows(),
+                               cudaMemcpyDeviceToDevice, stream()));
+}
+
+void CudaBackend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {
+  CheckFloat(t, "FillUniform", "t");
+  cuda::LaunchFillUniform(t.data(), t.dtype(), t.numel(), seed, lo, scale, stream());
+}
+
+}  // namespace loom

@@ -1,0 +1,104 @@
+// CudaBackend: the Backend (backend.h) on one NVIDIA GPU. bf16 activations, f32 accumulation.
+//
+// Memory and dtypes:
+//   - Alloc: zero-filled device tensor of any dtype, from the caching DeviceAllocator (the only
+//     cudaMalloc). All work is enqueued on the backend's one stream.
+//   - Upload(host): i32 stays i32; 1-D f32/f16/bf16 tensors (norm weights, biases, RoPE
+//     inv_freq) become f32; every other float or quantized tensor (weights, activations) becomes
+//     bf16. Quantized GGUF weights (q8_0/q4_0/q4_K/q6_K) are dequantized to bf16 on upload for
+//     now (no quantized GEMM kernels yet: 2-4x more device memory and bandwidth than needed).
+//   - CopyToHost / CopyFromHost: raw bytes in the tensor's own dtype (src.nbytes()), synchronous.
+//     Logits: allocate the logits tensor in f32 (MatMul supports an f32 `out` with bf16 inputs,
+//     cuBLAS writes f32 from its f32 accumulators) and CopyToHost gives floats.
+//
+// Ops: x/activations bf16; MatMul weights bf16 (as Upload leaves them), out bf16 or f32 (cuBLASLt,
+// or small_batch_gemm.cuh for decode-sized batches); RmsNorm
+// weights f32 or bf16; SoftCap/Scale/Add/GatherRows also on f32 tensors (logits); KV pools bf16.
+// Attention: paged_attention.cuh (GQA grouping, split-KV, causal + sliding window + softcap).
+//
+// Thread-safety: one caller at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "base/status.h"
+
+namespace loom::cuda {
+class DeviceAllocator;
+class CublasLtGemm;
+class CudaStream;
+}  // namespace loom::cuda
+
+namespace loom {
+
+struct CudaBackendOptions {
+  int device = 0;
+  // MatMuls with at most this many rows (decode) use the bandwidth-bound small-batch kernel
+  // (small_batch_gemm.cuh) instead of cuBLASLt; 0 = always cuBLASLt. At most 8. Default 1:
+  // on the H200 it beats cuBLASLt at n = 1 (157 vs 146 tok/s for 8B decode) but is 2.6x slower
+  // at n = 8 (tools/cuda/NOTES.md).
+  int small_batch_gemm_rows = 1;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Number of usable CUDA devices; 0 when there is no driver or no GPU (never fails).
+  static int DeviceCount();
+  // Fails (FailedPrecondition, naming the device) when the device is absent.
+  static StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override;  // "cuda (NVIDIA H200, sm_90, 132 SMs)"
+  DType act_dtype() const override { return DType::kBF16; }
+
+  Tensor Alloc(DType dtype, Shape shape) override;
+  Tensor Upload(const Tensor& host) override;
+  void CopyToHost(const Tensor& src, void* dst) override;
+  void CopyFromHost(const void* src, const Tensor& dst) override;
+  void Synchronize() override;
+
+  void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
+  void RmsNorm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+               const Tensor& out) override;
+  void Add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void Scale(const Tensor& x, float s) override;
+  void Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope, int num_heads,
+            int head_dim) override;
+  void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void SoftCap(const Tensor& x, float cap) override;
+  void StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& meta,
+               const KvLayer& layer) override;
+  void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
+                 const AttentionParams& params, const Tensor& out) override;
+  void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
+                   int64_t num_cols) override;
+
+  // ---- CUDA-specific ----
+  // Fills a bf16 or f32 device tensor with HashUniform(seed, i, lo, scale) (fill_uniform.h).
+  void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale);
+  cudaStream_t stream() const;
+  void set_small_batch_gemm_rows(int rows);
+  int num_sms() const { return num_sms_; }
+  cuda::DeviceAllocator& allocator() { return *allocator_; }
+
+ private:
+  CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop);
+
+  CudaBackendOptions options_;
+  int device_;
+  int num_sms_;
+  std::string name_;
+  std::shared_ptr<cuda::DeviceAllocator> allocator_;
+  std::unique_ptr<cuda::CudaStream> stream_;
+  std::unique_ptr<cuda::CublasLtGemm> gemm_;
+};
+
+}  // namespace loom

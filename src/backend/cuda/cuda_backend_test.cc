@@ -1,0 +1,310 @@
+// CudaBackend vs the CPU backend (the reference), op by op, on awkward sizes. Every GPU output
+// is poisoned with NaNs first, so an unwritten element fails the comparison. Skips without a GPU.
+#include "backend/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/device_allocator.h"
+#include "tensor/quant.h"
+
+namespace loom {
+namespace {
+
+using cuda_test::CpuValues;
+using cuda_test::GpuValues;
+using cuda_test::HostF32;
+using cuda_test::HostI32;
+using cuda_test::kTolReRounded;
+using cuda_test::kTolRounded;
+using cuda_test::NormalizedError;
+using cuda_test::Poison;
+using cuda_test::RandBf16;
+
+class CudaBackendTest : public cuda_test::GpuTest {};
+
+TEST(CudaBackendNoGpuTest, DeviceCountNeverFails) {
+  const int n = CudaBackend::DeviceCount();
+  EXPECT_GE(n, 0);
+  auto be = CudaBackend::Create(CudaBackendOptions{n});  // one past the last device
+  EXPECT_FALSE(be.ok());
+}
+
+TEST_F(CudaBackendTest, AllocUploadAndCopies) {
+  EXPECT_EQ(gpu_->act_dtype(), DType::kBF16);
+  EXPECT_NE(gpu_->name().find("cuda ("), std::string::npos) << gpu_->name();
+  Tensor z = gpu_->Alloc(DType::kF32, Shape{3, 5});
+  EXPECT_EQ(z.device(), Device::kCuda);
+  for (float v : GpuValues(*gpu_, z)) EXPECT_EQ(v, 0.f);
+
+  std::mt19937 rng(1);
+  // 2-D f32 -> bf16 (round to nearest even, like F32ToBf16).
+  std::normal_distribution<float> dist;
+  std::vector<float> raw(7 * 9);
+  for (float& x : raw) x = dist(rng);
+  Tensor up = gpu_->Upload(HostF32(Shape{7, 9}, raw));
+  ASSERT_EQ(up.dtype(), DType::kBF16);
+  ASSERT_EQ(up.shape(), (Shape{7, 9}));
+  std::vector<float> back = GpuValues(*gpu_, up);
+  for (size_t i = 0; i < raw.size(); ++i) EXPECT_EQ(back[i], Bf16ToF32(F32ToBf16(raw[i])));
+  // 1-D stays f32 bit for bit (norms, biases, inv_freq).
+  Tensor vec = gpu_->Upload(HostF32(Shape{9}, std::vector<float>(raw.begin(), raw.begin() + 9)));
+  ASSERT_EQ(vec.dtype(), DType::kF32);
+  back = GpuValues(*gpu_, vec);
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(back[i], raw[i]);
+  // i32 as is.
+  Tensor ids = gpu_->Upload(HostI32({5, -1, 7}));
+  std::vector<int32_t> ib(3);
+  gpu_->CopyToHost(ids, ib.data());
+  EXPECT_EQ(ib, (std::vector<int32_t>{5, -1, 7}));
+  // q8_0 / q4_K -> bf16 of the dequantized values.
+  for (DType qt : {DType::kQ8_0, DType::kQ4_K}) {
+    const int64_t rows = 3, cols = 512;
+    std::vector<float> v(rows * cols);
+    for (float& x : v) x = dist(rng);
+    Tensor q = HostTensor(qt, Shape{rows, cols});
+    for (int64_t r = 0; r < rows; ++r) {
+      QuantizeRow(qt, v.data() + r * cols, static_cast<char*>(q.data()) + r * q.row_bytes(), cols);
+    }
+    std::vector<float> deq(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(qt, static_cast<const char*>(q.data()) + r * q.row_bytes(),
+                    deq.data() + r * cols, cols);
+    }
+    Tensor g = gpu_->Upload(q);
+    ASSERT_EQ(g.dtype(), DType::kBF16);
+    back = GpuValues(*gpu_, g);
+    for (size_t i = 0; i < deq.size(); ++i) {
+      ASSERT_EQ(back[i], Bf16ToF32(F32ToBf16(deq[i]))) << DTypeName(qt) << " " << i;
+    }
+  }
+  // CopyFromHost / CopyToHost round trip of raw bytes.
+  std::vector<uint16_t> src(15), dst(15);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 977);
+  Tensor t = gpu_->Alloc(DType::kBF16, Shape{3, 5});
+  gpu_->CopyFromHost(src.data(), t);
+  gpu_->CopyToHost(t, dst.data());
+  EXPECT_EQ(dst, src);
+}
+
+TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
+  cuda::DeviceAllocator& a = gpu_->allocator();
+  void* first;
+  {
+    Tensor t = gpu_->Alloc(DType::kBF16, Shape{1000, 17});
+    first = t.data();
+  }
+  const size_t reserved = a.bytes_reserved();
+  Tensor t = gpu_->Alloc(DType::kBF16, Shape{1000, 17});
+  EXPECT_EQ(t.data(), first);
+  EXPECT_EQ(a.bytes_reserved(), reserved);
+  for (float v : GpuValues(*gpu_, t)) ASSERT_EQ(v, 0.f);  // reused blocks are zeroed too
+}
+
+TEST_F(CudaBackendTest, Embed) {
+  std::mt19937 rng(2);
+  for (int64_t n : {1, 3, 17, 97}) {
+    const int64_t vocab = 1000, d = 72;
+    std::vector<float> tv = RandBf16(rng, vocab * d);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
+    Tensor cpu_out = cpu_.Alloc(DType::kF32, Shape{n, d});
+    cpu_.Embed(HostF32(Shape{vocab, d}, tv), HostI32(ids), 2.5f, cpu_out);
+    Tensor out = gpu_->Alloc(DType::kBF16, Shape{n, d});
+    Poison(*gpu_, out);
+    gpu_->Embed(gpu_->Upload(HostF32(Shape{vocab, d}, tv)), gpu_->Upload(HostI32(ids)), 2.5f, out);
+    EXPECT_LT(NormalizedError(GpuValues(*gpu_, out), CpuValues(cpu_out)), kTolRounded) << n;
+  }
+}
+
+TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
+  std::mt19937 rng(3);
+  struct Case {
+    int64_t m, k;
+  };
+  for (int64_t n : {1, 3, 8, 17, 97, 1000}) {
+    for (Case c : {Case{64, 256}, Case{1000, 136}, Case{7, 4096}}) {
+      for (bool bias : {false, true}) {
+        for (DType out_t : {DType::kBF16, DType::kF32}) {
+          std::vector<float> xv = RandBf16(rng, n * c.k), wv = RandBf16(rng, c.m * c.k, 0.05f);
+          std::vector<float> bv = RandBf16(rng, c.m);
+          Tensor cpu_out = cpu_.Alloc(DType::kF32, Shape{n, c.m});
+          cpu_.MatMul(HostF32(Shape{n, c.k}, xv), HostF32(Shape{c.m, c.k}, wv),
+                      bias ? HostF32(Shape{c.m}, bv) : Tensor(), cpu_out);
+          // Small batches run through both kernels: the small-batch one and cuBLASLt.
+          for (int small_rows : {8, 0}) {
+            if (small_rows == 0 && n > 8) continue;
+            gpu_->set_small_batch_gemm_rows(small_rows);
+            Tensor out = gpu_->Alloc(out_t, Shape{n, c.m});
+            Poison(*gpu_, out);
+            gpu_->MatMul(gpu_->Upload(HostF32(Shape{n, c.k}, xv)),
+                         gpu_->Upload(HostF32(Shape{c.m, c.k}, wv)),
+                         bias ? gpu_->Upload(HostF32(Shape{c.m}, bv)) : Tensor(), out);
+            // f32 out: only summation order differs from the CPU.
+            const double tol = out_t == DType::kF32 ? 1e-5 : kTolRounded;
+            EXPECT_LT(NormalizedError(GpuValues(*gpu_, out), CpuValues(cpu_out)), tol)
+                << "n " << n << " m " << c.m << " k " << c.k << " bias " << bias << " out "
+                << DTypeName(out_t) << " small_rows " << small_rows;
+          }
+          gpu_->set_small_batch_gemm_rows(1);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, MatMulQuantizedWeightsDequantizedOnUpload) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.f, 0.05f);
+  const int64_t n = 17, m = 96, k = 512;
+  std::vector<float> xv = RandBf16(rng, n * k);
+  for (DType wt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                   DType::kQ6_K}) {
+    std::vector<float> wv(m * k);
+    for (float& x : wv) x = dist(rng);
+    Tensor w = HostTensor(wt, Shape{m, k});
+    for (int64_t r = 0; r < m; ++r) {
+      QuantizeRow(wt, wv.data() + r * k, static_cast<char*>(w.data()) + r * w.row_bytes(), k);
+    }
+    Tensor cpu_out = cpu_.Alloc(DType::kF32, Shape{n, m});
+    cpu_.MatMul(HostF32(Shape{n, k}, xv), w, Tensor(), cpu_out);
+    Tensor out = gpu_->Alloc(DType::kF32, Shape{n, m});
+    Poison(*gpu_, out);
+    gpu_->MatMul(gpu_->Upload(HostF32(Shape{n, k}, xv)), gpu_->Upload(w), Tensor(), out);
+    EXPECT_LT(NormalizedError(GpuValues(*gpu_, out), CpuValues(cpu_out)), kTolReRounded)
+        << DTypeName(wt);
+  }
+}
+
+TEST_F(CudaBackendTest, RmsNormOffsetsWeightsAndAliasing) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 3, 17, 97}) {
+    for (int64_t d : {67, 128, 4096}) {
+      for (float offset : {0.f, 1.f}) {
+        for (bool in_place : {false, true}) {
+          std::vector<float> xv = RandBf16(rng, n * d, 3.f), wv = RandBf16(rng, d);
+          Tensor cpu_out = cpu_.Alloc(DType::kF32, Shape{n, d});
+          cpu_.RmsNorm(HostF32(Shape{n, d}, xv), HostF32(Shape{d}, wv), 1e-6f, offset, cpu_out);
+          Tensor x = gpu_->Upload(HostF32(Shape{n, d}, xv));
+          Tensor out = in_place ? x : gpu_->Alloc(DType::kBF16, Shape{n, d});
+          if (!in_place) Poison(*gpu_, out);
+          gpu_->RmsNorm(x, gpu_->Upload(HostF32(Shape{d}, wv)), 1e-6f, offset, out);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, out), CpuValues(cpu_out)), kTolRounded)
+              << n << "x" << d << " offset " << offset << " in_place " << in_place;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, ElementwiseOpsBf16AndF32) {
+  std::mt19937 rng(6);
+  for (int64_t n : {1, 17, 1000}) {
+    const int64_t f = 97;
+    std::vector<float> av = RandBf16(rng, n * f, 2.f), bv = RandBf16(rng, n * f, 2.f);
+    Tensor ca = HostF32(Shape{n, f}, av), cb = HostF32(Shape{n, f}, bv);
+    for (DType dt : {DType::kBF16, DType::kF32}) {
+      auto gpu_in = [&](const std::vector<float>& v) {
+        if (dt == DType::kBF16) return gpu_->Upload(HostF32(Shape{n, f}, v));
+        Tensor t = gpu_->Alloc(dt, Shape{n, f});
+        gpu_->CopyFromHost(v.data(), t);
+        return t;
+      };
+      const double tol = dt == DType::kF32 ? 1e-5 : kTolRounded;
+      // Add, aliasing out = a.
+      Tensor c_out = cpu_.Alloc(DType::kF32, Shape{n, f});
+      cpu_.Add(ca, cb, c_out);
+      Tensor ga = gpu_in(av);
+      gpu_->Add(ga, gpu_in(bv), ga);
+      EXPECT_LT(NormalizedError(GpuValues(*gpu_, ga), CpuValues(c_out)), tol) << "Add";
+      // SiluMul / GeluTanhMul, aliasing out = gate.
+      for (bool gelu : {false, true}) {
+        Tensor co = cpu_.Alloc(DType::kF32, Shape{n, f});
+        Tensor gg = gpu_in(av);
+        if (gelu) {
+          cpu_.GeluTanhMul(ca, cb, co);
+          gpu_->GeluTanhMul(gg, gpu_in(bv), gg);
+        } else {
+          cpu_.SiluMul(ca, cb, co);
+          gpu_->SiluMul(gg, gpu_in(bv), gg);
+        }
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gg), CpuValues(co)), tol) << "gelu " << gelu;
+      }
+      // Scale and SoftCap in place.
+      Tensor cx = HostF32(Shape{n, f}, av);
+      cpu_.Scale(cx, 3.f);
+      cpu_.SoftCap(cx, 5.f);
+      Tensor gx = gpu_in(av);
+      gpu_->Scale(gx, 3.f);
+      gpu_->SoftCap(gx, 5.f);
+      EXPECT_LT(NormalizedError(GpuValues(*gpu_, gx), CpuValues(cx)), tol) << "Scale+SoftCap";
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, RopeVariants) {
+  std::mt19937 rng(7);
+  struct Case {
+    int heads, head_dim, rotary_dim;
+    bool interleaved;
+    float factor;
+  };
+  for (Case c : {Case{3, 64, 64, false, 1.f}, Case{8, 128, 128, true, 1.f},
+                 Case{2, 256, 64, false, 1.2f}, Case{5, 96, 48, true, 1.f}}) {
+    for (int64_t n : {1, 17, 97}) {
+      const int64_t w = int64_t{c.heads} * c.head_dim;
+      std::vector<float> xv = RandBf16(rng, n * w);
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (auto& p : pos) p = static_cast<int32_t>(rng() % 130000);
+      std::vector<float> inv(static_cast<size_t>(c.rotary_dim / 2));
+      for (size_t j = 0; j < inv.size(); ++j) {
+        inv[j] = std::pow(500000.f, -2.f * static_cast<float>(j) / c.rotary_dim);
+      }
+      RopeTable ct{HostF32(Shape{c.rotary_dim / 2}, inv), c.rotary_dim, c.factor, c.interleaved};
+      Tensor cx = HostF32(Shape{n, w}, xv);
+      cpu_.Rope(cx, HostI32(pos), ct, c.heads, c.head_dim);
+      RopeTable gt{gpu_->Upload(HostF32(Shape{c.rotary_dim / 2}, inv)), c.rotary_dim, c.factor,
+                   c.interleaved};
+      Tensor gx = gpu_->Upload(HostF32(Shape{n, w}, xv));
+      gpu_->Rope(gx, gpu_->Upload(HostI32(pos)), gt, c.heads, c.head_dim);
+      EXPECT_LT(NormalizedError(GpuValues(*gpu_, gx), CpuValues(cx)), kTolRounded)
+          << "heads " << c.heads << " d " << c.head_dim << " rot " << c.rotary_dim << " n " << n;
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, GatherRowsAndCopyColumnsAreExact) {
+  std::mt19937 rng(8);
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    const int64_t n = 97, a = 40, b = 13;
+    std::vector<float> xv = RandBf16(rng, n * a);
+    Tensor x = gpu_->Alloc(dt, Shape{n, a});
+    if (dt == DType::kF32) {
+      gpu_->CopyFromHost(xv.data(), x);
+    } else {
+      x = gpu_->Upload(HostF32(Shape{n, a}, xv));
+    }
+    std::vector<int32_t> rows = {96, 0, 5, 5, 50};
+    Tensor g = gpu_->Alloc(dt, Shape{5, a});
+    Poison(*gpu_, g);
+    gpu_->GatherRows(x, gpu_->Upload(HostI32(rows)), g);
+    std::vector<float> gv = GpuValues(*gpu_, g);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (int64_t j = 0; j < a; ++j) {
+        ASSERT_EQ(gv[i * a + j], xv[rows[i] * a + j]) << DTypeName(dt);
+      }
+    }
+    Tensor d = gpu_->Alloc(dt, Shape{n, b});
+    Poison(*gpu_, d);
+    gpu_->CopyColumns(x, 27, d, 0, 13);
+    std::vector<float> dv = GpuValues(*gpu_, d);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < b; ++j) ASSERT_EQ(dv[i * b + j], xv[i * a + 27 + j]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,189 @@
+#include "backend/cuda/elementwise.cuh"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fill_uniform.h"
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+#define LOOM_GRID_STRIDE(i, count)                                              \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (count); \
+       i += int64_t{gridDim.x} * blockDim.x)
+
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct SiluMulOp {
+  __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
+};
+struct GeluTanhMulOp {
+  __device__ float operator()(float g, float u) const {
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
+  }
+};
+struct ScaleOp {
+  float s;
+  __device__ float operator()(float x) const { return x * s; }
+};
+struct SoftCapOp {
+  float cap;
+  __device__ float operator()(float x) const { return cap * tanhf(x / cap); }
+};
+
+template <typename T, typename Op>
+__global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t count, Op op) {
+  LOOM_GRID_STRIDE(i, count) { out[i] = FromF32<T>(op(ToF32(a[i]), ToF32(b[i]))); }
+}
+
+template <typename T, typename Op>
+__global__ void UnaryKernel(T* x, int64_t count, Op op) {
+  LOOM_GRID_STRIDE(i, count) { x[i] = FromF32<T>(op(ToF32(x[i]))); }
+}
+
+template <typename T, typename B>
+__global__ void AddBiasKernel(T* out, const B* bias, int64_t count, int64_t cols) {
+  LOOM_GRID_STRIDE(i, count) { out[i] = FromF32<T>(ToF32(out[i]) + ToF32(bias[i % cols])); }
+}
+
+template <typename S>
+__global__ void ToBf16Kernel(const S* src, __nv_bfloat16* dst, int64_t count) {
+  LOOM_GRID_STRIDE(i, count) { dst[i] = __float2bfloat16_rn(ToF32(src[i])); }
+}
+
+template <typename T>
+__global__ void FillKernel(T* dst, int64_t count, uint64_t seed, float lo, float scale) {
+  LOOM_GRID_STRIDE(i, count) {
+    dst[i] = FromF32<T>(HashUniform(seed, static_cast<uint64_t>(i), lo, scale));
+  }
+}
+
+void CheckFloatType(DType dtype) {
+  CHECK(dtype == DType::kBF16 || dtype == DType::kF32)
+      << "elementwise ops take bf16 or f32, got " << DTypeName(dtype);
+}
+
+template <typename Op>
+void Binary(const void* a, const void* b, void* out, DType dtype, int64_t count, Op op,
+            cudaStream_t stream) {
+  CheckFloatType(dtype);
+  if (count <= 0) return;
+  const int blocks = BlocksFor(count, kThreads);
+  if (dtype == DType::kBF16) {
+    using T = __nv_bfloat16;
+    BinaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(a),
+                                                  static_cast<const T*>(b), static_cast<T*>(out),
+                                                  count, op);
+  } else {
+    BinaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(a),
+                                                  static_cast<const float*>(b),
+                                                  static_cast<float*>(out), count, op);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename Op>
+void Unary(void* x, DType dtype, int64_t count, Op op, cudaStream_t stream) {
+  CheckFloatType(dtype);
+  if (count <= 0) return;
+  const int blocks = BlocksFor(count, kThreads);
+  if (dtype == DType::kBF16) {
+    UnaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), count, op);
+  } else {
+    UnaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(x), count, op);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void AddBiasTyped(T* out, const void* bias, DType bias_dtype, int64_t count, int64_t cols,
+                  cudaStream_t stream) {
+  const int blocks = BlocksFor(count, kThreads);
+  if (bias_dtype == DType::kBF16) {
+    AddBiasKernel<<<blocks, kThreads, 0, stream>>>(out, static_cast<const __nv_bfloat16*>(bias),
+                                                   count, cols);
+  } else {
+    AddBiasKernel<<<blocks, kThreads, 0, stream>>>(out, static_cast<const float*>(bias), count,
+                                                   cols);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void LaunchAdd(const void* a, const void* b, void* out, DType dtype, int64_t count,
+               cudaStream_t stream) {
+  Binary(a, b, out, dtype, count, AddOp{}, stream);
+}
+
+void LaunchScale(void* x, float s, DType dtype, int64_t count, cudaStream_t stream) {
+  Unary(x, dtype, count, ScaleOp{s}, stream);
+}
+
+void LaunchSiluMul(const void* gate, const void* up, void* out, DType dtype, int64_t count,
+                   cudaStream_t stream) {
+  Binary(gate, up, out, dtype, count, SiluMulOp{}, stream);
+}
+
+void LaunchGeluTanhMul(const void* gate, const void* up, void* out, DType dtype, int64_t count,
+                       cudaStream_t stream) {
+  Binary(gate, up, out, dtype, count, GeluTanhMulOp{}, stream);
+}
+
+void LaunchSoftCap(void* x, float cap, DType dtype, int64_t count, cudaStream_t stream) {
+  CHECK_GT(cap, 0.0f);
+  Unary(x, dtype, count, SoftCapOp{cap}, stream);
+}
+
+void LaunchAddBias(void* out, DType dtype, const void* bias, DType bias_dtype, int64_t rows,
+                   int64_t cols, cudaStream_t stream) {
+  CheckFloatType(dtype);
+  CheckFloatType(bias_dtype);
+  const int64_t count = rows * cols;
+  if (count <= 0) return;
+  if (dtype == DType::kBF16) {
+    AddBiasTyped(static_cast<__nv_bfloat16*>(out), bias, bias_dtype, count, cols, stream);
+  } else {
+    AddBiasTyped(static_cast<float*>(out), bias, bias_dtype, count, cols, stream);
+  }
+}
+
+void LaunchConvertToBf16(const void* src, DType src_dtype, void* dst, int64_t count,
+                         cudaStream_t stream) {
+  if (count <= 0) return;
+  auto* d = static_cast<__nv_bfloat16*>(dst);
+  const int blocks = BlocksFor(count, kThreads);
+  switch (src_dtype) {
+    case DType::kF32:
+      ToBf16Kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), d, count);
+      break;
+    case DType::kF16:
+      ToBf16Kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(src), d, count);
+      break;
+    case DType::kBF16:
+      ToBf16Kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), d,
+                                                    count);
+      break;
+    default: CHECK(false) << "ConvertToBf16 from " << DTypeName(src_dtype);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchFillUniform(void* dst, DType dtype, int64_t count, uint64_t seed, float lo, float scale,
+                       cudaStream_t stream) {
+  CheckFloatType(dtype);
+  if (count <= 0) return;
+  const int blocks = BlocksFor(count, kThreads);
+  if (dtype == DType::kBF16) {
+    FillKernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed, lo,
+                                                scale);
+  } else {
+    FillKernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(dst), count, seed, lo, scale);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::cuda

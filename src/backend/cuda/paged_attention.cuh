@@ -1,0 +1,58 @@
+// Paged attention over the block pool, for every query row of a step (prefill chunks with a
+// cached prefix, and decodes, mixed), from the runner's CSR page tables (backend.h).
+//
+// Work split: a block handles one "query tile" (q_per_tile consecutive tokens of one sequence)
+// x one kv head x one KV split. Its rows are the tile's tokens x the kv head's `group` query
+// heads (GQA grouping: every K/V tile loaded once serves all of them), at most kMaxRows.
+// Per 64-key tile: K and V are gathered through the page table into shared memory (16-byte
+// loads), scores go to shared memory, then an online-softmax update (exp2, f32) and P @ V into
+// f32 registers. Causal mask per row (key p <= row position), sliding window (p > pos - window),
+// optional logit soft-capping.
+//
+// Split-KV (FlashDecoding): when there are too few tiles x kv heads to fill the GPU (small-batch
+// decode), each tile's key range is cut into num_splits chunks; each writes a normalized partial
+// output and its log-sum-exp, and a combine kernel merges them.
+//
+// bf16 q/out/pools; head_dim in {32, 64, 80, 96, 128, 256}; group <= kMaxRows.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace loom::cuda {
+
+inline constexpr int kAttnMaxRows = 32;
+
+struct PagedAttentionArgs {
+  const void* q;       // [num_tokens, num_heads * head_dim] bf16
+  const void* k_pool;  // [num_blocks, block_size, num_kv_heads, head_dim] bf16
+  const void* v_pool;
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* kv_len;        // [num_seqs]
+  const int32_t* page_indptr;   // [num_seqs + 1]
+  const int32_t* page_indices;  // [total pages]
+  int num_seqs = 0, num_tokens = 0, max_query_len = 0, max_kv_len = 0;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  int sliding_window = 0;
+  float scale = 1.f, softcap = 0.f;
+  void* out;  // [num_tokens, num_heads * head_dim] bf16
+};
+
+struct PagedAttentionPlan {
+  int q_per_tile = 1;
+  int grid_tiles = 0;  // upper bound on query tiles (blocks past the real count exit)
+  int num_splits = 1;
+  // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
+  // log-sum-exps in f32.
+  int64_t tile_start_ints = 0;
+  int64_t partial_floats = 0;
+  int64_t lse_floats = 0;
+};
+
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms);
+
+void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
+                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream);
+
+}  // namespace loom::cuda

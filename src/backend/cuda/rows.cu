@@ -1,0 +1,104 @@
+#include "backend/cuda/rows.cuh"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace loom::cuda {
+namespace {
+
+// Unit = uint4 (16 B) when rows and pointers allow, else uint16_t. Grid: (chunks, rows).
+template <typename Unit>
+__global__ void GatherKernel(const Unit* x, int64_t x_rows, const int32_t* rows, int64_t units,
+                             Unit* out) {
+  const int64_t i = blockIdx.y;
+  const int32_t r = rows[i];
+  for (int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; u < units;
+       u += int64_t{gridDim.x} * blockDim.x) {
+    out[i * units + u] = (r >= 0 && r < x_rows) ? x[r * units + u] : Unit{};
+  }
+}
+
+template <typename Unit>
+__global__ void ScatterKernel(const Unit* src, const int32_t* slots, int64_t num_slots,
+                              int64_t units, Unit* dst) {
+  const int64_t i = blockIdx.y;
+  const int32_t s = slots[i];
+  if (s < 0 || s >= num_slots) return;
+  for (int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; u < units;
+       u += int64_t{gridDim.x} * blockDim.x) {
+    dst[s * units + u] = src[i * units + u];
+  }
+}
+
+template <typename T>
+__global__ void EmbedKernel(const T* table, int64_t vocab, const int32_t* ids, int64_t d,
+                            float scale, __nv_bfloat16* out) {
+  const int64_t i = blockIdx.y;
+  const int32_t id = ids[i];
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < d;
+       j += int64_t{gridDim.x} * blockDim.x) {
+    const float v = (id >= 0 && id < vocab) ? ToF32(table[id * d + j]) * scale : 0.f;
+    out[i * d + j] = __float2bfloat16_rn(v);
+  }
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+dim3 GridFor(int64_t units, int64_t n) {
+  const int64_t bx = std::min<int64_t>((units + 255) / 256, 64);
+  CHECK_LE(n, 65535 * 1024) << "too many rows";
+  return dim3(static_cast<unsigned>(std::max<int64_t>(bx, 1)), static_cast<unsigned>(n));
+}
+
+}  // namespace
+
+void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_t n,
+                      size_t row_bytes, void* out, cudaStream_t stream) {
+  if (n == 0 || row_bytes == 0) return;
+  CHECK_EQ(row_bytes % 2, 0u);
+  if (row_bytes % 16 == 0 && Aligned16(x) && Aligned16(out)) {
+    const int64_t units = static_cast<int64_t>(row_bytes / 16);
+    GatherKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint4*>(x), x_rows, rows,
+                                                        units, static_cast<uint4*>(out));
+  } else {
+    const int64_t units = static_cast<int64_t>(row_bytes / 2);
+    GatherKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint16_t*>(x), x_rows,
+                                                        rows, units, static_cast<uint16_t*>(out));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchScatterRows(const void* src, int64_t n, const int32_t* slots, int64_t num_slots,
+                       size_t row_bytes, void* dst, cudaStream_t stream) {
+  if (n == 0 || row_bytes == 0) return;
+  CHECK_EQ(row_bytes % 2, 0u);
+  if (row_bytes % 16 == 0 && Aligned16(src) && Aligned16(dst)) {
+    const int64_t units = static_cast<int64_t>(row_bytes / 16);
+    ScatterKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint4*>(src), slots,
+                                                         num_slots, units, static_cast<uint4*>(dst));
+  } else {
+    const int64_t units = static_cast<int64_t>(row_bytes / 2);
+    ScatterKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint16_t*>(src), slots,
+                                                         num_slots, units,
+                                                         static_cast<uint16_t*>(dst));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids,
+                 int64_t n, int64_t d, float scale, void* out, cudaStream_t stream) {
+  if (n == 0) return;
+  auto* o = static_cast<__nv_bfloat16*>(out);
+  if (table_dtype == DType::kBF16) {
+    EmbedKernel<<<GridFor(d, n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), vocab,
+                                                   ids, d, scale, o);
+  } else {
+    CHECK(table_dtype == DType::kF32) << "Embed: table must be bf16 or f32 on CUDA, got "
+                                      << DTypeName(table_dtype);
+    EmbedKernel<<<GridFor(d, n), 256, 0, stream>>>(static_cast<const float*>(table), vocab, ids, d,
+                                                   scale, o);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,24 @@
+// out[n, m] = x[n, k] @ w[m, k]^T for small n (decode): a bandwidth-bound GEMV-style kernel.
+// One warp per output column m: each lane streams 16-byte chunks of w's row (4 loads in flight),
+// multiplies them with the n rows of x (bf16, read through L1 since every warp of the block
+// shares them), f32 accumulation, warp-shuffle reduction. bf16 x/w; out bf16 or f32.
+// Requirements: 1 <= n <= kSmallBatchMaxRows, k % 8 == 0, x and w 16-byte aligned.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace loom::cuda {
+
+inline constexpr int kSmallBatchMaxRows = 8;
+
+// True when LaunchSmallBatchGemm accepts these arguments.
+bool SmallBatchGemmApplies(const void* x, const void* w, int64_t n, int64_t k);
+
+void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
+                          int64_t m, int64_t k, cudaStream_t stream);
+
+}  // namespace loom::cuda
