@@ -1,17 +1,59 @@
 #include "io/gguf_value.h"
 
+#include <cstring>
 #include <sstream>
+#include <utility>
 
 namespace loom {
+namespace {
+
+bool IsUnsignedType(GgufType type) {
+  return type == GgufType::kU8 || type == GgufType::kU16 || type == GgufType::kU32 ||
+         type == GgufType::kU64;
+}
+
+bool IsSignedType(GgufType type) {
+  return type == GgufType::kI8 || type == GgufType::kI16 || type == GgufType::kI32 ||
+         type == GgufType::kI64;
+}
+
+bool IsIntegerType(GgufType type) { return IsUnsignedType(type) || IsSignedType(type); }
+
+}  // namespace
+
+GgufValue GgufValue::Unsigned(GgufType type, uint64_t v) {
+  GgufValue value(type);
+  value.bits_ = v;
+  return value;
+}
+
+GgufValue GgufValue::Signed(GgufType type, int64_t v) {
+  GgufValue value(type);
+  value.bits_ = static_cast<uint64_t>(v);
+  return value;
+}
+
+GgufValue GgufValue::Float(GgufType type, double v) {
+  GgufValue value(type);
+  std::memcpy(&value.bits_, &v, sizeof(v));
+  return value;
+}
+
+GgufValue GgufValue::String(std::string v) {
+  GgufValue value(GgufType::kString);
+  value.string_ = std::move(v);
+  return value;
+}
 
 GgufValue GgufValue::Array(GgufType element_type, std::vector<GgufValue> elements) {
   for (const GgufValue& e : elements) {
     CHECK(e.type() == element_type)
         << "GGUF array of " << GgufTypeName(element_type) << " holds a " << GgufTypeName(e.type());
   }
-  GgufValue v(GgufType::kArray, std::move(elements));
-  v.array_type_ = element_type;
-  return v;
+  GgufValue value(GgufType::kArray);
+  value.array_type_ = element_type;
+  value.elements_ = std::move(elements);
+  return value;
 }
 
 GgufValue GgufValue::StringArray(const std::vector<std::string>& v) {
@@ -40,26 +82,6 @@ GgufType GgufValue::array_type() const {
   return array_type_;
 }
 
-namespace {
-
-bool IsIntegerType(GgufType type) {
-  switch (type) {
-    case GgufType::kU8:
-    case GgufType::kI8:
-    case GgufType::kU16:
-    case GgufType::kI16:
-    case GgufType::kU32:
-    case GgufType::kI32:
-    case GgufType::kU64:
-    case GgufType::kI64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 bool GgufValue::is_integer() const { return IsIntegerType(type_); }
 
 Status GgufValue::TypeError(std::string_view expected) const {
@@ -69,33 +91,30 @@ Status GgufValue::TypeError(std::string_view expected) const {
 }
 
 StatusOr<int64_t> GgufValue::AsInt() const {
-  if (std::holds_alternative<int64_t>(rep_) && is_integer()) return std::get<int64_t>(rep_);
-  if (std::holds_alternative<uint64_t>(rep_)) {
-    uint64_t v = std::get<uint64_t>(rep_);
-    if (v > static_cast<uint64_t>(INT64_MAX)) {
-      return OutOfRangeError("value " + std::to_string(v) + " does not fit in int64");
+  if (IsSignedType(type_)) return raw_signed();
+  if (IsUnsignedType(type_)) {
+    if (bits_ > static_cast<uint64_t>(INT64_MAX)) {
+      return OutOfRangeError("value " + std::to_string(bits_) + " does not fit in int64");
     }
-    return static_cast<int64_t>(v);
+    return static_cast<int64_t>(bits_);
   }
   return TypeError("an integer");
 }
 
 StatusOr<double> GgufValue::AsFloat() const {
-  if (is_float()) return std::get<double>(rep_);
-  if (std::holds_alternative<int64_t>(rep_)) return static_cast<double>(std::get<int64_t>(rep_));
-  if (std::holds_alternative<uint64_t>(rep_)) {
-    return static_cast<double>(std::get<uint64_t>(rep_));
-  }
+  if (is_float()) return raw_float();
+  if (IsSignedType(type_)) return static_cast<double>(raw_signed());
+  if (IsUnsignedType(type_)) return static_cast<double>(bits_);
   return TypeError("a number");
 }
 
 StatusOr<bool> GgufValue::AsBool() const {
-  if (type_ == GgufType::kBool) return std::get<bool>(rep_);
+  if (type_ == GgufType::kBool) return bits_ != 0;
   return TypeError("a bool");
 }
 
 StatusOr<std::string> GgufValue::AsString() const {
-  if (type_ == GgufType::kString) return std::get<std::string>(rep_);
+  if (type_ == GgufType::kString) return string_;
   return TypeError("a string");
 }
 
@@ -104,19 +123,19 @@ StatusOr<std::vector<std::string>> GgufValue::AsStringArray() const {
     return TypeError("an array of string");
   }
   std::vector<std::string> out;
-  out.reserve(elements().size());
-  for (const GgufValue& e : elements()) out.push_back(e.raw_string());
+  out.reserve(elements_.size());
+  for (const GgufValue& e : elements_) out.push_back(e.string_);
   return out;
 }
 
 StatusOr<std::vector<float>> GgufValue::AsFloatArray() const {
-  if (type_ != GgufType::kArray || array_type_ == GgufType::kString ||
-      array_type_ == GgufType::kArray || array_type_ == GgufType::kBool) {
+  if (type_ != GgufType::kArray || !(IsIntegerType(array_type_) || array_type_ == GgufType::kF32 ||
+                                     array_type_ == GgufType::kF64)) {
     return TypeError("an array of numbers");
   }
   std::vector<float> out;
-  out.reserve(elements().size());
-  for (const GgufValue& e : elements()) {
+  out.reserve(elements_.size());
+  for (const GgufValue& e : elements_) {
     ASSIGN_OR_RETURN(double d, e.AsFloat());
     out.push_back(static_cast<float>(d));
   }
@@ -124,11 +143,12 @@ StatusOr<std::vector<float>> GgufValue::AsFloatArray() const {
 }
 
 StatusOr<std::vector<int64_t>> GgufValue::AsIntArray() const {
-  if (type_ != GgufType::kArray) return TypeError("an array of integers");
-  if (!IsIntegerType(array_type_)) return TypeError("an array of integers");
+  if (type_ != GgufType::kArray || !IsIntegerType(array_type_)) {
+    return TypeError("an array of integers");
+  }
   std::vector<int64_t> out;
-  out.reserve(elements().size());
-  for (const GgufValue& e : elements()) {
+  out.reserve(elements_.size());
+  for (const GgufValue& e : elements_) {
     ASSIGN_OR_RETURN(int64_t i, e.AsInt());
     out.push_back(i);
   }
@@ -136,65 +156,68 @@ StatusOr<std::vector<int64_t>> GgufValue::AsIntArray() const {
 }
 
 uint64_t GgufValue::raw_unsigned() const {
-  CHECK(std::holds_alternative<uint64_t>(rep_)) << "raw_unsigned() of a " << GgufTypeName(type_);
-  return std::get<uint64_t>(rep_);
+  CHECK(IsUnsignedType(type_)) << "raw_unsigned() of a " << GgufTypeName(type_);
+  return bits_;
 }
 
 int64_t GgufValue::raw_signed() const {
-  CHECK(std::holds_alternative<int64_t>(rep_)) << "raw_signed() of a " << GgufTypeName(type_);
-  return std::get<int64_t>(rep_);
+  CHECK(IsSignedType(type_)) << "raw_signed() of a " << GgufTypeName(type_);
+  return static_cast<int64_t>(bits_);
 }
 
 double GgufValue::raw_float() const {
   CHECK(is_float()) << "raw_float() of a " << GgufTypeName(type_);
-  return std::get<double>(rep_);
+  double d;
+  std::memcpy(&d, &bits_, sizeof(d));
+  return d;
 }
 
 bool GgufValue::raw_bool() const {
   CHECK(type_ == GgufType::kBool) << "raw_bool() of a " << GgufTypeName(type_);
-  return std::get<bool>(rep_);
+  return bits_ != 0;
 }
 
 const std::string& GgufValue::raw_string() const {
   CHECK(type_ == GgufType::kString) << "raw_string() of a " << GgufTypeName(type_);
-  return std::get<std::string>(rep_);
+  return string_;
 }
 
 const std::vector<GgufValue>& GgufValue::elements() const {
   CHECK(type_ == GgufType::kArray) << "elements() of a " << GgufTypeName(type_);
-  return std::get<std::vector<GgufValue>>(rep_);
+  return elements_;
 }
 
 std::string GgufValue::DebugString() const {
   std::ostringstream ss;
-  switch (type_) {
-    case GgufType::kString:
-      ss << '"' << raw_string() << '"';
-      break;
-    case GgufType::kBool:
-      ss << (raw_bool() ? "true" : "false");
-      break;
-    case GgufType::kF32:
-    case GgufType::kF64:
-      ss << raw_float();
-      break;
-    case GgufType::kArray:
-      ss << "[" << GgufTypeName(array_type_) << " x " << elements().size() << "]";
-      break;
-    default:
-      if (std::holds_alternative<uint64_t>(rep_)) {
-        ss << raw_unsigned();
-      } else {
-        ss << raw_signed();
-      }
+  if (type_ == GgufType::kString) {
+    ss << '"' << string_ << '"';
+  } else if (type_ == GgufType::kBool) {
+    ss << (bits_ != 0 ? "true" : "false");
+  } else if (is_float()) {
+    ss << raw_float();
+  } else if (type_ == GgufType::kArray) {
+    ss << "[" << GgufTypeName(array_type_) << " x " << elements_.size() << "]";
+  } else if (IsSignedType(type_)) {
+    ss << raw_signed();
+  } else {
+    ss << bits_;
   }
   return ss.str();
 }
 
 bool GgufValue::operator==(const GgufValue& other) const {
   if (type_ != other.type_) return false;
-  if (type_ == GgufType::kArray && array_type_ != other.array_type_) return false;
-  return rep_ == other.rep_;
+  switch (type_) {
+    case GgufType::kString:
+      return string_ == other.string_;
+    case GgufType::kArray:
+      return array_type_ == other.array_type_ && elements_ == other.elements_;
+    case GgufType::kF32:
+    case GgufType::kF64:
+      return raw_float() == other.raw_float();
+    default:
+      return bits_ == other.bits_;
+  }
 }
 
 }  // namespace loom

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "base/status.h"
@@ -15,20 +14,18 @@ namespace loom {
 class GgufValue {
  public:
   // Constructors, one per GGUF type. Array() CHECKs that every element has type `element_type`.
-  static GgufValue U8(uint8_t v) { return GgufValue(GgufType::kU8, uint64_t{v}); }
-  static GgufValue I8(int8_t v) { return GgufValue(GgufType::kI8, int64_t{v}); }
-  static GgufValue U16(uint16_t v) { return GgufValue(GgufType::kU16, uint64_t{v}); }
-  static GgufValue I16(int16_t v) { return GgufValue(GgufType::kI16, int64_t{v}); }
-  static GgufValue U32(uint32_t v) { return GgufValue(GgufType::kU32, uint64_t{v}); }
-  static GgufValue I32(int32_t v) { return GgufValue(GgufType::kI32, int64_t{v}); }
-  static GgufValue U64(uint64_t v) { return GgufValue(GgufType::kU64, v); }
-  static GgufValue I64(int64_t v) { return GgufValue(GgufType::kI64, v); }
-  static GgufValue F32(float v) { return GgufValue(GgufType::kF32, double{v}); }
-  static GgufValue F64(double v) { return GgufValue(GgufType::kF64, v); }
-  static GgufValue Bool(bool v) {
-    return GgufValue(GgufType::kBool, Rep(std::in_place_type<bool>, v));
-  }
-  static GgufValue String(std::string v) { return GgufValue(GgufType::kString, std::move(v)); }
+  static GgufValue U8(uint8_t v) { return Unsigned(GgufType::kU8, v); }
+  static GgufValue I8(int8_t v) { return Signed(GgufType::kI8, v); }
+  static GgufValue U16(uint16_t v) { return Unsigned(GgufType::kU16, v); }
+  static GgufValue I16(int16_t v) { return Signed(GgufType::kI16, v); }
+  static GgufValue U32(uint32_t v) { return Unsigned(GgufType::kU32, v); }
+  static GgufValue I32(int32_t v) { return Signed(GgufType::kI32, v); }
+  static GgufValue U64(uint64_t v) { return Unsigned(GgufType::kU64, v); }
+  static GgufValue I64(int64_t v) { return Signed(GgufType::kI64, v); }
+  static GgufValue F32(float v) { return Float(GgufType::kF32, v); }
+  static GgufValue F64(double v) { return Float(GgufType::kF64, v); }
+  static GgufValue Bool(bool v) { return Unsigned(GgufType::kBool, v ? 1 : 0); }
+  static GgufValue String(std::string v);
   static GgufValue Array(GgufType element_type, std::vector<GgufValue> elements);
   static GgufValue StringArray(const std::vector<std::string>& v);
   static GgufValue F32Array(const std::vector<float>& v);
@@ -64,13 +61,19 @@ class GgufValue {
   bool operator==(const GgufValue& other) const;
 
  private:
-  using Rep = std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<GgufValue>>;
-  GgufValue(GgufType type, Rep rep) : type_(type), rep_(std::move(rep)) {}
+  explicit GgufValue(GgufType type) : type_(type) {}
+  static GgufValue Unsigned(GgufType type, uint64_t v);
+  static GgufValue Signed(GgufType type, int64_t v);
+  static GgufValue Float(GgufType type, double v);
   Status TypeError(std::string_view expected) const;
 
+  // Plain members rather than a std::variant: GCC 12 reports false maybe-uninitialized errors
+  // on variants of strings and vectors under -fsanitize, and -Werror is on.
   GgufType type_;
   GgufType array_type_ = GgufType::kU8;  // meaningful only for arrays
-  Rep rep_;
+  uint64_t bits_ = 0;  // integers (signed ones as two's complement), bool, or a double's bits
+  std::string string_;
+  std::vector<GgufValue> elements_;
 };
 
 }  // namespace loom
