@@ -21,19 +21,19 @@ using TestFn = bool (*)(Interpreter&, const Value& self, CallArgs& args);
 
 struct Expr {
   enum class Kind : uint8_t {
-    kLiteral,    // `literal`
-    kName,       // `name`
-    kAttr,       // children[0].name  (jinja2 getattr: attribute first, then item)
-    kIndex,      // children[0][children[1]]  (item first, then attribute)
-    kSlice,      // children[0][children[1]:children[2]:children[3]]; absent parts are null
-    kCall,       // children[0](children[1..], kwargs)
-    kFilter,     // children[0] | name(children[1..], kwargs); `filter_fn`
-    kTest,       // children[0] is [not] name(children[1..]); `test_fn`, `negated`
-    kNeg,        // -children[0]
-    kPos,        // +children[0]
-    kNot,        // not children[0]
-    kBinary,     // children[0] `op` children[1]: + - * / // % ** == != < <= > >= in notin
-    kAnd,        // short-circuit, Python value semantics
+    kLiteral,  // `literal`
+    kName,     // `name`
+    kAttr,     // children[0].name  (jinja2 getattr: attribute first, then item)
+    kIndex,    // children[0][children[1]]  (item first, then attribute)
+    kSlice,    // children[0][children[1]:children[2]:children[3]]; absent parts are null
+    kCall,     // children[0](children[1..], kwargs)
+    kFilter,   // children[0] | name(children[1..], kwargs); `filter_fn`
+    kTest,     // children[0] is [not] name(children[1..]); `test_fn`, `negated`
+    kNeg,      // -children[0]
+    kPos,      // +children[0]
+    kNot,      // not children[0]
+    kBinary,   // children[0] `op` children[1]: + - * / // % ** == != < <= > >= in notin
+    kAnd,      // short-circuit, Python value semantics
     kOr,
     kConcat,     // children joined with ~
     kCondition,  // children[1] if children[0] else children[2] (children[2] may be null)
@@ -50,6 +50,7 @@ struct Expr {
   FilterFn filter_fn = nullptr;  // null: unknown filter in a soft frame (fails when evaluated)
   TestFn test_fn = nullptr;      // likewise
   bool negated = false;
+  int32_t height = 1;  // of this subtree (bounded by the parser: evaluation recurses on it)
 
   Expr(Kind k, SourcePos p) : kind(k), pos(p) {}
 };

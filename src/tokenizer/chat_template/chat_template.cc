@@ -1,7 +1,6 @@
 #include "tokenizer/chat_template/chat_template.h"
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
@@ -45,7 +44,8 @@ Status ToStatus(const TemplateError& e, bool parsing) {
 StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
   const size_t bad = chat_template::FindInvalidUtf8(source);
   if (bad != std::string::npos) {
-    return InvalidArgumentError("chat template is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    return InvalidArgumentError("chat template is not valid UTF-8 (byte " + std::to_string(bad) +
+                                ")");
   }
   auto state = std::make_shared<State>();
   try {
@@ -60,7 +60,8 @@ StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
 template <typename Json>
 StatusOr<std::string> ChatTemplate::RenderImpl(const Json& context,
                                                const RenderOptions& options) const {
-  if (!context.is_object()) return InvalidArgumentError("chat template context must be a JSON object");
+  if (!context.is_object())
+    return InvalidArgumentError("chat template context must be a JSON object");
   Value ctx;
   std::string error;
   if (!Value::FromJson(context, &ctx, &error)) {

@@ -2,18 +2,17 @@
 // exactly as transformers renders it (jinja2 with trim_blocks, lstrip_blocks, the sandbox, and
 // transformers' tojson / raise_exception / strftime_now / {% generation %}).
 //
-//   ASSIGN_OR_RETURN(LoadedChatTemplate loaded, LoadChatTemplate(config_text, jinja_path, "", has_tools));
-//   ASSIGN_OR_RETURN(ChatTemplate tpl, ChatTemplate::Parse(loaded.source));
+//   ASSIGN_OR_RETURN(LoadedChatTemplate loaded, LoadChatTemplate(config_text, jinja_path, "",
+//   has_tools)); ASSIGN_OR_RETURN(ChatTemplate tpl, ChatTemplate::Parse(loaded.source));
 //   ordered_json ctx = {{"messages", ...}, {"tools", ...}, {"add_generation_prompt", true},
 //                       {"bos_token", loaded.bos_token}, {"eos_token", loaded.eos_token}};
 //   ASSIGN_OR_RETURN(std::string prompt, tpl.Render(ctx));
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
 #include "tokenizer/chat_template/render_options.h"
@@ -64,7 +63,6 @@ struct LoadedChatTemplate {
 // InvalidArgument for malformed JSON or an unknown name.
 StatusOr<LoadedChatTemplate> LoadChatTemplate(std::string_view tokenizer_config_json,
                                               const std::string& chat_template_jinja_path = "",
-                                              std::string_view name = "",
-                                              bool has_tools = false);
+                                              std::string_view name = "", bool has_tools = false);
 
 }  // namespace loom

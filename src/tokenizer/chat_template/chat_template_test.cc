@@ -2,13 +2,14 @@
 // whitespace control, loops, macros, filters, tests, methods, Python semantics, errors) must
 // render exactly as jinja2 configured like transformers (testdata/expected_features.json,
 // written by tools/goldens/chat_template/gen_transformers.py). Plus API-level unit tests.
-#include <fstream>
+#include "tokenizer/chat_template/chat_template.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
-#include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/chat_template/value.h"
 
 namespace loom {
@@ -16,7 +17,8 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const std::string kTestdata = std::string(LOOM_SOURCE_DIR) + "/src/tokenizer/chat_template/testdata/";
+const std::string kTestdata =
+    std::string(LOOM_SOURCE_DIR) + "/src/tokenizer/chat_template/testdata/";
 
 ordered_json ReadJson(const std::string& path) {
   auto text = ReadFileToString(path);
@@ -24,7 +26,8 @@ ordered_json ReadJson(const std::string& path) {
   return ordered_json::parse(*text);
 }
 
-StatusOr<std::string> RenderText(const std::string& source, const ordered_json& ctx = ordered_json::object(),
+StatusOr<std::string> RenderText(const std::string& source,
+                                 const ordered_json& ctx = ordered_json::object(),
                                  const RenderOptions& options = {}) {
   ASSIGN_OR_RETURN(ChatTemplate tpl, ChatTemplate::Parse(source));
   return tpl.Render(ctx, options);
@@ -61,10 +64,12 @@ TEST(ChatTemplateFeatures, MatchJinja2) {
 }
 
 TEST(ChatTemplate, ErrorsCarryLineAndColumn) {
-  auto raised = RenderText("line one\n{% if true %}\n  {{ raise_exception('bad role: ' ~ 3) }}\n{% endif %}");
+  auto raised =
+      RenderText("line one\n{% if true %}\n  {{ raise_exception('bad role: ' ~ 3) }}\n{% endif %}");
   ASSERT_FALSE(raised.ok());
   EXPECT_EQ(raised.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(raised.status().message(), "bad role: 3 (raised by the chat template line 3, column 6)");
+  EXPECT_EQ(raised.status().message(),
+            "bad role: 3 (raised by the chat template line 3, column 6)");
 
   auto syntax = ChatTemplate::Parse("ok\n{{ 1 + }}");
   ASSERT_FALSE(syntax.ok());
@@ -74,7 +79,8 @@ TEST(ChatTemplate, ErrorsCarryLineAndColumn) {
   auto runtime = RenderText("{% for m in messages %}\n{{ m.content + 1 }}{% endfor %}",
                             {{"messages", {{{"content", "x"}}}}});
   ASSERT_FALSE(runtime.ok());
-  EXPECT_NE(runtime.status().message().find("line 2"), std::string::npos) << runtime.status().ToString();
+  EXPECT_NE(runtime.status().message().find("line 2"), std::string::npos)
+      << runtime.status().ToString();
   EXPECT_NE(runtime.status().message().find("can only concatenate str"), std::string::npos);
 
   auto unclosed = ChatTemplate::Parse("{% for x in y %}never closed");
@@ -90,7 +96,8 @@ TEST(ChatTemplate, ContextKeyOrderIsKept) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*out, R"([{"type": "function", "function": {"name": "f"}}])");
   // Plain nlohmann::json sorts keys; it is accepted too.
-  auto sorted = ChatTemplate::Parse("{{ x | tojson }}")->Render(nlohmann::json{{"x", {{"b", 1}, {"a", 2}}}});
+  auto sorted =
+      ChatTemplate::Parse("{{ x | tojson }}")->Render(nlohmann::json{{"x", {{"b", 1}, {"a", 2}}}});
   EXPECT_EQ(*sorted, R"({"a": 2, "b": 1})");
 }
 
@@ -128,9 +135,9 @@ TEST(ChatTemplateValue, Utf8Validation) {
   using chat_template::FindInvalidUtf8;
   EXPECT_EQ(FindInvalidUtf8("héllo 🚀"), std::string::npos);
   EXPECT_EQ(FindInvalidUtf8("ab\xff"), 2u);
-  EXPECT_EQ(FindInvalidUtf8("\xc3"), 0u);              // truncated
-  EXPECT_EQ(FindInvalidUtf8("\xc0\xaf"), 0u);          // overlong
-  EXPECT_EQ(FindInvalidUtf8("\xed\xa0\x80"), 0u);      // surrogate
+  EXPECT_EQ(FindInvalidUtf8("\xc3"), 0u);               // truncated
+  EXPECT_EQ(FindInvalidUtf8("\xc0\xaf"), 0u);           // overlong
+  EXPECT_EQ(FindInvalidUtf8("\xed\xa0\x80"), 0u);       // surrogate
   EXPECT_EQ(FindInvalidUtf8("x\xf4\x90\x80\x80"), 1u);  // > U+10FFFF
 }
 

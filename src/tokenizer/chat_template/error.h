@@ -18,10 +18,10 @@ struct SourcePos {
 class TemplateError : public std::runtime_error {
  public:
   enum class Kind {
-    kSyntax,     // the template does not parse
-    kRuntime,    // an operation failed while rendering (TypeError, UndefinedError, ...)
-    kRaised,     // the template called raise_exception(message)
-    kLimit,      // a render limit (iterations, output size, call depth) was exceeded
+    kSyntax,   // the template does not parse
+    kRuntime,  // an operation failed while rendering (TypeError, UndefinedError, ...)
+    kRaised,   // the template called raise_exception(message)
+    kLimit,    // a render limit (iterations, output size, call depth) was exceeded
   };
   TemplateError(Kind kind, std::string message, SourcePos pos = {})
       : std::runtime_error(message), kind_(kind), pos_(pos) {}

@@ -3,14 +3,14 @@
 //   testdata/expected_transformers.json  (jinja2 configured as transformers; the reference)
 //   testdata/expected_hf_jinja.json      (@huggingface/jinja; agreement is reported)
 // Both are produced by tools/goldens/chat_template/ (gen.mjs, then gen_transformers.py).
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
 #include "tokenizer/chat_template/chat_template.h"
@@ -21,7 +21,8 @@ namespace {
 using nlohmann::ordered_json;
 
 const std::string kShared = LOOM_SHARED_DIR;
-const std::string kTestdata = std::string(LOOM_SOURCE_DIR) + "/src/tokenizer/chat_template/testdata/";
+const std::string kTestdata =
+    std::string(LOOM_SOURCE_DIR) + "/src/tokenizer/chat_template/testdata/";
 
 // Cases loom does not render like transformers yet: template id -> missing feature.
 // Keep empty when everything passes; an entry that starts passing fails the test (stale).
@@ -58,9 +59,9 @@ std::string FirstDifference(const std::string& got, const std::string& want) {
   size_t i = 0;
   while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
   const size_t from = i > 60 ? i - 60 : 0;
-  return "at byte " + std::to_string(i) + "\n  got:  " +
-         ordered_json(got.substr(from, 140)).dump() + "\n  want: " +
-         ordered_json(want.substr(from, 140)).dump();
+  return "at byte " + std::to_string(i) +
+         "\n  got:  " + ordered_json(got.substr(from, 140)).dump() +
+         "\n  want: " + ordered_json(want.substr(from, 140)).dump();
 }
 
 TEST(ChatTemplateGolden, MatchesTransformersOnAllSharedTemplates) {
@@ -120,8 +121,9 @@ TEST(ChatTemplateGolden, MatchesTransformersOnAllSharedTemplates) {
                            got.status().message().find(msg) != std::string::npos);
         if (!ok) {
           why = "transformers raised " + want["error_type"].get<std::string>() + ": " + msg +
-                "\n  loom: " + (got.ok() ? "rendered " + ordered_json(*got).dump().substr(0, 200)
-                                         : got.status().ToString());
+                "\n  loom: " +
+                (got.ok() ? "rendered " + ordered_json(*got).dump().substr(0, 200)
+                          : got.status().ToString());
         }
       }
       if (got.ok() == hf_want.contains("output") &&
@@ -138,8 +140,8 @@ TEST(ChatTemplateGolden, MatchesTransformersOnAllSharedTemplates) {
       ADD_FAILURE() << id << " is listed in kKnownUnsupported but now passes: remove it";
     }
   }
-  std::cout << "[golden] " << hf["templates"].size() << " templates, " << num_cases
-            << " cases (" << num_outputs << " outputs, " << num_errors
+  std::cout << "[golden] " << hf["templates"].size() << " templates, " << num_cases << " cases ("
+            << num_outputs << " outputs, " << num_errors
             << " errors in transformers); failing templates: " << failing_templates.size()
             << "; byte-identical to @huggingface/jinja: " << num_hf_agree << "/" << num_cases
             << "\n";
@@ -162,8 +164,9 @@ TEST(ChatTemplateGolden, LoadChatTemplatePicksNamedTemplates) {
   EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
   EXPECT_EQ(LoadChatTemplate(R"({"chat_template": "S"})")->source, "S");
   EXPECT_EQ(LoadChatTemplate(R"({})").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(LoadChatTemplate(R"({"chat_template": [{"name": "x", "template": "X"}]})")
-                .status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      LoadChatTemplate(R"({"chat_template": [{"name": "x", "template": "X"}]})").status().code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadChatTemplate("{not json").status().code(), StatusCode::kInvalidArgument);
 
   // chat_template.jinja wins over the config.

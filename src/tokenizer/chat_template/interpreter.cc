@@ -49,8 +49,7 @@ std::vector<size_t> SliceIndices(const Value& start_v, const Value& stop_v, cons
 
 }  // namespace
 
-Interpreter::Interpreter(const RenderOptions& options, const Value& context)
-    : options_(options) {
+Interpreter::Interpreter(const RenderOptions& options, const Value& context) : options_(options) {
   frames_.emplace_back();
   AddGlobals(&frames_[0].vars);
   if (context.is_object()) {
@@ -79,9 +78,9 @@ void Interpreter::CountIteration() {
 
 void Interpreter::CheckSize(size_t num_bytes) const {
   if (static_cast<int64_t>(num_bytes) > options_.max_output_bytes) {
-    throw TemplateError(TemplateError::Kind::kLimit,
-                        "template output exceeded the size limit (" +
-                            std::to_string(options_.max_output_bytes) + " bytes)");
+    throw TemplateError(TemplateError::Kind::kLimit, "template output exceeded the size limit (" +
+                                                         std::to_string(options_.max_output_bytes) +
+                                                         " bytes)");
   }
 }
 
@@ -211,8 +210,10 @@ Interpreter::Flow Interpreter::RenderNode(const Node& n, std::string* out) {
     }
     case Node::Kind::kScope:
       return RenderBody(n.body, out);
-    case Node::Kind::kBreak: return Flow::kBreak;
-    case Node::Kind::kContinue: return Flow::kContinue;
+    case Node::Kind::kBreak:
+      return Flow::kBreak;
+    case Node::Kind::kContinue:
+      return Flow::kContinue;
   }
   return Flow::kNormal;
 }
@@ -230,10 +231,19 @@ void Interpreter::RenderFor(const Node& n, std::string* out) {
   pos_ = n.expr->pos;
   const Value iterable = Eval(*n.expr);
   if (iterable.is_none()) ThrowRuntime("'NoneType' object is not iterable");
-  Array items = Iterate(iterable);
+  // Lists are iterated in place (`iterable` keeps them alive; the sandbox forbids mutating
+  // them); other iterables and filtered loops materialise their items.
+  Array materialised;
+  const Array* items_ptr = nullptr;
+  if (iterable.is_array() && !n.cond) {
+    items_ptr = &iterable.array();
+  } else {
+    materialised = Iterate(iterable);
+    items_ptr = &materialised;
+  }
   if (n.cond) {  // `for x in xs if cond`: filtered before loop.* is computed
     Array kept;
-    for (Value& item : items) {
+    for (Value& item : materialised) {
       CountIteration();
       frames_.emplace_back();
       AssignTargets(n.targets, item);
@@ -241,8 +251,9 @@ void Interpreter::RenderFor(const Node& n, std::string* out) {
       frames_.pop_back();
       if (keep) kept.push_back(std::move(item));
     }
-    items = std::move(kept);
+    materialised = std::move(kept);
   }
+  const Array& items = *items_ptr;
   if (items.empty()) {
     RenderBody(n.else_body, out);
     return;
@@ -251,18 +262,19 @@ void Interpreter::RenderFor(const Node& n, std::string* out) {
   // One loop object, updated in place each iteration (templates never keep it).
   Value loop = Value::MakeObject();
   Object& lo = loop.object();
+  lo.items.reserve(12);
   static const char* const kKeys[] = {"index",  "index0",   "revindex", "revindex0",
                                       "first",  "last",     "length",   "depth",
                                       "depth0", "previtem", "nextitem"};
   for (const char* k : kKeys) lo.items.emplace_back(Value::String(k), Value());
   Array cycle_items;
   auto index_ptr = std::make_shared<int64_t>(0);
-  lo.items.emplace_back(Value::String("cycle"),
-                        Value::MakeCallable("loop.cycle", [index_ptr](Interpreter&, CallArgs& a) {
-                          if (a.positional.empty()) ThrowRuntime("no items for cycling given");
-                          return a.positional[static_cast<size_t>(*index_ptr) %
-                                              a.positional.size()];
-                        }));
+  lo.items.emplace_back(
+      Value::String("cycle"),
+      Value::MakeCallable("loop.cycle", [index_ptr](Interpreter&, CallArgs& a) {
+        if (a.positional.empty()) ThrowRuntime("no items for cycling given");
+        return a.positional[static_cast<size_t>(*index_ptr) % a.positional.size()];
+      }));
   for (int64_t i = 0; i < length; ++i) {
     CountIteration();
     *index_ptr = i;
@@ -275,8 +287,8 @@ void Interpreter::RenderFor(const Node& n, std::string* out) {
     lo.items[6].second = Value::Int(length);
     lo.items[7].second = Value::Int(1);
     lo.items[8].second = Value::Int(0);
-    lo.items[9].second = i > 0 ? items[static_cast<size_t>(i - 1)] : Value::Undefined(
-                                                                      "there is no previous item");
+    lo.items[9].second =
+        i > 0 ? items[static_cast<size_t>(i - 1)] : Value::Undefined("there is no previous item");
     lo.items[10].second = i + 1 < length ? items[static_cast<size_t>(i + 1)]
                                          : Value::Undefined("there is no next item");
     frames_.emplace_back();
@@ -290,8 +302,8 @@ void Interpreter::RenderFor(const Node& n, std::string* out) {
 
 void Interpreter::DefineMacro(const Node& n) {
   const Node* node = &n;
-  auto captured = std::make_shared<std::vector<Frame>>(
-      frames_.size() > 1 ? SnapshotLocals() : std::vector<Frame>{});
+  auto captured = std::make_shared<std::vector<Frame>>(frames_.size() > 1 ? SnapshotLocals()
+                                                                          : std::vector<Frame>{});
   Value macro = Value::MakeCallable(n.text, [node, captured](Interpreter& in, CallArgs& args) {
     if (in.call_depth_ >= in.options_.max_call_depth) {
       throw TemplateError(TemplateError::Kind::kLimit,
@@ -314,7 +326,8 @@ void Interpreter::DefineMacro(const Node& n) {
     }
     bool has_caller = false;
     for (auto& [k, v] : args.keyword) {
-      auto it = std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == k; });
+      auto it =
+          std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == k; });
       if (it != params.end()) {
         bound[static_cast<size_t>(it - params.begin())] = true;
       } else if (k != "caller") {
@@ -327,10 +340,10 @@ void Interpreter::DefineMacro(const Node& n) {
     }
     for (size_t i = 0; i < params.size(); ++i) {
       if (bound[i]) continue;
-      in.Assign(params[i].name, params[i].default_value ? in.Eval(*params[i].default_value)
-                                                         : Value::Undefined(
-                                                               "parameter '" + params[i].name +
-                                                               "' was not provided"));
+      in.Assign(params[i].name,
+                params[i].default_value
+                    ? in.Eval(*params[i].default_value)
+                    : Value::Undefined("parameter '" + params[i].name + "' was not provided"));
     }
     if (!has_caller) in.Assign("caller", Value::Undefined("no caller"));
     std::string out;
@@ -367,7 +380,8 @@ Value Interpreter::MakeCaller(const Node& n) {
 
 Value Interpreter::Call(const Value& fn, CallArgs& args) {
   if (fn.is_undefined()) FailUndefined(fn);
-  if (!fn.is_callable()) ThrowRuntime("'" + std::string(fn.TypeName()) + "' object is not callable");
+  if (!fn.is_callable())
+    ThrowRuntime("'" + std::string(fn.TypeName()) + "' object is not callable");
   return fn.callable().fn(*this, args);
 }
 
@@ -389,7 +403,8 @@ Value Interpreter::EvalCall(const Expr& e) {
 
 Value Interpreter::EvalAttr(const Value& obj, const std::string& name) {
   switch (obj.kind()) {
-    case Value::Kind::kUndefined: FailUndefined(obj);
+    case Value::Kind::kUndefined:
+      FailUndefined(obj);
     case Value::Kind::kObject: {
       if (!obj.is_namespace()) {
         Value m = GetMethod(obj, name);
@@ -409,7 +424,8 @@ Value Interpreter::EvalAttr(const Value& obj, const std::string& name) {
 
 Value Interpreter::EvalIndex(const Value& obj, const Value& key) {
   switch (obj.kind()) {
-    case Value::Kind::kUndefined: FailUndefined(obj);
+    case Value::Kind::kUndefined:
+      FailUndefined(obj);
     case Value::Kind::kObject: {
       if (const Value* v = obj.object().Find(key)) return *v;
       if (key.is_string() && !obj.is_namespace()) return EvalAttr(obj, key.str());
@@ -436,7 +452,8 @@ Value Interpreter::EvalIndex(const Value& obj, const Value& key) {
         return Value::String(obj.str().substr(offs[i], offs[i + 1] - offs[i]));
       }
       break;
-    default: break;
+    default:
+      break;
   }
   if (key.is_string()) return EvalAttr(obj, key.str());
   return Value::Undefined("'" + std::string(obj.TypeName()) + " object' has no element " +
@@ -469,7 +486,8 @@ Value Interpreter::EvalSlice(const Expr& e) {
 
 Value Interpreter::Eval(const Expr& e) {
   switch (e.kind) {
-    case Expr::Kind::kLiteral: return e.literal;
+    case Expr::Kind::kLiteral:
+      return e.literal;
     case Expr::Kind::kName: {
       if (const Value* v = Lookup(e.name)) return *v;
       return Value::Undefined("'" + e.name + "' is undefined");
@@ -485,8 +503,10 @@ Value Interpreter::Eval(const Expr& e) {
       pos_ = e.pos;
       return EvalIndex(obj, key);
     }
-    case Expr::Kind::kSlice: return EvalSlice(e);
-    case Expr::Kind::kCall: return EvalCall(e);
+    case Expr::Kind::kSlice:
+      return EvalSlice(e);
+    case Expr::Kind::kCall:
+      return EvalCall(e);
     case Expr::Kind::kFilter: {
       const Value self = Eval(*e.children[0]);
       CallArgs args;
@@ -509,13 +529,15 @@ Value Interpreter::Eval(const Expr& e) {
       pos_ = e.pos;
       if (v.is_undefined()) FailUndefined(v);
       if (!v.is_number()) {
-        ThrowRuntime("bad operand type for unary " + std::string(e.kind == Expr::Kind::kNeg ? "-" : "+") +
-                     ": '" + std::string(v.TypeName()) + "'");
+        ThrowRuntime("bad operand type for unary " +
+                     std::string(e.kind == Expr::Kind::kNeg ? "-" : "+") + ": '" +
+                     std::string(v.TypeName()) + "'");
       }
       if (e.kind == Expr::Kind::kPos) return v.is_bool() ? Value::Int(v.as_int()) : v;
       return v.is_float() ? Value::Float(-v.as_double()) : Value::Int(-v.as_int());
     }
-    case Expr::Kind::kNot: return Value::Bool(!Eval(*e.children[0]).Truthy());
+    case Expr::Kind::kNot:
+      return Value::Bool(!Eval(*e.children[0]).Truthy());
     case Expr::Kind::kAnd: {
       Value l = Eval(*e.children[0]);
       return l.Truthy() ? Eval(*e.children[1]) : l;

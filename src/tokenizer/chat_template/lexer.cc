@@ -176,8 +176,8 @@ class Lexer {
 
   // Lexes the inside of {{ }} or {% %} starting at `inner`; returns the offset after the tag.
   size_t LexTag(size_t tag, size_t inner, bool is_block, bool* line_starting) {
-    tokens_.push_back(Token{is_block ? Token::Type::kBlockBegin : Token::Type::kVarBegin, "", 0,
-                            0, PosOf(tag)});
+    tokens_.push_back(
+        Token{is_block ? Token::Type::kBlockBegin : Token::Type::kVarBegin, "", 0, 0, PosOf(tag)});
     const char close_char = is_block ? '%' : '}';
     int depth = 0;  // open ( [ {: a closing delimiter inside brackets is an operator
     size_t p = inner;
@@ -188,8 +188,8 @@ class Lexer {
         const bool strip = src_[p] == '-' || src_[p] == '+';
         const size_t q = strip ? p + 1 : p;
         if (q + 1 < src_.size() && src_[q] == close_char && src_[q + 1] == '}') {
-          tokens_.push_back(Token{is_block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, "",
-                                  0, 0, PosOf(p)});
+          tokens_.push_back(
+              Token{is_block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, "", 0, 0, PosOf(p)});
           return AfterTagEnd(q + 2, strip && src_[p] == '-', strip && src_[p] == '+', is_block,
                              line_starting);
         }
@@ -285,18 +285,41 @@ class Lexer {
       const char n = src_[e + 1];
       e += 2;
       switch (n) {
-        case 'n': out.push_back('\n'); break;
-        case 't': out.push_back('\t'); break;
-        case 'r': out.push_back('\r'); break;
-        case '0': out.push_back('\0'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'v': out.push_back('\v'); break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case '\n': break;  // line continuation
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case '0':
+          out.push_back('\0');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\n':
+          break;  // line continuation
         case 'x':
         case 'u':
         case 'U': {

@@ -11,8 +11,8 @@ namespace loom::chat_template {
 namespace {
 
 bool IsPySpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
-         c == '\x1c' || c == '\x1d' || c == '\x1e' || c == '\x1f';
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\x1c' ||
+         c == '\x1d' || c == '\x1e' || c == '\x1f';
 }
 
 using Method = Value (*)(Interpreter&, const Value& self, CallArgs& args);
@@ -35,7 +35,8 @@ bool MatchAffix(const Value& self, const Value& affix, bool prefix) {
     const std::string& s = self.str();
     const std::string& x = a.str();
     if (x.size() > s.size()) return false;
-    return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return prefix ? s.compare(0, x.size(), x) == 0
+                  : s.compare(s.size() - x.size(), x.size(), x) == 0;
   };
   if (affix.is_array()) {
     return std::any_of(affix.array().begin(), affix.array().end(), one);
@@ -118,12 +119,16 @@ int64_t FindSub(const std::string& s, const std::string& sub, bool reverse) {
 
 Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallArgs& a) {
   const std::string& s = self.str();
-  if (name == "strip") return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), true, true));
-  if (name == "lstrip") return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), true, false));
-  if (name == "rstrip") return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), false, true));
+  if (name == "strip")
+    return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), true, true));
+  if (name == "lstrip")
+    return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), true, false));
+  if (name == "rstrip")
+    return Value::String(PyStrip(s, ArgOr(a, 0, "chars", Value::None()), false, true));
   if (name == "split" || name == "rsplit") {
     const Value max = ArgOr(a, 1, "maxsplit", Value::Int(-1));
-    if (name == "rsplit" && max.as_int() >= 0) ThrowRuntime("rsplit with maxsplit is not supported");
+    if (name == "rsplit" && max.as_int() >= 0)
+      ThrowRuntime("rsplit with maxsplit is not supported");
     return StrList(PySplit(s, ArgOr(a, 0, "sep", Value::None()), max.as_int()));
   }
   if (name == "splitlines") return StrList(PySplitLines(s));
@@ -157,7 +162,9 @@ Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallA
     std::string out;
     bool first = true;
     for (const Value& v : Iterate(ArgOr(a, 0, "iterable", {}))) {
-      if (!v.is_string()) ThrowRuntime("sequence item: expected str instance, " + std::string(v.TypeName()) + " found");
+      if (!v.is_string())
+        ThrowRuntime("sequence item: expected str instance, " + std::string(v.TypeName()) +
+                     " found");
       if (!first) out += s;
       first = false;
       out += v.str();
@@ -190,9 +197,8 @@ Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallA
     const size_t hit = name == "partition" ? s.find(sep) : s.rfind(sep);
     Array parts;
     if (hit == std::string::npos) {
-      parts = name == "partition"
-                  ? Array{Value::String(s), Value::String(""), Value::String("")}
-                  : Array{Value::String(""), Value::String(""), Value::String(s)};
+      parts = name == "partition" ? Array{Value::String(s), Value::String(""), Value::String("")}
+                                  : Array{Value::String(""), Value::String(""), Value::String(s)};
     } else {
       parts = {Value::String(s.substr(0, hit)), Value::String(sep),
                Value::String(s.substr(hit + sep.size()))};
@@ -214,7 +220,8 @@ Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallA
     if (name == "ljust") return Value::String(s + rep(pad));
     if (name == "rjust") return Value::String(rep(pad) + s);
     if (name == "zfill") {
-      if (!s.empty() && (s[0] == '-' || s[0] == '+')) return Value::String(s.substr(0, 1) + rep(pad) + s.substr(1));
+      if (!s.empty() && (s[0] == '-' || s[0] == '+'))
+        return Value::String(s.substr(0, 1) + rep(pad) + s.substr(1));
       return Value::String(rep(pad) + s);
     }
     const size_t left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
@@ -224,14 +231,14 @@ Value StrMethod(Interpreter& in, const Value& self, std::string_view name, CallA
 }
 
 constexpr std::string_view kStrMethods[] = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
-    "replace", "upper", "lower", "title", "capitalize", "find", "rfind", "index", "count",
-    "join", "format", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower",
-    "removeprefix", "removesuffix", "partition", "rpartition", "zfill", "center", "ljust",
-    "rjust"};
+    "strip",      "lstrip",  "rstrip",  "split",   "rsplit",       "splitlines",   "startswith",
+    "endswith",   "replace", "upper",   "lower",   "title",        "capitalize",   "find",
+    "rfind",      "index",   "count",   "join",    "format",       "isdigit",      "isalpha",
+    "isalnum",    "isspace", "isupper", "islower", "removeprefix", "removesuffix", "partition",
+    "rpartition", "zfill",   "center",  "ljust",   "rjust"};
 constexpr std::string_view kUnsafeDict[] = {"pop", "popitem", "update", "setdefault", "clear"};
-constexpr std::string_view kUnsafeList[] = {"append", "extend", "insert", "pop", "remove",
-                                            "reverse", "sort", "clear"};
+constexpr std::string_view kUnsafeList[] = {"append", "extend",  "insert", "pop",
+                                            "remove", "reverse", "sort",   "clear"};
 
 template <size_t N>
 bool In(std::string_view name, const std::string_view (&set)[N]) {
@@ -239,12 +246,10 @@ bool In(std::string_view name, const std::string_view (&set)[N]) {
 }
 
 Value Unsafe(std::string_view name, std::string_view type) {
-  const std::string msg =
-      "access to attribute '" + std::string(name) + "' of '" + std::string(type) +
-      "' object is unsafe.";
-  return Value::MakeCallable(std::string(name), [msg](Interpreter&, CallArgs&) -> Value {
-    ThrowRuntime(msg);
-  });
+  const std::string msg = "access to attribute '" + std::string(name) + "' of '" +
+                          std::string(type) + "' object is unsafe.";
+  return Value::MakeCallable(std::string(name),
+                             [msg](Interpreter&, CallArgs&) -> Value { ThrowRuntime(msg); });
 }
 
 }  // namespace
@@ -253,9 +258,8 @@ Value GetMethod(const Value& self, std::string_view name) {
   if (self.is_string()) {
     if (!In(name, kStrMethods)) return Value::Undefined();
     const std::string n(name);
-    return Value::MakeCallable("str." + n, [self, n](Interpreter& in, CallArgs& a) {
-      return StrMethod(in, self, n, a);
-    });
+    return Value::MakeCallable(
+        "str." + n, [self, n](Interpreter& in, CallArgs& a) { return StrMethod(in, self, n, a); });
   }
   if (self.is_object() && !self.is_namespace()) {
     if (name == "get") {
@@ -268,13 +272,14 @@ Value GetMethod(const Value& self, std::string_view name) {
     }
     if (name == "items" || name == "keys" || name == "values") {
       const int which = name == "items" ? 0 : name == "keys" ? 1 : 2;
-      return Value::MakeCallable("dict." + std::string(name), [self, which](Interpreter&, CallArgs&) {
-        Array out;
-        for (const auto& [k, v] : self.object().items) {
-          out.push_back(which == 0 ? Value::MakeTuple({k, v}) : which == 1 ? k : v);
-        }
-        return Value::MakeArray(std::move(out));
-      });
+      return Value::MakeCallable(
+          "dict." + std::string(name), [self, which](Interpreter&, CallArgs&) {
+            Array out;
+            for (const auto& [k, v] : self.object().items) {
+              out.push_back(which == 0 ? Value::MakeTuple({k, v}) : which == 1 ? k : v);
+            }
+            return Value::MakeArray(std::move(out));
+          });
     }
     if (name == "copy") {
       return Bind(self, "dict.copy", [](Interpreter&, const Value& d, CallArgs&) {
@@ -287,17 +292,18 @@ Value GetMethod(const Value& self, std::string_view name) {
   if (self.is_array() && !self.is_generator()) {
     if (name == "index" || name == "count") {
       const bool index = name == "index";
-      return Value::MakeCallable("list." + std::string(name), [self, index](Interpreter&, CallArgs& a) {
-        const Value x = ArgOr(a, 0, "value", {});
-        int64_t n = 0;
-        for (size_t i = 0; i < self.array().size(); ++i) {
-          if (!PyEquals(self.array()[i], x)) continue;
-          if (index) return Value::Int(static_cast<int64_t>(i));
-          ++n;
-        }
-        if (index) ThrowRuntime(ToPyRepr(x) + " is not in list");
-        return Value::Int(n);
-      });
+      return Value::MakeCallable("list." + std::string(name),
+                                 [self, index](Interpreter&, CallArgs& a) {
+                                   const Value x = ArgOr(a, 0, "value", {});
+                                   int64_t n = 0;
+                                   for (size_t i = 0; i < self.array().size(); ++i) {
+                                     if (!PyEquals(self.array()[i], x)) continue;
+                                     if (index) return Value::Int(static_cast<int64_t>(i));
+                                     ++n;
+                                   }
+                                   if (index) ThrowRuntime(ToPyRepr(x) + " is not in list");
+                                   return Value::Int(n);
+                                 });
     }
     if (name == "copy") {
       return Bind(self, "list.copy", [](Interpreter&, const Value& l, CallArgs&) {
@@ -320,7 +326,8 @@ std::string PyStrip(std::string_view s, const Value& chars, bool left, bool righ
     const std::vector<size_t> offs = Utf8Offsets(chars.str());
     auto starts_with_any = [&](size_t at, bool from_end, size_t* len) {
       for (size_t i = 0; i + 1 < offs.size(); ++i) {
-        const std::string_view c = std::string_view(chars.str()).substr(offs[i], offs[i + 1] - offs[i]);
+        const std::string_view c =
+            std::string_view(chars.str()).substr(offs[i], offs[i + 1] - offs[i]);
         if (from_end ? (at >= b + c.size() && s.substr(at - c.size(), c.size()) == c)
                      : (at + c.size() <= e && s.substr(at, c.size()) == c)) {
           *len = c.size();

@@ -68,7 +68,8 @@ Value PercentFormat(const Value& fmt_v, const Value& args_v) {
       key = fmt.substr(j + 1, close - j - 1);
       j = close + 1;
     }
-    while (j < fmt.size() && std::string_view("-+ #0123456789.").find(fmt[j]) != std::string::npos) {
+    while (j < fmt.size() &&
+           std::string_view("-+ #0123456789.").find(fmt[j]) != std::string::npos) {
       spec.push_back(fmt[j++]);
     }
     if (j >= fmt.size()) ThrowRuntime("incomplete format");
@@ -102,7 +103,8 @@ Value PercentFormat(const Value& fmt_v, const Value& args_v) {
       case 'x':
       case 'X':
       case 'o': {
-        if (!arg.is_number()) ThrowRuntime("%" + std::string(1, conv) + " format: a number is required");
+        if (!arg.is_number())
+          ThrowRuntime("%" + std::string(1, conv) + " format: a number is required");
         const long long v = arg.is_float() ? static_cast<long long>(arg.as_double()) : arg.as_int();
         spec += "ll";
         spec.push_back(conv == 'i' ? 'd' : conv);
@@ -116,13 +118,15 @@ Value PercentFormat(const Value& fmt_v, const Value& args_v) {
       case 'E':
       case 'g':
       case 'G': {
-        if (!arg.is_number()) ThrowRuntime("must be real number, not " + std::string(arg.TypeName()));
+        if (!arg.is_number())
+          ThrowRuntime("must be real number, not " + std::string(arg.TypeName()));
         spec.push_back(conv);
         std::snprintf(buf, sizeof(buf), spec.c_str(), arg.as_double());
         out += buf;
         break;
       }
-      default: ThrowRuntime(std::string("unsupported format character '") + conv + "'");
+      default:
+        ThrowRuntime(std::string("unsupported format character '") + conv + "'");
     }
   }
   if (is_tuple && next < args.size()) {
@@ -138,12 +142,23 @@ std::string HtmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\'': out += "&#39;"; break;
-      case '"': out += "&#34;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -151,8 +166,10 @@ std::string HtmlEscape(std::string_view s) {
 
 Array Iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return {};
-    case Value::Kind::kArray: return v.array();
+    case Value::Kind::kUndefined:
+      return {};
+    case Value::Kind::kArray:
+      return v.array();
     case Value::Kind::kObject: {
       Array keys;
       keys.reserve(v.object().items.size());
@@ -168,7 +185,8 @@ Array Iterate(const Value& v) {
       }
       return chars;
     }
-    default: ThrowRuntime("'" + std::string(v.TypeName()) + "' object is not iterable");
+    default:
+      ThrowRuntime("'" + std::string(v.TypeName()) + "' object is not iterable");
   }
 }
 
@@ -228,13 +246,13 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b, const Interp
     if (a.is_string() && b.is_string()) {
       interp.CheckSize(a.str().size() + b.str().size());
       if (a.is_safe() != b.is_safe()) {  // markupsafe: the plain side is escaped
-        return Value::String(a.is_safe() ? a.str() + HtmlEscape(b.str())
-                                         : HtmlEscape(a.str()) + b.str(),
-                             true);
+        return Value::String(
+            a.is_safe() ? a.str() + HtmlEscape(b.str()) : HtmlEscape(a.str()) + b.str(), true);
       }
       return Value::String(a.str() + b.str(), a.is_safe());
     }
     if (a.is_array() && b.is_array() && !a.is_generator() && !b.is_generator()) {
+      interp.CheckSize((a.array().size() + b.array().size()) * sizeof(Value));
       Array out = a.array();
       out.insert(out.end(), b.array().begin(), b.array().end());
       return Value::MakeArray(std::move(out));
@@ -243,8 +261,7 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b, const Interp
       ThrowRuntime("can only concatenate str (not \"" + std::string(b.TypeName()) + "\") to str");
     }
     if (a.is_array() && !b.is_undefined()) {
-      ThrowRuntime("can only concatenate list (not \"" + std::string(b.TypeName()) +
-                   "\") to list");
+      ThrowRuntime("can only concatenate list (not \"" + std::string(b.TypeName()) + "\") to list");
     }
     Unsupported(op, a, b);
   }

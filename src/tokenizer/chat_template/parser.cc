@@ -1,8 +1,9 @@
 #include "tokenizer/chat_template/parser.h"
 
+#include <algorithm>
 #include <initializer_list>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/chat_template/lexer.h"
@@ -11,7 +12,6 @@ namespace loom::chat_template {
 namespace {
 
 using T = Token::Type;
-
 
 class Parser {
  public:
@@ -47,13 +47,19 @@ class Parser {
   }
   std::string Describe(const Token& t) const {
     switch (t.type) {
-      case T::kEof: return "end of template";
-      case T::kBlockEnd: return "end of statement block";
-      case T::kVarEnd: return "end of print statement";
-      case T::kString: return "string";
+      case T::kEof:
+        return "end of template";
+      case T::kBlockEnd:
+        return "end of statement block";
+      case T::kVarEnd:
+        return "end of print statement";
+      case T::kString:
+        return "string";
       case T::kInt:
-      case T::kFloat: return "number";
-      default: return "'" + t.text + "'";
+      case T::kFloat:
+        return "number";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void ExpectOp(std::string_view op) {
@@ -80,6 +86,18 @@ class Parser {
 
   static ExprPtr MakeExpr(Expr::Kind k, SourcePos pos) { return std::make_unique<Expr>(k, pos); }
 
+  // Sets e->height from its children; fails when the tree gets too tall to evaluate safely.
+  ExprPtr Finish(ExprPtr e) {
+    int32_t h = 0;
+    for (const ExprPtr& c : e->children) {
+      if (c) h = std::max(h, c->height);
+    }
+    for (const auto& kv : e->kwargs) h = std::max(h, kv.second->height);
+    e->height = h + 1;
+    if (e->height > kMaxExprHeight) Fail("expression too long or nested too deeply");
+    return e;
+  }
+
   // ----- statements -----
   // Parses nodes until a block tag whose name is in `ends` (left unconsumed: Cur() is that name).
   Body ParseBody(std::initializer_list<std::string_view> ends) {
@@ -100,7 +118,8 @@ class Parser {
         auto n = std::make_unique<Node>(Node::Kind::kOutput, t.pos);
         Advance();
         n->expr = ParseTuple(true);
-        if (Cur().type != T::kVarEnd) Fail("expected end of print statement, got " + Describe(Cur()));
+        if (Cur().type != T::kVarEnd)
+          Fail("expected end of print statement, got " + Describe(Cur()));
         Advance();
         body.push_back(std::move(n));
       } else if (t.type == T::kBlockBegin) {
@@ -348,7 +367,7 @@ class Parser {
     e->name = std::move(op);
     e->children.push_back(std::move(l));
     e->children.push_back(std::move(r));
-    return e;
+    return Finish(std::move(e));
   }
 
   ExprPtr ParseOr() {
@@ -440,7 +459,7 @@ class Parser {
     auto c = MakeExpr(Expr::Kind::kConcat, Cur().pos);
     c->children.push_back(std::move(first));
     while (SkipOp("~")) c->children.push_back(ParseMath2());
-    return c;
+    return Finish(std::move(c));
   }
 
   ExprPtr ParseMath2() {
@@ -555,12 +574,12 @@ class Parser {
           Advance();
           e->children.push_back(std::move(node));
           e->children.push_back(std::move(idx));
-          node = std::move(e);
+          node = Finish(std::move(e));
         } else {
           auto e = MakeExpr(Expr::Kind::kAttr, pos);
           e->name = ExpectName();
           e->children.push_back(std::move(node));
-          node = std::move(e);
+          node = Finish(std::move(e));
         }
       } else if (IsOp("[")) {
         Advance();
@@ -591,12 +610,12 @@ class Parser {
       auto e = MakeExpr(Expr::Kind::kIndex, pos);
       e->children.push_back(std::move(obj));
       e->children.push_back(std::move(parts[0]));
-      return e;
+      return Finish(std::move(e));
     }
     auto e = MakeExpr(Expr::Kind::kSlice, pos);
     e->children.push_back(std::move(obj));
     for (auto& p : parts) e->children.push_back(std::move(p));
-    return e;
+    return Finish(std::move(e));
   }
 
   void ParseCallArgs(Expr* e) {
@@ -622,7 +641,7 @@ class Parser {
     auto e = MakeExpr(Expr::Kind::kCall, callee->pos);
     e->children.push_back(std::move(callee));
     ParseCallArgs(e.get());
-    return e;
+    return Finish(std::move(e));
   }
 
   ExprPtr ParseFilterChain(ExprPtr node) {
@@ -645,7 +664,7 @@ class Parser {
     }
     e->children.push_back(std::move(node));
     if (IsOp("(")) ParseCallArgs(e.get());
-    return e;
+    return Finish(std::move(e));
   }
 
   ExprPtr ParseTest(ExprPtr node) {
@@ -670,7 +689,7 @@ class Parser {
       if (IsName("is")) Fail("You cannot chain multiple tests with is");
       e->children.push_back(ParsePostfix(ParsePrimary()));
     }
-    return e;
+    return Finish(std::move(e));
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {

@@ -11,6 +11,9 @@ namespace loom::chat_template {
 
 // Maximum nesting of blocks and sub-expressions (guards the recursive descent's stack).
 inline constexpr int kMaxParseDepth = 200;
+// Maximum height of an expression tree (long operator/filter/attribute chains such as
+// a + a + ... are parsed iteratively but evaluated recursively).
+inline constexpr int kMaxExprHeight = 1000;
 
 // Parses a template source. Throws TemplateError(kSyntax) with the line/column of the problem.
 Body ParseTemplate(std::string_view source);

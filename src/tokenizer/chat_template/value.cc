@@ -3,8 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
+
+#include "tokenizer/chat_template/error.h"
 
 namespace loom::chat_template {
 namespace {
@@ -77,20 +78,44 @@ void AppendPyStrRepr(std::string_view s, std::string* out) {
   out->push_back(quote);
 }
 
-void AppendRepr(const Value& v, std::string* out, bool top_level_str);
+void AppendRepr(const Value& v, std::string* out, bool top_level_str, int depth = 0);
+
+// Values nested deeper than this (or cyclic, e.g. a namespace holding itself) are rejected by
+// the recursive traversals below instead of overflowing the stack.
+constexpr int kMaxNesting = 512;
+
+[[noreturn]] void FailTooDeep() {
+  throw TemplateError(
+      TemplateError::Kind::kLimit,
+      "value nested deeper than " + std::to_string(kMaxNesting) + " levels (or cyclic)");
+}
 
 void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           AppendHex(out, "\\u", c, 4);
@@ -102,15 +127,24 @@ void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
-void AppendRepr(const Value& v, std::string* out, bool top_level_str) {
+void AppendRepr(const Value& v, std::string* out, bool top_level_str, int depth) {
+  if (depth > kMaxNesting) FailTooDeep();
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       if (!top_level_str) *out += "Undefined";
       return;
-    case Value::Kind::kNone: *out += "None"; return;
-    case Value::Kind::kBool: *out += v.as_bool() ? "True" : "False"; return;
-    case Value::Kind::kInt: *out += std::to_string(v.as_int()); return;
-    case Value::Kind::kFloat: *out += PyFloatRepr(v.as_double()); return;
+    case Value::Kind::kNone:
+      *out += "None";
+      return;
+    case Value::Kind::kBool:
+      *out += v.as_bool() ? "True" : "False";
+      return;
+    case Value::Kind::kInt:
+      *out += std::to_string(v.as_int());
+      return;
+    case Value::Kind::kFloat:
+      *out += PyFloatRepr(v.as_double());
+      return;
     case Value::Kind::kString:
       if (top_level_str) {
         *out += v.str();
@@ -132,7 +166,7 @@ void AppendRepr(const Value& v, std::string* out, bool top_level_str) {
       for (const Value& e : v.array()) {
         if (!first) *out += ", ";
         first = false;
-        AppendRepr(e, out, false);
+        AppendRepr(e, out, false, depth + 1);
       }
       if (v.is_tuple() && v.array().size() == 1) out->push_back(',');
       out->push_back(v.is_tuple() ? ')' : ']');
@@ -145,9 +179,9 @@ void AppendRepr(const Value& v, std::string* out, bool top_level_str) {
       for (const auto& [k, e] : v.object().items) {
         if (!first) *out += ", ";
         first = false;
-        AppendRepr(k, out, false);
+        AppendRepr(k, out, false, depth + 1);
         *out += ": ";
-        AppendRepr(e, out, false);
+        AppendRepr(e, out, false, depth + 1);
       }
       out->push_back('}');
       if (v.is_namespace()) out->push_back('>');
@@ -160,6 +194,10 @@ void AppendRepr(const Value& v, std::string* out, bool top_level_str) {
 }
 
 bool AppendJson(const Value& v, int indent, int depth, std::string* out, std::string* error) {
+  if (depth > kMaxNesting) {
+    *error = "value nested too deeply (or cyclic) for JSON";
+    return false;
+  }
   const auto newline = [&](int d) {
     out->push_back('\n');
     out->append(static_cast<size_t>(indent) * d, ' ');
@@ -168,9 +206,15 @@ bool AppendJson(const Value& v, int indent, int depth, std::string* out, std::st
     case Value::Kind::kUndefined:
       *error = "Object of type Undefined is not JSON serializable";
       return false;
-    case Value::Kind::kNone: *out += "null"; return true;
-    case Value::Kind::kBool: *out += v.as_bool() ? "true" : "false"; return true;
-    case Value::Kind::kInt: *out += std::to_string(v.as_int()); return true;
+    case Value::Kind::kNone:
+      *out += "null";
+      return true;
+    case Value::Kind::kBool:
+      *out += v.as_bool() ? "true" : "false";
+      return true;
+    case Value::Kind::kInt:
+      *out += std::to_string(v.as_int());
+      return true;
     case Value::Kind::kFloat: {
       const double d = v.as_double();
       if (std::isnan(d)) {
@@ -182,7 +226,9 @@ bool AppendJson(const Value& v, int indent, int depth, std::string* out, std::st
       }
       return true;
     }
-    case Value::Kind::kString: AppendJsonString(v.str(), out); return true;
+    case Value::Kind::kString:
+      AppendJsonString(v.str(), out);
+      return true;
     case Value::Kind::kArray: {
       if (v.is_generator()) {
         *error = "Object of type generator is not JSON serializable";
@@ -248,10 +294,18 @@ bool AppendJson(const Value& v, int indent, int depth, std::string* out, std::st
 }
 
 template <typename J>
-bool FromJsonImpl(const J& j, Value* out, std::string* error, std::string* path) {
+bool FromJsonImpl(const J& j, Value* out, std::string* error, std::string* path, int depth = 0) {
+  if (depth > kMaxNesting) {
+    *error = "JSON nested deeper than " + std::to_string(kMaxNesting) + " levels at " + *path;
+    return false;
+  }
   switch (j.type()) {
-    case nlohmann::json::value_t::null: *out = Value::None(); return true;
-    case nlohmann::json::value_t::boolean: *out = Value::Bool(j.template get<bool>()); return true;
+    case nlohmann::json::value_t::null:
+      *out = Value::None();
+      return true;
+    case nlohmann::json::value_t::boolean:
+      *out = Value::Bool(j.template get<bool>());
+      return true;
     case nlohmann::json::value_t::number_integer:
       *out = Value::Int(j.template get<int64_t>());
       return true;
@@ -282,7 +336,7 @@ bool FromJsonImpl(const J& j, Value* out, std::string* error, std::string* path)
       for (size_t i = 0; i < j.size(); ++i) {
         *path += "[" + std::to_string(i) + "]";
         Value e;
-        if (!FromJsonImpl(j[i], &e, error, path)) return false;
+        if (!FromJsonImpl(j[i], &e, error, path, depth + 1)) return false;
         path->resize(len);
         arr.push_back(std::move(e));
       }
@@ -296,12 +350,13 @@ bool FromJsonImpl(const J& j, Value* out, std::string* error, std::string* path)
       for (auto it = j.begin(); it != j.end(); ++it) {
         const size_t bad = FindInvalidUtf8(it.key());
         if (bad != std::string::npos) {
-          *error = "invalid UTF-8 in a key of " + (path->empty() ? std::string("the context") : *path);
+          *error =
+              "invalid UTF-8 in a key of " + (path->empty() ? std::string("the context") : *path);
           return false;
         }
         *path += (path->empty() ? "" : ".") + it.key();
         Value e;
-        if (!FromJsonImpl(it.value(), &e, error, path)) return false;
+        if (!FromJsonImpl(it.value(), &e, error, path, depth + 1)) return false;
         path->resize(len);
         obj.items.emplace_back(Value::String(it.key()), std::move(e));
       }
@@ -343,7 +398,7 @@ void Object::Set(Value key, Value value) {
 
 Value Value::MakeArray(Array items, bool generator) {
   Value v(Kind::kArray);
-  v.arr_ = std::make_shared<Array>(std::move(items));
+  v.ptr_ = std::make_shared<Array>(std::move(items));
   v.flag_ = generator;
   return v;
 }
@@ -356,13 +411,13 @@ Value Value::MakeTuple(Array items) {
 
 Value Value::MakeObject(Object obj) {
   Value v(Kind::kObject);
-  v.obj_ = std::make_shared<Object>(std::move(obj));
+  v.ptr_ = std::make_shared<Object>(std::move(obj));
   return v;
 }
 
 Value Value::MakeCallable(std::string name, NativeFn fn) {
   Value v(Kind::kCallable);
-  v.fn_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
+  v.ptr_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
   return v;
 }
 
@@ -379,29 +434,45 @@ bool Value::FromJson(const nlohmann::json& j, Value* out, std::string* error) {
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
+    case Kind::kNone:
+      return false;
     case Kind::kBool:
-    case Kind::kInt: return int_ != 0;
-    case Kind::kFloat: return float_ != 0;
-    case Kind::kString: return !str_.empty();
-    case Kind::kArray: return is_generator() || !arr_->empty();
-    case Kind::kObject: return is_namespace() || !obj_->items.empty();
-    case Kind::kCallable: return true;
+    case Kind::kInt:
+      return int_ != 0;
+    case Kind::kFloat:
+      return float_ != 0;
+    case Kind::kString:
+      return !str_.empty();
+    case Kind::kArray:
+      return is_generator() || !array().empty();
+    case Kind::kObject:
+      return is_namespace() || !object().items.empty();
+    case Kind::kCallable:
+      return true;
   }
   return false;
 }
 
 std::string_view Value::TypeName() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return flag_ ? "Markup" : "str";
-    case Kind::kArray: return flag_ == 1 ? "generator" : flag_ == 2 ? "tuple" : "list";
-    case Kind::kObject: return is_namespace() ? "Namespace" : "dict";
-    case Kind::kCallable: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return flag_ ? "Markup" : "str";
+    case Kind::kArray:
+      return flag_ == 1 ? "generator" : flag_ == 2 ? "tuple" : "list";
+    case Kind::kObject:
+      return is_namespace() ? "Namespace" : "dict";
+    case Kind::kCallable:
+      return "function";
   }
   return "?";
 }
@@ -458,7 +529,15 @@ bool ToJsonText(const Value& v, int indent, std::string* out, std::string* error
   return AppendJson(v, indent, 0, out, error);
 }
 
-bool PyEquals(const Value& a, const Value& b) {
+namespace {
+bool PyEqualsImpl(const Value& a, const Value& b, int depth);
+}  // namespace
+
+bool PyEquals(const Value& a, const Value& b) { return PyEqualsImpl(a, b, 0); }
+
+namespace {
+bool PyEqualsImpl(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxNesting) FailTooDeep();
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -466,15 +545,17 @@ bool PyEquals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kString: return a.str() == b.str();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.str() == b.str();
     case Value::Kind::kArray: {
       if (a.is_generator() || b.is_generator()) return &a.array() == &b.array();
       const Array& x = a.array();
       const Array& y = b.array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!PyEquals(x[i], y[i])) return false;
+        if (!PyEqualsImpl(x[i], y[i], depth + 1)) return false;
       }
       return true;
     }
@@ -485,14 +566,17 @@ bool PyEquals(const Value& a, const Value& b) {
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* other = y.Find(k);
-        if (other == nullptr || !PyEquals(v, *other)) return false;
+        if (other == nullptr || !PyEqualsImpl(v, *other, depth + 1)) return false;
       }
       return true;
     }
-    case Value::Kind::kCallable: return &a.callable() == &b.callable();
-    default: return false;
+    case Value::Kind::kCallable:
+      return &a.callable() == &b.callable();
+    default:
+      return false;
   }
 }
+}  // namespace
 
 size_t Utf8Length(std::string_view s) {
   size_t n = 0;

@@ -6,12 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace loom::chat_template {
 
@@ -114,15 +113,15 @@ class Value {
   bool is_safe() const { return kind_ == Kind::kString && flag_ != 0; }  // markupsafe.Markup
   bool is_generator() const { return kind_ == Kind::kArray && flag_ == 1; }
   bool is_tuple() const { return kind_ == Kind::kArray && flag_ == 2; }
-  bool is_namespace() const { return kind_ == Kind::kObject && obj_->is_namespace; }
+  bool is_namespace() const { return kind_ == Kind::kObject && object().is_namespace; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }  // valid for kInt and kBool
   double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
   const std::string& str() const { return str_; }  // kString; kUndefined: the name hint
-  Array& array() const { return *arr_; }
-  Object& object() const { return *obj_; }
-  const Callable& callable() const { return *fn_; }
+  Array& array() const { return *static_cast<Array*>(ptr_.get()); }
+  Object& object() const { return *static_cast<Object*>(ptr_.get()); }
+  const Callable& callable() const { return *static_cast<const Callable*>(ptr_.get()); }
 
   // Python truthiness.
   bool Truthy() const;
@@ -134,12 +133,12 @@ class Value {
 
   Kind kind_ = Kind::kUndefined;
   uint8_t flag_ = 0;  // kString: 1 = safe (Markup); kArray: 1 = generator, 2 = tuple
-  int64_t int_ = 0;
-  double float_ = 0;
-  std::string str_;
-  std::shared_ptr<Array> arr_;
-  std::shared_ptr<Object> obj_;
-  std::shared_ptr<Callable> fn_;
+  union {
+    int64_t int_ = 0;  // kBool, kInt
+    double float_;     // kFloat
+  };
+  std::string str_;            // kString; kUndefined: a hint for the error message
+  std::shared_ptr<void> ptr_;  // kArray: Array, kObject: Object, kCallable: Callable
 };
 
 // Python str(v) (jinja2 soft_str): None → "None", True → "True", lists/dicts as Python repr,
