@@ -1,0 +1,220 @@
+// `loom serve [MODEL]`: the OpenAI- and Anthropic-compatible HTTP server (server/). Flags follow
+// FEATURES.md F1/F2 and mlx_lm.server's names. SIGINT / SIGTERM stop it gracefully: new requests
+// get 503, in-flight ones get --shutdown-grace seconds, then end with an error event; exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "base/logging.h"
+#include "base/mapped_file.h"
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "server/http_server.h"
+#include "server/server_context.h"
+#ifdef LOOM_HAVE_TOKENIZER
+#include "server/tokenizer_codec.h"
+#include "tokenizer/chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#endif
+
+namespace loom {
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signal_count{0};
+
+// Async-signal-safe: the first signal wakes the watcher; a second one exits at once.
+void OnSignal(int sig) {
+  if (g_signal_count.fetch_add(1) > 0) ::_exit(130);
+  char c = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+struct ServeFlags {
+  ModelFlags model;
+  ServerOptions server;
+  double max_body_mb = 32;
+  std::string thinking;  // "", "true", "false"
+  bool no_open = false;
+  bool no_chat_page = false;
+};
+
+#ifdef LOOM_HAVE_TOKENIZER
+// The chat template: the session's, else --chat-template FILE, else the model directory's
+// (chat_template.jinja / tokenizer_config.json), else none (chat routes answer 400).
+StatusOr<std::shared_ptr<const ChatTemplate>> ResolveChatTemplate(const Session& s) {
+  if (s.chat_template) return s.chat_template;
+  namespace fs = std::filesystem;
+  std::string source;
+  if (!s.flags.chat_template.empty()) {
+    ASSIGN_OR_RETURN(source, ReadFileToString(s.flags.chat_template));
+  } else if (fs::is_directory(s.model_path)) {
+    std::string config_path = s.model_path + "/tokenizer_config.json";
+    std::string jinja = s.model_path + "/chat_template.jinja";
+    std::string config;
+    if (fs::exists(config_path)) {
+      ASSIGN_OR_RETURN(config, ReadFileToString(config_path));
+    }
+    StatusOr<LoadedChatTemplate> loaded =
+        LoadChatTemplate(config, fs::exists(jinja) ? jinja : std::string());
+    if (!loaded.ok()) {
+      if (loaded.status().code() == StatusCode::kNotFound) return std::shared_ptr<const ChatTemplate>();
+      return loaded.status();
+    }
+    source = loaded->source;
+  } else {
+    return std::shared_ptr<const ChatTemplate>();
+  }
+  StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("chat template: " + std::string(parsed.status().message()));
+  }
+  return std::make_shared<const ChatTemplate>(*std::move(parsed));
+}
+#endif
+
+void RunServe(ServeFlags& f) {
+  f.server.max_body_bytes = static_cast<int64_t>(f.max_body_mb * (1 << 20));
+  if (!f.thinking.empty()) f.server.defaults.enable_thinking = f.thinking == "true";
+  f.server.chat_page = !f.no_chat_page;
+  if (Status s = f.server.Validate(); !s.ok()) Fail(std::string(s.message()));
+
+  // Signals go to the watcher thread only: block them before any thread starts.
+  // Signals: a handler writes to a pipe the watcher thread reads. (sigwait would need the signals
+  // blocked in every thread, and OpenBLAS starts its threads before main.) Installing handlers
+  // also undoes the SIG_IGN a shell gives background jobs for SIGINT.
+  if (::pipe(g_signal_pipe) != 0) Fail("cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto session_or = OpenSession(f.model);
+  if (!session_or.ok()) Fail(std::string(session_or.status().message()));
+  Session& s = **session_or;
+
+  auto ctx = std::make_unique<ServerContext>();
+  ctx->options = f.server;
+  std::unique_ptr<TextCodec> codec;
+#ifdef LOOM_HAVE_TOKENIZER
+  if (s.tokenizer) {
+    auto tpl = ResolveChatTemplate(s);
+    if (!tpl.ok()) Fail(std::string(tpl.status().message()));
+    codec = std::make_unique<TokenizerCodec>(s.tokenizer, *tpl);
+  }
+#endif
+  ctx->codec = codec.get();
+  ctx->engine = s.engine.get();
+  const ModelConfig& cfg = s.model->config();
+  ctx->model.name = s.model_name;
+  ctx->model.path = s.model_path;
+  ctx->model.arch = cfg.arch;
+  ctx->model.max_model_len = s.engine->max_model_len();
+  ctx->model.block_size = s.flags.block_size;
+  ctx->model.num_kv_blocks = s.num_kv_blocks;
+  ctx->model.bytes_per_token_kv = static_cast<int64_t>(s.kv_bytes_per_token);
+  ctx->model.weights_bytes = s.engine->config().model_bytes;
+  ctx->model.kv_dtype = s.engine->config().kv_dtype;
+  ctx->model.batch = s.flags.batch;
+
+  HttpServer server(ctx.get());
+  if (Status st = server.Bind(); !st.ok()) Fail(std::string(st.message()));
+  s.engine->Start();
+
+  std::string url = "http://" + f.server.host + ":" + std::to_string(server.port());
+  std::fprintf(stderr,
+               "loom serve ready\n"
+               "  model     %s (%s, %s)\n"
+               "  context   %d tokens; KV %d blocks x %d = %lld tokens (%s)\n"
+               "  batch     %d rows, %d tokens/step; http threads %d\n"
+               "  tokenizer %s; chat template %s\n"
+               "  load      %.2f s\n"
+               "  url       %s  (chat page %s/#/chat)\n",
+               s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
+               ctx->model.max_model_len, s.num_kv_blocks, s.flags.block_size,
+               static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
+               ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
+               f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
+               codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
+               s.load_seconds, url.c_str(), url.c_str());
+  std::fflush(stderr);
+  if (!f.no_open && ::isatty(STDOUT_FILENO) && f.server.chat_page) {
+    std::string cmd = "xdg-open '" + url + "/#/chat' >/dev/null 2>&1 &";
+    if (std::system(cmd.c_str()) != 0) {
+      LOG(INFO) << "could not open a browser";
+    }
+  }
+
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(f.server.shutdown_grace_s * 1000));
+  std::thread watcher([&server, grace] {
+    char sig = 0;
+    while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    LOG(INFO) << "signal " << static_cast<int>(sig) << ": shutting down (grace " << grace.count()
+              << " ms; a second signal exits at once)";
+    server.Shutdown(grace);
+  });
+  server.Serve();
+  watcher.join();
+  s.engine->Shutdown();
+  LOG(INFO) << "loom serve stopped";
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& root) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "serve", "serve a model over OpenAI- and Anthropic-compatible HTTP APIs");
+  f->model.Add(cmd);
+  ServerOptions& o = f->server;
+  cmd->add_option("--host", o.host, "interface to bind (0.0.0.0 exposes it on your network)")
+      ->capture_default_str();
+  cmd->add_option("--port", o.port, "listen port (refuses to start when taken)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", o.api_key,
+                  "require 'Authorization: Bearer KEY' (or x-api-key) on API routes");
+  cmd->add_option("--http-threads", o.http_threads,
+                  "HTTP worker threads = max concurrent connections/streams")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--max-body-mb", f->max_body_mb, "request body cap in MiB (413 above)")
+      ->check(CLI::Range(0.01, 4096.0))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", o.shutdown_grace_s,
+                  "seconds in-flight requests get after SIGINT/SIGTERM")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", o.defaults.max_tokens,
+                  "max_tokens when a request omits it (0 = until the context is full)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--temp,--temperature", o.defaults.temperature,
+                  "default sampling temperature")
+      ->check(CLI::Range(0.0, 2.0))
+      ->capture_default_str();
+  cmd->add_option("--top-p", o.defaults.top_p, "default nucleus sampling mass")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--top-k", o.defaults.top_k, "default top-k (0 = off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--thinking", f->thinking,
+                  "default enable_thinking for chat templates (a request's "
+                  "chat_template_kwargs / reasoning_effort wins)")
+      ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_flag("--no-open", f->no_open, "do not open the chat page in a browser");
+  cmd->add_flag("--no-chat-page", f->no_chat_page, "do not serve the chat page at /");
+  o.defaults.max_tokens = 512;
+  cmd->callback([f] { RunServe(*f); });
+}
+
+}  // namespace loom

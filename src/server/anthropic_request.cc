@@ -1,0 +1,155 @@
+#include "server/anthropic_request.h"
+
+#include "server/json_fields.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+Status Unsupported(std::string* param, const std::string& field, const std::string& what) {
+  *param = field;
+  return InvalidArgumentError(field + ": " + what + " is not supported yet by loom");
+}
+
+Status Fail(std::string* param, const std::string& field, const std::string& message) {
+  *param = field;
+  return InvalidArgumentError(message);
+}
+
+// Text of Anthropic content: a string or an array of blocks.
+Status BlocksText(const json& content, const std::string& name, std::string* param,
+                  std::string* text) {
+  if (content.is_string()) {
+    *text = content.get<std::string>();
+    return OkStatus();
+  }
+  if (!content.is_array()) {
+    return Fail(param, name, name + " must be a string or an array of content blocks, got " +
+                                 JsonTypeName(content));
+  }
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& b = content[j];
+    std::string bname = name + "[" + std::to_string(j) + "]";
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
+      return Fail(param, bname, bname + " must be an object with a string \"type\"");
+    }
+    std::string type = b["type"].get<std::string>();
+    if (type == "text") {
+      if (!b.contains("text") || !b["text"].is_string()) {
+        return Fail(param, bname + ".text", bname + ".text must be a string");
+      }
+      text->append(b["text"].get<std::string>());
+    } else if (type == "image" || type == "document") {
+      return Unsupported(param, bname, "\"" + type + "\" content blocks");
+    } else if (type == "tool_use" || type == "tool_result" || type == "server_tool_use") {
+      return Unsupported(param, bname, "\"" + type + "\" content blocks (tool use)");
+    } else if (type == "thinking" || type == "redacted_thinking") {
+      continue;  // earlier turns' reasoning is dropped, as templates do
+    } else {
+      return Fail(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
+                                                 const RequestDefaults& d, std::string* param,
+                                                 bool for_count_tokens) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+  GenerationRequest out;
+  out.kind = ApiKind::kMessages;
+  JsonFields f(j, param);
+  SamplingParams& p = out.params;
+  RETURN_IF_ERROR(f.String("model", &out.model));
+  p.temperature = d.temperature;
+  p.top_p = d.top_p;
+  p.top_k = d.top_k;
+  RETURN_IF_ERROR(f.Number("temperature", 0.0, 1.0, &p.temperature));
+  RETURN_IF_ERROR(f.Number("top_p", 0.0, 1.0, &p.top_p));
+  if (p.top_p <= 0.0f) return f.Error("top_p", "top_p must be in (0, 1], got 0");
+  RETURN_IF_ERROR(f.Int("top_k", 0, 1 << 20, &p.top_k));
+  bool has_max = false;
+  RETURN_IF_ERROR(f.Int("max_tokens", 1, int64_t{1} << 24, &p.max_tokens, &has_max));
+  if (!has_max) {
+    if (!for_count_tokens) return f.Error("max_tokens", "max_tokens is required");
+    p.max_tokens = 1;
+  }
+  out.max_tokens_set = true;
+  RETURN_IF_ERROR(f.Bool("stream", &out.stream));
+  if (const json* v = f.Find("stop_sequences")) {
+    if (!v->is_array()) {
+      return f.Error("stop_sequences", "stop_sequences must be an array of strings, got " +
+                                           JsonTypeName(*v));
+    }
+    if (static_cast<int>(v->size()) > d.max_stop_strings) {
+      return f.Error("stop_sequences", "stop_sequences has too many entries (at most " +
+                                           std::to_string(d.max_stop_strings) + ")");
+    }
+    for (size_t i = 0; i < v->size(); ++i) {
+      std::string name = "stop_sequences[" + std::to_string(i) + "]";
+      if (!(*v)[i].is_string() || (*v)[i].get<std::string>().empty()) {
+        return f.Error(name, name + " must be a non-empty string");
+      }
+      out.stop.push_back((*v)[i].get<std::string>());
+    }
+  }
+  if (const json* v = f.Find("tools")) {
+    if (!v->is_array() || !v->empty()) return Unsupported(param, "tools", "tools");
+  }
+  if (f.Find("tool_choice") != nullptr) return Unsupported(param, "tool_choice", "tool_choice");
+  if (const json* v = f.Find("thinking")) {
+    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string()) {
+      return f.Error("thinking", "thinking must be an object with a string \"type\"");
+    }
+    std::string type = (*v)["type"].get<std::string>();
+    if (type != "enabled" && type != "disabled") {
+      return f.Error("thinking.type", "thinking.type must be \"enabled\" or \"disabled\"");
+    }
+    out.template_kwargs["enable_thinking"] = type == "enabled";
+  } else if (d.enable_thinking.has_value()) {
+    out.template_kwargs["enable_thinking"] = *d.enable_thinking;
+  }
+  if (const json* v = f.Find("system")) {
+    std::string text;
+    RETURN_IF_ERROR(BlocksText(*v, "system", param, &text));
+    if (!text.empty()) out.messages.push_back(ordered_json{{"role", "system"}, {"content", text}});
+  }
+  const json* msgs = f.Find("messages");
+  if (msgs == nullptr) return f.Error("messages", "messages is required");
+  if (!msgs->is_array()) {
+    return f.Error("messages", "messages must be an array, got " + JsonTypeName(*msgs));
+  }
+  if (msgs->empty()) return f.Error("messages", "messages must not be empty");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    std::string name = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Fail(param, name, name + " must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) {
+      return Fail(param, name + ".role", name + ".role is required and must be a string");
+    }
+    std::string role = m["role"].get<std::string>();
+    if (role != "user" && role != "assistant") {
+      return Fail(param, name + ".role",
+                  name + ".role \"" + role + "\" is unknown; expected user or assistant "
+                  "(put system prompts in the top-level system field)");
+    }
+    if (!m.contains("content") || m["content"].is_null()) {
+      return Fail(param, name + ".content", name + ".content is required");
+    }
+    std::string text;
+    RETURN_IF_ERROR(BlocksText(m["content"], name + ".content", param, &text));
+    if (text.empty() && role == "user") {
+      return Fail(param, name + ".content", name + ".content must not be empty");
+    }
+    out.messages.push_back(ordered_json{{"role", role}, {"content", text}});
+  }
+  // A trailing assistant message is a prefill: the reply continues it.
+  if (out.messages.back()["role"] == "assistant") out.add_generation_prompt = false;
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,174 @@
+#include "server/generation.h"
+
+#include "base/check.h"
+
+namespace loom {
+
+Generation::Generation(ServerContext* ctx, const GenerationRequest& request,
+                       std::vector<TokenId> prompt)
+    : ctx_(ctx),
+      want_logprobs_(request.logprobs),
+      prompt_(std::move(prompt)),
+      start_(std::chrono::steady_clock::now()) {}
+
+StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
+                                                        const GenerationRequest& request,
+                                                        std::vector<TokenId> prompt) {
+  CHECK(ctx->engine != nullptr);
+  if (prompt.empty()) return InvalidArgumentError("the prompt is empty after tokenization");
+  const int context = ctx->engine->max_model_len();
+  const int num_prompt = static_cast<int>(prompt.size());
+  if (num_prompt >= context) {
+    return OutOfRangeError("the prompt has " + std::to_string(num_prompt) +
+                           " tokens but the context length is " + std::to_string(context) +
+                           "; shorten the prompt");
+  }
+  SamplingParams params = request.params;
+  if (!request.max_tokens_set || params.max_tokens <= 0) {
+    params.max_tokens = context - num_prompt;
+  } else if (num_prompt + params.max_tokens > context) {
+    return OutOfRangeError("max_tokens (" + std::to_string(params.max_tokens) + ") + the prompt (" +
+                           std::to_string(num_prompt) + " tokens) exceed the context length " +
+                           std::to_string(context) + "; lower max_tokens or shorten the prompt");
+  }
+  if (params.min_tokens > params.max_tokens) params.min_tokens = params.max_tokens;
+  auto gen = std::unique_ptr<Generation>(new Generation(ctx, request, std::move(prompt)));
+  for (int i = 0; i < request.n; ++i) {
+    Request r;
+    r.prompt = gen->prompt_;
+    r.params = params;
+    // n > 1 with a seed: each choice gets its own stream of randomness, reproducibly.
+    if (params.seed.has_value() && i > 0) r.params.seed = *params.seed + static_cast<uint64_t>(i);
+    StatusOr<RequestHandle> handle = ctx->engine->Submit(std::move(r));
+    if (!handle.ok()) return handle.status();  // ~Generation aborts the ones already queued
+    auto choice = std::make_unique<Choice>(request.stop);
+    choice->handle = *std::move(handle);
+    if (ctx->codec != nullptr) {
+      choice->detok = std::make_unique<StreamDetokenizer>(ctx->codec, gen->prompt_);
+    }
+    gen->choices_.push_back(std::move(choice));
+  }
+  ctx->metrics.StreamStarted();
+  return gen;
+}
+
+Generation::~Generation() {
+  Abort();
+  if (choices_.empty()) return;
+  if (!metrics_done_) {
+    ctx_->metrics.AddTokens(num_prompt_tokens() * static_cast<int64_t>(choices_.size()),
+                            completion_tokens_);
+  }
+  ctx_->metrics.StreamFinished();
+}
+
+void Generation::Abort() {
+  for (auto& c : choices_) {
+    if (!c->finished) {
+      ctx_->engine->Abort(c->handle.id);
+      c->finished = true;
+    }
+  }
+}
+
+bool Generation::done() const {
+  for (const auto& c : choices_) {
+    if (!c->finished) return false;
+  }
+  return true;
+}
+
+ChoiceDelta Generation::Consume(int index, StreamChunk chunk) {
+  Choice& c = *choices_[index];
+  ChoiceDelta d;
+  d.index = index;
+  cached_tokens_ = std::max(cached_tokens_, chunk.num_cached_tokens);
+  auto now = std::chrono::steady_clock::now();
+  if (!chunk.tokens.empty()) {
+    if (!first_token_seen_) {
+      first_token_seen_ = true;
+      ctx_->metrics.ObserveTtft(std::chrono::duration<double>(now - start_).count());
+    } else {
+      double gap = std::chrono::duration<double>(now - last_token_).count();
+      ctx_->metrics.ObserveInterToken(gap / static_cast<double>(chunk.tokens.size()));
+    }
+    last_token_ = now;
+  }
+  for (const TokenOutput& t : chunk.tokens) {
+    if (c.stop.stopped()) break;
+    ++d.num_tokens;
+    ++completion_tokens_;
+    std::string piece;
+    if (c.detok) piece = c.detok->Add(t.token);
+    StopMatcher::Result r = c.stop.Add(piece);
+    d.text += r.text;
+    if (want_logprobs_) {
+      LogprobEntry e;
+      e.token = t.token;
+      if (ctx_->codec != nullptr) e.text = ctx_->codec->TokenText(t.token);
+      e.logprob = t.logprob;
+      for (const TokenLogprob& alt : t.top_logprobs) {
+        e.top.emplace_back(ctx_->codec != nullptr ? ctx_->codec->TokenText(alt.token) : "",
+                           alt.logprob);
+      }
+      d.logprobs.push_back(std::move(e));
+    }
+    if (r.stop.has_value()) {
+      d.finish_reason = "stop";
+      d.stop_string = r.stop;
+      ctx_->engine->Abort(c.handle.id);
+      c.finished = true;
+      break;
+    }
+  }
+  if (!c.finished && chunk.finish_reason.has_value()) {
+    if (c.detok) d.text += c.stop.Add(c.detok->Flush()).text;
+    if (!c.stop.stopped()) d.text += c.stop.Flush();
+    c.finished = true;
+    switch (*chunk.finish_reason) {
+      case FinishReason::kStop:
+        d.finish_reason = "stop";
+        d.stop_token = chunk.stop_token;
+        break;
+      case FinishReason::kLength:
+        d.finish_reason = "length";
+        break;
+      case FinishReason::kAbort:
+        d.finish_reason = "abort";
+        d.error = AbortedError("the request was aborted (server shutting down)");
+        break;
+      case FinishReason::kError:
+        d.finish_reason = "error";
+        d.error = chunk.error.ok() ? InternalError("generation failed") : chunk.error;
+        break;
+    }
+    if (c.stop.stopped() && !d.stop_string.has_value()) d.finish_reason = "stop";
+  }
+  if (d.finish_reason.has_value() && done() && !metrics_done_) {
+    metrics_done_ = true;
+    ctx_->metrics.AddTokens(num_prompt_tokens() * static_cast<int64_t>(choices_.size()),
+                            completion_tokens_);
+    ctx_->metrics.ObserveEndToEnd(std::chrono::duration<double>(now - start_).count());
+  }
+  return d;
+}
+
+std::vector<ChoiceDelta> Generation::Poll(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceDelta> out;
+  for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
+    if (choices_[i]->finished) continue;
+    if (auto chunk = choices_[i]->handle.stream->TryPop()) out.push_back(Consume(i, *std::move(chunk)));
+  }
+  if (!out.empty() || done()) return out;
+  // Nothing ready: block on the first unfinished choice (the others are picked up next call).
+  for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
+    if (choices_[i]->finished) continue;
+    if (auto chunk = choices_[i]->handle.stream->Pop(timeout)) {
+      out.push_back(Consume(i, *std::move(chunk)));
+    }
+    break;
+  }
+  return out;
+}
+
+}  // namespace loom

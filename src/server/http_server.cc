@@ -1,0 +1,202 @@
+#include "server/http_server.h"
+
+#include <atomic>
+#include <thread>
+
+#include <httplib.h>
+
+#include "base/logging.h"
+#include "server/route_util.h"
+#include "server/routes.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::ordered_json;
+
+ApiFlavor FlavorOf(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAi;
+}
+
+bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
+
+// Routes that exist, by method, for 405 answers.
+const char* const kPostRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                   "/v1/messages/count_tokens", "/tokenize", "/detokenize"};
+const char* const kGetRoutes[] = {"/v1/models", "/health", "/stats", "/metrics", "/"};
+
+}  // namespace
+
+Status ServerOptions::Validate() const {
+  if (port < 0 || port > 65535) return InvalidArgumentError("--port must be in [0, 65535]");
+  if (http_threads < 1 || http_threads > 65536) {
+    return InvalidArgumentError("--http-threads must be in [1, 65536]");
+  }
+  if (max_body_bytes < 1024) return InvalidArgumentError("--max-body-mb is too small");
+  if (shutdown_grace_s < 0) return InvalidArgumentError("--shutdown-grace must be >= 0");
+  if (defaults.max_tokens < 0) return InvalidArgumentError("--max-tokens must be >= 0");
+  if (defaults.temperature < 0 || defaults.temperature > 2) {
+    return InvalidArgumentError("--temp must be in [0, 2]");
+  }
+  if (!(defaults.top_p > 0 && defaults.top_p <= 1)) {
+    return InvalidArgumentError("--top-p must be in (0, 1]");
+  }
+  if (defaults.top_k < 0) return InvalidArgumentError("--top-k must be >= 0");
+  return OkStatus();
+}
+
+HttpServer::HttpServer(ServerContext* ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+  Configure();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::Configure() {
+  httplib::Server& s = *server_;
+  const int threads = ctx_->options.http_threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_payload_max_length(static_cast<size_t>(ctx_->options.max_body_bytes));
+  s.set_keep_alive_max_count(1000);
+  s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);
+  s.set_read_timeout(60);
+  s.set_write_timeout(60);
+  s.set_default_headers({{"Access-Control-Allow-Origin", "*"},
+                         {"Access-Control-Expose-Headers", "x-request-id"}});
+
+  auto next_id = std::make_shared<std::atomic<uint64_t>>(1);
+  ServerContext* ctx = ctx_;
+  s.set_pre_routing_handler([ctx, next_id](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("x-request-id", "req-" + std::to_string(next_id->fetch_add(1)));
+    if (req.method == "OPTIONS") {  // CORS preflight
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     req.has_header("Access-Control-Request-Headers")
+                         ? req.get_header_value("Access-Control-Request-Headers")
+                         : "Content-Type, Authorization, x-api-key, anthropic-version");
+      res.set_header("Access-Control-Max-Age", "86400");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string& key = ctx->options.api_key;
+    if (!key.empty() && !IsPublic(req.path)) {
+      std::string auth = req.get_header_value("Authorization");
+      bool ok = auth == "Bearer " + key || req.get_header_value("x-api-key") == key;
+      if (!ok) {
+        ApiError e;
+        e.http_status = 401;
+        e.code = "invalid_api_key";
+        e.message = auth.empty() && !req.has_header("x-api-key")
+                        ? "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'"
+                        : "invalid API key";
+        SendError(res, FlavorOf(req.path), e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (req.method == "POST") {
+      std::string type = req.get_header_value("Content-Type");
+      // curl -d sends application/x-www-form-urlencoded; accept it (the body is parsed as JSON
+      // anyway) so the common `curl -d '{...}'` works, as it does with llama.cpp.
+      if (!type.empty() && type.find("application/json") == std::string::npos &&
+          type.find("text/plain") == std::string::npos &&
+          type.find("application/x-www-form-urlencoded") == std::string::npos) {
+        ApiError e;
+        e.http_status = 415;
+        e.message = "Content-Type must be application/json, got '" + type + "'";
+        SendError(res, FlavorOf(req.path), e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  RegisterOpenAiRoutes(s, ctx_);
+  RegisterAnthropicRoutes(s, ctx_);
+  RegisterOpsRoutes(s, ctx_);
+  if (ctx_->options.chat_page) RegisterChatPage(s);
+  auto method_not_allowed = [](const char* allowed) {
+    return [allowed](const httplib::Request& req, httplib::Response& res) {
+      ApiError e;
+      e.http_status = 405;
+      e.message = req.method + " " + req.path + " is not allowed; use " + allowed;
+      res.set_header("Allow", allowed);
+      SendError(res, FlavorOf(req.path), e);
+    };
+  };
+  for (const char* path : kPostRoutes) s.Get(path, method_not_allowed("POST"));
+  for (const char* path : kGetRoutes) s.Post(path, method_not_allowed("GET"));
+
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a route already wrote its error
+    ApiError e;
+    e.http_status = res.status;
+    if (res.status == 404) {
+      e.message = "unknown route: " + req.method + " " + req.path;
+    } else if (res.status == 413) {
+      e.message = "the request body exceeds the limit (--max-body-mb)";
+    } else {
+      e.message = "HTTP error " + std::to_string(res.status);
+    }
+    SendError(res, FlavorOf(req.path), e);
+  });
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& ex) {
+          what = ex.what();
+        } catch (...) {
+        }
+        LOG(ERROR) << RequestId(res) << " " << req.path << ": internal error: " << what;
+        ApiError e;
+        e.http_status = 500;
+        e.message = "internal error: " + what;
+        SendError(res, FlavorOf(req.path), e);
+      });
+  s.set_logger([ctx](const httplib::Request& req, const httplib::Response& res) {
+    std::string route = req.path;
+    ctx->metrics.CountRequest(route, res.status);
+    LOG(INFO) << RequestId(res) << " " << req.method << " " << req.path << " " << res.status
+              << " " << req.remote_addr;
+  });
+}
+
+Status HttpServer::Bind() {
+  const ServerOptions& o = ctx_->options;
+  std::string where = o.host + ":" + std::to_string(o.port);
+  if (o.port == 0) {
+    port_ = server_->bind_to_any_port(o.host);
+    if (port_ <= 0) return FailedPreconditionError("cannot bind " + o.host + " to a free port");
+    return OkStatus();
+  }
+  if (!server_->bind_to_port(o.host, o.port)) {
+    return FailedPreconditionError("cannot listen on " + where +
+                                   ": the port is already in use (or the address is not local); "
+                                   "stop the other server or pass --port N");
+  }
+  port_ = o.port;
+  return OkStatus();
+}
+
+void HttpServer::Serve() { server_->listen_after_bind(); }
+
+void HttpServer::Shutdown(std::chrono::milliseconds grace) {
+  ctx_->draining.store(true);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (ctx_->metrics.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (ctx_->metrics.in_flight() > 0) {
+    LOG(WARNING) << ctx_->metrics.in_flight()
+                 << " requests still running after the grace period; ending them";
+  }
+  // Ends every unfinished request with kAbort: streams write a clean error event and close.
+  ctx_->engine->Shutdown();
+  auto hard_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (ctx_->metrics.in_flight() > 0 && std::chrono::steady_clock::now() < hard_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  server_->stop();
+}
+
+}  // namespace loom

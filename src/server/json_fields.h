@@ -1,0 +1,45 @@
+// Typed, range-checked reads of optional fields of a JSON object, for request parsing. Every
+// error is InvalidArgument with a message naming the field and sets *param to its name. A JSON
+// null counts as absent (OpenAI clients send explicit nulls).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace loom {
+
+class JsonFields {
+ public:
+  // `object` must outlive this; `param` receives the failing field name.
+  JsonFields(const nlohmann::json& object, std::string* param) : obj_(object), param_(param) {}
+
+  // Returns nullptr when `key` is absent or null.
+  const nlohmann::json* Find(const char* key) const;
+
+  Status Bool(const char* key, bool* out) const;
+  // A number in [lo, hi] (inclusive).
+  Status Number(const char* key, double lo, double hi, float* out) const;
+  // An integer in [lo, hi]; 2.0 is accepted as 2, 2.5 is not.
+  Status Int(const char* key, int64_t lo, int64_t hi, int* out, bool* present = nullptr) const;
+  Status String(const char* key, std::string* out) const;
+
+  // InvalidArgument naming `key` (sets *param).
+  Status Error(const std::string& key, const std::string& message) const;
+
+ private:
+  const nlohmann::json& obj_;
+  std::string* param_;
+};
+
+// "integer", "string", "array", ... for messages like "max_tokens must be an integer, got string".
+std::string JsonTypeName(const nlohmann::json& value);
+
+// Parses `body` (must be a JSON object). Errors name the byte position; ill-formed UTF-8 gets
+// its own message.
+StatusOr<nlohmann::json> ParseJsonObject(const std::string& body);
+
+}  // namespace loom

@@ -1,0 +1,398 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "server/json_fields.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr int64_t kMaxTokensCap = int64_t{1} << 24;
+
+Status Unsupported(std::string* param, const std::string& field, const std::string& what) {
+  *param = field;
+  return InvalidArgumentError(what + " is not supported yet by loom");
+}
+
+Status ParseStop(const JsonFields& f, const json& body, const RequestDefaults& d,
+                 std::vector<std::string>* stop, const char* key) {
+  const json* v = f.Find(key);
+  if (v == nullptr) return OkStatus();
+  if (v->is_string()) {
+    if (!v->get<std::string>().empty()) stop->push_back(v->get<std::string>());
+    return OkStatus();
+  }
+  if (!v->is_array()) {
+    return f.Error(key, std::string(key) + " must be a string or an array of strings, got " +
+                            JsonTypeName(*v));
+  }
+  if (static_cast<int>(v->size()) > d.max_stop_strings) {
+    return f.Error(key, std::string(key) + " has " + std::to_string(v->size()) +
+                            " entries; at most " + std::to_string(d.max_stop_strings) +
+                            " are allowed");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& s = (*v)[i];
+    std::string name = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!s.is_string()) return f.Error(name, name + " must be a string, got " + JsonTypeName(s));
+    if (s.get<std::string>().empty()) return f.Error(name, name + " must not be empty");
+    stop->push_back(s.get<std::string>());
+  }
+  return OkStatus();
+}
+
+Status ParseLogitBias(const JsonFields& f, const RequestDefaults& d, SamplingParams* p) {
+  const json* v = f.Find("logit_bias");
+  if (v == nullptr) return OkStatus();
+  if (!v->is_object()) {
+    return f.Error("logit_bias", "logit_bias must be an object mapping token ids to biases, got " +
+                                     JsonTypeName(*v));
+  }
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    char* end = nullptr;
+    long long id = key.empty() ? -1 : std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return f.Error("logit_bias", "logit_bias keys must be token ids, got \"" + key + "\"");
+    }
+    if (d.vocab_size > 0 && id >= d.vocab_size) {
+      return f.Error("logit_bias", "logit_bias token id " + key + " is out of the vocabulary [0, " +
+                                       std::to_string(d.vocab_size) + ")");
+    }
+    if (!it->is_number()) {
+      return f.Error("logit_bias", "logit_bias[\"" + key + "\"] must be a number, got " +
+                                       JsonTypeName(*it));
+    }
+    double bias = it->get<double>();
+    if (!std::isfinite(bias) || bias < -100 || bias > 100) {
+      return f.Error("logit_bias", "logit_bias[\"" + key + "\"] must be in [-100, 100], got " +
+                                       it->dump());
+    }
+    p->logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(bias));
+  }
+  return OkStatus();
+}
+
+Status ParseCommonUnsupported(const json& body, std::string* param) {
+  auto present = [&](const char* k) {
+    auto it = body.find(k);
+    return it != body.end() && !it->is_null();
+  };
+  if (present("tools")) {
+    const json& t = body["tools"];
+    if (!t.is_array() || !t.empty()) return Unsupported(param, "tools", "tools (function calling)");
+  }
+  if (present("functions")) return Unsupported(param, "functions", "functions (function calling)");
+  if (present("tool_choice")) {
+    const json& t = body["tool_choice"];
+    if (!(t.is_string() && t.get<std::string>() == "none")) {
+      return Unsupported(param, "tool_choice", "tool_choice (function calling)");
+    }
+  }
+  if (present("response_format")) {
+    const json& r = body["response_format"];
+    if (!(r.is_object() && r.value("type", "") == "text")) {
+      return Unsupported(param, "response_format",
+                         "response_format (structured output / JSON mode)");
+    }
+  }
+  return OkStatus();
+}
+
+// Text of an OpenAI message content: a string, or an array of {"type": "text", "text"} parts.
+Status ContentText(const json& content, const std::string& name, std::string* param,
+                   std::string* text) {
+  if (content.is_string()) {
+    *text = content.get<std::string>();
+    return OkStatus();
+  }
+  if (!content.is_array()) {
+    *param = name;
+    return InvalidArgumentError(name + " must be a string or an array of content parts, got " +
+                                JsonTypeName(content));
+  }
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    std::string pname = name + "[" + std::to_string(j) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      *param = pname;
+      return InvalidArgumentError(pname + " must be an object with a string \"type\"");
+    }
+    std::string type = part["type"].get<std::string>();
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) {
+        *param = pname + ".text";
+        return InvalidArgumentError(pname + ".text must be a string");
+      }
+      if (!text->empty()) text->push_back('\n');
+      text->append(part["text"].get<std::string>());
+    } else if (type == "image_url" || type == "input_image" || type == "image" ||
+               type == "input_audio" || type == "file") {
+      return Unsupported(param, pname, "content part type \"" + type + "\" (images/audio/files)");
+    } else {
+      *param = pname + ".type";
+      return InvalidArgumentError(pname + ".type \"" + type + "\" is unknown; expected \"text\"");
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseMessages(const json& body, GenerationRequest* out, std::string* param) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    *param = "messages";
+    return InvalidArgumentError("messages is required");
+  }
+  if (!it->is_array()) {
+    *param = "messages";
+    return InvalidArgumentError("messages must be an array, got " + JsonTypeName(*it));
+  }
+  if (it->empty()) {
+    *param = "messages";
+    return InvalidArgumentError("messages must not be empty");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string name = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) {
+      *param = name;
+      return InvalidArgumentError(name + " must be an object, got " + JsonTypeName(m));
+    }
+    auto role_it = m.find("role");
+    if (role_it == m.end() || !role_it->is_string()) {
+      *param = name + ".role";
+      return InvalidArgumentError(name + ".role is required and must be a string");
+    }
+    std::string role = role_it->get<std::string>();
+    if (role == "developer") role = "system";
+    if (role == "tool" || role == "function") {
+      return Unsupported(param, name + ".role", "role \"" + role + "\" (function calling)");
+    }
+    if (role != "system" && role != "user" && role != "assistant") {
+      *param = name + ".role";
+      return InvalidArgumentError(name + ".role \"" + role_it->get<std::string>() +
+                                  "\" is unknown; expected system, developer, user or assistant");
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      return Unsupported(param, name + ".tool_calls", "tool_calls (function calling)");
+    }
+    auto c = m.find("content");
+    if (c == m.end() || c->is_null()) {
+      *param = name + ".content";
+      return InvalidArgumentError(name + ".content is required");
+    }
+    std::string text;
+    RETURN_IF_ERROR(ContentText(*c, name + ".content", param, &text));
+    if (text.empty() && role != "assistant") {
+      *param = name + ".content";
+      return InvalidArgumentError(name + ".content must not be empty");
+    }
+    out->messages.push_back(ordered_json{{"role", role}, {"content", text}});
+  }
+  return OkStatus();
+}
+
+Status ParseTemplateKwargs(const JsonFields& f, const RequestDefaults& d, GenerationRequest* out) {
+  if (const json* v = f.Find("chat_template_kwargs")) {
+    if (!v->is_object()) {
+      return f.Error("chat_template_kwargs",
+                     "chat_template_kwargs must be an object, got " + JsonTypeName(*v));
+    }
+    for (auto it = v->begin(); it != v->end(); ++it) out->template_kwargs[it.key()] = *it;
+  }
+  // enable_thinking precedence: chat_template_kwargs > reasoning_effort > --thinking.
+  if (const json* v = f.Find("reasoning_effort")) {
+    if (!v->is_string()) {
+      return f.Error("reasoning_effort", "reasoning_effort must be a string, got " +
+                                             JsonTypeName(*v));
+    }
+    std::string e = v->get<std::string>();
+    if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high") {
+      return f.Error("reasoning_effort", "reasoning_effort must be one of none, minimal, low, "
+                                         "medium, high; got \"" + e + "\"");
+    }
+    if (!out->template_kwargs.contains("enable_thinking")) {
+      out->template_kwargs["enable_thinking"] = e != "none";
+    }
+    if (!out->template_kwargs.contains("reasoning_effort")) {
+      out->template_kwargs["reasoning_effort"] = e;
+    }
+  }
+  if (!out->template_kwargs.contains("enable_thinking") && d.enable_thinking.has_value()) {
+    out->template_kwargs["enable_thinking"] = *d.enable_thinking;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ParseOpenAiSampling(const json& body, const RequestDefaults& d, GenerationRequest* out,
+                           std::string* param) {
+  JsonFields f(body, param);
+  SamplingParams& p = out->params;
+  RETURN_IF_ERROR(f.String("model", &out->model));
+  RETURN_IF_ERROR(f.String("user", &out->user));
+  p.temperature = d.temperature;
+  p.top_p = d.top_p;
+  p.top_k = d.top_k;
+  RETURN_IF_ERROR(f.Number("temperature", 0.0, 2.0, &p.temperature));
+  RETURN_IF_ERROR(f.Number("top_p", 0.0, 1.0, &p.top_p));
+  if (p.top_p <= 0.0f) return f.Error("top_p", "top_p must be in (0, 1], got 0");
+  RETURN_IF_ERROR(f.Int("top_k", -1, 1 << 20, &p.top_k));
+  if (p.top_k < 0) p.top_k = 0;
+  RETURN_IF_ERROR(f.Number("min_p", 0.0, 1.0, &p.min_p));
+  RETURN_IF_ERROR(f.Number("xtc_probability", 0.0, 1.0, &p.xtc_probability));
+  RETURN_IF_ERROR(f.Number("xtc_threshold", 0.0, 1.0, &p.xtc_threshold));
+  RETURN_IF_ERROR(f.Number("repetition_penalty", 0.0, 100.0, &p.repetition_penalty));
+  if (p.repetition_penalty <= 0.0f) {
+    return f.Error("repetition_penalty", "repetition_penalty must be > 0");
+  }
+  RETURN_IF_ERROR(f.Number("presence_penalty", -2.0, 2.0, &p.presence_penalty));
+  RETURN_IF_ERROR(f.Number("frequency_penalty", -2.0, 2.0, &p.frequency_penalty));
+  RETURN_IF_ERROR(ParseLogitBias(f, d, &p));
+  if (const json* v = f.Find("seed")) {
+    if (!v->is_number_integer()) {
+      return f.Error("seed", "seed must be an integer, got " + JsonTypeName(*v));
+    }
+    p.seed = v->is_number_unsigned() ? v->get<uint64_t>()
+                                     : static_cast<uint64_t>(v->get<int64_t>());
+  }
+  bool has_max = false, has_max_completion = false;
+  int max_tokens = 0, max_completion_tokens = 0;
+  RETURN_IF_ERROR(f.Int("max_tokens", 1, kMaxTokensCap, &max_tokens, &has_max));
+  RETURN_IF_ERROR(
+      f.Int("max_completion_tokens", 1, kMaxTokensCap, &max_completion_tokens, &has_max_completion));
+  if (has_max_completion) {
+    p.max_tokens = max_completion_tokens;
+  } else if (has_max) {
+    p.max_tokens = max_tokens;
+  } else {
+    p.max_tokens = d.max_tokens;
+  }
+  out->max_tokens_set = p.max_tokens > 0;
+  RETURN_IF_ERROR(f.Int("min_tokens", 0, kMaxTokensCap, &p.min_tokens));
+  if (out->max_tokens_set && p.min_tokens > p.max_tokens) {
+    return f.Error("min_tokens", "min_tokens (" + std::to_string(p.min_tokens) +
+                                     ") must not exceed max_tokens (" +
+                                     std::to_string(p.max_tokens) + ")");
+  }
+  RETURN_IF_ERROR(f.Bool("ignore_eos", &p.ignore_eos));
+  if (const json* v = f.Find("stop_token_ids")) {
+    if (!v->is_array()) {
+      return f.Error("stop_token_ids", "stop_token_ids must be an array of token ids");
+    }
+    for (const json& id : *v) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          (d.vocab_size > 0 && id.get<int64_t>() >= d.vocab_size)) {
+        return f.Error("stop_token_ids", "stop_token_ids entries must be token ids in [0, " +
+                                             std::to_string(d.vocab_size) + "), got " + id.dump());
+      }
+      p.stop_token_ids.push_back(static_cast<TokenId>(id.get<int64_t>()));
+    }
+  }
+  RETURN_IF_ERROR(ParseStop(f, body, d, &out->stop, "stop"));
+  RETURN_IF_ERROR(f.Int("n", 1, d.max_n, &out->n));
+  RETURN_IF_ERROR(f.Bool("stream", &out->stream));
+  if (const json* v = f.Find("stream_options")) {
+    if (!v->is_object()) {
+      return f.Error("stream_options", "stream_options must be an object, got " + JsonTypeName(*v));
+    }
+    if (!out->stream) {
+      return f.Error("stream_options", "stream_options is only allowed when stream is true");
+    }
+    JsonFields so(*v, param);
+    Status s = so.Bool("include_usage", &out->include_usage);
+    if (!s.ok()) {
+      *param = "stream_options.include_usage";
+      return InvalidArgumentError("stream_options." + std::string(s.message()));
+    }
+  }
+  return ParseCommonUnsupported(body, param);
+}
+
+StatusOr<GenerationRequest> ParseChatCompletionsRequest(const std::string& body,
+                                                        const RequestDefaults& defaults,
+                                                        std::string* param) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+  GenerationRequest out;
+  out.kind = ApiKind::kChatCompletions;
+  RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
+  RETURN_IF_ERROR(ParseMessages(j, &out, param));
+  JsonFields f(j, param);
+  RETURN_IF_ERROR(f.Bool("logprobs", &out.logprobs));
+  bool has_top = false;
+  RETURN_IF_ERROR(f.Int("top_logprobs", 0, 20, &out.top_logprobs, &has_top));
+  if (has_top && !out.logprobs) {
+    return f.Error("top_logprobs", "top_logprobs requires logprobs to be true");
+  }
+  RETURN_IF_ERROR(f.Bool("add_generation_prompt", &out.add_generation_prompt));
+  bool continue_final = false;
+  RETURN_IF_ERROR(f.Bool("continue_final_message", &continue_final));
+  if (continue_final) out.add_generation_prompt = false;
+  RETURN_IF_ERROR(ParseTemplateKwargs(f, defaults, &out));
+  if (out.logprobs) out.params.num_logprobs = out.top_logprobs;
+  return out;
+}
+
+StatusOr<GenerationRequest> ParseCompletionsRequest(const std::string& body,
+                                                    const RequestDefaults& defaults,
+                                                    std::string* param) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+  GenerationRequest out;
+  out.kind = ApiKind::kCompletions;
+  RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
+  JsonFields f(j, param);
+  const json* prompt = f.Find("prompt");
+  if (prompt == nullptr) return f.Error("prompt", "prompt is required");
+  auto parse_ids = [&](const json& arr, const std::string& name) -> Status {
+    for (const json& id : arr) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          (defaults.vocab_size > 0 && id.get<int64_t>() >= defaults.vocab_size)) {
+        return f.Error(name, name + " token ids must be in [0, " +
+                                 std::to_string(defaults.vocab_size) + "), got " + id.dump());
+      }
+      out.prompt_ids.push_back(static_cast<TokenId>(id.get<int64_t>()));
+    }
+    out.prompt_is_ids = true;
+    return OkStatus();
+  };
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    RETURN_IF_ERROR(parse_ids(*prompt, "prompt"));
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    out.prompt_text = (*prompt)[0].get<std::string>();
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) {
+    RETURN_IF_ERROR(parse_ids((*prompt)[0], "prompt[0]"));
+  } else if (prompt->is_array() && prompt->size() > 1) {
+    return Unsupported(param, "prompt", "a batch of several prompts (send one request each)");
+  } else {
+    return f.Error("prompt", "prompt must be a string or an array of token ids, got " +
+                                 JsonTypeName(*prompt));
+  }
+  if (out.prompt_text.empty() && out.prompt_ids.empty()) {
+    return f.Error("prompt", "prompt must not be empty");
+  }
+  if (const json* v = f.Find("suffix")) {
+    if (!(v->is_string() && v->get<std::string>().empty())) {
+      return Unsupported(param, "suffix", "suffix (fill-in-the-middle)");
+    }
+  }
+  RETURN_IF_ERROR(f.Bool("echo", &out.echo));
+  bool has_logprobs = false;
+  RETURN_IF_ERROR(f.Int("logprobs", 0, 20, &out.top_logprobs, &has_logprobs));
+  out.logprobs = has_logprobs;
+  if (out.logprobs) out.params.num_logprobs = out.top_logprobs;
+  if (const json* v = f.Find("best_of")) {
+    if (!(v->is_number_integer() && v->get<int64_t>() == out.n)) {
+      return Unsupported(param, "best_of", "best_of other than n");
+    }
+  }
+  return out;
+}
+
+}  // namespace loom

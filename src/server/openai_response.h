@@ -1,0 +1,69 @@
+// OpenAI response bodies and stream chunks, in the exact shapes of the OpenAI API:
+// chat.completion / chat.completion.chunk and text_completion, usage with
+// prompt_tokens_details.cached_tokens, and logprobs (chat: {"content": [{token, logprob, bytes,
+// top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/generation.h"
+
+namespace loom {
+
+struct ResponseMeta {
+  std::string id;       // "chatcmpl-…" / "cmpl-…" / "msg_…"
+  std::string model;
+  int64_t created = 0;  // unix seconds
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+nlohmann::ordered_json OpenAiUsageJson(const Usage& usage);
+// Chat logprobs object for `entries` ({"content": [...]}).
+nlohmann::ordered_json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
+// Completions logprobs object; `text_offset` starts at `offset` (bytes of text before).
+nlohmann::ordered_json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries,
+                                              size_t offset);
+
+// One finished choice of a non-streaming response.
+struct FinishedChoice {
+  std::string text;
+  std::string finish_reason;  // "stop" | "length"
+  std::vector<LogprobEntry> logprobs;
+  bool has_logprobs = false;
+};
+
+nlohmann::ordered_json ChatCompletionJson(const ResponseMeta& meta,
+                                          const std::vector<FinishedChoice>& choices,
+                                          const Usage& usage);
+nlohmann::ordered_json CompletionJson(const ResponseMeta& meta,
+                                      const std::vector<FinishedChoice>& choices,
+                                      const Usage& usage);
+
+// Stream chunks. `delta` is the choice's delta; role_chunk: the first chunk ({"role":
+// "assistant", "content": ""}). `with_usage_null`: include_usage streams carry "usage": null on
+// every chunk but the last.
+nlohmann::ordered_json ChatChunkJson(const ResponseMeta& meta, int index,
+                                     const std::string* content, bool role_chunk,
+                                     const std::vector<LogprobEntry>* logprobs,
+                                     const std::string* finish_reason, bool with_usage_null);
+nlohmann::ordered_json CompletionChunkJson(const ResponseMeta& meta, int index,
+                                           const std::string& text,
+                                           const std::vector<LogprobEntry>* logprobs,
+                                           size_t text_offset, const std::string* finish_reason,
+                                           bool with_usage_null);
+// The include_usage chunk: empty choices + usage.
+nlohmann::ordered_json UsageChunkJson(const ResponseMeta& meta, const char* object,
+                                      const Usage& usage);
+
+// Bytes of a UTF-8 string as the list of ints OpenAI returns.
+nlohmann::ordered_json BytesJson(const std::string& s);
+
+}  // namespace loom

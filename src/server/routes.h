@@ -1,0 +1,23 @@
+// Route families of the HTTP server. Each Register* adds its routes to `server`; `ctx` must
+// outlive the server.
+#pragma once
+
+#include <httplib.h>
+
+#include "server/server_context.h"
+
+namespace loom {
+
+// POST /v1/chat/completions, POST /v1/completions (openai_routes.cc).
+void RegisterOpenAiRoutes(httplib::Server& server, ServerContext* ctx);
+// POST /v1/messages, POST /v1/messages/count_tokens (anthropic_routes.cc).
+void RegisterAnthropicRoutes(httplib::Server& server, ServerContext* ctx);
+// GET /v1/models, /health, /stats, /metrics; POST /tokenize, /detokenize (ops_routes.cc).
+void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx);
+// GET / : the embedded chat page (chat_page.cc).
+void RegisterChatPage(httplib::Server& server);
+
+// /stats body (ops_routes.cc); exposed for tests.
+nlohmann::ordered_json StatsJson(const ServerContext& ctx);
+
+}  // namespace loom

@@ -1,0 +1,56 @@
+// ServerOptions (the serve flags, validated once) and ServerContext: what every route handler
+// reads. The context is built by the CLI, outlives the HttpServer, and holds no mutable state
+// besides the thread-safe metrics and the draining flag.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/generation_request.h"
+#include "server/server_metrics.h"
+#include "server/text_codec.h"
+
+namespace loom {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0 = any free port (tests)
+  std::string api_key;             // "" = no auth
+  int http_threads = 512;          // worker pool: one per concurrent connection
+  int64_t max_body_bytes = 32ll << 20;
+  int keep_alive_timeout_s = 30;
+  double shutdown_grace_s = 10;    // in-flight streams get this long after SIGINT/SIGTERM
+  bool chat_page = true;
+  RequestDefaults defaults;
+
+  Status Validate() const;  // messages name the flag
+};
+
+// What /v1/models, /stats and the ready card say about the served model.
+struct ServedModelInfo {
+  std::string name;   // /v1/models id
+  std::string path;
+  std::string arch;
+  int max_model_len = 0;
+  int block_size = 16;
+  int num_kv_blocks = 0;
+  int64_t bytes_per_token_kv = 0;
+  int64_t weights_bytes = 0;
+  std::string kv_dtype = "f32";
+  int batch = 1;      // --batch
+};
+
+struct ServerContext {
+  Engine* engine = nullptr;          // started; not owned
+  const TextCodec* codec = nullptr;  // null: the model has no tokenizer (token-id prompts only)
+  ServedModelInfo model;
+  ServerOptions options;
+  ServerMetrics metrics;
+  std::atomic<bool> draining{false};  // set on shutdown: new requests get 503
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
+};
+
+}  // namespace loom

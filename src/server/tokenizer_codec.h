@@ -1,0 +1,33 @@
+// TokenizerCodec: the TextCodec of a real model — loom's Tokenizer plus (optionally) its
+// ChatTemplate. Built only when the tokenizer room is (LOOM_HAVE_TOKENIZER).
+#pragma once
+
+#include <memory>
+
+#include "server/text_codec.h"
+
+namespace loom {
+
+class Tokenizer;
+class ChatTemplate;
+
+class TokenizerCodec : public TextCodec {
+ public:
+  // `tokenizer` must be non-null; `chat_template` may be null (chat routes then answer 400).
+  TokenizerCodec(std::shared_ptr<const Tokenizer> tokenizer,
+                 std::shared_ptr<const ChatTemplate> chat_template);
+
+  StatusOr<std::vector<TokenId>> Encode(std::string_view text,
+                                        bool add_special_tokens) const override;
+  std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens) const override;
+  std::string TokenText(TokenId id) const override;
+  int vocab_size() const override;
+  bool has_chat_template() const override { return chat_template_ != nullptr; }
+  StatusOr<std::string> RenderChat(const nlohmann::ordered_json& context) const override;
+
+ private:
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const ChatTemplate> chat_template_;
+};
+
+}  // namespace loom
