@@ -197,6 +197,7 @@ Value GDict(Interpreter&, CallArgs& a) {
 Value GNamespace(Interpreter& in, CallArgs& a) {
   Value ns = GDict(in, a);
   ns.object().is_namespace = true;
+  in.RegisterNamespace(ns);
   return ns;
 }
 

@@ -59,6 +59,10 @@ Interpreter::Interpreter(const RenderOptions& options, const Value& context) : o
   }
 }
 
+Interpreter::~Interpreter() {
+  for (Value& ns : namespaces_) ns.object().items.clear();
+}
+
 void Interpreter::Render(const Body& body, std::string* out) {
   try {
     RenderBody(body, out);

@@ -18,6 +18,11 @@ class Interpreter {
  public:
   // `context` must be an object; its keys become template variables (shadowing the builtins).
   Interpreter(const RenderOptions& options, const Value& context);
+  // Clears every namespace created by the render: namespaces are the only mutable containers
+  // (the sandbox freezes lists and dicts), so this breaks any reference cycle through them.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Renders `body` into `out`. Throws TemplateError; the error carries the line/column of the
   // innermost statement or expression being evaluated.
@@ -31,6 +36,8 @@ class Interpreter {
   void CountIteration();
   // Throws kLimit if a string of `num_bytes` would exceed max_output_bytes.
   void CheckSize(size_t num_bytes) const;
+  // Records a namespace() so that the destructor can break cycles through it.
+  void RegisterNamespace(const Value& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -63,6 +70,7 @@ class Interpreter {
   SourcePos pos_;              // innermost position being evaluated (for error messages)
   int64_t num_iterations_ = 0;
   int32_t call_depth_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 // Helpers shared by the builtins.
