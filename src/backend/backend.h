@@ -94,7 +94,8 @@ class Backend {
   // out[i, :] = table[ids[i], :] * scale.   table [vocab, d] any dtype; ids [n] i32; out [n, d].
   virtual void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) = 0;
   // out = x @ w^T (+ bias).   x [n, k]; w [m, k] any dtype (HF Linear layout); bias [m] or
-  // undefined; out [n, m].
+  // undefined; out [n, m] in act_dtype() or f32 (logits are always produced in f32 so every
+  // backend hands the sampler the same type; SoftCap, Scale, Add and GatherRows accept f32 too).
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) = 0;
   // out[i] = x[i] / rms(x[i]) * (w + weight_offset).   x, out [n, d] (may alias); w [d].
   // weight_offset is 1 for Gemma's (1 + w) norms, else 0.

@@ -75,7 +75,15 @@ void RunGenerate(const GenerateFlags& f) {
     std::filesystem::create_directories(f.dump_dir);
     sink = std::make_unique<ActivationSink>([&](const std::string& name, const Tensor& t) {
       std::vector<float> host(static_cast<size_t>(t.numel()));
-      s.backend->CopyToHost(t, host.data());
+      if (t.dtype() == DType::kF32) {
+        s.backend->CopyToHost(t, host.data());
+      } else {  // bf16 / f16 activations (CUDA): widen on the host
+        std::vector<uint16_t> raw(host.size());
+        s.backend->CopyToHost(t, raw.data());
+        for (size_t i = 0; i < raw.size(); ++i) {
+          host[i] = t.dtype() == DType::kBF16 ? Bf16ToF32(raw[i]) : F16ToF32(raw[i]);
+        }
+      }
       std::ofstream out(f.dump_dir + "/step" + std::to_string(step) + "." + name + ".f32",
                         std::ios::binary);
       out.write(reinterpret_cast<const char*>(host.data()),

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef LOOM_HAVE_TOKENIZER
   loom::AddTokenizeCommand(app);
+  loom::AddChatCommand(app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -7,10 +7,16 @@
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef LOOM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "base/logging.h"
+#include "io/json_file.h"
 #include "runtime/decoder_runner.h"
 #ifdef LOOM_HAVE_TOKENIZER
+#include "base/mapped_file.h"
 #include "cli/model_tokenizer.h"
+#include "tokenizer/chat_template/chat_template.h"
 #endif
 
 namespace loom {
@@ -34,6 +40,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                     "Hugging Face model directory or .gguf file (default: the embedded model)");
   }
   app->add_option("--threads,-t", threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app->add_option("--device", device, "auto (CUDA when a GPU is present), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app->add_option("--gpu-memory-fraction", gpu_memory_fraction,
+                  "CUDA: fraction of device memory for weights + KV cache")
+      ->check(CLI::Range(0.05, 0.99));
   app->add_option("--block-size", block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   app->add_option("--kv-cache-gb", kv_cache_gb,
                   "KV pool size in GB (0 = auto: min(2 GiB, batch x context))")
@@ -55,6 +66,63 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
       ->check(CLI::ExistingFile);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
 }
+
+#ifdef LOOM_HAVE_TOKENIZER
+// Fills the session's chat templates: --chat-template FILE, else the model directory's
+// chat_template.jinja / tokenizer_config.json, else the GGUF's tokenizer.chat_template.
+// A model without a template is fine (chat requests are then refused with a clear error).
+Status LoadTemplates(Session* s) {
+  auto parse = [](const std::string& source, const std::string& where)
+      -> StatusOr<std::shared_ptr<const ChatTemplate>> {
+    auto t = ChatTemplate::Parse(source);
+    if (!t.ok()) return t.status().WithContext(where);
+    return std::make_shared<const ChatTemplate>(std::move(t).value());
+  };
+  if (s->tokenizer) {
+    s->bos_token = s->tokenizer->bos_token();
+    s->eos_token = s->tokenizer->eos_token();
+  }
+  if (!s->flags.chat_template.empty()) {
+    ASSIGN_OR_RETURN(std::string src, ReadFileToString(s->flags.chat_template));
+    ASSIGN_OR_RETURN(s->chat_template, parse(src, s->flags.chat_template));
+    s->chat_template_tools = s->chat_template;
+    return OkStatus();
+  }
+  std::error_code ec;
+  fs::path dir(s->model_path);
+  if (fs::is_directory(dir, ec)) {
+    fs::path config = dir / "tokenizer_config.json";
+    fs::path jinja = dir / "chat_template.jinja";
+    std::string config_text = "{}";
+    if (fs::exists(config, ec)) {
+      ASSIGN_OR_RETURN(config_text, ReadFileToString(config.string()));
+    }
+    std::string jinja_path = fs::exists(jinja, ec) ? jinja.string() : "";
+    auto plain = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/false);
+    if (!plain.ok()) {
+      if (plain.status().code() == StatusCode::kNotFound) return OkStatus();  // no template
+      return plain.status().WithContext(config.string());
+    }
+    ASSIGN_OR_RETURN(s->chat_template, parse(plain->source, config.string()));
+    if (!plain->bos_token.empty()) s->bos_token = plain->bos_token;
+    if (!plain->eos_token.empty()) s->eos_token = plain->eos_token;
+    auto tools = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/true);
+    if (tools.ok() && tools->source != plain->source) {
+      ASSIGN_OR_RETURN(s->chat_template_tools, parse(tools->source, config.string()));
+    } else {
+      s->chat_template_tools = s->chat_template;
+    }
+    return OkStatus();
+  }
+  auto file = GgufFile::Open(s->model_path);
+  if (!file.ok()) return OkStatus();
+  auto src = (*file)->GetString("tokenizer.chat_template");
+  if (!src.ok()) return OkStatus();
+  ASSIGN_OR_RETURN(s->chat_template, parse(*src, s->model_path + " (tokenizer.chat_template)"));
+  s->chat_template_tools = s->chat_template;
+  return OkStatus();
+}
+#endif
 
 std::string DefaultModelPath() {
   std::vector<fs::path> candidates = {
@@ -88,17 +156,42 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
 
   int threads = flags.threads > 0 ? flags.threads
                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  s->backend = std::make_unique<CpuBackend>(threads);
+  bool use_cuda = false;
+#ifdef LOOM_HAVE_CUDA
+  use_cuda = flags.device == "cuda" || (flags.device == "auto" && CudaBackend::DeviceCount() > 0);
+  if (use_cuda) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> cuda, CudaBackend::Create());
+    s->backend = std::move(cuda);
+  }
+#else
+  if (flags.device == "cuda") {
+    return FailedPreconditionError("--device cuda: this loom was built without CUDA (configure "
+                                   "with -DLOOM_CUDA=ON on a machine with nvcc)");
+  }
+#endif
+  if (!use_cuda) s->backend = std::make_unique<CpuBackend>(threads);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->model_path, s->backend.get()));
   const ModelConfig& cfg = model->config();
 
   int context = cfg.max_position_embeddings;
   if (flags.max_model_len > 0) context = std::min(context, flags.max_model_len);
-  const DType kv_dtype = DType::kF32;
+  // KV in f32 on the CPU (exact vs the oracle), bf16 on CUDA (the activation dtype).
+  const DType kv_dtype = use_cuda ? DType::kBF16 : DType::kF32;
   s->kv_bytes_per_token = model->KvBytesPerToken(kv_dtype);
   int64_t pool_bytes;
   if (flags.kv_cache_gb > 0) {
     pool_bytes = static_cast<int64_t>(flags.kv_cache_gb * 1e9);
+#ifdef LOOM_HAVE_CUDA
+  } else if (use_cuda) {
+    // What is left of --gpu-memory-fraction after the weights (already resident), minus a reserve
+    // for activations and cuBLAS workspaces.
+    size_t free_b = 0, total_b = 0;
+    static_cast<CudaBackend*>(s->backend.get())->MemoryInfo(&free_b, &total_b);
+    int64_t used = static_cast<int64_t>(total_b - free_b);
+    int64_t budget = static_cast<int64_t>(flags.gpu_memory_fraction * static_cast<double>(total_b));
+    int64_t reserve = int64_t{2} << 30;
+    pool_bytes = std::max<int64_t>(budget - used - reserve, int64_t{64} << 20);
+#endif
   } else {
     int64_t want = static_cast<int64_t>(context) * flags.batch * static_cast<int64_t>(s->kv_bytes_per_token);
     pool_bytes = std::min<int64_t>(want, int64_t{2} << 30);
@@ -134,8 +227,27 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
     } else {
       LOG(WARNING) << "no tokenizer: " << tok.status().message();
     }
+    RETURN_IF_ERROR(LoadTemplates(s.get()));
   }
 #endif
+  // generation_config.json sampling defaults.
+  if (fs::path gen = fs::path(s->model_path) / "generation_config.json"; fs::is_regular_file(gen)) {
+    if (auto g = LoadJsonFile(gen.string()); g.ok() && g->is_object()) {
+      auto num = [&](const char* key, auto* out) {
+        if (auto it = g->find(key); it != g->end() && it->is_number()) {
+          *out = it->get<std::remove_pointer_t<decltype(out)>>();
+        }
+      };
+      num("temperature", &s->defaults.temperature);
+      num("top_p", &s->defaults.top_p);
+      num("top_k", &s->defaults.top_k);
+      num("min_p", &s->defaults.min_p);
+      num("repetition_penalty", &s->defaults.repetition_penalty);
+      if (auto it = g->find("do_sample"); it != g->end() && it->is_boolean() && !it->get<bool>()) {
+        s->defaults.temperature = 0.f;  // transformers: do_sample=false means greedy
+      }
+    }
+  }
   s->runner = runner.get();
   ASSIGN_OR_RETURN(s->engine, Engine::Create(ec, std::move(runner)));
   s->load_seconds =

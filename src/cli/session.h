@@ -22,6 +22,8 @@ class DecoderRunner;
 struct ModelFlags {
   std::string model;             // HF directory or .gguf file; "" = the embedded default model
   int threads = 0;               // 0 = all cores
+  std::string device = "auto";   // auto | cpu | cuda
+  double gpu_memory_fraction = 0.9;  // CUDA: share of device memory for weights + KV
   int block_size = 16;
   double kv_cache_gb = 0;        // 0 = auto: min(2 GiB, batch x context)
   int batch = 8;                 // --batch / --decode-concurrency
@@ -37,6 +39,17 @@ struct ModelFlags {
   void Add(CLI::App* app, bool with_model_positional = true);
 };
 
+// Sampling defaults, lowest precedence first: loom's (0.7 / 1.0 / 0), then the model's
+// generation_config.json, then server flags (--temp, --top-p, --top-k), then the request.
+struct SamplingDefaults {
+  float temperature = 0.7f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  int max_tokens = 0;  // 0: until EOS or the context is full
+};
+
 struct Session {
   ModelFlags flags;
   std::string model_path;   // resolved (default model filled in)
@@ -47,9 +60,14 @@ struct Session {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const Tokenizer> tokenizer;         // null when the model has none
   std::shared_ptr<const ChatTemplate> chat_template;  // null when the model has none
+  // The template transformers picks when `tools` are given (a named "tool_use" template), else
+  // the same as chat_template.
+  std::shared_ptr<const ChatTemplate> chat_template_tools;
+  std::string bos_token, eos_token;  // what templates see as bos_token / eos_token
   int num_kv_blocks = 0;
   size_t kv_bytes_per_token = 0;
   double load_seconds = 0;
+  SamplingDefaults defaults;  // after generation_config.json (flags are applied by the command)
   std::string model_name;  // what /v1/models lists: the directory or file name
 };
 

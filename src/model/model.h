@@ -49,7 +49,7 @@ class Model {
   size_t KvBytesPerToken(DType kv_dtype) const;
 
   // Runs the decoder over the step: writes this step's K/V into `kv` and fills `logits`
-  // [num_sample_rows, vocab] (act dtype). `sink` may be null.
+  // [num_sample_rows, vocab] (f32). `sink` may be null.
   Status Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, const Tensor& logits,
                  const ActivationSink* sink = nullptr) const;
 

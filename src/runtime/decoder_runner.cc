@@ -31,15 +31,9 @@ StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
   const int64_t rows = static_cast<int64_t>(hb.sample_rows.size());
   std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(vocab_size()));
   if (hb.token_ids.empty()) return out;
-  Tensor logits = be->Alloc(be->act_dtype(), Shape{std::max<int64_t>(rows, 1), vocab_size()});
+  Tensor logits = be->Alloc(DType::kF32, Shape{std::max<int64_t>(rows, 1), vocab_size()});
   RETURN_IF_ERROR(model_->Forward(in, kv_, logits, sink_));
-  if (rows > 0) {
-    if (logits.dtype() == DType::kF32) {
-      be->CopyToHost(logits.Slice(0, rows), out.data());
-    } else {
-      return UnimplementedError("non-f32 logits readback");  // CUDA runner converts on device
-    }
-  }
+  if (rows > 0) be->CopyToHost(logits.Slice(0, rows), out.data());
   return out;
 }
 

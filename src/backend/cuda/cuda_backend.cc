@@ -97,6 +97,10 @@ void CudaBackend::set_small_batch_gemm_rows(int rows) {
 }
 void CudaBackend::Synchronize() { stream_->Synchronize(); }
 
+void CudaBackend::MemoryInfo(size_t* free_bytes, size_t* total_bytes) const {
+  CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 Tensor CudaBackend::Alloc(DType dtype, Shape shape) {
   const int64_t cols = shape.ndim() == 0 ? 0 : shape[shape.ndim() - 1];
   const size_t bytes =

@@ -48,6 +48,8 @@ class CudaBackend final : public Backend {
  public:
   // Number of usable CUDA devices; 0 when there is no driver or no GPU (never fails).
   static int DeviceCount();
+  // Free and total device memory in bytes (cudaMemGetInfo on this backend's device).
+  void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const;
   // Fails (FailedPrecondition, naming the device) when the device is absent.
   static StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
   ~CudaBackend() override;
