@@ -161,10 +161,24 @@ void RunServe(ServeFlags& f) {
               << " ms; a second signal exits at once)";
     server.Shutdown(grace);
   });
-  server.Serve();
-  watcher.join();
+  std::atomic<bool> served{false};
+  std::thread serving([&server, &served] {
+    server.Serve();
+    served.store(true);
+  });
+  watcher.join();  // returns once Shutdown() has drained the in-flight requests
   s.engine->Shutdown();
+  // Serve() returns when httplib's workers do; idle keep-alive connections hold a worker for up
+  // to the keep-alive timeout. Nothing is in flight any more, so do not wait for them.
+  for (int i = 0; i < 100 && !served.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   LOG(INFO) << "loom serve stopped";
+  if (!served.load()) {
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  serving.join();
 }
 
 }  // namespace

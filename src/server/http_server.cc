@@ -4,6 +4,7 @@
 #include <thread>
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "base/logging.h"
 #include "server/route_util.h"
@@ -55,6 +56,12 @@ void HttpServer::Configure() {
   httplib::Server& s = *server_;
   const int threads = ctx_->options.http_threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // httplib's default socket options add SO_REUSEPORT, which lets a second server bind a port
+  // that is already serving; keep only SO_REUSEADDR so a busy port fails to bind.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s.set_payload_max_length(static_cast<size_t>(ctx_->options.max_body_bytes));
   s.set_keep_alive_max_count(1000);
   s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);

@@ -15,7 +15,7 @@ constexpr int64_t kMaxTokensCap = int64_t{1} << 24;
 
 Status Unsupported(std::string* param, const std::string& field, const std::string& what) {
   *param = field;
-  return InvalidArgumentError(what + " is not supported yet by loom");
+  return InvalidArgumentError(field + ": " + what + " is not supported yet by loom");
 }
 
 Status ParseStop(const JsonFields& f, const json& body, const RequestDefaults& d,

@@ -134,11 +134,13 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
   }
   StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param);
   if (!prompt.ok()) return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(prompt.status(), param));
+  const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) {
-    std::string field = gen.status().code() == StatusCode::kOutOfRange
-                            ? (req.max_tokens_set ? "max_tokens" : (chat ? "messages" : "prompt"))
-                            : "";
+    std::string field;
+    if (gen.status().code() == StatusCode::kOutOfRange) {
+      field = prompt_too_long || !req.max_tokens_set ? (chat ? "messages" : "prompt") : "max_tokens";
+    }
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(gen.status(), field));
   }
   ResponseMeta meta{NewResponseId(chat ? "chatcmpl-" : "cmpl-"), ctx->model.name, UnixNow()};

@@ -21,7 +21,7 @@ struct ServerOptions {
   std::string api_key;             // "" = no auth
   int http_threads = 512;          // worker pool: one per concurrent connection
   int64_t max_body_bytes = 32ll << 20;
-  int keep_alive_timeout_s = 30;
+  int keep_alive_timeout_s = 5;   // idle keep-alive connections (also bounds shutdown)
   double shutdown_grace_s = 10;    // in-flight streams get this long after SIGINT/SIGTERM
   bool chat_page = true;
   RequestDefaults defaults;
