@@ -207,3 +207,19 @@ test('/stats, /metrics and /health', { skip }, async () => {
   assert.match(text, /loom_prefix_cache_hit_rate /);
   assert.equal((await getJson(`${server.url}/health`)).status, 200);  // public, no key
 });
+
+test('CORS preflight and the chat page', { skip }, async () => {
+  const pre = await fetch(`${server.url}/v1/chat/completions`, { method: 'OPTIONS',
+    headers: { Origin: 'http://example.com', 'Access-Control-Request-Method': 'POST',
+      'Access-Control-Request-Headers': 'content-type,authorization' } });
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+  assert.match(pre.headers.get('access-control-allow-headers'), /authorization/);
+  const page = await fetch(`${server.url}/`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type'), /text\/html/);
+  const html = await page.text();
+  assert.match(html, /\/v1\/chat\/completions/);
+  assert.doesNotMatch(html, /https?:\/\/(?!127\.0\.0\.1)/, 'the page must not load anything external');
+  assert.ok(page.headers.get('x-request-id').startsWith('req-'));
+});
