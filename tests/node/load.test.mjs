@@ -148,3 +148,22 @@ test('SIGTERM: in-flight stream ends cleanly after the grace period, exit 0', { 
   assert.ok(r.done, 'stream not terminated with [DONE]');
   assert.ok(r.error || r.finish === 'length', JSON.stringify(r).slice(0, 300));
 });
+
+test('engine admission errors are 400 memory_admission; small requests still run', { skip }, async () => {
+  const server = await startServer(['--kv-budget', '0.0001']);  // ~78 tokens of KV
+  try {
+    const big = await getJson(`${server.url}/v1/completions`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 200 }) });
+    assert.equal(big.status, 400);
+    assert.equal(big.body.error.code, 'memory_admission');
+    assert.match(big.body.error.message, /--kv-budget/);
+    const small = await getJson(`${server.url}/v1/completions`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }) });
+    assert.equal(small.status, 200);
+    assert.equal(small.body.usage.completion_tokens, 8);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
