@@ -19,10 +19,17 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Serves MODEL (default: the embedded model in models/default) on http://127.0.0.1:8080.
 run: build
 	./$(BUILD)/src/cli/loom serve $(MODEL) $(ARGS)
 
+FUZZ_SECONDS ?= 30
+
+# Every test: each parser fuzzer for FUZZ_SECONDS (clang + libFuzzer + ASan/UBSan, separate build
+# dir), then the ctest suites (C++ unit/golden tests and the node API-client tests), whose summary
+# is the last thing printed.
 test: build
+	JOBS=$(JOBS) ./tools/fuzz/run.sh $(FUZZ_SECONDS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "base/mapped_file.h"
+
 namespace loom {
 
 namespace fs = std::filesystem;
@@ -51,6 +53,62 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& path) {
   auto tok = Tokenizer::FromGgufVocab(vocab);
   if (!tok.ok()) return tok.status().WithContext(path);
   return tok;
+}
+
+StatusOr<ModelChatTemplates> LoadChatTemplatesFor(const std::string& path,
+                                                  const std::string& override_file,
+                                                  const Tokenizer* tokenizer) {
+  ModelChatTemplates out;
+  auto parse = [](const std::string& source, const std::string& where)
+      -> StatusOr<std::shared_ptr<const ChatTemplate>> {
+    auto t = ChatTemplate::Parse(source);
+    if (!t.ok()) return t.status().WithContext(where);
+    return std::make_shared<const ChatTemplate>(std::move(t).value());
+  };
+  if (tokenizer != nullptr) {
+    out.bos_token = tokenizer->bos_token();
+    out.eos_token = tokenizer->eos_token();
+  }
+  if (!override_file.empty()) {
+    ASSIGN_OR_RETURN(std::string src, ReadFileToString(override_file));
+    ASSIGN_OR_RETURN(out.plain, parse(src, override_file));
+    out.tools = out.plain;
+    return out;
+  }
+  std::error_code ec;
+  fs::path dir(path);
+  if (fs::is_regular_file(dir, ec) && dir.extension() == ".json") dir = dir.parent_path();
+  if (fs::is_directory(dir, ec)) {
+    fs::path config = dir / "tokenizer_config.json";
+    fs::path jinja = dir / "chat_template.jinja";
+    std::string config_text = "{}";
+    if (fs::exists(config, ec)) {
+      ASSIGN_OR_RETURN(config_text, ReadFileToString(config.string()));
+    }
+    std::string jinja_path = fs::exists(jinja, ec) ? jinja.string() : "";
+    auto plain = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/false);
+    if (!plain.ok()) {
+      if (plain.status().code() == StatusCode::kNotFound) return out;  // no template
+      return plain.status().WithContext(config.string());
+    }
+    ASSIGN_OR_RETURN(out.plain, parse(plain->source, config.string()));
+    if (!plain->bos_token.empty()) out.bos_token = plain->bos_token;
+    if (!plain->eos_token.empty()) out.eos_token = plain->eos_token;
+    auto tools = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/true);
+    if (tools.ok() && tools->source != plain->source) {
+      ASSIGN_OR_RETURN(out.tools, parse(tools->source, config.string()));
+    } else {
+      out.tools = out.plain;
+    }
+    return out;
+  }
+  auto file = GgufFile::Open(path);
+  if (!file.ok()) return out;
+  auto src = (*file)->GetString("tokenizer.chat_template");
+  if (!src.ok()) return out;
+  ASSIGN_OR_RETURN(out.plain, parse(*src, path + " (tokenizer.chat_template)"));
+  out.tools = out.plain;
+  return out;
 }
 
 }  // namespace loom

@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "cli/model_tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
 namespace loom {
 namespace {
 
@@ -17,11 +19,42 @@ struct TokenizeFlags {
   std::string decode;
   bool verbose = false;
   bool no_special = false;
+  std::string chat;  // messages.json: render with the chat template instead of encoding text
+  bool no_generation_prompt = false;
 };
+
+// Renders `f.chat` (a JSON list of messages, or an object with "messages", optional "tools" and
+// any chat_template_kwargs) with the model's chat template and prints the text, then its ids.
+void RunChatRender(const TokenizeFlags& f, const Tokenizer& tok) {
+  auto text = ReadFileToString(f.chat);
+  if (!text.ok()) Fail(text.status().message());
+  nlohmann::ordered_json in = nlohmann::ordered_json::parse(*text, nullptr, false);
+  if (in.is_discarded()) Fail(f.chat + ": not valid JSON");
+  nlohmann::ordered_json ctx = in.is_array() ? nlohmann::ordered_json{{"messages", in}} : in;
+  if (!ctx.is_object() || !ctx.contains("messages")) {
+    Fail(f.chat + ": expected a list of messages or an object with \"messages\"");
+  }
+  auto templates = LoadChatTemplatesFor(f.path, "", &tok);
+  if (!templates.ok()) Fail(templates.status().message());
+  bool has_tools = ctx.contains("tools") && !ctx["tools"].empty();
+  const auto& tpl = has_tools ? templates->tools : templates->plain;
+  if (!tpl) Fail(f.path + " has no chat template");
+  if (!ctx.contains("add_generation_prompt")) ctx["add_generation_prompt"] = !f.no_generation_prompt;
+  if (!ctx.contains("bos_token")) ctx["bos_token"] = templates->bos_token;
+  if (!ctx.contains("eos_token")) ctx["eos_token"] = templates->eos_token;
+  auto rendered = tpl->Render(ctx);
+  if (!rendered.ok()) Fail(rendered.status().message());
+  std::printf("%s", rendered->c_str());
+  std::vector<int32_t> ids = tok.Encode(*rendered, /*add_special_tokens=*/false);
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  std::fprintf(stderr, "\n%s]\n%zu tokens\n", out.c_str(), ids.size());
+}
 
 void RunTokenize(const TokenizeFlags& f) {
   auto tok = LoadTokenizerFor(f.path);
   if (!tok.ok()) Fail(tok.status().message());
+  if (!f.chat.empty()) return RunChatRender(f, **tok);
   if (!f.decode.empty()) {
     std::vector<int32_t> ids;
     std::stringstream ss(f.decode);
@@ -71,6 +104,14 @@ void AddTokenizeCommand(CLI::App& root) {
   dec->excludes(file);
   cmd->add_flag("--verbose,-v", f->verbose, "print one id and its token string per line");
   cmd->add_flag("--no-special", f->no_special, "do not add BOS/EOS");
+  auto* chat = cmd->add_option("--chat", f->chat,
+                               "render messages.json (a list of messages, or {messages, tools, ...}) "
+                               "with the chat template; print the text, ids to stderr")
+                   ->check(CLI::ExistingFile);
+  chat->excludes(text);
+  chat->excludes(dec);
+  cmd->add_flag("--no-generation-prompt", f->no_generation_prompt,
+                "--chat: render without add_generation_prompt");
   cmd->callback([f] { RunTokenize(*f); });
 }
 

@@ -17,7 +17,7 @@ extra=()
 if ! grep -q 'tools/fuzz' "$root/CMakeLists.txt"; then
   extra+=("-DCMAKE_PROJECT_INCLUDE=$root/tools/fuzz/wire.cmake")
 fi
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" \
   "${extra[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_make_seeds
