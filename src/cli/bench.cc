@@ -17,6 +17,7 @@ namespace {
 struct BenchFlags {
   ModelFlags model;
   int prompt_tokens = 128;
+  int decode_prompt_tokens = 8;  // prompt of each decode-run request (sets the decode context)
   int gen_tokens = 64;
   int concurrency = 1;
   int repeat = 1;
@@ -94,7 +95,8 @@ void RunBench(const BenchFlags& f) {
     std::vector<Request> reqs;
     for (int i = 0; i < f.concurrency; ++i) {
       Request r;
-      r.prompt = RandomPrompt(8, vocab, 7000u + static_cast<uint32_t>(rep * 1000 + i));
+      r.prompt = RandomPrompt(f.decode_prompt_tokens, vocab,
+                              7000u + static_cast<uint32_t>(rep * 1000 + i));
       r.params.max_tokens = f.gen_tokens;
       r.params.temperature = 0;
       r.params.ignore_eos = true;
@@ -136,6 +138,9 @@ void AddBenchCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("bench", "measure prefill and decode speed and peak memory");
   f->model.Add(cmd);
   cmd->add_option("--prompt-tokens", f->prompt_tokens, "prompt length for the prefill run")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--decode-prompt-tokens", f->decode_prompt_tokens,
+                  "prompt length of each decode-run request (the decode context starts there)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request in the decode run")
       ->check(CLI::Range(2, 1 << 20));

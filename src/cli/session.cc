@@ -12,7 +12,11 @@
 #endif
 #include "base/logging.h"
 #include "io/json_file.h"
+#include "model/dummy_weights.h"
 #include "runtime/decoder_runner.h"
+#ifdef LOOM_HAVE_CUDA
+#include "runtime/cuda_graph_runner.h"
+#endif
 #ifdef LOOM_HAVE_TOKENIZER
 #include "base/mapped_file.h"
 #include "cli/model_tokenizer.h"
@@ -65,6 +69,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--chat-template", chat_template, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
+  app->add_option("--dummy-weights", dummy_weights,
+                  "build the model from this config.json (or its directory) with random weights "
+                  "(benchmarks; no tokenizer; MODEL is ignored)");
+  app->add_flag("!--no-cuda-graphs", cuda_graphs,
+                "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
 }
 
 #ifdef LOOM_HAVE_TOKENIZER
@@ -141,7 +150,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   auto t0 = std::chrono::steady_clock::now();
   auto s = std::make_unique<Session>();
   s->flags = flags;
-  s->model_path = flags.model;
+  s->model_path = flags.dummy_weights.empty() ? flags.model : flags.dummy_weights;
+  const bool dummy = !flags.dummy_weights.empty();
   if (s->model_path.empty()) {
     s->model_path = DefaultModelPath();
     s->is_default_model = true;
@@ -153,6 +163,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   while (s->model_path.size() > 1 && s->model_path.back() == '/') s->model_path.pop_back();
   s->model_name = fs::path(s->model_path).filename().string();
   if (s->is_default_model) s->model_name = "loom-default";
+  if (dummy) s->model_name = "dummy-" + fs::path(s->model_path).stem().string();
 
   int threads = flags.threads > 0 ? flags.threads
                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -170,7 +181,12 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   }
 #endif
   if (!use_cuda) s->backend = std::make_unique<CpuBackend>(threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(s->model_path, s->backend.get()));
+  std::unique_ptr<Model> model;
+  if (dummy) {
+    ASSIGN_OR_RETURN(model, MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0));
+  } else {
+    ASSIGN_OR_RETURN(model, LoadModel(s->model_path, s->backend.get()));
+  }
   const ModelConfig& cfg = model->config();
 
   int context = cfg.max_position_embeddings;
@@ -217,8 +233,18 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
                                                 kv_dtype);
+#ifdef LOOM_HAVE_CUDA
+  if (use_cuda && flags.cuda_graphs) {
+    CudaGraphOptions go;
+    go.max_batch = flags.batch;
+    go.max_pages_per_seq = (context + flags.block_size - 1) / flags.block_size;
+    runner->set_step_accelerator(std::make_unique<CudaGraphRunner>(
+        runner->model(), runner->kv(), flags.block_size,
+        static_cast<CudaBackend*>(s->backend.get()), go));
+  }
+#endif
 #ifdef LOOM_HAVE_TOKENIZER
-  {
+  if (!dummy) {
     auto tok = LoadTokenizerFor(s->model_path);
     if (tok.ok()) {
       s->tokenizer = std::shared_ptr<const Tokenizer>(std::move(tok).value());
@@ -231,7 +257,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   }
 #endif
   // generation_config.json sampling defaults.
-  if (fs::path gen = fs::path(s->model_path) / "generation_config.json"; fs::is_regular_file(gen)) {
+  if (fs::path gen = fs::path(s->model_path) / "generation_config.json";
+      !dummy && fs::is_regular_file(gen)) {
     if (auto g = LoadJsonFile(gen.string()); g.ok() && g->is_object()) {
       auto num = [&](const char* key, auto* out) {
         if (auto it = g->find(key); it != g->end() && it->is_number()) {

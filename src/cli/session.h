@@ -34,6 +34,10 @@ struct ModelFlags {
   int max_model_len = 0;         // 0 = the model's
   std::string chat_template;     // file overriding the model's template
   bool debug_integrity = false;
+  // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no
+  // tokenizer). Overrides MODEL.
+  std::string dummy_weights;
+  bool cuda_graphs = true;       // CUDA: replay decode-only steps from CUDA graphs
 
   // Registers the flags on `app`. `with_model_positional` adds MODEL as a positional argument.
   void Add(CLI::App* app, bool with_model_positional = true);

@@ -25,6 +25,11 @@ StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
     }
     slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
   }
+  if (accelerator_ != nullptr && sink_ == nullptr) {
+    std::vector<float> out;
+    ASSIGN_OR_RETURN(bool done, accelerator_->TryExecute(plan, &out));
+    if (done) return out;
+  }
   HostForwardBatch hb = BuildHostForwardBatch(slices, block_size_);
   Backend* be = model_->backend();
   ForwardInput in = UploadForwardBatch(hb, block_size_, be);

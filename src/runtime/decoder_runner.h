@@ -10,6 +10,15 @@
 
 namespace loom {
 
+// An optional fast path for some steps (e.g. CUDA graph replay of decode-only steps, see
+// cuda_graph_runner.h). Given a validated plan, either computes it exactly as the eager path would
+// (same KV writes, same logits layout) and returns true, or touches nothing and returns false.
+class StepAccelerator {
+ public:
+  virtual ~StepAccelerator() = default;
+  virtual StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) = 0;
+};
+
 class DecoderRunner final : public ModelRunner {
  public:
   // Allocates `num_blocks` KV blocks of `block_size` tokens per layer in `kv_dtype`.
@@ -22,8 +31,14 @@ class DecoderRunner final : public ModelRunner {
   const Model& model() const { return *model_; }
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
-  // Debug hook: named activations of every following step go to `sink` (null: off).
+  // Debug hook: named activations of every following step go to `sink` (null: off). Steps with
+  // a sink always run eagerly.
   void set_activation_sink(const ActivationSink* sink) { sink_ = sink; }
+  // The per-layer KV pools (for a StepAccelerator built over this runner).
+  const std::vector<KvLayer>& kv() const { return kv_; }
+  // Installs (or, with null, removes) a fast path tried before the eager forward.
+  void set_step_accelerator(std::unique_ptr<StepAccelerator> a) { accelerator_ = std::move(a); }
+  StepAccelerator* step_accelerator() const { return accelerator_.get(); }
 
  private:
   std::unique_ptr<Model> model_;
@@ -31,6 +46,7 @@ class DecoderRunner final : public ModelRunner {
   int block_size_;
   std::vector<KvLayer> kv_;
   const ActivationSink* sink_ = nullptr;
+  std::unique_ptr<StepAccelerator> accelerator_;
 };
 
 }  // namespace loom

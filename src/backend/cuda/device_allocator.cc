@@ -7,13 +7,16 @@ namespace loom::cuda {
 // A Buffer on the device that returns its block to the allocator's cache.
 class DeviceBuffer final : public Buffer {
  public:
-  DeviceBuffer(std::shared_ptr<DeviceAllocator> owner, void* data, size_t bytes, size_t rounded)
-      : Buffer(data, bytes, Device::kCuda), owner_(std::move(owner)), rounded_(rounded) {}
-  ~DeviceBuffer() override { owner_->Release(data(), rounded_); }
+  DeviceBuffer(std::shared_ptr<DeviceAllocator> owner, void* data, size_t bytes, size_t rounded,
+               bool pooled)
+      : Buffer(data, bytes, Device::kCuda), owner_(std::move(owner)), rounded_(rounded),
+        pooled_(pooled) {}
+  ~DeviceBuffer() override { owner_->Release(data(), rounded_, pooled_); }
 
  private:
   std::shared_ptr<DeviceAllocator> owner_;
   size_t rounded_;
+  bool pooled_;
 };
 
 DeviceAllocator::~DeviceAllocator() {
@@ -22,6 +25,7 @@ DeviceAllocator::~DeviceAllocator() {
   for (auto& [size, ptrs] : free_) {
     for (void* p : ptrs) (void)cudaFree(p);
   }
+  for (void* p : pool_all_) (void)cudaFree(p);
 }
 
 size_t DeviceAllocator::RoundSize(size_t bytes) {
@@ -33,18 +37,41 @@ size_t DeviceAllocator::RoundSize(size_t bytes) {
 
 std::shared_ptr<Buffer> DeviceAllocator::NewBuffer(size_t bytes) {
   const size_t rounded = RoundSize(bytes);
-  void* p = Allocate(rounded);
-  return std::make_shared<DeviceBuffer>(shared_from_this(), p, bytes, rounded);
-}
-
-void* DeviceAllocator::Allocate(size_t rounded) {
+  bool pooled;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(rounded);
-    if (it != free_.end() && !it->second.empty()) {
+    pooled = pool_active_;
+  }
+  void* p = Allocate(rounded, pooled);
+  return std::make_shared<DeviceBuffer>(shared_from_this(), p, bytes, rounded, pooled);
+}
+
+void DeviceAllocator::BeginPrivatePool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CHECK(!pool_active_) << "DeviceAllocator: private pool already active";
+  pool_active_ = true;
+}
+
+void DeviceAllocator::EndPrivatePool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CHECK(pool_active_) << "DeviceAllocator: no private pool active";
+  pool_active_ = false;
+}
+
+size_t DeviceAllocator::pool_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_bytes_;
+}
+
+void* DeviceAllocator::Allocate(size_t rounded, bool pooled) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& cache = pooled ? pool_free_ : free_;
+    auto it = cache.find(rounded);
+    if (it != cache.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
-      cached_ -= rounded;
+      if (!pooled) cached_ -= rounded;
       in_use_ += rounded;
       return p;
     }
@@ -52,7 +79,7 @@ void* DeviceAllocator::Allocate(size_t rounded) {
   CUDA_CHECK(cudaSetDevice(device_));
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, rounded);
-  if (err == cudaErrorMemoryAllocation) {
+  if (err == cudaErrorMemoryAllocation && !pooled) {  // (no device sync while capturing)
     (void)cudaGetLastError();  // clear the sticky-free error state
     EmptyCache();
     err = cudaMalloc(&p, rounded);
@@ -62,13 +89,21 @@ void* DeviceAllocator::Allocate(size_t rounded) {
                             << " bytes in use on device " << device_;
   std::lock_guard<std::mutex> lock(mu_);
   in_use_ += rounded;
+  if (pooled) {
+    pool_all_.push_back(p);
+    pool_bytes_ += rounded;
+  }
   return p;
 }
 
-void DeviceAllocator::Release(void* p, size_t rounded) {
+void DeviceAllocator::Release(void* p, size_t rounded, bool pooled) {
   std::lock_guard<std::mutex> lock(mu_);
-  free_[rounded].push_back(p);
   in_use_ -= rounded;
+  if (pooled) {
+    pool_free_[rounded].push_back(p);
+    return;
+  }
+  free_[rounded].push_back(p);
   cached_ += rounded;
 }
 

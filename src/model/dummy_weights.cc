@@ -1,0 +1,180 @@
+#include "model/dummy_weights.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <xxhash.h>
+
+#include "backend/cuda/fill_uniform.h"
+#include "io/json_file.h"
+#include "model/arch/arch.h"
+#ifdef LOOM_MODEL_CUDA_FILL
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr float kStd = 0.02f;
+
+class Filler {
+ public:
+  Filler(Backend* backend, DType matrix_dtype, uint64_t seed)
+      : backend_(backend), matrix_dtype_(matrix_dtype), seed_(seed) {
+#ifdef LOOM_MODEL_CUDA_FILL
+    cuda_ = dynamic_cast<CudaBackend*>(backend);
+    if (cuda_ != nullptr) matrix_dtype_ = DType::kBF16;
+#endif
+  }
+
+  // [rows, cols], uniform with std kStd.
+  Tensor Matrix(int64_t rows, int64_t cols) {
+    const float a = kStd * std::sqrt(3.f);
+    return Make(matrix_dtype_, Shape{rows, cols}, -a, 2 * a, /*matrix=*/true);
+  }
+  Tensor Norm(int64_t d, bool plus_one) {
+    return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f, false)
+                    : Make(DType::kF32, Shape{d}, 0.9f, 0.2f, false);
+  }
+  Tensor Bias(int64_t d) { return Make(DType::kF32, Shape{d}, -kStd, 2 * kStd, false); }
+
+  size_t bytes() const { return bytes_; }
+  DType matrix_dtype() const { return matrix_dtype_; }
+
+ private:
+  Tensor Make(DType dtype, Shape shape, float lo, float scale, bool matrix) {
+    const uint64_t seed = seed_ * 1000003u + counter_++;
+#ifdef LOOM_MODEL_CUDA_FILL
+    if (cuda_ != nullptr) {
+      // On the device: no host copy. 1-D tensors are f32 (as Upload would leave them).
+      Tensor t = cuda_->Alloc(dtype, shape);
+      cuda_->FillUniform(t, seed, lo, scale);
+      bytes_ += t.nbytes();
+      return t;
+    }
+#endif
+    (void)matrix;
+    Tensor h = HostTensor(dtype, shape);
+    const int64_t n = h.numel();
+    if (dtype == DType::kF32) {
+      float* p = h.data_as<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = cuda::HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
+    } else {
+      CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "dummy weights: " << DTypeName(dtype);
+      uint16_t* p = h.data_as<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = cuda::HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
+        p[i] = dtype == DType::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+      }
+    }
+    bytes_ += h.nbytes();
+    return backend_->Upload(h);
+  }
+
+  Backend* backend_;
+  DType matrix_dtype_;
+  uint64_t seed_;
+#ifdef LOOM_MODEL_CUDA_FILL
+  CudaBackend* cuda_ = nullptr;
+#endif
+  uint64_t counter_ = 0;
+  size_t bytes_ = 0;
+};
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend, DType weight_dtype,
+                                                uint64_t seed, std::string origin) {
+  CHECK_OK(c.Validate());
+  CHECK(weight_dtype == DType::kBF16 || weight_dtype == DType::kF16 || weight_dtype == DType::kF32)
+      << "dummy weights: unsupported weight dtype " << DTypeName(weight_dtype);
+  Filler f(backend, weight_dtype, seed);
+  const bool p1 = c.norm_plus_one;
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
+  const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  Weights w;
+  w.embed = f.Matrix(c.vocab_size, d);
+  w.final_norm = f.Norm(d, p1);
+  w.lm_head = c.tie_word_embeddings ? w.embed : f.Matrix(c.vocab_size, d);
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (auto& l : w.layers) {
+    l.attn_norm = f.Norm(d, p1);
+    if (c.fused_qkv) {
+      l.wqkv = f.Matrix(q_dim + 2 * kv_dim, d);
+    } else {
+      l.wq = f.Matrix(q_dim, d);
+      l.wk = f.Matrix(kv_dim, d);
+      l.wv = f.Matrix(kv_dim, d);
+      if (c.attention_bias) {
+        l.bq = f.Bias(q_dim);
+        l.bk = f.Bias(kv_dim);
+        l.bv = f.Bias(kv_dim);
+      }
+    }
+    l.wo = f.Matrix(d, q_dim);
+    if (c.attention_out_bias) l.bo = f.Bias(d);
+    if (c.qk_norm) {
+      l.q_norm = f.Norm(hd, p1);
+      l.k_norm = f.Norm(hd, p1);
+    }
+    if (c.sandwich_norm) {
+      l.post_attn_norm = f.Norm(d, p1);
+      l.post_ffn_norm = f.Norm(d, p1);
+    }
+    l.ffn_norm = f.Norm(d, p1);
+    if (c.fused_gate_up) {
+      l.w_gate_up = f.Matrix(2 * ff, d);
+    } else {
+      l.w_gate = f.Matrix(ff, d);
+      l.w_up = f.Matrix(ff, d);
+    }
+    l.w_down = f.Matrix(d, ff);
+  }
+  w.total_bytes = f.bytes();
+  w.dtype = f.matrix_dtype();
+  // Gemma scales embeddings by sqrt(hidden) rounded to the weights' dtype (as LoadModel does).
+  if (c.embed_scale != 1.f && w.dtype == DType::kBF16) {
+    c.embed_scale = Bf16ToF32(F32ToBf16(c.embed_scale));
+  } else if (c.embed_scale != 1.f && w.dtype == DType::kF16) {
+    c.embed_scale = F16ToF32(F32ToF16(c.embed_scale));
+  }
+  const uint64_t fp = XXH3_64bits_withSeed(origin.data(), origin.size(), seed);
+  ModelInfo info{origin, "dummy", "dummy:" + Hex(fp) + ":" + std::string(DTypeName(w.dtype))};
+  return std::make_unique<Model>(std::move(c), std::move(w), std::move(info), backend);
+}
+
+StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, Backend* backend,
+                                                DType weight_dtype, uint64_t seed) {
+  std::error_code ec;
+  std::string path = config_path;
+  if (fs::is_directory(path, ec)) path = (fs::path(path) / "config.json").string();
+  if (!fs::is_regular_file(path, ec)) {
+    return NotFoundError("--dummy-weights " + config_path +
+                         ": no such config.json (pass a config.json file or a directory with one)");
+  }
+  if (weight_dtype != DType::kBF16 && weight_dtype != DType::kF16 && weight_dtype != DType::kF32) {
+    return InvalidArgumentError("dummy weights: weight dtype must be bf16, f16 or f32, got " +
+                                std::string(DTypeName(weight_dtype)));
+  }
+  ASSIGN_OR_RETURN(nlohmann::json j, LoadJsonFile(path));
+  if (!j.is_object()) return InvalidArgumentError(path + ": expected a JSON object");
+  ASSIGN_OR_RETURN(const ArchSpec* arch, FindArchForHfConfig(j));
+  ModelConfig cfg;
+  try {
+    RETURN_IF_ERROR(arch->from_hf(j, &cfg).WithContext(path));
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(path + ": " + e.what());
+  }
+  RETURN_IF_ERROR(cfg.Validate().WithContext(path));
+  return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
+}
+
+}  // namespace loom

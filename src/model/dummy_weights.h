@@ -1,0 +1,38 @@
+// MakeDummyModel (FEATURES.md F19, `--dummy-weights`): any supported architecture built from its
+// config.json alone, with deterministic random weights created directly on the backend — for
+// benchmarks of models we do not have (or do not want to download). No weight file is read and,
+// on CUDA, no host copy of the weights is made (16 GB for Llama-3.1-8B): matrices are allocated in
+// bf16 on the device and filled there by CudaBackend::FillUniform.
+//
+// Values: HashUniform (backend/cuda/fill_uniform.h), identical on host and device, so a CPU and a
+// CUDA dummy model with the same seed hold the same (bf16-rounded) weights.
+//   matrices and embedding [out, in]: uniform with std 0.02 (|w| < 0.0347), HF's initializer_range
+//   norm weights [d]:                 uniform in [0.9, 1.1)   ([-0.1, 0.1) for Gemma's (1 + w))
+//   biases [m]:                       uniform in [-0.02, 0.02)
+// Every tensor of the Weights layout (model/weights.h) the config asks for is created with the
+// shape LoadWeights would check (fused qkv / gate_up for Phi-3, q/k norms, sandwich norms, tied
+// lm_head == embed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+
+namespace loom {
+
+// `config_path`: a config.json file, or a directory holding one. `weight_dtype`: dtype of the
+// matrices (bf16, f16 or f32 on the CPU backend; a CUDA backend always gets bf16, the only weight
+// dtype its MatMul reads). Norms and biases are f32. Errors name the config file and field.
+// The backend must outlive the model.
+StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, Backend* backend,
+                                                DType weight_dtype = DType::kBF16,
+                                                uint64_t seed = 0);
+
+// Same, from an already-built config (config.Validate() must pass).
+std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig config, Backend* backend,
+                                                DType weight_dtype, uint64_t seed,
+                                                std::string origin);
+
+}  // namespace loom

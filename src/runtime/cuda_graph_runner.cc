@@ -1,0 +1,204 @@
+#include "runtime/cuda_graph_runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/device_allocator.h"
+#include "base/logging.h"
+
+namespace loom {
+namespace {
+
+// Offsets (in i32) of the parts of the input block for capacity bmax.
+struct Layout {
+  int64_t tokens, positions, kv_len, page_indptr, slots, pages, total;
+  Layout(int bmax, int max_pages) {
+    tokens = 0;
+    positions = tokens + bmax;
+    kv_len = positions + bmax;
+    page_indptr = kv_len + bmax;
+    slots = page_indptr + bmax + 1;
+    pages = slots + bmax;
+    total = pages + int64_t{bmax} * max_pages;
+  }
+};
+
+Tensor UploadIota(CudaBackend* be, int64_t n) {
+  Tensor h = HostTensor(DType::kI32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) h.data_as<int32_t>()[i] = static_cast<int32_t>(i);
+  return be->Upload(h);
+}
+
+}  // namespace
+
+struct CudaGraphRunner::Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  }
+};
+
+CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>& kv,
+                                 int block_size, CudaBackend* backend,
+                                 const CudaGraphOptions& options)
+    : model_(model), kv_(kv), block_size_(block_size), backend_(backend) {
+  CHECK(backend_ != nullptr && model_.backend() == backend_)
+      << "CudaGraphRunner: the model must live on the given CudaBackend";
+  CHECK_GT(block_size_, 0);
+  int want = 1;
+  while (want < options.max_batch) want *= 2;  // the padded size the largest batch needs
+  for (int b : options.batch_sizes) {
+    CHECK_GT(b, 0);
+    if (b <= want) batch_sizes_.push_back(b);
+  }
+  std::sort(batch_sizes_.begin(), batch_sizes_.end());
+  CHECK(!batch_sizes_.empty()) << "CudaGraphRunner: no batch sizes";
+  bmax_ = batch_sizes_.back();
+  const int context = model_.config().max_position_embeddings;
+  max_pages_ = options.max_pages_per_seq > 0 ? options.max_pages_per_seq
+                                             : (context + block_size_ - 1) / block_size_;
+  const Layout L(bmax_, max_pages_);
+  block_ = backend_->Alloc(DType::kI32, Shape{L.total});
+  query_start_ = UploadIota(backend_, bmax_ + 1);
+  sample_rows_ = UploadIota(backend_, bmax_);
+  logits_ = backend_->Alloc(DType::kF32, Shape{bmax_, model_.config().vocab_size});
+  staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
+  backend_->Synchronize();
+}
+
+CudaGraphRunner::~CudaGraphRunner() {
+  backend_->Synchronize();
+  graphs_.clear();
+}
+
+ForwardInput CudaGraphRunner::InputsFor(int B) const {
+  const Layout L(bmax_, max_pages_);
+  auto part = [&](int64_t offset, int64_t n) { return block_.Slice(offset, n); };
+  ForwardInput in;
+  in.token_ids = part(L.tokens, B);
+  in.positions = part(L.positions, B);
+  in.sample_rows = sample_rows_.Slice(0, B);
+  in.num_sample_rows = B;
+  AttentionMeta& m = in.meta;
+  m.num_seqs = B;
+  m.num_tokens = B;
+  m.max_query_len = 1;
+  m.max_kv_len = max_pages_ * block_size_;  // fixes the split-KV plan for any kv_len
+  m.block_size = block_size_;
+  m.query_start = query_start_.Slice(0, B + 1);
+  m.kv_len = part(L.kv_len, B);
+  m.page_indptr = part(L.page_indptr, B + 1);
+  m.page_indices = part(L.pages, int64_t{B} * max_pages_);
+  m.slot_mapping = part(L.slots, B);
+  return in;
+}
+
+int64_t CudaGraphRunner::Stage(const StepPlan& plan, int B) {
+  const Layout L(bmax_, max_pages_);
+  int32_t* h = static_cast<int32_t*>(staging_->data());
+  const int n = static_cast<int>(plan.seqs.size());
+  int32_t num_pages_total = 0;
+  h[L.page_indptr] = 0;
+  for (int i = 0; i < B; ++i) {
+    if (i < n) {
+      const ScheduledSeq& s = plan.seqs[static_cast<size_t>(i)];
+      const int32_t pos = s.start_pos;
+      const int32_t kv_len = pos + 1;
+      const int32_t pages = (kv_len + block_size_ - 1) / block_size_;
+      h[L.tokens + i] = s.tokens[0];
+      h[L.positions + i] = pos;
+      h[L.kv_len + i] = kv_len;
+      h[L.slots + i] = s.block_table[static_cast<size_t>(pos / block_size_)] * block_size_ +
+                       pos % block_size_;
+      std::memcpy(h + L.pages + num_pages_total, s.block_table.data(),
+                  static_cast<size_t>(pages) * sizeof(int32_t));
+      num_pages_total += pages;
+    } else {  // padding: attends to one key of block 0, writes no KV
+      h[L.tokens + i] = 0;
+      h[L.positions + i] = 0;
+      h[L.kv_len + i] = 1;
+      h[L.slots + i] = -1;
+      h[L.pages + num_pages_total] = 0;
+      num_pages_total += 1;
+    }
+    h[L.page_indptr + i + 1] = num_pages_total;
+  }
+  return L.pages + num_pages_total;
+}
+
+Status CudaGraphRunner::Capture(int B) {
+  const cudaStream_t stream = backend_->stream();
+  // Padding-only inputs: no KV is written by the warm-up run.
+  StepPlan empty;
+  const int64_t count = Stage(empty, B);
+  CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
+                             cudaMemcpyHostToDevice, stream));
+  const ForwardInput in = InputsFor(B);
+  const Tensor logits = logits_.Slice(0, B);
+  RETURN_IF_ERROR(model_.Forward(in, kv_, logits));  // warm-up (plans, kernel attributes)
+  backend_->Synchronize();
+
+  auto g = std::make_unique<Graph>();
+  cuda::DeviceAllocator& alloc = backend_->allocator();
+  alloc.BeginPrivatePool();
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  const Status st = model_.Forward(in, kv_, logits);
+  const cudaError_t end = cudaStreamEndCapture(stream, &g->graph);
+  alloc.EndPrivatePool();
+  RETURN_IF_ERROR(st);
+  if (end != cudaSuccess) {
+    return InternalError(std::string("CUDA graph capture of the decode step failed: ") +
+                         cudaGetErrorString(end));
+  }
+  CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+  size_t num_nodes = 0;
+  CUDA_CHECK(cudaGraphGetNodes(g->graph, nullptr, &num_nodes));
+  LOG(INFO) << "captured decode CUDA graph for batch " << B << " (" << num_nodes
+            << " nodes, graph pool " << alloc.pool_bytes() / (1 << 20) << " MiB)";
+  graphs_[B] = std::move(g);
+  return OkStatus();
+}
+
+StatusOr<bool> CudaGraphRunner::TryExecute(const StepPlan& plan, std::vector<float>* logits) {
+  const int n = static_cast<int>(plan.seqs.size());
+  if (n == 0 || n > bmax_) return false;
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (s.tokens.size() != 1) return false;
+    const int32_t pages = (s.start_pos + 1 + block_size_ - 1) / block_size_;
+    if (pages > max_pages_ || static_cast<int32_t>(s.block_table.size()) < pages) return false;
+  }
+  const int B = *std::lower_bound(batch_sizes_.begin(), batch_sizes_.end(), n);
+  if (graphs_.find(B) == graphs_.end()) RETURN_IF_ERROR(Capture(B));
+  const cudaStream_t stream = backend_->stream();
+  const int64_t count = Stage(plan, B);
+  CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
+                             cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaGraphLaunch(graphs_[B]->exec, stream));
+  ++replays_;
+  // Sampled rows, in plan order (all rows in the usual case: one contiguous copy).
+  const int64_t vocab = model_.config().vocab_size;
+  int num_sampled = 0;
+  for (const ScheduledSeq& s : plan.seqs) num_sampled += s.sample ? 1 : 0;
+  logits->assign(static_cast<size_t>(num_sampled) * static_cast<size_t>(vocab), 0.f);
+  if (num_sampled == n) {
+    backend_->CopyToHost(logits_.Slice(0, n), logits->data());
+  } else {
+    int r = 0;
+    for (int i = 0; i < n; ++i) {
+      if (!plan.seqs[static_cast<size_t>(i)].sample) continue;
+      CUDA_CHECK(cudaMemcpyAsync(logits->data() + int64_t{r++} * vocab,
+                                 logits_.Slice(i, 1).data(), static_cast<size_t>(vocab) * 4,
+                                 cudaMemcpyDeviceToHost, stream));
+    }
+    backend_->Synchronize();
+  }
+  return true;
+}
+
+}  // namespace loom

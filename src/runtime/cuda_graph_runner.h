@@ -1,0 +1,88 @@
+// CudaGraphRunner: replays CUDA graphs for decode-only steps (every sequence computes exactly one
+// token), installed into a DecoderRunner as its StepAccelerator; prefill and mixed steps stay
+// eager. On an 8B model one decode step is ~600 small kernel launches: replaying them as one
+// graph removes the host launch cost and the gaps between kernels.
+//
+// Static inputs. A graph bakes every pointer and launch shape, so each padded batch size B
+// (1, 2, 4, ..., 256, up to the engine's max_num_seqs) has one graph reading fixed-capacity device
+// buffers, all in one i32 block so a step costs one async host-to-device copy from pinned staging:
+//
+//   [tokens Bmax | positions Bmax | kv_len Bmax | page_indptr Bmax+1 | slots Bmax | pages Bmax*P]
+//   query_start = 0, 1, ..., Bmax and sample_rows = 0, 1, ..., Bmax-1 are constant (filled once).
+//
+// P = max pages per sequence (ceil(max_model_len / block_size)). A step with n <= B sequences pads
+// rows n..B-1 with token 0 at position 0, kv_len 1 (page 0) and slot -1 (StoreKv skips it): their
+// attention reads a real block but their outputs are discarded. Attention is planned at capture
+// with max_kv_len = P * block_size, so its split-KV count is fixed; the kernel derives each
+// sequence's range from kv_len on the device (empty splits combine to nothing).
+//
+// Static allocations. Model::Forward allocates its activations with Backend::Alloc every step.
+// Capture runs it inside the DeviceAllocator's private pool (device_allocator.h), so the graph's
+// activations live in blocks no later allocation can receive; graphs share the pool.
+//
+// Capture is lazy: the first decode step of each padded size runs the forward once eagerly on
+// padding-only inputs (primes cuBLASLt plans and kernel attributes), then captures and
+// instantiates. Logits of padded rows are computed and dropped.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "runtime/decoder_runner.h"
+
+namespace loom::cuda {
+class PinnedHostBuffer;
+}  // namespace loom::cuda
+
+namespace loom {
+
+struct CudaGraphOptions {
+  // Padded batch sizes to capture (ascending); sizes above max_batch are dropped.
+  std::vector<int> batch_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int max_batch = 256;          // the engine's max_num_seqs
+  int max_pages_per_seq = 0;    // 0: ceil(max_model_len / block_size)
+};
+
+class CudaGraphRunner final : public StepAccelerator {
+ public:
+  // `model` and `kv` (the DecoderRunner's pools, `num_blocks` blocks of `block_size`) must
+  // outlive the runner; the model's backend must be `backend`.
+  CudaGraphRunner(const Model& model, const std::vector<KvLayer>& kv, int block_size,
+                  CudaBackend* backend, const CudaGraphOptions& options);
+  ~CudaGraphRunner() override;
+
+  // Takes decode-only plans with at most the largest batch size and at most max_pages_per_seq
+  // pages per sequence; returns false (nothing done) for every other plan.
+  StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) override;
+
+  int num_graphs() const { return static_cast<int>(graphs_.size()); }
+  int64_t replays() const { return replays_; }
+  int max_batch() const { return batch_sizes_.empty() ? 0 : batch_sizes_.back(); }
+
+ private:
+  struct Graph;
+  // Writes the step's (padded to B) inputs into the pinned staging and returns the i32 count
+  // to copy.
+  int64_t Stage(const StepPlan& plan, int B);
+  Status Capture(int B);
+  ForwardInput InputsFor(int B) const;
+
+  const Model& model_;
+  const std::vector<KvLayer>& kv_;
+  int block_size_;
+  CudaBackend* backend_;
+  std::vector<int> batch_sizes_;
+  int bmax_ = 0;
+  int max_pages_ = 0;
+  Tensor block_;        // i32 [5 * bmax + 1 + bmax * max_pages] on the device (layout above)
+  Tensor query_start_;  // i32 [bmax + 1]: 0..bmax
+  Tensor sample_rows_;  // i32 [bmax]: 0..bmax-1
+  Tensor logits_;       // f32 [bmax, vocab]
+  std::unique_ptr<cuda::PinnedHostBuffer> staging_;  // i32, same layout as block_
+  std::map<int, std::unique_ptr<Graph>> graphs_;
+  int64_t replays_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Builds loom and cuda_graph_runner_test here (nvcc + g++, BUILD=build-cuda2 by default) and
+# collects them, with the shared libraries the GPU machine's image may lack, into .dev/cuda2-bin
+# (git-ignored) for the device tool: run(command="bash tools/cuda/run_e2e_on_device.sh",
+# carry=[".dev/cuda2-bin"]).
+set -euo pipefail
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+build=${BUILD:-$root/build-cuda2}
+out=$root/.dev/cuda2-bin
+ninja -C "$build" -j2 loom cuda_graph_runner_test
+rm -rf "$out"
+mkdir -p "$out/lib"
+strip -o "$out/loom" "$build/src/cli/loom"
+strip -o "$out/cuda_graph_runner_test" "$build/src/runtime/cuda_graph_runner_test"
+for lib in $(ldd "$out/loom" "$out/cuda_graph_runner_test" | awk '/=>/ {print $3}' | sort -u); do
+  case $(basename "$lib") in
+    libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++* | \
+      libgcc_s* | libcuda* | libcublas* | libcudart*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+# xz: OpenBLAS alone is 36 MB and the device tool carries at most 64 MiB with the tree.
+tar cJf "$out/lib.tar.xz" -C "$out" lib && rm -rf "$out/lib"
+du -sh "$out"

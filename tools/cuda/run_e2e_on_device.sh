@@ -1,0 +1,40 @@
+#!/bin/bash
+# On the GPU machine, from the repository root, after package_e2e.sh here. Writes logs to $OUT:
+# graph-vs-eager test, greedy ids of the default model on CUDA vs CPU, and `loom bench
+# --dummy-weights` for Llama-3.1-8B and Llama-3.2-1B at concurrency 1/8/64 (graphs on), plus
+# batch 1 with graphs off.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp}
+bin=.dev/cuda2-bin
+# package_e2e.sh ships the libraries xz-compressed (the 64 MiB transfer limit).
+[ -d $bin/lib ] || { mkdir -p /tmp/cuda2-lib && tar xJf $bin/lib.tar.xz -C /tmp/cuda2-lib; }
+cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
+         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$PWD/$bin/lib:/tmp/cuda2-lib/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# The test binary looks for models/default under the source dir it was built in.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | tail -25
+ids=0,15,251,78,9,1203,44,310,72,5
+for dev in cuda cpu; do
+  timeout 60 $bin/loom generate models/default --device $dev --ids $ids -n 200 --temp 0 --ignore-eos \
+    > "$out/gen_$dev.txt" 2> "$out/gen_$dev.err"
+  echo "generate $dev: $(head -c 300 "$out/gen_$dev.txt")"
+done
+b() {  # model concurrency extra...
+  local m=$1 c=$2; shift 2
+  echo "== $m c=$c $*" | tee -a "$out/bench.log"
+  timeout 75 $bin/loom bench --device cuda --dummy-weights bench/configs/$m.json \
+    --prompt-tokens 512 --decode-prompt-tokens 512 --gen-tokens 128 --concurrency $c \
+    --repeat 2 "$@" 2>&1 | tee -a "$out/bench.log"
+}
+# Most important first (the run has a time limit).
+b llama-3.1-8b 1
+b llama-3.2-1b 1
+b llama-3.1-8b 1 --no-cuda-graphs
+b llama-3.2-1b 1 --no-cuda-graphs
+b llama-3.1-8b 64
+b llama-3.1-8b 8
+b llama-3.2-1b 8
+b llama-3.2-1b 64
