@@ -15,6 +15,7 @@ export LD_LIBRARY_PATH=$PWD/$bin/lib:/tmp/cuda2-lib/lib:$(dirname "${cublas:-/us
 # The test binary looks for models/default under the source dir it was built in.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+timeout 120 $bin/cuda_backend_test 2>&1 | tee "$out/backend_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED|tests ran"
 timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | tail -25
 ids=0,15,251,78,9,1203,44,310,72,5
 for dev in cuda cpu; do
@@ -29,7 +30,10 @@ b() {  # model concurrency extra...
     --prompt-tokens 512 --decode-prompt-tokens 512 --gen-tokens 128 --concurrency $c \
     --repeat 2 "$@" 2>&1 | tee -a "$out/bench.log"
 }
-# Most important first (the run has a time limit).
+# Most important first (the run has a time limit). The default 4.6M model gives the per-step floor.
+echo "== default c=1" | tee -a "$out/bench.log"
+timeout 60 $bin/loom bench models/default --device cuda --prompt-tokens 64 --decode-prompt-tokens 64 \
+  --gen-tokens 128 --repeat 2 2>&1 | tee -a "$out/bench.log"
 b llama-3.1-8b 1
 b llama-3.2-1b 1
 b llama-3.1-8b 1 --no-cuda-graphs

@@ -272,8 +272,8 @@ void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta&
       << Describe(k);
   const int64_t num_slots = kp.dim(0) * kp.dim(1);
   const int32_t* slots = meta.slot_mapping.data_as<const int32_t>();
-  cuda::LaunchScatterRows(k.data(), n, slots, num_slots, k.row_bytes(), kp.data(), stream());
-  cuda::LaunchScatterRows(v.data(), n, slots, num_slots, v.row_bytes(), layer.v.data(), stream());
+  cuda::LaunchScatterRowPairs(k.data(), kp.data(), v.data(), layer.v.data(), n, slots, num_slots,
+                              k.row_bytes(), stream());
 }
 
 void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
@@ -319,7 +319,9 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(a, num_sms_);
   // Scratch from the caching allocator: freed right after the enqueue, reused only by later
   // work on this stream.
-  Tensor tile_start = Alloc(DType::kI32, Shape{plan.tile_start_ints});
+  // (Not zero-filled: TileStartKernel writes every entry; a memset would be one more launch.)
+  Tensor tile_start(DType::kI32, Shape{plan.tile_start_ints},
+                    allocator_->NewBuffer(static_cast<size_t>(plan.tile_start_ints) * 4));
   Tensor partial, lse;
   if (plan.num_splits > 1) {
     partial = Tensor(DType::kF32, Shape{plan.partial_floats},

@@ -125,7 +125,9 @@ TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
     int64_t m, k;
   };
   for (int64_t n : {1, 3, 8, 17, 97, 1000}) {
-    for (Case c : {Case{64, 256}, Case{1000, 136}, Case{7, 4096}}) {
+    // (The last three pick 2, 4 and 1 warps per column in the n = 1 small-batch kernel.)
+    for (Case c : {Case{64, 256}, Case{1000, 136}, Case{7, 4096}, Case{4000, 64},
+                   Case{2048, 72}, Case{9000, 24}}) {
       for (bool bias : {false, true}) {
         for (DType out_t : {DType::kBF16, DType::kF32}) {
           std::vector<float> xv = RandBf16(rng, n * c.k), wv = RandBf16(rng, c.m * c.k, 0.05f);

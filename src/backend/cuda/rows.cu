@@ -18,9 +18,12 @@ __global__ void GatherKernel(const Unit* x, int64_t x_rows, const int32_t* rows,
   }
 }
 
+// Grid z picks the (src, dst) pair: one launch scatters K and V.
 template <typename Unit>
-__global__ void ScatterKernel(const Unit* src, const int32_t* slots, int64_t num_slots,
-                              int64_t units, Unit* dst) {
+__global__ void ScatterKernel(const Unit* src0, Unit* dst0, const Unit* src1, Unit* dst1,
+                              const int32_t* slots, int64_t num_slots, int64_t units) {
+  const Unit* src = blockIdx.z == 0 ? src0 : src1;
+  Unit* dst = blockIdx.z == 0 ? dst0 : dst1;
   const int64_t i = blockIdx.y;
   const int32_t s = slots[i];
   if (s < 0 || s >= num_slots) return;
@@ -70,17 +73,30 @@ void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_
 
 void LaunchScatterRows(const void* src, int64_t n, const int32_t* slots, int64_t num_slots,
                        size_t row_bytes, void* dst, cudaStream_t stream) {
+  LaunchScatterRowPairs(src, dst, nullptr, nullptr, n, slots, num_slots, row_bytes, stream);
+}
+
+void LaunchScatterRowPairs(const void* src0, void* dst0, const void* src1, void* dst1, int64_t n,
+                           const int32_t* slots, int64_t num_slots, size_t row_bytes,
+                           cudaStream_t stream) {
   if (n == 0 || row_bytes == 0) return;
   CHECK_EQ(row_bytes % 2, 0u);
-  if (row_bytes % 16 == 0 && Aligned16(src) && Aligned16(dst)) {
-    const int64_t units = static_cast<int64_t>(row_bytes / 16);
-    ScatterKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint4*>(src), slots,
-                                                         num_slots, units, static_cast<uint4*>(dst));
+  const unsigned pairs = src1 == nullptr ? 1 : 2;
+  const bool wide = row_bytes % 16 == 0 && Aligned16(src0) && Aligned16(dst0) &&
+                    (pairs == 1 || (Aligned16(src1) && Aligned16(dst1)));
+  const size_t unit = wide ? 16 : 2;
+  const int64_t units = static_cast<int64_t>(row_bytes / unit);
+  dim3 grid = GridFor(units, n);
+  grid.z = pairs;
+  if (wide) {
+    ScatterKernel<<<grid, 256, 0, stream>>>(
+        static_cast<const uint4*>(src0), static_cast<uint4*>(dst0),
+        static_cast<const uint4*>(src1), static_cast<uint4*>(dst1), slots, num_slots, units);
   } else {
-    const int64_t units = static_cast<int64_t>(row_bytes / 2);
-    ScatterKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint16_t*>(src), slots,
-                                                         num_slots, units,
-                                                         static_cast<uint16_t*>(dst));
+    ScatterKernel<<<grid, 256, 0, stream>>>(
+        static_cast<const uint16_t*>(src0), static_cast<uint16_t*>(dst0),
+        static_cast<const uint16_t*>(src1), static_cast<uint16_t*>(dst1), slots, num_slots,
+        units);
   }
   CUDA_CHECK_LAUNCH();
 }

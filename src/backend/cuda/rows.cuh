@@ -18,6 +18,11 @@ void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_
                       size_t row_bytes, void* out, cudaStream_t stream);
 void LaunchScatterRows(const void* src, int64_t n, const int32_t* slots, int64_t num_slots,
                        size_t row_bytes, void* dst, cudaStream_t stream);
+// Two scatters with the same rows and slots in one launch (StoreKv: K and V); src1/dst1 may be
+// null for one.
+void LaunchScatterRowPairs(const void* src0, void* dst0, const void* src1, void* dst1, int64_t n,
+                           const int32_t* slots, int64_t num_slots, size_t row_bytes,
+                           cudaStream_t stream);
 void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids,
                  int64_t n, int64_t d, float scale, void* out, cudaStream_t stream);
 

@@ -19,67 +19,110 @@ __device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
   }
 }
 
-template <int N, typename Out>
+// S warps share one output column (each takes every S-th 512-byte chunk of the row; partial sums
+// meet in shared memory), so a block of kWarps warps computes kWarps / S columns. S > 1 puts
+// enough blocks and loads in flight on the GPU when m is small (k/v projections: m = 512..1024).
+template <int N, int S, typename Out>
 __global__ void __launch_bounds__(kWarps * 32)
     SmallBatchGemmKernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* out,
                          int64_t m, int64_t k_vec) {
-  const int lane = threadIdx.x % 32;
-  const int64_t col = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  if (col >= m) return;
-  const uint4* wr = w + col * k_vec;
+  constexpr int kCols = kWarps / S;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % S;
+  const int64_t col = blockIdx.x * int64_t{kCols} + warp / S;
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.f;
-  int64_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < k_vec; i += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  if (col < m) {
+    const uint4* wr = w + col * k_vec;
+    constexpr int64_t kStride = 32 * S;
+    int64_t i = part * 32 + lane;
+    for (; i + kStride * (kUnroll - 1) < k_vec; i += kStride * kUnroll) {
+      uint4 wv[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed once
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStride * u);  // streamed once
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
+        float wf[8];
+        Unpack(wv[u], wf);
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          float xf[8];
+          Unpack(x[r * k_vec + i + kStride * u], xf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r] += wf[e] * xf[e];
+        }
+      }
+    }
+    for (; i < k_vec; i += kStride) {
       float wf[8];
-      Unpack(wv[u], wf);
+      Unpack(wr[i], wf);
 #pragma unroll
       for (int r = 0; r < N; ++r) {
         float xf[8];
-        Unpack(x[r * k_vec + i + 32 * u], xf);
+        Unpack(x[r * k_vec + i], xf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r] += wf[e] * xf[e];
       }
     }
   }
-  for (; i < k_vec; i += 32) {
-    float wf[8];
-    Unpack(wr[i], wf);
+  if constexpr (S == 1) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-      float xf[8];
-      Unpack(x[r * k_vec + i], xf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] += wf[e] * xf[e];
+      const float sum = WarpSum(acc[r]);
+      if (lane == 0 && col < m) out[r * m + col] = FromF32<Out>(sum);
     }
-  }
+  } else {
+    __shared__ float partial[kWarps][N];
 #pragma unroll
-  for (int r = 0; r < N; ++r) {
-    const float s = WarpSum(acc[r]);
-    if (lane == 0) out[r * m + col] = FromF32<Out>(s);
+    for (int r = 0; r < N; ++r) {
+      const float sum = WarpSum(acc[r]);
+      if (lane == 0) partial[warp][r] = sum;
+    }
+    __syncthreads();
+    if (part == 0 && lane == 0 && col < m) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        float sum = 0.f;
+#pragma unroll
+        for (int p = 0; p < S; ++p) sum += partial[warp + p][r];
+        out[r * m + col] = FromF32<Out>(sum);
+      }
+    }
   }
 }
 
-template <int N>
-void LaunchN(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
-             cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((m + kWarps - 1) / kWarps);
+template <int N, int S>
+void LaunchNS(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
+              cudaStream_t stream) {
+  constexpr int kCols = kWarps / S;
+  const unsigned blocks = static_cast<unsigned>((m + kCols - 1) / kCols);
   const auto* xv = static_cast<const uint4*>(x);
   const auto* wv = static_cast<const uint4*>(w);
   if (out_dtype == DType::kF32) {
-    SmallBatchGemmKernel<N, float><<<blocks, kWarps * 32, 0, stream>>>(
+    SmallBatchGemmKernel<N, S, float><<<blocks, kWarps * 32, 0, stream>>>(
         xv, wv, static_cast<float*>(out), m, k / 8);
   } else {
-    SmallBatchGemmKernel<N, __nv_bfloat16><<<blocks, kWarps * 32, 0, stream>>>(
+    SmallBatchGemmKernel<N, S, __nv_bfloat16><<<blocks, kWarps * 32, 0, stream>>>(
         xv, wv, static_cast<__nv_bfloat16*>(out), m, k / 8);
   }
   CUDA_CHECK_LAUNCH();
+}
+
+// Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200
+// (m * S / kWarps >= 528), so small-m GEMVs do not leave SMs idle.
+template <int N>
+void LaunchN(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
+             cudaStream_t stream) {
+  if constexpr (N == 1) {
+    constexpr int64_t kWantBlocks = 528;
+    if (m * 1 >= kWantBlocks * kWarps) return LaunchNS<1, 1>(x, w, out, out_dtype, m, k, stream);
+    if (m * 2 >= kWantBlocks * kWarps) return LaunchNS<1, 2>(x, w, out, out_dtype, m, k, stream);
+    if (m * 4 >= kWantBlocks * kWarps) return LaunchNS<1, 4>(x, w, out, out_dtype, m, k, stream);
+    return LaunchNS<1, 8>(x, w, out, out_dtype, m, k, stream);
+  } else {
+    LaunchNS<N, 1>(x, w, out, out_dtype, m, k, stream);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // out[n, m] = x[n, k] @ w[m, k]^T for small n (decode): a bandwidth-bound GEMV-style kernel.
-// One warp per output column m: each lane streams 16-byte chunks of w's row (4 loads in flight),
+// One warp per output column m (for n = 1 and small m, 2/4/8 warps split the column's k and
+// meet in shared memory, so the GPU has enough blocks): each lane streams 16-byte chunks of w's
+// row (4 loads in flight),
 // multiplies them with the n rows of x (bf16, read through L1 since every warp of the block
 // shares them), f32 accumulation, warp-shuffle reduction. bf16 x/w; out bf16 or f32.
 // Requirements: 1 <= n <= kSmallBatchMaxRows, k % 8 == 0, x and w 16-byte aligned.
