@@ -103,6 +103,37 @@ TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
   for (float v : GpuValues(*gpu_, t)) ASSERT_EQ(v, 0.f);  // reused blocks are zeroed too
 }
 
+// CUDA graph capture runs inside the private pool: its blocks are reused within the pool and never
+// handed to an allocation outside it (a replayed graph would clobber that tensor).
+TEST_F(CudaBackendTest, AllocatorPrivatePoolIsolatesCaptureBlocks) {
+  cuda::DeviceAllocator& a = gpu_->allocator();
+  const Shape shape{777, 33};
+  void* pooled;
+  a.BeginPrivatePool();
+  {
+    Tensor t = gpu_->Alloc(DType::kBF16, shape);
+    pooled = t.data();
+  }
+  {
+    Tensor again = gpu_->Alloc(DType::kBF16, shape);  // freed pool block: reused in the pool
+    EXPECT_EQ(again.data(), pooled);
+  }
+  a.EndPrivatePool();
+  const size_t pool = a.pool_bytes();
+  EXPECT_GE(pool, cuda::DeviceAllocator::RoundSize(777 * 33 * 2));
+  std::vector<Tensor> outside;
+  for (int i = 0; i < 4; ++i) {
+    outside.push_back(gpu_->Alloc(DType::kBF16, shape));
+    EXPECT_NE(outside.back().data(), pooled) << i;
+  }
+  a.EmptyCache();  // drops the general cache only
+  a.BeginPrivatePool();
+  Tensor in_pool = gpu_->Alloc(DType::kBF16, shape);
+  a.EndPrivatePool();
+  EXPECT_EQ(in_pool.data(), pooled);
+  EXPECT_EQ(a.pool_bytes(), pool);
+}
+
 TEST_F(CudaBackendTest, Embed) {
   std::mt19937 rng(2);
   for (int64_t n : {1, 3, 17, 97}) {
