@@ -1,0 +1,89 @@
+// DecoderRunner's StepAccelerator hook (the seam CUDA graphs use), on the CPU backend: a declined
+// step runs eagerly with the same result, a taken step returns the accelerator's logits without
+// the eager forward, and steps with an activation sink never reach the accelerator.
+#include "runtime/decoder_runner.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/dummy_weights.h"
+
+namespace loom {
+namespace {
+
+class FakeAccelerator final : public StepAccelerator {
+ public:
+  explicit FakeAccelerator(bool take) : take_(take) {}
+  StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) override {
+    ++calls;
+    if (!take_) return false;
+    logits->assign(static_cast<size_t>(plan.num_sampled) * 32, 7.f);
+    return true;
+  }
+  int calls = 0;
+
+ private:
+  bool take_;
+};
+
+std::unique_ptr<Model> TinyModel(Backend* be) {
+  ModelConfig c;
+  c.arch = "llama";
+  c.vocab_size = 32;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 8;
+  c.rotary_dim = 8;
+  c.max_position_embeddings = 64;
+  c.layer_window = {0};
+  c.rope_local = c.rope;
+  return MakeDummyModelFromConfig(c, be, DType::kF32, 5, "tiny");
+}
+
+StepPlan Decode() {
+  StepPlan p;
+  p.block_size = 4;
+  p.seqs.push_back(ScheduledSeq{RequestId{1}, {3}, 0, {0}, true});
+  p.num_tokens = 1;
+  p.num_sampled = 1;
+  return p;
+}
+
+TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
+  CpuBackend be(1);
+  DecoderRunner plain(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner runner(TinyModel(&be), 4, 4, DType::kF32);
+  auto want = plain.Execute(Decode());
+  ASSERT_TRUE(want.ok());
+
+  auto decline = std::make_unique<FakeAccelerator>(false);
+  FakeAccelerator* d = decline.get();
+  runner.set_step_accelerator(std::move(decline));
+  auto got = runner.Execute(Decode());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(d->calls, 1);
+  EXPECT_EQ(*got, *want);  // declined: the eager forward ran
+
+  auto take = std::make_unique<FakeAccelerator>(true);
+  FakeAccelerator* t = take.get();
+  runner.set_step_accelerator(std::move(take));
+  got = runner.Execute(Decode());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(t->calls, 1);
+  EXPECT_EQ(*got, std::vector<float>(32, 7.f));
+
+  int seen = 0;
+  ActivationSink sink = [&](const std::string&, const Tensor&) { ++seen; };
+  runner.set_activation_sink(&sink);
+  got = runner.Execute(Decode());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(t->calls, 1);  // not asked: debugging needs the eager activations
+  EXPECT_GT(seen, 0);
+  EXPECT_EQ(*got, *want);
+}
+
+}  // namespace
+}  // namespace loom
