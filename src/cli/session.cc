@@ -18,7 +18,6 @@
 #include "runtime/cuda_graph_runner.h"
 #endif
 #ifdef LOOM_HAVE_TOKENIZER
-#include "base/mapped_file.h"
 #include "cli/model_tokenizer.h"
 #include "tokenizer/chat_template/chat_template.h"
 #endif
@@ -76,62 +75,6 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
 }
 
-#ifdef LOOM_HAVE_TOKENIZER
-// Fills the session's chat templates: --chat-template FILE, else the model directory's
-// chat_template.jinja / tokenizer_config.json, else the GGUF's tokenizer.chat_template.
-// A model without a template is fine (chat requests are then refused with a clear error).
-Status LoadTemplates(Session* s) {
-  auto parse = [](const std::string& source, const std::string& where)
-      -> StatusOr<std::shared_ptr<const ChatTemplate>> {
-    auto t = ChatTemplate::Parse(source);
-    if (!t.ok()) return t.status().WithContext(where);
-    return std::make_shared<const ChatTemplate>(std::move(t).value());
-  };
-  if (s->tokenizer) {
-    s->bos_token = s->tokenizer->bos_token();
-    s->eos_token = s->tokenizer->eos_token();
-  }
-  if (!s->flags.chat_template.empty()) {
-    ASSIGN_OR_RETURN(std::string src, ReadFileToString(s->flags.chat_template));
-    ASSIGN_OR_RETURN(s->chat_template, parse(src, s->flags.chat_template));
-    s->chat_template_tools = s->chat_template;
-    return OkStatus();
-  }
-  std::error_code ec;
-  fs::path dir(s->model_path);
-  if (fs::is_directory(dir, ec)) {
-    fs::path config = dir / "tokenizer_config.json";
-    fs::path jinja = dir / "chat_template.jinja";
-    std::string config_text = "{}";
-    if (fs::exists(config, ec)) {
-      ASSIGN_OR_RETURN(config_text, ReadFileToString(config.string()));
-    }
-    std::string jinja_path = fs::exists(jinja, ec) ? jinja.string() : "";
-    auto plain = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/false);
-    if (!plain.ok()) {
-      if (plain.status().code() == StatusCode::kNotFound) return OkStatus();  // no template
-      return plain.status().WithContext(config.string());
-    }
-    ASSIGN_OR_RETURN(s->chat_template, parse(plain->source, config.string()));
-    if (!plain->bos_token.empty()) s->bos_token = plain->bos_token;
-    if (!plain->eos_token.empty()) s->eos_token = plain->eos_token;
-    auto tools = LoadChatTemplate(config_text, jinja_path, "", /*has_tools=*/true);
-    if (tools.ok() && tools->source != plain->source) {
-      ASSIGN_OR_RETURN(s->chat_template_tools, parse(tools->source, config.string()));
-    } else {
-      s->chat_template_tools = s->chat_template;
-    }
-    return OkStatus();
-  }
-  auto file = GgufFile::Open(s->model_path);
-  if (!file.ok()) return OkStatus();
-  auto src = (*file)->GetString("tokenizer.chat_template");
-  if (!src.ok()) return OkStatus();
-  ASSIGN_OR_RETURN(s->chat_template, parse(*src, s->model_path + " (tokenizer.chat_template)"));
-  s->chat_template_tools = s->chat_template;
-  return OkStatus();
-}
-#endif
 
 std::string DefaultModelPath() {
   std::vector<fs::path> candidates = {
@@ -253,7 +196,12 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
     } else {
       LOG(WARNING) << "no tokenizer: " << tok.status().message();
     }
-    RETURN_IF_ERROR(LoadTemplates(s.get()));
+    ASSIGN_OR_RETURN(ModelChatTemplates t,
+                     LoadChatTemplatesFor(s->model_path, flags.chat_template, s->tokenizer.get()));
+    s->chat_template = t.plain;
+    s->chat_template_tools = t.tools;
+    s->bos_token = t.bos_token;
+    s->eos_token = t.eos_token;
   }
 #endif
   // generation_config.json sampling defaults.

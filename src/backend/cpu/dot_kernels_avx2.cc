@@ -14,6 +14,18 @@ namespace {
 
 constexpr int R = kDotTileRows;
 
+// The R rows of a tile are read interleaved, a pattern the hardware prefetcher follows poorly
+// (measured: half the single-core bandwidth of a linear scan for k = 768 f16 rows). MatMul's
+// tiles are consecutive rows, so the next tile starts right after this tile's last row: each
+// step prefetches the next tile's bytes in proportion to what it consumes of this one, which
+// turns the access stream linear. (A prefetch past the end of the weights is harmless.)
+LOOM_AVX2 inline const char* NextTile(const void* last_row, size_t row_bytes) {
+  return static_cast<const char*>(last_row) + row_bytes;
+}
+LOOM_AVX2 inline void PrefetchSpan(const char* p, int bytes) {
+  for (int b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
 LOOM_AVX2 inline float Reduce8(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));  // [s0+s2, s1+s3, ..]
@@ -36,8 +48,10 @@ LOOM_AVX2 void DotF32(const void* const* w, const float* x, int64_t k, float* ou
     wr[r] = static_cast<const float*>(w[r]);
     acc[r] = _mm256_setzero_ps();
   }
+  const char* next = NextTile(w[R - 1], 4 * static_cast<size_t>(k));
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
+    PrefetchSpan(next + R * 4 * i, R * 32);
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(LoadF32(wr[r] + i), xv, acc[r]);
   }
@@ -55,8 +69,10 @@ LOOM_AVX2 void DotF16(const void* const* w, const float* x, int64_t k, float* ou
     wr[r] = static_cast<const uint16_t*>(w[r]);
     acc[r] = _mm256_setzero_ps();
   }
+  const char* next = NextTile(w[R - 1], 2 * static_cast<size_t>(k));
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
+    PrefetchSpan(next + R * 2 * i, R * 16);
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(LoadF16(wr[r] + i), xv, acc[r]);
   }
@@ -74,8 +90,10 @@ LOOM_AVX2 void DotBF16(const void* const* w, const float* x, int64_t k, float* o
     wr[r] = static_cast<const uint16_t*>(w[r]);
     acc[r] = _mm256_setzero_ps();
   }
+  const char* next = NextTile(w[R - 1], 2 * static_cast<size_t>(k));
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
+    PrefetchSpan(next + R * 2 * i, R * 16);
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(LoadBF16(wr[r] + i), xv, acc[r]);
   }
@@ -109,7 +127,9 @@ LOOM_AVX2 void DotQ8_0(const void* const* w, const ActQ8Row& x, int64_t k, float
     b[r] = static_cast<const BlockQ8_0*>(w[r]);
     acc[r] = _mm256_setzero_ps();
   }
+  const char* next = NextTile(w[R - 1], sizeof(BlockQ8_0) * static_cast<size_t>(k / 32));
   for (int64_t i = 0; i < k / 32; ++i) {
+    PrefetchSpan(next + R * sizeof(BlockQ8_0) * i, R * sizeof(BlockQ8_0));
     const __m256i xq = LoadX(x.qs + 32 * i);
     for (int r = 0; r < R; ++r) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[r][i].qs));
@@ -127,9 +147,11 @@ LOOM_AVX2 void DotQ4_0(const void* const* w, const ActQ8Row& x, int64_t k, float
     b[r] = static_cast<const BlockQ4_0*>(w[r]);
     acc[r] = _mm256_setzero_ps();
   }
+  const char* next = NextTile(w[R - 1], sizeof(BlockQ4_0) * static_cast<size_t>(k / 32));
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i eight = _mm256_set1_epi8(8);
   for (int64_t i = 0; i < k / 32; ++i) {
+    PrefetchSpan(next + R * sizeof(BlockQ4_0) * i, R * sizeof(BlockQ4_0));
     const __m256i xq = LoadX(x.qs + 32 * i);
     for (int r = 0; r < R; ++r) {
       const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r][i].qs));
