@@ -1,7 +1,10 @@
 # Shared helpers for every room's CMakeLists.txt.
 
 # -Wno-restrict: GCC 12 reports false positives on std::string concatenation at -O3 (GCC PR105651).
-set(LOOM_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter -Wno-restrict)
+set(LOOM_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND LOOM_WARNINGS -Wno-restrict)
+endif()
 
 if(LOOM_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
