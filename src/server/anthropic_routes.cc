@@ -125,7 +125,9 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
   std::string text;
   std::string stop_reason = "end_turn";
   std::optional<std::string> stop_sequence;
+  const ClientWatch watch(http_req);
   while (!(*gen)->done()) {
+    if (AbortIfClientGone(watch, gen->get(), ctx, res)) return;
     for (ChoiceDelta& d : (*gen)->Poll(std::chrono::milliseconds(100))) {
       if (d.finish_reason == "error" || d.finish_reason == "abort") {
         ApiError e = ApiError::FromStatus(d.error);

@@ -180,7 +180,9 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
     c.has_logprobs = req.logprobs;
     c.text = echo_text;
   }
+  const ClientWatch watch(http_req);
   while (!(*gen)->done()) {
+    if (AbortIfClientGone(watch, gen->get(), ctx, res)) return;
     for (ChoiceDelta& d : (*gen)->Poll(std::chrono::milliseconds(100))) {
       if (d.finish_reason == "error" || d.finish_reason == "abort") {
         return SendError(res, ApiFlavor::kOpenAi, ErrorForDelta(d));

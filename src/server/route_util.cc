@@ -1,8 +1,19 @@
 #include "server/route_util.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <random>
+
+#include "base/logging.h"
+#include "server/generation.h"
 
 namespace loom {
 
@@ -85,6 +96,75 @@ std::string NewResponseId(const std::string& prefix) {
     x = x / 36 + (static_cast<uint64_t>(i) + 1) * 0x2545F4914F6CDD1Dull;
   }
   return id;
+}
+
+namespace {
+
+// The address and port of a TCP socket address, as httplib writes them into a Request.
+bool AddressOf(const sockaddr_storage& a, std::string* ip, int* port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    if (inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof buf) == nullptr) return false;
+    *port = ntohs(v4->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    if (inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof buf) == nullptr) return false;
+    *port = ntohs(v6->sin6_port);
+  } else {
+    return false;
+  }
+  *ip = buf;
+  return true;
+}
+
+}  // namespace
+
+ClientWatch::ClientWatch(const httplib::Request& req) {
+  if (req.remote_port < 0 || req.local_port < 0) return;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int dir_fd = dirfd(dir);
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_len = sizeof peer, local_len = sizeof local;
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
+      continue;
+    }
+    std::string peer_ip, local_ip;
+    int peer_port = -1, local_port = -1;
+    if (AddressOf(peer, &peer_ip, &peer_port) && AddressOf(local, &local_ip, &local_port) &&
+        peer_port == req.remote_port && local_port == req.local_port &&
+        peer_ip == req.remote_addr && local_ip == req.local_addr) {
+      fd_ = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+}
+
+bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,
+                       const httplib::Response& res) {
+  if (!watch.Gone()) return false;
+  LOG(INFO) << RequestId(res) << " client went away; aborting";
+  ctx->metrics.CountClientDisconnect();
+  gen->Abort();
+  return true;
+}
+
+bool ClientWatch::Gone() const {
+  if (fd_ < 0) return false;
+  char c;
+  const ssize_t r = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0) return true;  // orderly close
+  if (r > 0) return false;  // the client already sent more (a pipelined request)
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 }  // namespace loom

@@ -30,6 +30,28 @@ bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res);
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
                                            std::string* param);
 
+// Notices a client that went away while a non-streaming request is being generated (streams
+// notice it when a write fails). cpp-httplib 0.11 gives handlers no socket, so the constructor
+// finds the accepted TCP socket once, by matching the request's peer and local address/port
+// among this process's sockets (a TCP 4-tuple names at most one live connection); Gone() then
+// peeks at it without consuming anything: end-of-file or a reset means the client closed.
+// When the socket cannot be found (never for loom's own listener), Gone() is always false.
+class ClientWatch {
+ public:
+  explicit ClientWatch(const httplib::Request& req);
+  bool found() const { return fd_ >= 0; }
+  bool Gone() const;
+
+ private:
+  int fd_ = -1;
+};
+
+class Generation;
+// For the non-streaming loops: when the client is gone, aborts `gen` (its blocks are freed at the
+// next engine step), counts the disconnect and returns true; the handler then just returns.
+bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,
+                       const httplib::Response& res);
+
 // Unix seconds now.
 int64_t UnixNow();
 // A random-looking id with `prefix` ("chatcmpl-", "cmpl-", "msg_").

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { skipReason, startServer, getJson, waitIdle, LOOM_BIN, STORIES } from './helpers.mjs';
+import { skipReason, startServer, getJson, waitIdle, LOOM_BIN, STORIES, CHAT_TEMPLATE } from './helpers.mjs';
 
 const skip = skipReason() || false;
 const N = Number(process.env.LOOM_LOAD_STREAMS || 256);
@@ -119,6 +119,54 @@ test('a client that goes away aborts its request promptly', { skip }, async () =
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     assert.match(metrics, /loom_client_disconnects_total 1/);
     console.log(`# disconnect noticed and freed in ${Date.now() - t0} ms`);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+// Non-streaming requests write nothing until they finish, so the server watches the socket
+// itself (ClientWatch): a client that closes mid-generation must free its rows and blocks within
+// a poll interval, for the OpenAI and the Anthropic routes alike.
+test('a non-streaming client that goes away aborts its request promptly', { skip }, async () => {
+  const server = await startServer(['--chat-template', CHAT_TEMPLATE]);
+  try {
+    const cases = [
+      ['/v1/completions', { prompt: 'Once upon a time', max_tokens: 1500, temperature: 0.8, ignore_eos: true }],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Once' }], max_tokens: 1500,
+        temperature: 0.8, ignore_eos: true }],
+      ['/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'Once' }], max_tokens: 1500,
+        temperature: 0.8, ignore_eos: true }],
+    ];
+    let disconnects = 0;
+    for (const [route, body] of cases) {
+      const ctrl = new AbortController();
+      const pending = fetch(`${server.url}${route}`, { method: 'POST', signal: ctrl.signal,
+        headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).catch((e) => e);
+      // Wait until the request is generating, then hang up.
+      const t_start = Date.now();
+      for (;;) {
+        const s = (await getJson(`${server.url}/stats`)).body;
+        if (s.batch.active_rows > 0) break;
+        assert.ok(Date.now() - t_start < 5000, `${route}: never started`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      ctrl.abort();
+      assert.equal((await pending).name, 'AbortError');
+      const t0 = Date.now();
+      const s = await waitIdle(server.url, {}, 5000);
+      assert.equal(s.batch.active_rows, 0, `${route}: the request kept running after the disconnect`);
+      assert.equal(s.kv.blocks_used, 0);
+      disconnects += 1;
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, new RegExp(`loom_client_disconnects_total ${disconnects}\\b`), route);
+      console.log(`# ${route}: non-streaming disconnect noticed and freed in ${Date.now() - t0} ms`);
+    }
+    // A request that stays connected still completes.
+    const ok = await getJson(`${server.url}/v1/completions`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }) });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.body.usage.completion_tokens, 8);
   } finally {
     assert.equal(await server.stop(), 0);
   }
