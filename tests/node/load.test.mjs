@@ -98,7 +98,10 @@ test(`load: ${N} concurrent streams with random disconnects`, { skip, timeout: 3
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     assert.doesNotMatch(metrics, /status="5\d\d"/);
     const rss1 = rssMb(server.proc.pid);
-    assert.ok(rss1 - rss0 < 200, `RSS grew from ${rss0.toFixed(0)} to ${rss1.toFixed(0)} MB`);
+    // ASan keeps freed memory in quarantine (256 MB by default): RSS says nothing there.
+    if (process.env.LOOM_SANITIZE !== '1') {
+      assert.ok(rss1 - rss0 < 200, `RSS grew from ${rss0.toFixed(0)} to ${rss1.toFixed(0)} MB`);
+    }
     console.log(`# load: ${completed} completed, ${aborted} disconnected; RSS ${rss0.toFixed(0)} → ${rss1.toFixed(0)} MB`);
   } finally {
     assert.equal(await server.stop(), 0);
