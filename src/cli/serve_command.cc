@@ -144,6 +144,12 @@ void RunServe(ServeFlags& f) {
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
                s.load_seconds, url.c_str(), url.c_str());
+  if (s.is_default_model) {
+    std::fprintf(stderr,
+                 "  note      this is loom's embedded 4.6M-parameter demo model (Bible text, no\n"
+                 "            instruction tuning); serve your own with `loom serve /path/to/hf-dir`\n"
+                 "            or `loom serve model.gguf` (make run MODEL=...)\n");
+  }
   std::fflush(stderr);
   if (!f.no_open && ::isatty(STDOUT_FILENO) && f.server.chat_page) {
     std::string cmd = "xdg-open '" + url + "/#/chat' >/dev/null 2>&1 &";
