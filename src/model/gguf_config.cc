@@ -1,5 +1,7 @@
 #include "model/gguf_config.h"
 
+#include <algorithm>
+
 #include "model/arch/arch.h"
 
 namespace loom {
@@ -11,11 +13,18 @@ StatusOr<std::vector<float>> ReadVectorTensor(const GgufFile& file, const std::s
   std::vector<float> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case DType::kF32: out[static_cast<size_t>(i)] = t.data_as<const float>()[i]; break;
-      case DType::kF16: out[static_cast<size_t>(i)] = F16ToF32(t.data_as<const uint16_t>()[i]); break;
-      case DType::kBF16: out[static_cast<size_t>(i)] = Bf16ToF32(t.data_as<const uint16_t>()[i]); break;
+      case DType::kF32:
+        out[static_cast<size_t>(i)] = t.data_as<const float>()[i];
+        break;
+      case DType::kF16:
+        out[static_cast<size_t>(i)] = F16ToF32(t.data_as<const uint16_t>()[i]);
+        break;
+      case DType::kBF16:
+        out[static_cast<size_t>(i)] = Bf16ToF32(t.data_as<const uint16_t>()[i]);
+        break;
       default:
-        return InvalidArgumentError(file.path() + ": tensor '" + name + "' must be f32/f16/bf16, got " +
+        return InvalidArgumentError(file.path() + ": tensor '" + name +
+                                    "' must be f32/f16/bf16, got " +
                                     std::string(DTypeName(t.dtype())));
     }
   }
@@ -91,13 +100,15 @@ StatusOr<std::vector<bool>> GgufSlidingLayers(const GgufArchKeys& keys, int num_
         continue;
       }
       StatusOr<int64_t> flag = e.AsInt();
-      if (!flag.ok()) return flag.status().WithContext(keys.file().path() + ": metadata '" + key + "'");
+      if (!flag.ok())
+        return flag.status().WithContext(keys.file().path() + ": metadata '" + key + "'");
       sliding[i] = *flag != 0;
     }
     return sliding;
   }
   ASSIGN_OR_RETURN(int period, keys.Int("attention.sliding_window_pattern", default_period));
-  if (period < 0) return InvalidArgumentError(keys.file().path() + ": metadata '" + key + "' must be >= 0");
+  if (period < 0)
+    return InvalidArgumentError(keys.file().path() + ": metadata '" + key + "' must be >= 0");
   for (int i = 0; i < num_layers; ++i) {
     sliding[static_cast<size_t>(i)] = period == 0 || i % period < period - 1;
   }
@@ -118,7 +129,8 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(cfg.intermediate_size, keys.RequiredInt("feed_forward_length"));
   ASSIGN_OR_RETURN(cfg.num_heads, keys.RequiredInt("attention.head_count"));
   ASSIGN_OR_RETURN(cfg.num_kv_heads, keys.Int("attention.head_count_kv", cfg.num_heads));
-  if (cfg.num_heads <= 0) return InvalidArgumentError(file.path() + ": attention.head_count must be > 0");
+  if (cfg.num_heads <= 0)
+    return InvalidArgumentError(file.path() + ": attention.head_count must be > 0");
   ASSIGN_OR_RETURN(cfg.head_dim, keys.Int("attention.key_length", cfg.hidden_size / cfg.num_heads));
   ASSIGN_OR_RETURN(cfg.rotary_dim, keys.Int("rope.dimension_count", cfg.head_dim));
   ASSIGN_OR_RETURN(cfg.max_position_embeddings, keys.Int("context_length", 2048));
@@ -154,8 +166,8 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   if (auto eos = file.GetInt("tokenizer.ggml.eos_token_id"); eos.ok()) {
     cfg.eos_token_ids.push_back(static_cast<int>(*eos));
   }
-  if (auto eot = file.GetInt("tokenizer.ggml.eot_token_id"); eot.ok() &&
-      (cfg.eos_token_ids.empty() || cfg.eos_token_ids[0] != *eot)) {
+  if (auto eot = file.GetInt("tokenizer.ggml.eot_token_id");
+      eot.ok() && (cfg.eos_token_ids.empty() || cfg.eos_token_ids[0] != *eot)) {
     cfg.eos_token_ids.push_back(static_cast<int>(*eot));
   }
   if (auto bos = file.GetInt("tokenizer.ggml.bos_token_id"); bos.ok()) {

@@ -51,17 +51,21 @@ TEST(GgufConfigTest, UnsupportedArchitectureNamesTheSupportedOnes) {
   const std::string msg = cfg.status().ToString();
   EXPECT_NE(msg.find("test.gguf"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'mamba'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("supported: llama, qwen2, qwen3, gemma2, gemma3, phi3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("supported: llama, qwen2, qwen3, gemma2, gemma3, phi3"), std::string::npos)
+      << msg;
 }
 
 // Llama 3.1 8B's rope (theta 5e5, head_dim 128, llama3 factor 8 over 8192 positions) as llama.cpp's
 // converter writes it must give the frequencies of HF's llama3 scaling.
 TEST(GgufConfigTest, LlamaRopeFreqsMatchHfLlama3Scaling) {
   const std::vector<float> factors = Llama3RopeFreqFactors(500000.f, 128, 8.f, 1.f, 4.f, 8192);
-  auto cfg = Config("llama", 2, [&](GgufWriter& w) {
-    w.SetF32("llama.rope.freq_base", 500000.f);
-    AddF32Tensor(w, "rope_freqs.weight", factors);
-  }, /*hidden=*/512, /*heads=*/4, /*head_dim=*/128);
+  auto cfg = Config(
+      "llama", 2,
+      [&](GgufWriter& w) {
+        w.SetF32("llama.rope.freq_base", 500000.f);
+        AddF32Tensor(w, "rope_freqs.weight", factors);
+      },
+      /*hidden=*/512, /*heads=*/4, /*head_dim=*/128);
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_TRUE(cfg->rope_interleaved);
   EXPECT_EQ(cfg->rope.type, RopeType::kDefault);
@@ -75,7 +79,8 @@ TEST(GgufConfigTest, LlamaRopeFreqsMatchHfLlama3Scaling) {
   hf.high_freq_factor = 4.f;
   hf.original_max_position_embeddings = 8192;
   RopeFrequencies want = ComputeRopeFrequencies(hf, 128, 131072);
-  RopeFrequencies got = ComputeRopeFrequencies(cfg->rope, cfg->rotary_dim, cfg->max_position_embeddings);
+  RopeFrequencies got =
+      ComputeRopeFrequencies(cfg->rope, cfg->rotary_dim, cfg->max_position_embeddings);
   ASSERT_EQ(got.inv_freq.size(), want.inv_freq.size());
   int scaled = 0;
   for (size_t i = 0; i < want.inv_freq.size(); ++i) {
@@ -88,7 +93,9 @@ TEST(GgufConfigTest, LlamaRopeFreqsMatchHfLlama3Scaling) {
 }
 
 TEST(GgufConfigTest, RopeFreqsOfTheWrongLengthAreRefused) {
-  auto cfg = Config("llama", 2, [](GgufWriter& w) { AddF32Tensor(w, "rope_freqs.weight", {1.f, 2.f}); });
+  auto cfg = Config("llama", 2, [](GgufWriter& w) {
+    AddF32Tensor(w, "rope_freqs.weight", {1.f, 2.f});
+  });
   ASSERT_FALSE(cfg.ok());
   EXPECT_NE(cfg.status().ToString().find("rope frequency factors"), std::string::npos)
       << cfg.status().ToString();
@@ -127,7 +134,8 @@ TEST(GgufConfigTest, Gemma2Defaults) {
   EXPECT_FLOAT_EQ(cfg->softmax_scale(), 0.25f);
 
   // 27B: hidden 4608, 32 heads of 128 -> query_pre_attn_scalar 144.
-  auto big = Config("gemma2", 46, [](GgufWriter&) {}, 4608, 32, 128);
+  auto big = Config(
+      "gemma2", 46, [](GgufWriter&) {}, 4608, 32, 128);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_FLOAT_EQ(big->softmax_scale(), 1.f / 12.f);
 }
@@ -146,7 +154,8 @@ TEST(GgufConfigTest, Gemma3SlidingPatternAndRopes) {
   EXPECT_FALSE(cfg->norm_plus_one);
   EXPECT_EQ(cfg->attn_logit_softcap, 0.f);
   EXPECT_EQ(cfg->final_logit_softcap, 0.f);
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(cfg->layer_window[static_cast<size_t>(i)], i % 6 == 5 ? 0 : 512) << i;
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(cfg->layer_window[static_cast<size_t>(i)], i % 6 == 5 ? 0 : 512) << i;
   EXPECT_EQ(cfg->rope.type, RopeType::kLinear);
   EXPECT_EQ(cfg->rope.factor, 8.f);
   EXPECT_EQ(cfg->rope.theta, 1000000.f);
@@ -158,8 +167,8 @@ TEST(GgufConfigTest, Gemma3SlidingPatternAndRopes) {
     w.SetU32("gemma3.attention.sliding_window", 8);
     w.SetF32("gemma3.rope.freq_base_swa", 20000.f);
     w.Set("gemma3.attention.sliding_window_pattern",
-          GgufValue::Array(GgufType::kBool, {GgufValue::Bool(false), GgufValue::Bool(true),
-                                             GgufValue::Bool(true)}));
+          GgufValue::Array(GgufType::kBool,
+                           {GgufValue::Bool(false), GgufValue::Bool(true), GgufValue::Bool(true)}));
   });
   ASSERT_TRUE(custom.ok()) << custom.status().ToString();
   EXPECT_EQ(custom->layer_window, (std::vector<int>{0, 8, 8}));
@@ -171,7 +180,8 @@ TEST(GgufConfigTest, Gemma3SlidingPatternAndRopes) {
   EXPECT_EQ(none->layer_window, std::vector<int>(6, 0));
 
   // 27B: 62 layers, hidden 5376, 32 heads of 128 -> query_pre_attn_scalar 168.
-  auto big = Config("gemma3", 62, [](GgufWriter&) {}, 5376, 32, 128);
+  auto big = Config(
+      "gemma3", 62, [](GgufWriter&) {}, 5376, 32, 128);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_FLOAT_EQ(big->softmax_scale(), 1.f / std::sqrt(168.f));
 }

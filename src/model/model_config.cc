@@ -49,10 +49,10 @@ Status ModelConfig::Validate() const {
     }
     if (!r->freq_factors.empty()) {
       if (static_cast<int>(r->freq_factors.size()) != rotary_dim / 2) {
-        return InvalidArgumentError("rope frequency factors: " +
-                                    std::to_string(r->freq_factors.size()) + " values for rotary dim " +
-                                    std::to_string(rotary_dim) + " (expected " +
-                                    std::to_string(rotary_dim / 2) + ")");
+        return InvalidArgumentError(
+            "rope frequency factors: " + std::to_string(r->freq_factors.size()) +
+            " values for rotary dim " + std::to_string(rotary_dim) + " (expected " +
+            std::to_string(rotary_dim / 2) + ")");
       }
       for (float f : r->freq_factors) {
         if (!(f > 0.f) || !std::isfinite(f)) {

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <numbers>
-
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "io/json_file.h"
 #include "io/safetensors_model.h"
@@ -101,8 +100,8 @@ Tensor PermuteRows(const Tensor& t, int n_head) {
     for (int64_t s = 0; s < 2; ++s) {
       for (int64_t j = 0; j < half; ++j) {
         const int64_t from = h * hd + s * half + j, to = h * hd + 2 * j + s;
-        std::memcpy(dst + static_cast<size_t>(to) * row_bytes, src + static_cast<size_t>(from) * row_bytes,
-                    row_bytes);
+        std::memcpy(dst + static_cast<size_t>(to) * row_bytes,
+                    src + static_cast<size_t>(from) * row_bytes, row_bytes);
       }
     }
   }
@@ -179,7 +178,8 @@ std::vector<float> Llama3RopeFreqFactors(float theta, int head_dim, float factor
     } else if (wavelen > low_freq_wavelen) {
       out.push_back(factor);
     } else {
-      const float smooth = (old_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      const float smooth =
+          (old_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
       out.push_back(1.f / ((1.f - smooth) / factor + smooth));
     }
   }
@@ -198,7 +198,8 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
   const int n_head_kv = IntOr(c, "num_key_value_heads", n_head);
   const int head_dim = IntOr(c, "head_dim", n_head > 0 ? n_embd / n_head : 0);
   if (n_layer <= 0 || n_embd <= 0 || n_head <= 0) {
-    return InvalidArgumentError(config_path + ": needs num_hidden_layers, hidden_size, num_attention_heads");
+    return InvalidArgumentError(config_path +
+                                ": needs num_hidden_layers, hidden_size, num_attention_heads");
   }
   const json rope = GlobalRope(c);
   const json rope_swa = SlidingRope(c);
@@ -233,8 +234,10 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
       w.SetF32(a + "rope.scaling.factor", FloatOr(rope, "factor", 1.f));
       w.SetU32(a + "rope.scaling.original_context_length",
                static_cast<uint32_t>(IntOr(rope, "original_max_position_embeddings", 0)));
-      if (FindNonNull(rope, "beta_fast")) w.SetF32(a + "rope.scaling.yarn_beta_fast", FloatOr(rope, "beta_fast", 32.f));
-      if (FindNonNull(rope, "beta_slow")) w.SetF32(a + "rope.scaling.yarn_beta_slow", FloatOr(rope, "beta_slow", 1.f));
+      if (FindNonNull(rope, "beta_fast"))
+        w.SetF32(a + "rope.scaling.yarn_beta_fast", FloatOr(rope, "beta_fast", 32.f));
+      if (FindNonNull(rope, "beta_slow"))
+        w.SetF32(a + "rope.scaling.yarn_beta_slow", FloatOr(rope, "beta_slow", 1.f));
       if (FindNonNull(rope, "attention_factor")) {
         return UnimplementedError(config_path + ": yarn attention_factor is not covered");
       }
@@ -242,10 +245,12 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
       return UnimplementedError(config_path + ": rope_type '" + rope_type + "' is not covered");
     }
   }
-  if (const json* bos = FindNonNull(c, "bos_token_id"); bos != nullptr && bos->is_number_integer()) {
+  if (const json* bos = FindNonNull(c, "bos_token_id");
+      bos != nullptr && bos->is_number_integer()) {
     w.SetU32("tokenizer.ggml.bos_token_id", bos->get<uint32_t>());
   }
-  if (const json* eos = FindNonNull(c, "eos_token_id"); eos != nullptr && eos->is_number_integer()) {
+  if (const json* eos = FindNonNull(c, "eos_token_id");
+      eos != nullptr && eos->is_number_integer()) {
     w.SetU32("tokenizer.ggml.eos_token_id", eos->get<uint32_t>());
   }
 
@@ -258,9 +263,11 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
     if (rope_type == "llama3") {
       std::vector<float> f = Llama3RopeFreqFactors(
           rope_theta, head_dim, FloatOr(rope, "factor", 8.f), FloatOr(rope, "low_freq_factor", 1.f),
-          FloatOr(rope, "high_freq_factor", 4.f), IntOr(rope, "original_max_position_embeddings", 8192));
-      w.AddTensor("rope_freqs.weight", DType::kF32, Shape{static_cast<int64_t>(f.size())},
-                  std::string_view(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float)));
+          FloatOr(rope, "high_freq_factor", 4.f),
+          IntOr(rope, "original_max_position_embeddings", 8192));
+      w.AddTensor(
+          "rope_freqs.weight", DType::kF32, Shape{static_cast<int64_t>(f.size())},
+          std::string_view(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float)));
     }
   } else if (arch == "qwen2" || arch == "qwen3") {
     if (c.value("use_sliding_window", false)) {
@@ -268,21 +275,25 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
     }
   } else if (arch == "gemma2") {
     const float qpas = FloatOr(c, "query_pre_attn_scalar", static_cast<float>(head_dim));
-    const float expected = n_layer == 46 ? static_cast<float>(n_embd / n_head) : static_cast<float>(head_dim);
+    const float expected =
+        n_layer == 46 ? static_cast<float>(n_embd / n_head) : static_cast<float>(head_dim);
     if (qpas != expected) {
       return UnimplementedError(config_path + ": query_pre_attn_scalar " + std::to_string(qpas) +
-                                " has no GGUF key (llama.cpp assumes " + std::to_string(expected) + ")");
+                                " has no GGUF key (llama.cpp assumes " + std::to_string(expected) +
+                                ")");
     }
     w.SetF32(a + "attn_logit_softcapping", FloatOr(c, "attn_logit_softcapping", 0.f));
     w.SetF32(a + "final_logit_softcapping", FloatOr(c, "final_logit_softcapping", 0.f));
     w.SetU32(a + "attention.sliding_window", static_cast<uint32_t>(IntOr(c, "sliding_window", 0)));
   } else if (arch == "gemma3") {
     const float qpas = FloatOr(c, "query_pre_attn_scalar", static_cast<float>(head_dim));
-    const float expected = n_layer == 62 ? static_cast<float>(n_embd / n_head) : static_cast<float>(head_dim);
+    const float expected =
+        n_layer == 62 ? static_cast<float>(n_embd / n_head) : static_cast<float>(head_dim);
     if (qpas != expected) {
       return UnimplementedError(config_path + ": query_pre_attn_scalar has no GGUF key");
     }
-    if (!rope_swa.is_null()) w.SetF32(a + "rope.freq_base_swa", FloatOr(rope_swa, "rope_theta", 10000.f));
+    if (!rope_swa.is_null())
+      w.SetF32(a + "rope.freq_base_swa", FloatOr(rope_swa, "rope_theta", 10000.f));
     if (float cap = FloatOr(c, "final_logit_softcapping", 0.f); cap != 0.f) {
       w.SetF32(a + "final_logit_softcapping", cap);
     }
@@ -293,20 +304,25 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
       const json* types = FindNonNull(c, "layer_types");
       for (int i = 0; i < n_layer; ++i) {
         sliding[static_cast<size_t>(i)] =
-            types != nullptr ? (*types)[static_cast<size_t>(i)] == "sliding_attention" : (i + 1) % 6 != 0;
+            types != nullptr ? (*types)[static_cast<size_t>(i)] == "sliding_attention"
+                             : (i + 1) % 6 != 0;
       }
       // The converter writes no pattern: llama.cpp assumes Gemma 3's 6 and reads an override.
       const int period = SlidingPeriod(sliding);
       if (period == 0) return UnimplementedError(config_path + ": layer_types is not periodic");
-      if (period != 6) w.SetU32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
+      if (period != 6)
+        w.SetU32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
     }
   } else if (arch == "phi3") {
     // Phi3MiniModel: rope dims from partial_rotary_factor, sliding window 0 when absent.
-    float partial = FloatOr(c, "partial_rotary_factor", FloatOr(rope, "partial_rotary_factor", 1.f));
-    w.SetU32(a + "rope.dimension_count",
-             static_cast<uint32_t>(static_cast<int>(partial * static_cast<float>(n_embd)) / n_head));
+    float partial =
+        FloatOr(c, "partial_rotary_factor", FloatOr(rope, "partial_rotary_factor", 1.f));
+    w.SetU32(
+        a + "rope.dimension_count",
+        static_cast<uint32_t>(static_cast<int>(partial * static_cast<float>(n_embd)) / n_head));
     w.SetU32(a + "rope.scaling.original_context_length",
-             static_cast<uint32_t>(IntOr(c, "original_max_position_embeddings", IntOr(c, "max_position_embeddings", 0))));
+             static_cast<uint32_t>(IntOr(c, "original_max_position_embeddings",
+                                         IntOr(c, "max_position_embeddings", 0))));
     w.SetU32(a + "attention.sliding_window", static_cast<uint32_t>(IntOr(c, "sliding_window", 0)));
   }
 
@@ -314,7 +330,8 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
     ASSIGN_OR_RETURN(std::string name, GgufTensorName(arch, hf));
     if (name.empty()) continue;
     ASSIGN_OR_RETURN(Tensor t, st.GetTensor(hf));
-    if (arch == "llama" && (hf.ends_with("self_attn.q_proj.weight") || hf.ends_with("self_attn.q_proj.bias"))) {
+    if (arch == "llama" &&
+        (hf.ends_with("self_attn.q_proj.weight") || hf.ends_with("self_attn.q_proj.bias"))) {
       t = PermuteRows(t, n_head);
     } else if (arch == "llama" &&
                (hf.ends_with("self_attn.k_proj.weight") || hf.ends_with("self_attn.k_proj.bias"))) {

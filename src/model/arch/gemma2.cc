@@ -41,7 +41,8 @@ Status Gemma2FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
   ASSIGN_OR_RETURN(int window, keys.Int("attention.sliding_window", 4096));
   ASSIGN_OR_RETURN(std::vector<bool> sliding, GgufSlidingLayers(keys, cfg->num_layers, 2));
   for (int i = 0; i < cfg->num_layers; ++i) {
-    cfg->layer_window[static_cast<size_t>(i)] = window > 0 && sliding[static_cast<size_t>(i)] ? window : 0;
+    const bool slides = window > 0 && sliding[static_cast<size_t>(i)];
+    cfg->layer_window[static_cast<size_t>(i)] = slides ? window : 0;
   }
   return OkStatus();
 }

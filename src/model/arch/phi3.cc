@@ -1,6 +1,8 @@
 // Phi-3: Llama with a fused qkv projection and a fused gate_up projection (gate first), optional
 // partial rotary factor and sliding window on every layer. LongRoPE ("longrope"/"su") scaling is
 // not supported yet and is refused by the rope parser.
+#include <algorithm>
+
 #include "model/arch/arch.h"
 #include "model/gguf_config.h"
 
