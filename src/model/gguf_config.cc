@@ -137,6 +137,10 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(cfg.rms_norm_eps, keys.Float("attention.layer_norm_rms_epsilon", 1e-5f));
   ASSIGN_OR_RETURN(cfg.rope.theta, keys.Float("rope.freq_base", 10000.f));
   RETURN_IF_ERROR(ReadRopeScaling(keys, &cfg.rope));
+  if (cfg.rope.type == RopeType::kYarn && cfg.rope.original_max_position_embeddings <= 0) {
+    // llama.cpp's n_ctx_orig_yarn falls back to the training context too.
+    cfg.rope.original_max_position_embeddings = cfg.max_position_embeddings;
+  }
 
   // Llama 3.1 / 3.2: llama.cpp's converter turns rope_scaling {rope_type: llama3} into one factor
   // per rotary dimension pair (1 for high frequencies, `factor` for low ones, smooth in between),
