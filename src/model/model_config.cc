@@ -47,6 +47,19 @@ Status ModelConfig::Validate() const {
         r->original_max_position_embeddings <= 0) {
       return InvalidArgumentError("rope_scaling.original_max_position_embeddings must be > 0");
     }
+    if (!r->freq_factors.empty()) {
+      if (static_cast<int>(r->freq_factors.size()) != rotary_dim / 2) {
+        return InvalidArgumentError(
+            "rope frequency factors: " + std::to_string(r->freq_factors.size()) +
+            " values for rotary dim " + std::to_string(rotary_dim) + " (expected " +
+            std::to_string(rotary_dim / 2) + ")");
+      }
+      for (float f : r->freq_factors) {
+        if (!(f > 0.f) || !std::isfinite(f)) {
+          return InvalidArgumentError("rope frequency factors must be finite and > 0");
+        }
+      }
+    }
   }
   return OkStatus();
 }

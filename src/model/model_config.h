@@ -25,6 +25,9 @@ struct RopeConfig {
   float beta_slow = 1.f;                  // yarn
   float attention_factor = 0.f;           // yarn: 0 = derive from factor (0.1 ln(s) + 1)
   bool truncate = true;                   // yarn: round the correction range (HF default true)
+  // [rotary_dim / 2] f32 or empty. Per-dimension divisors of the inverse frequencies, applied
+  // after the scaling above: GGUF's `rope_freqs.weight`, llama.cpp's form of Llama 3.1 scaling.
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

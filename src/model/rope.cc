@@ -26,13 +26,13 @@ RopeFrequencies ComputeRopeFrequencies(const RopeConfig& rope, int rotary_dim,
     base_freq[static_cast<size_t>(i)] = 1.0 / static_cast<double>(pw);
   }
   RopeFrequencies out;
-  out.inv_freq.resize(static_cast<size_t>(half));
+  std::vector<double> freq(static_cast<size_t>(half));  // rounded to f32 once, at the end
   switch (rope.type) {
     case RopeType::kDefault:
-      for (int i = 0; i < half; ++i) out.inv_freq[i] = static_cast<float>(base_freq[i]);
+      for (int i = 0; i < half; ++i) freq[i] = base_freq[i];
       break;
     case RopeType::kLinear:
-      for (int i = 0; i < half; ++i) out.inv_freq[i] = static_cast<float>(base_freq[i] / rope.factor);
+      for (int i = 0; i < half; ++i) freq[i] = base_freq[i] / rope.factor;
       break;
     case RopeType::kLlama3: {
       const double old_len = rope.original_max_position_embeddings;
@@ -51,7 +51,7 @@ RopeFrequencies ComputeRopeFrequencies(const RopeConfig& rope, int rotary_dim,
                           (rope.high_freq_factor - rope.low_freq_factor);
           r = (1 - smooth) * f / rope.factor + smooth * f;
         }
-        out.inv_freq[i] = static_cast<float>(r);
+        freq[i] = r;
       }
       break;
     }
@@ -73,14 +73,20 @@ RopeFrequencies ComputeRopeFrequencies(const RopeConfig& rope, int rotary_dim,
         double extrapolation_factor = 1 - ramp;
         double extra = base_freq[i];
         double inter = base_freq[i] / rope.factor;
-        out.inv_freq[i] =
-            static_cast<float>(inter * (1 - extrapolation_factor) + extra * extrapolation_factor);
+        freq[i] = inter * (1 - extrapolation_factor) + extra * extrapolation_factor;
       }
       out.attention_factor = rope.attention_factor > 0.f
                                  ? rope.attention_factor
                                  : static_cast<float>(YarnMscale(rope.factor));
       break;
     }
+  }
+  // llama.cpp divides each rotation angle by its factor (ggml_rope_ext's freq_factors).
+  const bool have_factors = static_cast<int>(rope.freq_factors.size()) == half;
+  out.inv_freq.resize(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    double f = have_factors ? freq[i] / rope.freq_factors[static_cast<size_t>(i)] : freq[i];
+    out.inv_freq[static_cast<size_t>(i)] = static_cast<float>(f);
   }
   return out;
 }

@@ -1,6 +1,8 @@
 // RoPE frequency tables for every scaling type HF transformers implements for our architectures
 // (default, linear, llama3, yarn), computed on the host exactly as transformers'
-// modeling_rope_utils does (in double, then rounded to f32).
+// modeling_rope_utils does (in double, then rounded to f32), then divided by the per-dimension
+// factors of a GGUF's rope_freqs.weight when RopeConfig::freq_factors is set. Both backends rotate
+// with this one table, so every scaling variant lives here and nowhere in the kernels.
 #pragma once
 
 #include <vector>

@@ -3,18 +3,27 @@
 // sequence, all three batched in one step, and chunked prefill + decode; hidden states; a 32-token
 // greedy trajectory; rope frequencies.
 //
+// The same goldens through the GGUF path ("gguf/<arch>"): tools/goldens/hf_to_gguf converts the
+// HF directory the way llama.cpp's convert_hf_to_gguf.py does (tensor names, Llama's permuted q/k,
+// Gemma's 1 + w norms, Llama 3.1 rope as rope_freqs.weight, metadata keys) and the model is
+// loaded from that file; it must give HF's numbers too. Not every tiny config has a GGUF form:
+// mistral's sliding window and gemma2's query_pre_attn_scalar 24 have no key (gemma2_gguf is
+// the Gemma 2 golden with the scale llama.cpp assumes).
+//
 // Tolerance: both sides compute in f32; only the reduction order differs (OpenBLAS / our dot
 // kernels vs torch's). Over 3 layers of width 64-96 that gives errors around 1e-6 of the logits'
 // scale, so we require max|ours - ref| <= 1e-4 * max(1, max|ref|) per row, i.e. the 1e-4
 // relative bound, with margin.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
+#include "hf_to_gguf.h"
 #include "io/json_file.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -40,10 +49,22 @@ std::vector<float> ReadF32(const fs::path& p) {
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = fs::path(LOOM_SOURCE_DIR) / "tests/goldens/models" / GetParam();
-    auto model = LoadModel(dir_.string(), &backend_);
+    std::string name = GetParam();
+    const bool gguf = name.rfind("gguf/", 0) == 0;
+    if (gguf) name = name.substr(5);
+    dir_ = fs::path(LOOM_SOURCE_DIR) / "tests/goldens/models" / name;
+    std::string path = dir_.string();
+    if (gguf) {
+      auto writer = ConvertHfToGguf(path);
+      ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+      path = (fs::path(::testing::TempDir()) / ("loom_golden_" + name + ".gguf")).string();
+      Status written = writer->WriteFile(path);
+      ASSERT_TRUE(written.ok()) << written.ToString();
+    }
+    auto model = LoadModel(path, &backend_);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
+    ASSERT_EQ(model_->info().format, gguf ? "gguf" : "safetensors");
     auto golden = LoadJsonFile((dir_ / "golden.json").string());
     ASSERT_TRUE(golden.ok()) << golden.status().ToString();
     golden_ = *golden;
@@ -204,9 +225,22 @@ TEST_P(GoldenTest, RopeFrequencies) {
   EXPECT_NEAR(f.attention_factor, golden_["attention_scaling"].get<float>(), 1e-6);
 }
 
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '/', '_');
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenTest,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
-                                           "phi3"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
+                                           "gemma2_gguf", "gemma3", "phi3"),
+                         ParamName);
+
+// llama covers Llama 3.1 rope as rope_freqs.weight (the golden uses rope_type llama3).
+INSTANTIATE_TEST_SUITE_P(Gguf, GoldenTest,
+                         ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
+                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
+                         ParamName);
 
 }  // namespace
 }  // namespace loom

@@ -54,6 +54,16 @@ ARCHS = {
                               layer_types=["sliding_attention", "full_attention",
                                            "sliding_attention"]),
                rope(10000.0), None),
+    # Gemma 2 as a GGUF can carry it: llama.cpp has no query_pre_attn_scalar key and derives the
+    # softmax scale from head_dim (from hidden/heads for the 46-layer 27B), so this variant keeps
+    # query_pre_attn_scalar == head_dim (src/runtime/golden_test.cc, GGUF cases).
+    "gemma2_gguf": ("gemma2", dict(tie_word_embeddings=True, sliding_window=8,
+                                   query_pre_attn_scalar=16, attn_logit_softcapping=5.0,
+                                   final_logit_softcapping=3.0,
+                                   hidden_activation="gelu_pytorch_tanh",
+                                   layer_types=["sliding_attention", "full_attention",
+                                                "sliding_attention"]),
+                    rope(10000.0), None),
     "gemma3": ("gemma3_text", dict(tie_word_embeddings=True, sliding_window=8,
                                    query_pre_attn_scalar=16, sliding_window_pattern=3,
                                    hidden_activation="gelu_pytorch_tanh",

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/gguf_config.h"
+
 namespace loom {
 
 using nlohmann::json;
@@ -49,7 +51,7 @@ StatusOr<const ArchSpec*> FindArchForHfConfig(const json& config) {
 StatusOr<const ArchSpec*> FindArchForGguf(const std::string& general_architecture) {
   std::string supported;
   for (const ArchSpec* a : AllArchs()) {
-    if (a->gguf_arch.empty()) continue;
+    if (a->gguf_arch.empty() || a->from_gguf == nullptr) continue;
     if (a->gguf_arch == general_architecture) return a;
     supported += (supported.empty() ? "" : ", ") + a->gguf_arch;
   }
@@ -187,6 +189,21 @@ Status ParseCommon(const json& c, ModelConfig* cfg, bool default_tie) {
   ASSIGN_OR_RETURN(cfg->activation, ParseActivation(c));
   RETURN_IF_ERROR(ParseRope(c, "full_attention", 10000.f, &cfg->rope));
   cfg->rope_local = cfg->rope;
+  return OkStatus();
+}
+
+Status GemmaFromGguf(const GgufArchKeys& keys, int layers_27b, ModelConfig* cfg) {
+  // llama.cpp's converter stores Gemma's RMSNorm weights as 1 + w, so the norms are plain ones.
+  cfg->norm_plus_one = false;
+  cfg->sandwich_norm = true;
+  cfg->activation = Activation::kGeluTanh;
+  // llama.cpp scales by sqrtf(n_embd) in f32 (HF rounds it to the checkpoint's dtype).
+  cfg->embed_scale = std::sqrt(static_cast<float>(cfg->hidden_size));
+  const float scalar = cfg->num_layers == layers_27b
+                           ? static_cast<float>(cfg->hidden_size / cfg->num_heads)
+                           : static_cast<float>(cfg->head_dim);
+  cfg->query_scale = 1.0f / std::sqrt(scalar);
+  ASSIGN_OR_RETURN(cfg->final_logit_softcap, keys.Float("final_logit_softcapping", 0.f));
   return OkStatus();
 }
 

@@ -13,7 +13,7 @@
 
 namespace loom {
 
-class GgufMetadataView;
+class GgufArchKeys;
 
 struct ArchSpec {
   std::string name;                          // our key, e.g. "qwen3"
@@ -22,6 +22,9 @@ struct ArchSpec {
   std::string gguf_arch;                      // general.architecture, "" if GGUF is unsupported
   // Fills `cfg` from config.json (already JSON-parsed). Errors name the field.
   Status (*from_hf)(const nlohmann::json& config, ModelConfig* cfg);
+  // Sets what is particular to the architecture in a GGUF file (model/gguf_config.cc has already
+  // read the sizes, rope, vocabulary and special tokens into `cfg`). Null when gguf_arch is "".
+  Status (*from_gguf)(const GgufArchKeys& keys, ModelConfig* cfg) = nullptr;
 };
 
 const std::vector<const ArchSpec*>& AllArchs();
@@ -43,6 +46,10 @@ template <typename F>
 void SetLayerWindows(const nlohmann::json& c, int window, ModelConfig* cfg, F sliding);
 StatusOr<Activation> ParseActivation(const nlohmann::json& c);
 int SlidingWindowOrZero(const nlohmann::json& c);
+// Gemma 2 / 3 as llama.cpp reads them from GGUF: norms, GeGLU, embedding scale and the softmax
+// scale, which GGUF does not store: 1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 27B
+// models, recognized by their layer count `layers_27b` (llama.cpp's rule).
+Status GemmaFromGguf(const GgufArchKeys& keys, int layers_27b, ModelConfig* cfg);
 }  // namespace arch_util
 
 extern const ArchSpec kLlamaArch;

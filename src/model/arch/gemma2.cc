@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -30,8 +31,25 @@ Status Gemma2FromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF "gemma2" as llama.cpp reads it: soft-capping from gemma2.attn_logit_softcapping and
+// gemma2.final_logit_softcapping (defaults 50 and 30, HF's), gemma2.attention.sliding_window
+// (default 4096) on the even layers, the softmax scale from head_dim (27B: 46 layers).
+Status Gemma2FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
+  RETURN_IF_ERROR(arch_util::GemmaFromGguf(keys, /*layers_27b=*/46, cfg));
+  ASSIGN_OR_RETURN(cfg->attn_logit_softcap, keys.Float("attn_logit_softcapping", 50.f));
+  ASSIGN_OR_RETURN(cfg->final_logit_softcap, keys.Float("final_logit_softcapping", 30.f));
+  ASSIGN_OR_RETURN(int window, keys.Int("attention.sliding_window", 4096));
+  ASSIGN_OR_RETURN(std::vector<bool> sliding, GgufSlidingLayers(keys, cfg->num_layers, 2));
+  for (int i = 0; i < cfg->num_layers; ++i) {
+    const bool slides = window > 0 && sliding[static_cast<size_t>(i)];
+    cfg->layer_window[static_cast<size_t>(i)] = slides ? window : 0;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kGemma2Arch = {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, "", &Gemma2FromHf};
+const ArchSpec kGemma2Arch = {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, "gemma2", &Gemma2FromHf,
+                              &Gemma2FromGguf};
 
 }  // namespace loom

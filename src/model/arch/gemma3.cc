@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -45,9 +46,29 @@ Status Gemma3FromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF "gemma3" as llama.cpp reads it: per-head q/k norms (attn_q_norm / attn_k_norm, stored as
+// 1 + w like every Gemma norm), optional gemma3.final_logit_softcapping, no attention soft-capping.
+// With gemma3.attention.sliding_window > 0, layers slide per attention.sliding_window_pattern
+// (default 6: five local, one global) and local layers use unscaled rope with base
+// rope.freq_base_swa (default 10000); the global rope (rope.freq_base, rope.scaling.*) is the
+// common one. The softmax scale comes from head_dim (27B: 62 layers).
+Status Gemma3FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
+  RETURN_IF_ERROR(arch_util::GemmaFromGguf(keys, /*layers_27b=*/62, cfg));
+  cfg->qk_norm = true;
+  ASSIGN_OR_RETURN(int window, keys.Int("attention.sliding_window", 0));
+  if (window <= 0) return OkStatus();
+  cfg->rope_local = RopeConfig{};
+  ASSIGN_OR_RETURN(cfg->rope_local.theta, keys.Float("rope.freq_base_swa", 10000.f));
+  ASSIGN_OR_RETURN(std::vector<bool> sliding, GgufSlidingLayers(keys, cfg->num_layers, 6));
+  for (int i = 0; i < cfg->num_layers; ++i) {
+    cfg->layer_window[static_cast<size_t>(i)] = sliding[static_cast<size_t>(i)] ? window : 0;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kGemma3Arch = {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3_text", "gemma3"}, "",
-                              &Gemma3FromHf};
+const ArchSpec kGemma3Arch = {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3_text", "gemma3"}, "gemma3",
+                              &Gemma3FromHf, &Gemma3FromGguf};
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 // Llama 2 / 3 / 3.1 / 3.2: the baseline decoder (RMSNorm, SwiGLU, GQA, RoPE incl. llama3 scaling).
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -11,8 +12,17 @@ Status LlamaFromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// llama.cpp's converter permutes q/k rows so that rope rotates adjacent pairs; Llama 3.1's scaling
+// arrives as rope_freqs.weight (read by gguf_config.cc). Mistral GGUFs are "llama" too, and like
+// llama.cpp we apply no sliding window to them.
+Status LlamaFromGguf(const GgufArchKeys&, ModelConfig* cfg) {
+  cfg->rope_interleaved = true;
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kLlamaArch = {"llama", {"LlamaForCausalLM"}, {"llama"}, "llama", &LlamaFromHf};
+const ArchSpec kLlamaArch = {"llama", {"LlamaForCausalLM"}, {"llama"}, "llama", &LlamaFromHf,
+                             &LlamaFromGguf};
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 // Qwen2 / Qwen2.5: Llama with biases on the q/k/v projections (never on o_proj); optional sliding
 // window on layers >= max_window_layers when use_sliding_window is set.
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -17,8 +18,16 @@ Status Qwen2FromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF keeps HF's half rotation (llama.cpp's NEOX rope) and the q/k/v biases; llama.cpp applies
+// no sliding window to qwen2, and neither do we.
+Status Qwen2FromGguf(const GgufArchKeys&, ModelConfig* cfg) {
+  cfg->attention_bias = true;
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kQwen2Arch = {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, "qwen2", &Qwen2FromHf};
+const ArchSpec kQwen2Arch = {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, "qwen2", &Qwen2FromHf,
+                             &Qwen2FromGguf};
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 // Qwen3: Llama with per-head RMSNorm on q and k (before RoPE), explicit head_dim, no biases.
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -16,8 +17,15 @@ Status Qwen3FromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF: blk.N.attn_q_norm / attn_k_norm, half rotation (llama.cpp's NEOX rope).
+Status Qwen3FromGguf(const GgufArchKeys&, ModelConfig* cfg) {
+  cfg->qk_norm = true;
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kQwen3Arch = {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, "qwen3", &Qwen3FromHf};
+const ArchSpec kQwen3Arch = {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, "qwen3", &Qwen3FromHf,
+                             &Qwen3FromGguf};
 
 }  // namespace loom
