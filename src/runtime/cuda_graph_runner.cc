@@ -186,8 +186,7 @@ StatusOr<bool> CudaGraphRunner::TryForward(const StepPlan& plan, Tensor* logits)
   staged_->Record(stream);
   CUDA_CHECK(cudaGraphLaunch(graphs_[B]->exec, stream));
   ++replays_;
-  // Rows n..B-1 are padding. The caller's argmax / copies are enqueued after the replay on the
-  // same stream, and the staging is not rewritten before the next call, which syncs first.
+  // Rows n..B-1 are padding. The caller's argmax / copies go on the same stream after the replay.
   *logits = logits_.Slice(0, n);
   return true;
 }

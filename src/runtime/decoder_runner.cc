@@ -74,7 +74,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
 
   // Greedy rows: argmax where the logits are; one i32 per row comes back.
   int64_t argmax_rows = 0;  // rows [0, argmax_rows) of `logits` cover every greedy row
-  if (be->has_argmax_rows()) {
+  if (device_sampling_ && be->has_argmax_rows()) {
     for (size_t k = 0; k < n; ++k) {
       if (rows[k] == RowSampling::kGreedy) {
         argmax_rows = std::max<int64_t>(argmax_rows, logits_rows[k] + 1);

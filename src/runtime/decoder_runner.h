@@ -51,6 +51,9 @@ class DecoderRunner final : public ModelRunner {
   // Installs (or, with null, removes) a fast path tried before the eager forward.
   void set_step_accelerator(std::unique_ptr<StepAccelerator> a) { accelerator_ = std::move(a); }
   StepAccelerator* step_accelerator() const { return accelerator_.get(); }
+  // false: ExecuteAndSample returns every row's logits even where the backend could take the
+  // argmax (A/B measurements, debugging). Default true.
+  void set_device_sampling(bool on) { device_sampling_ = on; }
   // Sampled rows returned as token ids by ExecuteAndSample since construction (tests, stats).
   int64_t rows_sampled_on_device() const { return rows_sampled_on_device_; }
 
@@ -69,6 +72,7 @@ class DecoderRunner final : public ModelRunner {
   const ActivationSink* sink_ = nullptr;
   std::unique_ptr<StepAccelerator> accelerator_;
   std::shared_ptr<Buffer> staging_;  // host, AllocHostStaging: the returned logits
+  bool device_sampling_ = true;
   int64_t rows_sampled_on_device_ = 0;
 };
 

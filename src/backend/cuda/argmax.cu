@@ -43,7 +43,7 @@ __device__ __forceinline__ void Visit(Best& a, float v, int32_t id) {
     a.v = v;
     a.id = id;
   }
-  a.nan |= isnan(v) ? 1 : 0;
+  a.nan |= (v != v) ? 1 : 0;  // NaN (no fast-math: the compare is kept)
 }
 
 // 16 bytes at `p` (aligned): 4 f32 or 8 bf16 entries with ids id0, id0 + 1, ...
