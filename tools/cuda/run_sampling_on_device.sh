@@ -1,15 +1,17 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, after `BUILD=build-cuda bash tools/cuda/package_e2e.sh`
-# here: run(command="bash tools/cuda/run_sampling_on_device.sh", carry=[".dev/cuda2-bin"]).
+# here: run(command="bash tools/cuda/run_sampling_on_device.sh", carry=[".dev/cuda2-bin"]). The
+# device tool sends the session's own checkout: from another worktree, copy the package and this
+# script into an ignored folder of that checkout (BIN=.dev/NAME bash .dev/NAME/<this script>).
 # Device-side greedy sampling (issue 7): the argmax kernel and runner tests, greedy ids of the
 # default model on CUDA (device argmax) vs CPU (host sampler), then `loom bench --dummy-weights`
 # for Llama-3.1-8B / Llama-3.2-1B at concurrency 1/8/64, and A/B runs with --no-device-sampling
 # (every row's logits to the host, as before, but into pinned memory without the zero-fill).
 # Logs go to $OUT. Most important first: the run has a time limit.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || echo "$(dirname "$0")/../..")"
 out=${OUT:-/tmp}
-bin=.dev/cuda2-bin
+bin=${BIN:-.dev/cuda2-bin}
 [ -d $bin/lib ] || { mkdir -p /tmp/cuda2-lib && tar xJf $bin/lib.tar.xz -C /tmp/cuda2-lib; }
 cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
          find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
