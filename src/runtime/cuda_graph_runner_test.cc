@@ -132,8 +132,8 @@ std::vector<std::vector<int32_t>> RunRunnerGreedy(DecoderRunner& runner, std::ve
     std::vector<size_t> rows;
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (static_cast<int>(seqs[i].generated.size()) >= seqs[i].max_new) continue;
-      plan.seqs.push_back(ScheduledSeq{RequestId{i}, {seqs[i].generated.back()},
-                                       seqs[i].computed, seqs[i].blocks, true});
+      plan.seqs.push_back(ScheduledSeq{
+          RequestId{i}, {seqs[i].generated.back()}, seqs[i].computed, seqs[i].blocks, true});
       rows.push_back(i);
     }
     if (plan.seqs.empty()) break;
@@ -221,8 +221,8 @@ class CudaGraphRunnerTest : public ::testing::Test {
     DecoderRunner graphs(make(), num_blocks, kBlockSize, DType::kBF16);
     CudaGraphOptions opt;
     opt.max_batch = 8;
-    graphs.set_step_accelerator(std::make_unique<CudaGraphRunner>(
-        graphs.model(), graphs.kv(), kBlockSize, backend_.get(), opt));
+    graphs.set_step_accelerator(std::make_unique<CudaGraphRunner>(graphs.model(), graphs.kv(),
+                                                                  kBlockSize, backend_.get(), opt));
     const std::vector<Seq> seqs = MakeSeqs(num_seqs, eager.vocab_size(), max_new);
     double max_abs = 0;
     std::vector<std::vector<float>> logits;

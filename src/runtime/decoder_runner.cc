@@ -42,9 +42,8 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
     slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
   }
   if (rows.size() != seq_of_sampled.size()) {
-    return InternalError("ExecuteAndSample: " + std::to_string(rows.size()) +
-                         " row modes for " + std::to_string(seq_of_sampled.size()) +
-                         " sampled rows");
+    return InternalError("ExecuteAndSample: " + std::to_string(rows.size()) + " row modes for " +
+                         std::to_string(seq_of_sampled.size()) + " sampled rows");
   }
   if (accelerator_ != nullptr && sink_ == nullptr) {
     Tensor logits;
@@ -89,9 +88,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
     for (size_t k = 0; k < n; ++k) {
       if (rows[k] != RowSampling::kGreedy) continue;
       const int32_t t = host_ids[static_cast<size_t>(logits_rows[k])];
-      out.tokens[k] = t >= 0                         ? t
-                      : t == Backend::kArgmaxNaN     ? kTokenNaN
-                                                     : kTokenNone;
+      out.tokens[k] = t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone;
       ++rows_sampled_on_device_;
     }
   }

@@ -14,7 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMinChunk = 4096;  // entries a block reduces at least (4 loads a thread)
 constexpr int64_t kMaxSplits = 64;
-constexpr int64_t kChunkAlign = 8;   // entries: 16 bytes of bf16, 32 of f32
+constexpr int64_t kChunkAlign = 8;  // entries: 16 bytes of bf16, 32 of f32
 
 // The running winner of a set of entries. id == INT_MAX: no entry above -inf seen yet (then
 // v == -inf). v is never NaN: NaNs only set the flag.
@@ -158,11 +158,11 @@ void Launch(const T* x, int64_t rows, int64_t vocab, const SplitPlan& p, Best* p
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
   if (vec) {
-    ArgmaxChunkKernel<T, true><<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits, partial,
-                                                              out);
+    ArgmaxChunkKernel<T, true>
+        <<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits, partial, out);
   } else {
-    ArgmaxChunkKernel<T, false><<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits,
-                                                               partial, out);
+    ArgmaxChunkKernel<T, false>
+        <<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits, partial, out);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -85,8 +85,8 @@ class CudaArgmaxTest : public cuda_test::GpuTest {
   // Uploads `x` as `dtype` (bf16: rounded; the reference sees the rounded values), runs
   // ArgmaxRows on rows [row0, row0 + rows) and compares every row with HostArgmax.
   void Check(int64_t rows, int64_t vocab, DType dtype, int64_t row0 = 0) {
-    SCOPED_TRACE(testing::Message() << rows << " x " << vocab << " " << DTypeName(dtype)
-                                    << " from row " << row0);
+    SCOPED_TRACE(testing::Message()
+                 << rows << " x " << vocab << " " << DTypeName(dtype) << " from row " << row0);
     const int64_t total = row0 + rows;
     std::vector<float> x = MakeRows(total, vocab, static_cast<uint32_t>(rows * 7919 + vocab));
     Tensor dev = gpu_->Alloc(dtype, Shape{total, vocab});
@@ -114,7 +114,7 @@ class CudaArgmaxTest : public cuda_test::GpuTest {
 TEST_F(CudaArgmaxTest, MatchesTheHostSamplerExactly) {
   ASSERT_TRUE(gpu_->has_argmax_rows());
   const std::vector<std::pair<int64_t, int64_t>> sizes = {
-      {1, 1},      {256, 1},   {5, 3},      {9, 1000},   {3, 1001},   {1, 128256},
+      {1, 1},      {256, 1},     {5, 3},        {9, 1000},   {3, 1001},  {1, 128256},
       {8, 128256}, {64, 128256}, {256, 128256}, {1, 262144}, {9, 262144}};
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (auto [rows, vocab] : sizes) Check(rows, vocab, dt);
@@ -124,9 +124,7 @@ TEST_F(CudaArgmaxTest, MatchesTheHostSamplerExactly) {
   Check(4, 1001, DType::kBF16, /*row0=*/1);
 }
 
-TEST_F(CudaArgmaxTest, CpuBackendLeavesItToTheHost) {
-  EXPECT_FALSE(cpu_.has_argmax_rows());
-}
+TEST_F(CudaArgmaxTest, CpuBackendLeavesItToTheHost) { EXPECT_FALSE(cpu_.has_argmax_rows()); }
 
 }  // namespace
 }  // namespace loom

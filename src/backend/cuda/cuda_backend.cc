@@ -386,8 +386,8 @@ void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
   std::shared_ptr<Buffer> scratch =
       scratch_bytes > 0 ? allocator_->NewBuffer(scratch_bytes) : nullptr;
   cuda::LaunchArgmaxRows(x.data(), x.dtype(), x.rows(), x.cols(), num_sms_,
-                         scratch != nullptr ? scratch->data() : nullptr,
-                         out.data_as<int32_t>(), stream());
+                         scratch != nullptr ? scratch->data() : nullptr, out.data_as<int32_t>(),
+                         stream());
 }
 
 void CudaBackend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {
