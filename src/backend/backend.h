@@ -10,6 +10,7 @@
 //   - index tensors (ids, positions, page tables) are i32 on the backend's device.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,9 @@ class Backend {
   virtual void CopyFromHost(const void* src, const Tensor& dst) = 0;
   // Waits for queued work (no-op on CPU).
   virtual void Synchronize() {}
+  // Host memory that CopyToHost into is fastest (page-locked on CUDA: copied by DMA without a
+  // staging pass), not zero-filled. The default is plain host memory.
+  virtual std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) { return MakeHostBuffer(bytes); }
 
   // ---- ops ----
   // out[i, :] = table[ids[i], :] * scale.   table [vocab, d] any dtype; ids [n] i32; out [n, d].
@@ -129,6 +133,20 @@ class Backend {
   // fused qkv projection.   src [n, a], dst [n, b], same dtype (activations).
   virtual void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                            int64_t num_cols) = 0;
+
+  // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
+  // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.
+  virtual bool has_argmax_rows() const { return false; }
+  // out[i] = the lowest j with x[i, j] == max_j x[i, j] > -inf (the host sampler's greedy choice);
+  // kArgmaxNone when every entry of row i is -inf, kArgmaxNaN when it holds a NaN.
+  // x [n, vocab] f32 or bf16 on this device; out [n] i32. Precondition: has_argmax_rows().
+  static constexpr int32_t kArgmaxNone = -1;
+  static constexpr int32_t kArgmaxNaN = -2;
+  virtual void ArgmaxRows(const Tensor& x, const Tensor& out) {
+    (void)x;
+    (void)out;
+    CHECK(false) << name() << " has no ArgmaxRows";
+  }
 };
 
 }  // namespace loom

@@ -73,6 +73,8 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "(benchmarks; no tokenizer; MODEL is ignored)");
   app->add_flag("!--no-cuda-graphs", cuda_graphs,
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
+  app->add_flag("!--no-device-sampling", device_sampling,
+                "CUDA: copy every sampled row's logits to the host, greedy rows too (A/B, debug)");
 }
 
 
@@ -176,6 +178,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
                                                 kv_dtype);
+  runner->set_device_sampling(flags.device_sampling);
 #ifdef LOOM_HAVE_CUDA
   if (use_cuda && flags.cuda_graphs) {
     CudaGraphOptions go;

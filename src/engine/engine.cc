@@ -206,18 +206,33 @@ bool Engine::Step() {
     }
   }
 
-  StatusOr<std::vector<float>> logits = runner_->Execute(plan);
+  // Plain greedy rows need only their argmax: a device runner returns those as token ids and
+  // copies only the other rows' logits (IsPlainGreedy says when that equals SampleRow's choice).
+  std::vector<RowSampling> modes;
+  modes.reserve(static_cast<size_t>(plan.num_sampled));
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (!seq.sample) continue;
+    const int num_output = scheduler_->Find(seq.request_id)->num_output_tokens();
+    modes.push_back(IsPlainGreedy(live_.at(seq.request_id).params, num_output)
+                        ? RowSampling::kGreedy
+                        : RowSampling::kLogits);
+  }
+  StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);
   ++steps_;
-  if (!logits.ok()) {
-    LOG(ERROR) << "model step failed: " << logits.status().ToString();
+  if (!executed.ok()) {
+    LOG(ERROR) << "model step failed: " << executed.status().ToString();
     for (const ScheduledSeq& seq : plan.seqs) {
       FinishRequest(seq.request_id, FinishReason::kError,
-                    logits.status().WithContext("model step failed"));
+                    executed.status().WithContext("model step failed"));
     }
     PublishStats();
     return true;
   }
-  CHECK_EQ(logits->size(), static_cast<size_t>(plan.num_sampled) * vocab_size_)
+  CHECK_EQ(executed->tokens.size(), static_cast<size_t>(plan.num_sampled))
+      << "the runner returned a wrong number of rows";
+  const size_t num_host_rows = static_cast<size_t>(
+      std::count(executed->tokens.begin(), executed->tokens.end(), kTokenOnHost));
+  CHECK_EQ(executed->logits.size(), num_host_rows * vocab_size_)
       << "the runner returned a wrong number of logits";
   computed_tokens_ += plan.num_tokens;
 
@@ -226,20 +241,36 @@ bool Engine::Step() {
   std::vector<std::optional<SampleResult>> results(plan.num_sampled);
   std::vector<std::pair<RequestId, Status>> failed;
   int row = 0;
+  size_t host_row = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
-    const SchedRequest* req = scheduler_->Find(seq.request_id);
-    const Live& live = live_.at(seq.request_id);
-    std::span<const TokenId> tokens = req->tokens;
-    SampleContext ctx;
-    ctx.params = &live.params;
-    ctx.prompt = tokens.first(req->num_prompt_tokens);
-    ctx.output = tokens.subspan(req->num_prompt_tokens);
-    ctx.seed = live.seed;
-    ctx.eos_token_ids = config_.eos_token_ids;
-    std::span<float> row_logits(logits->data() + static_cast<size_t>(row) * vocab_size_,
-                                vocab_size_);
-    StatusOr<SampleResult> r = sampler_.SampleRow(row_logits, ctx);
+    StatusOr<SampleResult> r = SampleResult{};
+    const int32_t t = executed->tokens[row];
+    if (t == kTokenOnHost) {
+      const SchedRequest* req = scheduler_->Find(seq.request_id);
+      const Live& live = live_.at(seq.request_id);
+      std::span<const TokenId> tokens = req->tokens;
+      SampleContext ctx;
+      ctx.params = &live.params;
+      ctx.prompt = tokens.first(req->num_prompt_tokens);
+      ctx.output = tokens.subspan(req->num_prompt_tokens);
+      ctx.seed = live.seed;
+      ctx.eos_token_ids = config_.eos_token_ids;
+      const std::span<float> logits =
+          executed->logits.subspan(host_row++ * vocab_size_, vocab_size_);
+      r = sampler_.SampleRow(logits, ctx);
+    } else {  // sampled by the runner: the greedy choice, or the sampler's error for the row
+      CHECK(modes[row] == RowSampling::kGreedy && t < vocab_size_ &&
+            (t >= 0 || t == kTokenNaN || t == kTokenNone))
+          << "the runner returned token " << t << " for row " << row;
+      if (t == kTokenNaN) {
+        r = InvalidArgumentError("the model produced NaN logits");
+      } else if (t == kTokenNone) {
+        r = InvalidArgumentError("no token left to sample: every token is masked");
+      } else {
+        r->token = t;
+      }
+    }
     if (r.ok()) {
       sampled[row] = r->token;
       results[row] = std::move(r).value();

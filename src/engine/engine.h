@@ -1,5 +1,7 @@
 // Engine: one thread owns the scheduler, the KV cache manager, the sampler and the runner, and
 // loops  plan = schedule() → logits = runner.Execute(plan) → sample → update  (ARCHITECTURE §1).
+// Plain greedy rows (IsPlainGreedy) are handed to the runner's ExecuteAndSample as kGreedy: a
+// device runner returns their argmax instead of logits, with the same tokens and errors.
 // Other threads talk to it only through Submit / Abort / stats and each request's OutputStream.
 //
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every

@@ -87,6 +87,45 @@ class FakeRunner : public ModelRunner {
   int fail_steps_ = 0;
 };
 
+// A runner that takes the argmax of greedy rows itself, as the CUDA DecoderRunner does on the
+// device (the host sampler's rules: lowest id on ties, NaN and all -inf reported), and returns
+// only the other rows' logits.
+class GreedyFakeRunner final : public FakeRunner {
+ public:
+  using FakeRunner::FakeRunner;
+
+  StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
+                                        std::span<const RowSampling> rows) override {
+    ASSIGN_OR_RETURN(std::vector<float> all, Execute(plan));
+    CHECK_EQ(all.size(), rows.size() * kVocab);
+    StepOutput out;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const float* row = all.data() + k * kVocab;
+      if (rows[k] != RowSampling::kGreedy) {
+        out.tokens.push_back(kTokenOnHost);
+        out.owned.insert(out.owned.end(), row, row + kVocab);
+        continue;
+      }
+      ++greedy_rows_;
+      int32_t best = kTokenNone;
+      float best_value = -INFINITY;
+      bool nan = false;
+      for (int v = 0; v < kVocab; ++v) {
+        nan |= std::isnan(row[v]);
+        if (row[v] > best_value) {
+          best_value = row[v];
+          best = v;
+        }
+      }
+      out.tokens.push_back(nan ? kTokenNaN : best);
+    }
+    out.logits = std::span<float>(out.owned);
+    return out;
+  }
+
+  int greedy_rows_ = 0;
+};
+
 struct Result {
   Tokens tokens;
   std::vector<float> logprobs;
@@ -346,6 +385,46 @@ TEST(EngineTest, ARequestsOwnFailureDoesNotStopTheOthers) {
     ExpectSame(got[i], RunSolo(clean[j]), j);
     ++j;
   }
+}
+
+// Rows a runner samples itself (plain greedy only) give exactly what the host sampler gives;
+// rows needing logprobs, penalties, bias, min_tokens masking or a draw still reach the host.
+TEST(EngineTest, RunnerSideGreedyMatchesHostSampling) {
+  std::vector<Request> work = Workload();  // greedy + logprobs and sampled: all host rows
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt = Prompt(5, 4 + i, 20 + i);
+    r.params.max_tokens = 9 + i;
+    r.params.temperature = 0;
+    if (i == 1) {  // greedy through top_k = 1; EOS masked (host rows) for the first 4 tokens
+      r.params.temperature = 0.7f;
+      r.params.top_k = 1;
+      r.params.min_tokens = 4;
+    }
+    if (i == 2) r.params.stop_token_ids = {5};
+    work.push_back(r);
+  }
+  Request poisoned = work.back();  // NaN logits: the same error from the runner's argmax
+  poisoned.prompt.insert(poisoned.prompt.begin(), kPoison);
+  work.push_back(poisoned);
+
+  Made host = Make(BaseConfig(64));
+  const std::vector<Result> want = RunAll(*host.engine, work);
+  auto runner = std::make_unique<GreedyFakeRunner>(64, 4, 256);
+  GreedyFakeRunner* raw = runner.get();
+  auto engine = Engine::Create(BaseConfig(64), std::move(runner));
+  ASSERT_TRUE(engine.ok());
+  const std::vector<Result> got = RunAll(**engine, work);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
+    EXPECT_EQ(got[i].stop_token, want[i].stop_token) << "request " << i;
+    EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
+  }
+  EXPECT_EQ(got.back().error.message(), "sampling failed: the model produced NaN logits");
+  EXPECT_GT(raw->greedy_rows_, 10);
 }
 
 TEST(EngineTest, ARunnerFailureFailsThatStepsRequestsOnly) {

@@ -69,6 +69,8 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   sample_rows_ = UploadIota(backend_, bmax_);
   logits_ = backend_->Alloc(DType::kF32, Shape{bmax_, model_.config().vocab_size});
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
+  staged_ = std::make_unique<cuda::CudaEvent>();
+  staged_->Record(backend_->stream());
   backend_->Synchronize();
 }
 
@@ -100,6 +102,7 @@ ForwardInput CudaGraphRunner::InputsFor(int B) const {
 }
 
 int64_t CudaGraphRunner::Stage(const StepPlan& plan, int B) {
+  staged_->Synchronize();  // the previous copy out of the staging is done
   const Layout L(bmax_, max_pages_);
   int32_t* h = static_cast<int32_t*>(staging_->data());
   const int n = static_cast<int>(plan.seqs.size());
@@ -139,6 +142,7 @@ Status CudaGraphRunner::Capture(int B) {
   const int64_t count = Stage(empty, B);
   CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
                              cudaMemcpyHostToDevice, stream));
+  staged_->Record(stream);
   const ForwardInput in = InputsFor(B);
   const Tensor logits = logits_.Slice(0, B);
   RETURN_IF_ERROR(model_.Forward(in, kv_, logits));  // warm-up (plans, kernel attributes)
@@ -165,7 +169,7 @@ Status CudaGraphRunner::Capture(int B) {
   return OkStatus();
 }
 
-StatusOr<bool> CudaGraphRunner::TryExecute(const StepPlan& plan, std::vector<float>* logits) {
+StatusOr<bool> CudaGraphRunner::TryForward(const StepPlan& plan, Tensor* logits) {
   const int n = static_cast<int>(plan.seqs.size());
   if (n == 0 || n > bmax_) return false;
   for (const ScheduledSeq& s : plan.seqs) {
@@ -179,25 +183,11 @@ StatusOr<bool> CudaGraphRunner::TryExecute(const StepPlan& plan, std::vector<flo
   const int64_t count = Stage(plan, B);
   CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
                              cudaMemcpyHostToDevice, stream));
+  staged_->Record(stream);
   CUDA_CHECK(cudaGraphLaunch(graphs_[B]->exec, stream));
   ++replays_;
-  // Sampled rows, in plan order (all rows in the usual case: one contiguous copy).
-  const int64_t vocab = model_.config().vocab_size;
-  int num_sampled = 0;
-  for (const ScheduledSeq& s : plan.seqs) num_sampled += s.sample ? 1 : 0;
-  logits->assign(static_cast<size_t>(num_sampled) * static_cast<size_t>(vocab), 0.f);
-  if (num_sampled == n) {
-    backend_->CopyToHost(logits_.Slice(0, n), logits->data());
-  } else {
-    int r = 0;
-    for (int i = 0; i < n; ++i) {
-      if (!plan.seqs[static_cast<size_t>(i)].sample) continue;
-      CUDA_CHECK(cudaMemcpyAsync(logits->data() + int64_t{r++} * vocab,
-                                 logits_.Slice(i, 1).data(), static_cast<size_t>(vocab) * 4,
-                                 cudaMemcpyDeviceToHost, stream));
-    }
-    backend_->Synchronize();
-  }
+  // Rows n..B-1 are padding. The caller's argmax / copies go on the same stream after the replay.
+  *logits = logits_.Slice(0, n);
   return true;
 }
 

@@ -33,6 +33,7 @@
 #include "runtime/decoder_runner.h"
 
 namespace loom::cuda {
+class CudaEvent;
 class PinnedHostBuffer;
 }  // namespace loom::cuda
 
@@ -54,8 +55,9 @@ class CudaGraphRunner final : public StepAccelerator {
   ~CudaGraphRunner() override;
 
   // Takes decode-only plans with at most the largest batch size and at most max_pages_per_seq
-  // pages per sequence; returns false (nothing done) for every other plan.
-  StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) override;
+  // pages per sequence; returns false (nothing done) for every other plan. The logits it hands
+  // back are rows of the graphs' static output (valid until the next replay).
+  StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) override;
 
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
   int64_t replays() const { return replays_; }
@@ -81,6 +83,9 @@ class CudaGraphRunner final : public StepAccelerator {
   Tensor sample_rows_;  // i32 [bmax]: 0..bmax-1
   Tensor logits_;       // f32 [bmax, vocab]
   std::unique_ptr<cuda::PinnedHostBuffer> staging_;  // i32, same layout as block_
+  // Recorded after each copy out of staging_: Stage waits for it before rewriting the staging
+  // (the caller need not synchronize between steps).
+  std::unique_ptr<cuda::CudaEvent> staged_;
   std::map<int, std::unique_ptr<Graph>> graphs_;
   int64_t replays_ = 0;
 };

@@ -85,6 +85,70 @@ std::vector<std::vector<int32_t>> RunGreedy(DecoderRunner& runner, std::vector<S
   return ids;
 }
 
+// Greedy decode with the runner choosing the ids (ExecuteAndSample): every row kGreedy or, with
+// `mixed`, every other row kLogits (its argmax taken here from the returned logits), so steps
+// exercise the device argmax, the one-copy and the gathered copy of the remaining rows.
+std::vector<std::vector<int32_t>> RunRunnerGreedy(DecoderRunner& runner, std::vector<Seq> seqs,
+                                                  bool mixed) {
+  const int vocab = runner.vocab_size();
+  auto step = [&](const StepPlan& plan) {
+    std::vector<RowSampling> modes;
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      modes.push_back(mixed && i % 2 == 1 ? RowSampling::kLogits : RowSampling::kGreedy);
+    }
+    std::vector<int32_t> ids;
+    auto out = runner.ExecuteAndSample(plan, modes);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    if (!out.ok()) return ids;
+    EXPECT_EQ(out->tokens.size(), modes.size());
+    size_t host = 0;
+    for (size_t k = 0; k < modes.size(); ++k) {
+      const int32_t t = out->tokens[k];
+      if (modes[k] == RowSampling::kLogits) {
+        EXPECT_EQ(t, kTokenOnHost);
+        ids.push_back(Argmax(out->logits.data() + host++ * vocab, vocab));
+      } else {
+        EXPECT_GE(t, 0);
+        ids.push_back(t);
+      }
+    }
+    EXPECT_EQ(out->logits.size(), host * static_cast<size_t>(vocab));
+    return ids;
+  };
+  StepPlan pre;
+  pre.block_size = kBlockSize;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    pre.seqs.push_back(ScheduledSeq{RequestId{i}, seqs[i].prompt, 0, seqs[i].blocks, true});
+  }
+  std::vector<int32_t> first = step(pre);
+  if (first.size() != seqs.size()) return {};
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].computed = static_cast<int>(seqs[i].prompt.size());
+    seqs[i].generated.push_back(first[i]);
+  }
+  for (;;) {
+    StepPlan plan;
+    plan.block_size = kBlockSize;
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (static_cast<int>(seqs[i].generated.size()) >= seqs[i].max_new) continue;
+      plan.seqs.push_back(ScheduledSeq{
+          RequestId{i}, {seqs[i].generated.back()}, seqs[i].computed, seqs[i].blocks, true});
+      rows.push_back(i);
+    }
+    if (plan.seqs.empty()) break;
+    std::vector<int32_t> ids = step(plan);
+    if (ids.size() != rows.size()) break;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      seqs[rows[r]].computed += 1;
+      seqs[rows[r]].generated.push_back(ids[r]);
+    }
+  }
+  std::vector<std::vector<int32_t>> ids;
+  for (auto& q : seqs) ids.push_back(q.generated);
+  return ids;
+}
+
 std::vector<Seq> MakeSeqs(int n, int vocab, int max_new) {
   std::vector<Seq> seqs;
   int next_block = 0;
@@ -148,6 +212,30 @@ class CudaGraphRunnerTest : public ::testing::Test {
                 max_diff, max_e);
   }
 
+  // Greedy ids chosen on the device (graphs and eager, all rows or every other row) == the host
+  // argmax of the logits Execute returns.
+  void CompareRunnerGreedy(const std::function<std::unique_ptr<Model>()>& make, int num_seqs,
+                           int max_new) {
+    const int num_blocks = 64;
+    DecoderRunner eager(make(), num_blocks, kBlockSize, DType::kBF16);
+    DecoderRunner graphs(make(), num_blocks, kBlockSize, DType::kBF16);
+    CudaGraphOptions opt;
+    opt.max_batch = 8;
+    graphs.set_step_accelerator(std::make_unique<CudaGraphRunner>(graphs.model(), graphs.kv(),
+                                                                  kBlockSize, backend_.get(), opt));
+    const std::vector<Seq> seqs = MakeSeqs(num_seqs, eager.vocab_size(), max_new);
+    double max_abs = 0;
+    std::vector<std::vector<float>> logits;
+    // Each run starts with a prefill that rewrites every KV slot the run reads.
+    const auto want = RunGreedy(eager, seqs, &max_abs, &logits);
+    EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/false), want);
+    EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/true), want);
+    EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/false), want);
+    EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/true), want);
+    EXPECT_GT(eager.rows_sampled_on_device(), 0);
+    EXPECT_GT(graphs.rows_sampled_on_device(), 0);
+  }
+
   std::unique_ptr<CudaBackend> backend_;
 };
 
@@ -190,6 +278,39 @@ TEST_F(CudaGraphRunnerTest, RandomGemmaLikeGreedyMatchesEager) {
   Compare(make, 5, 30);
 }
 
+TEST_F(CudaGraphRunnerTest, DeviceGreedyMatchesHostArgmax) {
+  auto gemma_like = [&] {
+    ModelConfig c;
+    c.arch = "gemma3";
+    c.vocab_size = 1001;  // odd: the argmax kernel's scalar path, gathered rows of 4004 bytes
+    c.hidden_size = 128;
+    c.intermediate_size = 256;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 64;
+    c.rotary_dim = 64;
+    c.max_position_embeddings = 256;
+    c.qk_norm = true;
+    c.norm_plus_one = true;
+    c.sandwich_norm = true;
+    c.activation = Activation::kGeluTanh;
+    c.layer_window = {8, 0};
+    c.rope_local = c.rope;
+    return MakeDummyModelFromConfig(c, backend_.get(), DType::kBF16, 11, "test");
+  };
+  CompareRunnerGreedy(gemma_like, 1, 30);
+  CompareRunnerGreedy(gemma_like, 5, 30);
+  const std::string dir = std::string(LOOM_SOURCE_DIR) + "/models/default";
+  if (!std::filesystem::exists(dir + "/model.safetensors")) return;
+  auto deflt = [&] {
+    auto m = LoadModel(dir, backend_.get());
+    CHECK_OK(m.status());
+    return std::move(m).value();
+  };
+  CompareRunnerGreedy(deflt, 3, 40);
+}
+
 TEST_F(CudaGraphRunnerTest, MixedStepsStayEager) {
   ModelConfig c;
   c.arch = "llama";
@@ -212,8 +333,8 @@ TEST_F(CudaGraphRunnerTest, MixedStepsStayEager) {
   ScheduledSeq a{RequestId{0}, {1, 2, 3}, 0, {0}, true};
   ScheduledSeq b{RequestId{1}, {4}, 5, {1}, true};
   mixed.seqs = {a, b};
-  std::vector<float> out;
-  auto took = g.TryExecute(mixed, &out);
+  Tensor out;
+  auto took = g.TryForward(mixed, &out);
   ASSERT_TRUE(took.ok());
   EXPECT_FALSE(*took);
   EXPECT_EQ(g.num_graphs(), 0);
@@ -221,7 +342,7 @@ TEST_F(CudaGraphRunnerTest, MixedStepsStayEager) {
   too_long.block_size = kBlockSize;
   ScheduledSeq l{RequestId{0}, {1}, 200, std::vector<int32_t>(13, 0), true};
   too_long.seqs = {l};
-  took = g.TryExecute(too_long, &out);
+  took = g.TryForward(too_long, &out);
   ASSERT_TRUE(took.ok());
   EXPECT_FALSE(*took);
 }

@@ -1,5 +1,8 @@
 #include "runtime/decoder_runner.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "runtime/forward_batch.h"
 
 namespace loom {
@@ -13,33 +16,114 @@ DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int b
 }
 
 StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
+  size_t num_sampled = 0;
+  for (const ScheduledSeq& s : plan.seqs) num_sampled += s.sample && !s.tokens.empty() ? 1 : 0;
+  const std::vector<RowSampling> rows(num_sampled, RowSampling::kLogits);
+  ASSIGN_OR_RETURN(StepOutput out, ExecuteAndSample(plan, rows));
+  return std::vector<float>(out.logits.begin(), out.logits.end());
+}
+
+StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
+                                                     std::span<const RowSampling> rows) {
   if (plan.block_size != block_size_) {
     return InternalError("plan block size " + std::to_string(plan.block_size) +
                          " != runner block size " + std::to_string(block_size_));
   }
   std::vector<SeqSlice> slices;
   slices.reserve(plan.seqs.size());
+  std::vector<int32_t> seq_of_sampled;  // plan.seqs index of each sampled row
   for (const ScheduledSeq& s : plan.seqs) {
     for (BlockId b : s.block_table) {
       if (b < 0 || b >= num_blocks_) return InternalError("block id out of range in plan");
     }
+    if (s.sample && !s.tokens.empty()) {
+      seq_of_sampled.push_back(static_cast<int32_t>(slices.size()));
+    }
     slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
   }
+  if (rows.size() != seq_of_sampled.size()) {
+    return InternalError("ExecuteAndSample: " + std::to_string(rows.size()) + " row modes for " +
+                         std::to_string(seq_of_sampled.size()) + " sampled rows");
+  }
   if (accelerator_ != nullptr && sink_ == nullptr) {
-    std::vector<float> out;
-    ASSIGN_OR_RETURN(bool done, accelerator_->TryExecute(plan, &out));
-    if (done) return out;
+    Tensor logits;
+    ASSIGN_OR_RETURN(bool done, accelerator_->TryForward(plan, &logits));
+    if (done) return Emit(logits, seq_of_sampled, rows);  // row i of `logits` = plan.seqs[i]
   }
   HostForwardBatch hb = BuildHostForwardBatch(slices, block_size_);
+  if (hb.token_ids.empty()) return StepOutput{};
   Backend* be = model_->backend();
   ForwardInput in = UploadForwardBatch(hb, block_size_, be);
-  const int64_t rows = static_cast<int64_t>(hb.sample_rows.size());
-  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(vocab_size()));
-  if (hb.token_ids.empty()) return out;
-  Tensor logits = be->Alloc(DType::kF32, Shape{std::max<int64_t>(rows, 1), vocab_size()});
+  const int64_t num_rows = static_cast<int64_t>(hb.sample_rows.size());
+  Tensor logits = be->Alloc(DType::kF32, Shape{std::max<int64_t>(num_rows, 1), vocab_size()});
   RETURN_IF_ERROR(model_->Forward(in, kv_, logits, sink_));
-  if (rows > 0) be->CopyToHost(logits.Slice(0, rows), out.data());
+  std::vector<int32_t> logits_rows(static_cast<size_t>(num_rows));
+  for (int32_t k = 0; k < static_cast<int32_t>(num_rows); ++k) logits_rows[k] = k;
+  return Emit(logits, logits_rows, rows);
+}
+
+StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,
+                               std::span<const RowSampling> rows) {
+  Backend* be = model_->backend();
+  const int64_t vocab = vocab_size();
+  const size_t n = logits_rows.size();
+  StepOutput out;
+  out.tokens.assign(n, kTokenOnHost);
+  if (n == 0) return out;
+
+  // Greedy rows: argmax where the logits are; one i32 per row comes back.
+  int64_t argmax_rows = 0;  // rows [0, argmax_rows) of `logits` cover every greedy row
+  if (device_sampling_ && be->has_argmax_rows()) {
+    for (size_t k = 0; k < n; ++k) {
+      if (rows[k] == RowSampling::kGreedy) {
+        argmax_rows = std::max<int64_t>(argmax_rows, logits_rows[k] + 1);
+      }
+    }
+  }
+  if (argmax_rows > 0) {
+    Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows});
+    be->ArgmaxRows(logits.Slice(0, argmax_rows), ids);
+    std::vector<int32_t> host_ids(static_cast<size_t>(argmax_rows));
+    be->CopyToHost(ids, host_ids.data());
+    for (size_t k = 0; k < n; ++k) {
+      if (rows[k] != RowSampling::kGreedy) continue;
+      const int32_t t = host_ids[static_cast<size_t>(logits_rows[k])];
+      out.tokens[k] = t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone;
+      ++rows_sampled_on_device_;
+    }
+  }
+
+  // The other rows' logits in one transfer: straight from `logits` when they are consecutive
+  // rows of it (always, unless greedy and host rows alternate), else gathered on the device.
+  std::vector<int32_t> host_rows;
+  for (size_t k = 0; k < n; ++k) {
+    if (out.tokens[k] == kTokenOnHost) host_rows.push_back(logits_rows[k]);
+  }
+  if (host_rows.empty()) return out;
+  const int64_t h = static_cast<int64_t>(host_rows.size());
+  float* dst = Staging(static_cast<size_t>(h * vocab));
+  bool consecutive = true;
+  for (int64_t j = 0; j < h; ++j) consecutive &= host_rows[j] == host_rows[0] + j;
+  if (consecutive) {
+    be->CopyToHost(logits.Slice(host_rows[0], h), dst);
+  } else {
+    Tensor idx = HostTensor(DType::kI32, Shape{h});
+    std::memcpy(idx.data(), host_rows.data(), host_rows.size() * sizeof(int32_t));
+    Tensor packed = be->Alloc(DType::kF32, Shape{h, vocab});
+    be->GatherRows(logits, be->Upload(idx), packed);
+    be->CopyToHost(packed, dst);
+  }
+  out.logits = std::span<float>(dst, static_cast<size_t>(h * vocab));
   return out;
+}
+
+float* DecoderRunner::Staging(size_t floats) {
+  const size_t bytes = floats * sizeof(float);
+  if (staging_ == nullptr || staging_->size_bytes() < bytes) {
+    staging_.reset();  // free the old one first: page-locked memory is precious
+    staging_ = model_->backend()->AllocHostStaging(bytes);
+  }
+  return static_cast<float*>(staging_->data());
 }
 
 }  // namespace loom

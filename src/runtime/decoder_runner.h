@@ -1,5 +1,10 @@
 // DecoderRunner: the ModelRunner for our decoder on any Backend. Owns the model and its paged KV
 // pools; turns each StepPlan into flat inputs once (forward_batch.h) and runs one forward.
+//
+// Output. The logits stay on the backend's device until the step's rows are known: on a backend
+// with ArgmaxRows (CUDA), kGreedy rows come back as token ids (one i32 each) and only the other
+// rows' logits are copied, into reusable host staging (page-locked on CUDA). On the CPU backend
+// every row is returned as logits, exactly as Execute.
 #pragma once
 
 #include <memory>
@@ -11,12 +16,15 @@
 namespace loom {
 
 // An optional fast path for some steps (e.g. CUDA graph replay of decode-only steps, see
-// cuda_graph_runner.h). Given a validated plan, either computes it exactly as the eager path would
-// (same KV writes, same logits layout) and returns true, or touches nothing and returns false.
+// cuda_graph_runner.h). Given a validated plan, either runs the forward exactly as the eager path
+// would (same KV writes, same logits) and returns true, or touches nothing and returns false.
 class StepAccelerator {
  public:
   virtual ~StepAccelerator() = default;
-  virtual StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) = 0;
+  // On true, *logits is an f32 [plan.seqs.size() or more, vocab] tensor on the model's backend
+  // whose row i holds the logits of plan.seqs[i]'s last token (rows of seqs with sample == false
+  // are unspecified); it stays valid until the next call.
+  virtual StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) = 0;
 };
 
 class DecoderRunner final : public ModelRunner {
@@ -25,6 +33,10 @@ class DecoderRunner final : public ModelRunner {
   DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size, DType kv_dtype);
 
   StatusOr<std::vector<float>> Execute(const StepPlan& plan) override;
+  // See the file comment. `rows` must have one entry per sampled row (seqs with sample == true
+  // and at least one token), else InternalError.
+  StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
+                                        std::span<const RowSampling> rows) override;
   int vocab_size() const override { return model_->config().vocab_size; }
   int max_model_len() const override { return model_->config().max_position_embeddings; }
 
@@ -39,14 +51,29 @@ class DecoderRunner final : public ModelRunner {
   // Installs (or, with null, removes) a fast path tried before the eager forward.
   void set_step_accelerator(std::unique_ptr<StepAccelerator> a) { accelerator_ = std::move(a); }
   StepAccelerator* step_accelerator() const { return accelerator_.get(); }
+  // false: ExecuteAndSample returns every row's logits even where the backend could take the
+  // argmax (A/B measurements, debugging). Default true.
+  void set_device_sampling(bool on) { device_sampling_ = on; }
+  // Sampled rows returned as token ids by ExecuteAndSample since construction (tests, stats).
+  int64_t rows_sampled_on_device() const { return rows_sampled_on_device_; }
 
  private:
+  // Turns device logits into the step's output: `logits_rows[k]` is the row of `logits` that
+  // holds sampled row k.
+  StepOutput Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,
+                  std::span<const RowSampling> rows);
+  // Host staging of at least `floats` f32, grown (never shrunk) on demand.
+  float* Staging(size_t floats);
+
   std::unique_ptr<Model> model_;
   int num_blocks_;
   int block_size_;
   std::vector<KvLayer> kv_;
   const ActivationSink* sink_ = nullptr;
   std::unique_ptr<StepAccelerator> accelerator_;
+  std::shared_ptr<Buffer> staging_;  // host, AllocHostStaging: the returned logits
+  bool device_sampling_ = true;
+  int64_t rows_sampled_on_device_ = 0;
 };
 
 }  // namespace loom

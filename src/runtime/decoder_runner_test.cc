@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/cpu/cpu_backend.h"
 #include "model/dummy_weights.h"
 
@@ -14,10 +16,11 @@ namespace {
 class FakeAccelerator final : public StepAccelerator {
  public:
   explicit FakeAccelerator(bool take) : take_(take) {}
-  StatusOr<bool> TryExecute(const StepPlan& plan, std::vector<float>* logits) override {
+  StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) override {
     ++calls;
     if (!take_) return false;
-    logits->assign(static_cast<size_t>(plan.num_sampled) * 32, 7.f);
+    *logits = HostTensor(DType::kF32, Shape{static_cast<int64_t>(plan.seqs.size()), 32});
+    std::fill_n(logits->data_as<float>(), logits->numel(), 7.f);
     return true;
   }
   int calls = 0;
@@ -83,6 +86,30 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   EXPECT_EQ(t->calls, 1);  // not asked: debugging needs the eager activations
   EXPECT_GT(seen, 0);
   EXPECT_EQ(*got, *want);
+}
+
+// The CPU backend has no ArgmaxRows: kGreedy rows come back as logits, the same as Execute's.
+TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
+  CpuBackend be(1);
+  DecoderRunner plain(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner runner(TinyModel(&be), 4, 4, DType::kF32);
+  StepPlan p = Decode();
+  p.seqs.push_back(ScheduledSeq{RequestId{2}, {5, 6}, 0, {1}, true});
+  p.seqs.push_back(ScheduledSeq{RequestId{3}, {7}, 0, {2}, false});
+  p.num_tokens = 4;
+  p.num_sampled = 2;
+  auto want = plain.Execute(p);
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(want->size(), 64u);
+  const std::vector<RowSampling> modes = {RowSampling::kGreedy, RowSampling::kLogits};
+  auto got = runner.ExecuteAndSample(p, modes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->tokens, (std::vector<int32_t>{kTokenOnHost, kTokenOnHost}));
+  EXPECT_EQ(std::vector<float>(got->logits.begin(), got->logits.end()), *want);
+  EXPECT_EQ(runner.rows_sampled_on_device(), 0);
+
+  const std::vector<RowSampling> one = {RowSampling::kGreedy};
+  EXPECT_EQ(runner.ExecuteAndSample(p, one).status().code(), StatusCode::kInternal);
 }
 
 }  // namespace

@@ -3,12 +3,44 @@
 // StepPlan at a time. Device-agnostic: the CPU and CUDA runners implement the same interface.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
 #include "sched/step_plan.h"
 
 namespace loom {
+
+// What the engine needs back for one sampled row (ModelRunner::ExecuteAndSample).
+enum class RowSampling : uint8_t {
+  kLogits,  // the row's logits: the engine's Sampler runs on the host
+  kGreedy,  // only the argmax of the unmodified logits (see IsPlainGreedy in sample/sampler.h);
+            // the runner may still return the logits instead
+};
+
+// StepOutput::tokens entries that are not token ids.
+inline constexpr int32_t kTokenOnHost = -1;  // the row's logits are in StepOutput::logits
+inline constexpr int32_t kTokenNaN = -2;     // greedy on the runner: the row holds a NaN logit
+inline constexpr int32_t kTokenNone = -3;    // greedy on the runner: every logit is -inf
+
+// Move-only: `logits` may point into `owned`, whose buffer a move keeps but a copy would not.
+struct StepOutput {
+  StepOutput() = default;
+  StepOutput(StepOutput&&) = default;
+  StepOutput& operator=(StepOutput&&) = default;
+  StepOutput(const StepOutput&) = delete;
+  StepOutput& operator=(const StepOutput&) = delete;
+
+  // [number of sampled rows], plan order: the argmax token of a kGreedy row the runner sampled
+  // itself (lowest id on ties, as the host sampler), or one of the kToken* codes above.
+  std::vector<int32_t> tokens;
+  // f32 [number of rows with tokens[k] == kTokenOnHost, vocab] row-major, in plan order. Points
+  // into runner-owned memory (or into `owned`); writable (the sampler uses it as scratch) and
+  // valid until the runner's next Execute / ExecuteAndSample.
+  std::span<float> logits;
+  std::vector<float> owned;  // backing store of `logits` for runners without their own
+};
 
 class ModelRunner {
  public:
@@ -20,6 +52,20 @@ class ModelRunner {
   // whose per-request runner state (if any) can be dropped. Called from the engine thread only.
   // An error fails every request of the step; the engine keeps running.
   virtual StatusOr<std::vector<float>> Execute(const StepPlan& plan) = 0;
+
+  // Execute, where `rows` [plan.num_sampled] says per sampled row what the engine needs: a
+  // runner that can take the argmax where the logits live (on the device) returns kGreedy rows
+  // as token ids and copies only the other rows' logits to the host. The default returns every
+  // row's logits (from Execute). Same KV writes and errors as Execute.
+  virtual StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
+                                                std::span<const RowSampling> rows) {
+    ASSIGN_OR_RETURN(std::vector<float> logits, Execute(plan));
+    StepOutput out;
+    out.tokens.assign(rows.size(), kTokenOnHost);
+    out.owned = std::move(logits);
+    out.logits = std::span<float>(out.owned);
+    return out;
+  }
 
   // Rows of the logits; token ids are in [0, vocab_size()).
   virtual int vocab_size() const = 0;

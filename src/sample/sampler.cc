@@ -63,6 +63,13 @@ void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> promp
   }
 }
 
+bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens) {
+  // Mirrors SampleRow: every step that could edit the row before the argmax is off.
+  return params.greedy() && params.logit_bias.empty() && params.repetition_penalty == 1.0f &&
+         params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f &&
+         params.num_logprobs < 0 && num_output_tokens >= params.min_tokens;
+}
+
 Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) { CHECK_GT(vocab_size, 0); }
 
 void Sampler::ApplyTopP(float top_p) {

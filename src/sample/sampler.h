@@ -55,6 +55,13 @@ void ApplyLogitBias(const SamplingParams& params, std::span<float> logits);
 void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> prompt,
                     std::span<const TokenId> output, std::span<float> logits);
 
+// True when SampleRow on a row, for a request with these params and `num_output_tokens` tokens
+// generated so far, is exactly the greedy argmax of the unmodified logits (lowest id on ties;
+// NaN -> the NaN error; every logit -inf -> the "masked" error) with no logprobs: greedy, no
+// logit_bias, no penalties, no logprobs, and no min_tokens masking at this step. Such a row needs
+// only its argmax, which a device runner can take without copying the logits.
+bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens);
+
 class Sampler {
  public:
   explicit Sampler(int vocab_size);

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "backend/cuda/argmax.cuh"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
@@ -46,6 +47,13 @@ void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) 
   CHECK(t.dtype() == DType::kI32 && t.numel() == numel)
       << op << ": " << what << " must be i32[" << numel << "], got " << Describe(t);
 }
+
+// Page-locked host memory owned as a Buffer (AllocHostStaging).
+class PinnedBuffer final : public Buffer {
+ public:
+  PinnedBuffer(void* data, size_t bytes) : Buffer(data, bytes, Device::kCpu) {}
+  ~PinnedBuffer() override { (void)cudaFreeHost(data()); }
+};
 
 }  // namespace
 
@@ -161,6 +169,12 @@ void CudaBackend::CopyToHost(const Tensor& src, void* dst) {
   CheckDevice(src, "CopyToHost", "src");
   CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
   Synchronize();
+}
+
+std::shared_ptr<Buffer> CudaBackend::AllocHostStaging(size_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+  return std::make_shared<PinnedBuffer>(p, bytes);
 }
 
 void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
@@ -359,6 +373,21 @@ void CudaBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& 
                                static_cast<const char*>(src.data()) + src_col * elem,
                                src.row_bytes(), num_cols * elem, src.rows(),
                                cudaMemcpyDeviceToDevice, stream()));
+}
+
+void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
+  CheckFloat(x, "ArgmaxRows", "x");
+  CHECK_EQ(x.ndim(), 2) << "ArgmaxRows: x " << Describe(x);
+  CheckI32(out, x.rows(), "ArgmaxRows", "out");
+  if (x.rows() == 0) return;
+  const size_t scratch_bytes = cuda::ArgmaxScratchBytes(x.rows(), x.cols(), num_sms_);
+  // Freed right after the enqueue (as Attention's scratch): reused only by later work on this
+  // stream.
+  std::shared_ptr<Buffer> scratch =
+      scratch_bytes > 0 ? allocator_->NewBuffer(scratch_bytes) : nullptr;
+  cuda::LaunchArgmaxRows(x.data(), x.dtype(), x.rows(), x.cols(), num_sms_,
+                         scratch != nullptr ? scratch->data() : nullptr, out.data_as<int32_t>(),
+                         stream());
 }
 
 void CudaBackend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {

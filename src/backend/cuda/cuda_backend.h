@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   void CopyToHost(const Tensor& src, void* dst) override;
   void CopyFromHost(const void* src, const Tensor& dst) override;
   void Synchronize() override;
+  // Page-locked (cudaMallocHost).
+  std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) override;
 
   void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
@@ -82,6 +84,8 @@ class CudaBackend final : public Backend {
   void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;
+  bool has_argmax_rows() const override { return true; }
+  void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh
 
   // ---- CUDA-specific ----
   // Fills a bf16 or f32 device tensor with HashUniform(seed, i, lo, scale) (fill_uniform.h).
