@@ -13,18 +13,7 @@ DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int b
 }
 
 StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
-  if (plan.block_size != block_size_) {
-    return InternalError("plan block size " + std::to_string(plan.block_size) +
-                         " != runner block size " + std::to_string(block_size_));
-  }
-  std::vector<SeqSlice> slices;
-  slices.reserve(plan.seqs.size());
-  for (const ScheduledSeq& s : plan.seqs) {
-    for (BlockId b : s.block_table) {
-      if (b < 0 || b >= num_blocks_) return InternalError("block id out of range in plan");
-    }
-    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
-  }
+  ASSIGN_OR_RETURN(std::vector<SeqSlice> slices, PlanSlices(plan, num_blocks_, block_size_));
   if (accelerator_ != nullptr && sink_ == nullptr) {
     std::vector<float> out;
     ASSIGN_OR_RETURN(bool done, accelerator_->TryExecute(plan, &out));
