@@ -22,16 +22,16 @@ struct BenchFlags {
   int prompt_tokens = 128;
   int decode_prompt_tokens = 8;  // prompt of each decode-run request (sets the decode context)
   int gen_tokens = 64;
-  int concurrency = 1;           // 8 with --overhead unless given
+  int concurrency = 1;  // 8 with --overhead unless given
   int repeat = 1;
-  int shared_prefix = 0;         // 0 = off
+  int shared_prefix = 0;  // 0 = off
   int shared_suffix = 16;
   bool overhead = false;
   bool json = false;
 };
 
 template <typename T>
-T Check(StatusOr<T> v, const std::string& what) {
+T OrFail(StatusOr<T> v, const std::string& what) {
   if (!v.ok()) Fail(what + ": " + v.status().message());
   return std::move(v).value();
 }
@@ -60,7 +60,7 @@ void RunBench(const BenchFlags& f) {
     }
   }
   std::unique_ptr<Engine> noop;
-  if (f.overhead) noop = Check(MakeNoOpEngine(s), "--overhead");
+  if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
   double best_prefill = 0, best_decode = 0, best_step_s = kInf, best_noop_step_s = kInf;
@@ -74,14 +74,14 @@ void RunBench(const BenchFlags& f) {
     pre.params.ignore_eos = true;
     std::vector<Request> one;
     one.push_back(std::move(pre));
-    BatchTiming p = Check(RunBatch(engine, std::move(one)), "prefill run");
+    BatchTiming p = OrFail(RunBatch(engine, std::move(one)), "prefill run");
     best_prefill = std::max(best_prefill, f.prompt_tokens / p.first_token_s);
 
     // Decode: `concurrency` requests with short distinct prompts.
     const uint32_t decode_seed = 7000u + static_cast<uint32_t>(rep * 1000);
-    BatchTiming d = Check(RunBatch(engine, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
-                                                          f.gen_tokens, vocab, decode_seed)),
-                          "decode run");
+    BatchTiming d = OrFail(RunBatch(engine, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
+                                                           f.gen_tokens, vocab, decode_seed)),
+                           "decode run");
     double decode = static_cast<double>(f.concurrency) * (f.gen_tokens - 1) /
                     std::max(d.total_s - d.first_token_s, 1e-9);
     best_decode = std::max(best_decode, decode);
@@ -91,13 +91,13 @@ void RunBench(const BenchFlags& f) {
       // The same requests without the forward pass (see runtime/noop_runner.h for what that
       // leaves: scheduling, KV bookkeeping, input building and upload, the logits copy, sampling
       // over the full vocabulary, stop checks, output streams and this loop's pops).
-      BatchTiming n = Check(RunBatch(*noop, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
-                                                           f.gen_tokens, vocab, decode_seed)),
-                            "no-op decode run");
+      BatchTiming n = OrFail(RunBatch(*noop, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
+                                                            f.gen_tokens, vocab, decode_seed)),
+                             "no-op decode run");
       for (const auto& out : n.outputs) {
         if (static_cast<int>(out.size()) != f.gen_tokens) {
-          Fail("no-op decode run: a request stopped after " + std::to_string(out.size()) +
-               " of " + std::to_string(f.gen_tokens) + " tokens");
+          Fail("no-op decode run: a request stopped after " + std::to_string(out.size()) + " of " +
+               std::to_string(f.gen_tokens) + " tokens");
         }
       }
       if (n.steps_after_first != d.steps_after_first) {
@@ -109,10 +109,9 @@ void RunBench(const BenchFlags& f) {
 
     if (f.shared_prefix > 0) {
       // New prefix ids every repeat: nothing carries over from an earlier repeat.
-      SharedPrefixTiming t =
-          Check(RunSharedPrefix(engine, f.shared_prefix, f.shared_suffix,
-                                0x51A7E000u + static_cast<uint32_t>(rep)),
-                "--shared-prefix run");
+      SharedPrefixTiming t = OrFail(RunSharedPrefix(engine, f.shared_prefix, f.shared_suffix,
+                                                    0x51A7E000u + static_cast<uint32_t>(rep)),
+                                    "--shared-prefix run");
       best_prefix.cold_ttft_s = std::min(best_prefix.cold_ttft_s, t.cold_ttft_s);
       best_prefix.warm_ttft_s = std::min(best_prefix.warm_ttft_s, t.warm_ttft_s);
       // Exact and the same every repeat (deterministic); keep the last repeat's.
@@ -139,8 +138,7 @@ void RunBench(const BenchFlags& f) {
     std::fprintf(stderr,
                  "warning: the warm request reused %d cached tokens and the cold one %d; expected "
                  "%d and 0 (was the prefix evicted? try a larger --kv-cache-gb)\n",
-                 best_prefix.warm_cached_tokens, best_prefix.cold_cached_tokens,
-                 full_block_prefix);
+                 best_prefix.warm_cached_tokens, best_prefix.cold_cached_tokens, full_block_prefix);
   }
   if (f.json) {
     std::printf(

@@ -111,10 +111,10 @@ StatusOr<std::unique_ptr<Engine>> MakeNoOpEngine(const Session& session) {
     return FailedPreconditionError("MakeNoOpEngine needs an open session");
   }
   const DecoderRunner& real = *session.runner;
-  return Engine::Create(session.engine->config(),
-                        std::make_unique<NoOpRunner>(session.backend.get(), real.vocab_size(),
-                                                     real.max_model_len(), real.num_blocks(),
-                                                     real.block_size()));
+  return Engine::Create(
+      session.engine->config(),
+      std::make_unique<NoOpRunner>(session.backend.get(), real.vocab_size(), real.max_model_len(),
+                                   real.num_blocks(), real.block_size()));
 }
 
 }  // namespace loom

@@ -14,14 +14,14 @@
 namespace loom {
 
 struct BatchTiming {
-  double first_token_s = 0;   // submit -> every request has its first token
-  double total_s = 0;         // submit -> every request finished
+  double first_token_s = 0;  // submit -> every request has its first token
+  double total_s = 0;        // submit -> every request finished
   // Step() calls after the one that gave the last request its first token: the decode steps when
   // every request prefills in the first steps and has the same max_tokens.
   int steps_after_first = 0;
-  std::vector<int> cached_tokens;              // per request: prompt tokens the prefix cache served
-  std::vector<std::vector<TokenId>> outputs;   // per request: the generated ids
-  std::vector<FinishReason> finish_reasons;    // per request
+  std::vector<int> cached_tokens;             // per request: prompt tokens the prefix cache served
+  std::vector<std::vector<TokenId>> outputs;  // per request: the generated ids
+  std::vector<FinishReason> finish_reasons;   // per request
 
   // Mean seconds of the steps after the last first token; 0 when there were none.
   double mean_step_s() const {
@@ -43,10 +43,10 @@ std::vector<Request> DecodeRequests(int concurrency, int prompt_tokens, int gen_
                                     uint32_t seed);
 
 struct SharedPrefixTiming {
-  double cold_ttft_s = 0;       // first request: nothing of its prompt is cached
-  double warm_ttft_s = 0;       // second request: same prefix, another suffix, after the first
-  int cold_cached_tokens = 0;   // as the engine reported them
-  int warm_cached_tokens = 0;   // expected: prefix_tokens rounded down to whole blocks
+  double cold_ttft_s = 0;      // first request: nothing of its prompt is cached
+  double warm_ttft_s = 0;      // second request: same prefix, another suffix, after the first
+  int cold_cached_tokens = 0;  // as the engine reported them
+  int warm_cached_tokens = 0;  // expected: prefix_tokens rounded down to whole blocks
 };
 
 // Two one-token greedy requests, run one after the other: a random `prefix_tokens` prefix (from
