@@ -10,9 +10,11 @@
 // constant 0: greedy sampling picks token 0 every time, which with ignore_eos keeps a request
 // running until max_tokens. It owns no model and no KV pool (nothing reads or writes KV).
 //
-// Not counted (absent on both sides or part of the forward): the forward itself, and on CUDA with
-// graphs the real runner's decode steps bypass the eager input building that this runner always
-// does, so there its figure is an upper bound of the host work.
+// Not counted: the forward itself, including the host work inside Model::Forward (activation
+// allocations, attention metadata, thread-pool dispatch), which is model time. Caveats: run
+// alone, the host work finds the CPU caches warm, whereas inside a real step the forward has just
+// evicted them, so in situ it costs somewhat more than measured here; and on CUDA with graphs the
+// real runner's decode steps bypass the eager input building that this runner always does.
 #pragma once
 
 #include <vector>
