@@ -1,13 +1,16 @@
 // `loom bench [MODEL]`: offline speed of the engine on synthetic prompts — prefill tok/s (one
 // request of --prompt-tokens), decode tok/s (--concurrency requests generating --gen-tokens each,
-// EOS ignored) and peak RSS. A benchmark, not a test: figures go to docs/benchmarks.md with the
-// command that produced them and a peer measured in the same run.
+// EOS ignored), the KV geometry and peak RSS; optionally the time to first token of a request
+// whose long prefix is in the prefix cache vs one whose is not (--shared-prefix), and the
+// per-step cost of everything but the forward pass (--overhead). A benchmark, not a test: figures
+// go to docs/benchmarks.md with the command that produced them and a peer measured in the same run.
 #include <sys/resource.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <random>
+#include <limits>
 
+#include "cli/bench_runs.h"
 #include "cli/commands.h"
 #include "cli/session.h"
 
@@ -19,105 +22,148 @@ struct BenchFlags {
   int prompt_tokens = 128;
   int decode_prompt_tokens = 8;  // prompt of each decode-run request (sets the decode context)
   int gen_tokens = 64;
-  int concurrency = 1;
+  int concurrency = 1;  // 8 with --overhead unless given
   int repeat = 1;
+  int shared_prefix = 0;  // 0 = off
+  int shared_suffix = 16;
+  bool overhead = false;
   bool json = false;
 };
 
-double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-std::vector<TokenId> RandomPrompt(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(3, std::max(3, vocab - 1));
-  std::vector<TokenId> ids(static_cast<size_t>(n));
-  for (auto& t : ids) t = dist(rng);
-  return ids;
-}
-
-// Runs requests to completion on the calling thread; returns (seconds to every request's first
-// token, seconds until all finished).
-std::pair<double, double> RunBatch(Engine& engine, std::vector<Request> reqs) {
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<RequestHandle> handles;
-  for (auto& r : reqs) {
-    auto h = engine.Submit(std::move(r));
-    if (!h.ok()) Fail(h.status().message());
-    handles.push_back(*h);
-  }
-  size_t done = 0, first = 0;
-  std::vector<bool> got_first(handles.size(), false), finished(handles.size(), false);
-  double t_first = 0;
-  while (done < handles.size()) {
-    engine.Step();
-    for (size_t i = 0; i < handles.size(); ++i) {
-      while (auto c = handles[i].stream->TryPop()) {
-        if (!c->tokens.empty() && !got_first[i]) {
-          got_first[i] = true;
-          if (++first == handles.size()) t_first = Seconds(t0, std::chrono::steady_clock::now());
-        }
-        if (c->finish_reason) {
-          if (*c->finish_reason == FinishReason::kError) Fail(c->error.message());
-          finished[i] = true;
-          ++done;
-        }
-      }
-    }
-  }
-  return {t_first, Seconds(t0, std::chrono::steady_clock::now())};
+template <typename T>
+T OrFail(StatusOr<T> v, const std::string& what) {
+  if (!v.ok()) Fail(what + ": " + v.status().message());
+  return std::move(v).value();
 }
 
 void RunBench(const BenchFlags& f) {
   ModelFlags mf = f.model;
   mf.batch = std::max(mf.batch, f.concurrency);
   mf.max_batched_tokens = std::max(mf.max_batched_tokens, f.prompt_tokens);
+  // The cold shared-prefix prompt is prefilled in one step, like the --prompt-tokens one.
+  if (f.shared_prefix > 0) {
+    mf.max_batched_tokens = std::max(mf.max_batched_tokens, f.shared_prefix + f.shared_suffix);
+  }
   auto session_or = OpenSession(mf);
   if (!session_or.ok()) Fail(session_or.status().message());
   Session& s = **session_or;
   Engine& engine = *s.engine;
   const int vocab = engine.vocab_size();
+  if (f.shared_prefix > 0) {
+    if (!engine.config().enable_prefix_cache) {
+      Fail("--shared-prefix measures the prefix cache: drop --prompt-cache 0");
+    }
+    if (f.shared_prefix + f.shared_suffix + 1 > engine.max_model_len()) {
+      Fail("--shared-prefix " + std::to_string(f.shared_prefix) + " + --shared-suffix " +
+           std::to_string(f.shared_suffix) + " + 1 generated token exceed the context length " +
+           std::to_string(engine.max_model_len()) + "; use a shorter --shared-prefix");
+    }
+  }
+  std::unique_ptr<Engine> noop;
+  if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
 
-  double best_prefill = 0, best_decode = 0;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double best_prefill = 0, best_decode = 0, best_step_s = kInf, best_noop_step_s = kInf;
+  SharedPrefixTiming best_prefix{kInf, kInf, 0, 0};
   for (int rep = 0; rep < f.repeat; ++rep) {
     // Prefill: one request, one generated token; distinct prompts so the prefix cache never hits.
     Request pre;
-    pre.prompt = RandomPrompt(f.prompt_tokens, vocab, 1000u + static_cast<uint32_t>(rep));
+    pre.prompt = RandomTokens(f.prompt_tokens, vocab, 1000u + static_cast<uint32_t>(rep));
     pre.params.max_tokens = 1;
     pre.params.temperature = 0;
     pre.params.ignore_eos = true;
     std::vector<Request> one;
     one.push_back(std::move(pre));
-    auto [ttft, total] = RunBatch(engine, std::move(one));
-    best_prefill = std::max(best_prefill, f.prompt_tokens / ttft);
+    BatchTiming p = OrFail(RunBatch(engine, std::move(one)), "prefill run");
+    best_prefill = std::max(best_prefill, f.prompt_tokens / p.first_token_s);
 
     // Decode: `concurrency` requests with short distinct prompts.
-    std::vector<Request> reqs;
-    for (int i = 0; i < f.concurrency; ++i) {
-      Request r;
-      r.prompt = RandomPrompt(f.decode_prompt_tokens, vocab,
-                              7000u + static_cast<uint32_t>(rep * 1000 + i));
-      r.params.max_tokens = f.gen_tokens;
-      r.params.temperature = 0;
-      r.params.ignore_eos = true;
-      reqs.push_back(std::move(r));
-    }
-    auto [first, all] = RunBatch(engine, std::move(reqs));
-    double decode = static_cast<double>(f.concurrency) * (f.gen_tokens - 1) / std::max(all - first, 1e-9);
+    const uint32_t decode_seed = 7000u + static_cast<uint32_t>(rep * 1000);
+    BatchTiming d = OrFail(RunBatch(engine, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
+                                                           f.gen_tokens, vocab, decode_seed)),
+                           "decode run");
+    double decode = static_cast<double>(f.concurrency) * (f.gen_tokens - 1) /
+                    std::max(d.total_s - d.first_token_s, 1e-9);
     best_decode = std::max(best_decode, decode);
+    if (d.steps_after_first > 0) best_step_s = std::min(best_step_s, d.mean_step_s());
+
+    if (noop != nullptr) {
+      // The same requests without the forward pass (see runtime/noop_runner.h for what that
+      // leaves: scheduling, KV bookkeeping, input building and upload, the logits copy, sampling
+      // over the full vocabulary, stop checks, output streams and this loop's pops).
+      BatchTiming n = OrFail(RunBatch(*noop, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
+                                                            f.gen_tokens, vocab, decode_seed)),
+                             "no-op decode run");
+      for (const auto& out : n.outputs) {
+        if (static_cast<int>(out.size()) != f.gen_tokens) {
+          Fail("no-op decode run: a request stopped after " + std::to_string(out.size()) + " of " +
+               std::to_string(f.gen_tokens) + " tokens");
+        }
+      }
+      if (n.steps_after_first != d.steps_after_first) {
+        Fail("no-op decode run took " + std::to_string(n.steps_after_first) +
+             " decode steps, the model run " + std::to_string(d.steps_after_first));
+      }
+      if (n.steps_after_first > 0) best_noop_step_s = std::min(best_noop_step_s, n.mean_step_s());
+    }
+
+    if (f.shared_prefix > 0) {
+      // New prefix ids every repeat: nothing carries over from an earlier repeat.
+      SharedPrefixTiming t = OrFail(RunSharedPrefix(engine, f.shared_prefix, f.shared_suffix,
+                                                    0x51A7E000u + static_cast<uint32_t>(rep)),
+                                    "--shared-prefix run");
+      best_prefix.cold_ttft_s = std::min(best_prefix.cold_ttft_s, t.cold_ttft_s);
+      best_prefix.warm_ttft_s = std::min(best_prefix.warm_ttft_s, t.warm_ttft_s);
+      // Exact and the same every repeat (deterministic); keep the last repeat's.
+      best_prefix.cold_cached_tokens = t.cold_cached_tokens;
+      best_prefix.warm_cached_tokens = t.warm_cached_tokens;
+    }
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const double rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
   const double weights_mb = static_cast<double>(s.model->weights().total_bytes) / 1e6;
+  const int block_size = f.model.block_size;
+  const long long pool_tokens = static_cast<long long>(s.num_kv_blocks) * block_size;
+  const double pool_mb = static_cast<double>(pool_tokens) * s.kv_bytes_per_token / 1e6;
+  const double step_ms = best_step_s < kInf ? best_step_s * 1e3 : 0;
+  const double noop_step_ms = best_noop_step_s < kInf ? best_noop_step_s * 1e3 : 0;
+  const double overhead_pct = step_ms > 0 ? 100.0 * noop_step_ms / step_ms : 0;
+  const double cold_ms = best_prefix.cold_ttft_s * 1e3, warm_ms = best_prefix.warm_ttft_s * 1e3;
+  const double speedup = warm_ms > 0 ? cold_ms / warm_ms : 0;
+  const int full_block_prefix = f.shared_prefix / block_size * block_size;
+  const std::string& kv_dtype = engine.config().kv_dtype;
+  if (f.shared_prefix > 0 && (best_prefix.warm_cached_tokens != full_block_prefix ||
+                              best_prefix.cold_cached_tokens != 0)) {
+    std::fprintf(stderr,
+                 "warning: the warm request reused %d cached tokens and the cold one %d; expected "
+                 "%d and 0 (was the prefix evicted? try a larger --kv-cache-gb)\n",
+                 best_prefix.warm_cached_tokens, best_prefix.cold_cached_tokens, full_block_prefix);
+  }
   if (f.json) {
     std::printf(
         "{\"model\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\",\"prompt_tokens\":%d,"
         "\"gen_tokens\":%d,\"concurrency\":%d,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
-        "\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f}\n",
+        "\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f,\"decode_step_ms\":%.4f,"
+        "\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%zu,\"kv_pool_blocks\":%d,\"block_size\":%d,"
+        "\"kv_pool_tokens\":%lld,\"kv_pool_mb\":%.1f",
         s.model_path.c_str(), std::string(DTypeName(s.model->weights().dtype)).c_str(),
         s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, best_prefill,
-        best_decode, rss_mb, weights_mb);
+        best_decode, rss_mb, weights_mb, step_ms, kv_dtype.c_str(), s.kv_bytes_per_token,
+        s.num_kv_blocks, block_size, pool_tokens, pool_mb);
+    if (f.overhead) {
+      std::printf(",\"step_ms_model\":%.4f,\"step_ms_noop\":%.4f,\"overhead_pct\":%.2f", step_ms,
+                  noop_step_ms, overhead_pct);
+    }
+    if (f.shared_prefix > 0) {
+      std::printf(
+          ",\"shared_prefix_tokens\":%d,\"shared_suffix_tokens\":%d,\"cold_ttft_ms\":%.3f,"
+          "\"warm_ttft_ms\":%.3f,\"warm_speedup\":%.2f,\"cold_cached_tokens\":%d,"
+          "\"warm_cached_tokens\":%d,\"full_block_prefix_tokens\":%d",
+          f.shared_prefix, f.shared_suffix, cold_ms, warm_ms, speedup,
+          best_prefix.cold_cached_tokens, best_prefix.warm_cached_tokens, full_block_prefix);
+    }
+    std::printf("}\n");
   } else {
     std::printf("model      %s (%s, %.1f MB of weights)\nbackend    %s\n", s.model_path.c_str(),
                 std::string(DTypeName(s.model->weights().dtype)).c_str(), weights_mb,
@@ -126,8 +172,22 @@ void RunBench(const BenchFlags& f) {
     std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each)\n", best_decode,
                 f.concurrency, f.gen_tokens);
     std::printf("peak RSS   %.1f MB (KV pool %d blocks x %d tokens, %.1f MB)\n", rss_mb,
-                s.num_kv_blocks, f.model.block_size,
-                static_cast<double>(s.num_kv_blocks) * f.model.block_size * s.kv_bytes_per_token / 1e6);
+                s.num_kv_blocks, block_size, pool_mb);
+    std::printf("kv cache   %zu bytes/token (%s), pool %lld tokens\n", s.kv_bytes_per_token,
+                kv_dtype.c_str(), pool_tokens);
+    if (f.overhead) {
+      std::printf(
+          "overhead   %.3f ms/step without the forward vs %.3f ms/step with it: %.2f%% "
+          "(decode, %d concurrent)\n",
+          noop_step_ms, step_ms, overhead_pct, f.concurrency);
+    }
+    if (f.shared_prefix > 0) {
+      std::printf(
+          "prefix     TTFT cold %.2f ms, warm %.2f ms (%.2fx faster; %d-token prefix + %d-token "
+          "suffix)\n           cached tokens: warm %d (whole blocks of the prefix: %d), cold %d\n",
+          cold_ms, warm_ms, speedup, f.shared_prefix, f.shared_suffix,
+          best_prefix.warm_cached_tokens, full_block_prefix, best_prefix.cold_cached_tokens);
+    }
   }
 }
 
@@ -144,11 +204,25 @@ void AddBenchCommand(CLI::App& root) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request in the decode run")
       ->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--concurrency", f->concurrency, "concurrent requests in the decode run")
+  cmd->add_option("--concurrency", f->concurrency,
+                  "concurrent requests in the decode run (default 1; 8 with --overhead)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--repeat", f->repeat, "repeat and report the best")->check(CLI::Range(1, 100));
+  cmd->add_option("--shared-prefix", f->shared_prefix,
+                  "also time the first token of a request whose N-token prefix is in the prefix "
+                  "cache (warm) vs not (cold); 0 = off")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--shared-suffix", f->shared_suffix,
+                  "distinct suffix after the --shared-prefix prefix, in tokens")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--overhead", f->overhead,
+                "also run the decode workload with a no-op model (no forward pass) and report "
+                "the per-step time outside the model");
   cmd->add_flag("--json", f->json, "print one JSON line");
-  cmd->callback([f] { RunBench(*f); });
+  cmd->callback([f, cmd] {
+    if (f->overhead && cmd->count("--concurrency") == 0) f->concurrency = 8;
+    RunBench(*f);
+  });
 }
 
 }  // namespace loom

@@ -25,21 +25,12 @@ StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
 
 StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
                                                      std::span<const RowSampling> rows) {
-  if (plan.block_size != block_size_) {
-    return InternalError("plan block size " + std::to_string(plan.block_size) +
-                         " != runner block size " + std::to_string(block_size_));
-  }
-  std::vector<SeqSlice> slices;
-  slices.reserve(plan.seqs.size());
+  ASSIGN_OR_RETURN(std::vector<SeqSlice> slices, PlanSlices(plan, num_blocks_, block_size_));
   std::vector<int32_t> seq_of_sampled;  // plan.seqs index of each sampled row
-  for (const ScheduledSeq& s : plan.seqs) {
-    for (BlockId b : s.block_table) {
-      if (b < 0 || b >= num_blocks_) return InternalError("block id out of range in plan");
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (slices[i].sample && !slices[i].tokens.empty()) {
+      seq_of_sampled.push_back(static_cast<int32_t>(i));
     }
-    if (s.sample && !s.tokens.empty()) {
-      seq_of_sampled.push_back(static_cast<int32_t>(slices.size()));
-    }
-    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
   }
   if (rows.size() != seq_of_sampled.size()) {
     return InternalError("ExecuteAndSample: " + std::to_string(rows.size()) + " row modes for " +

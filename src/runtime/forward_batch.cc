@@ -1,6 +1,7 @@
 #include "runtime/forward_batch.h"
 
 #include <algorithm>
+#include <string>
 
 namespace loom {
 namespace {
@@ -15,6 +16,22 @@ Tensor UploadI32(const std::vector<int32_t>& v, Backend* backend) {
 }
 
 }  // namespace
+
+StatusOr<std::vector<SeqSlice>> PlanSlices(const StepPlan& plan, int num_blocks, int block_size) {
+  if (plan.block_size != block_size) {
+    return InternalError("plan block size " + std::to_string(plan.block_size) +
+                         " != runner block size " + std::to_string(block_size));
+  }
+  std::vector<SeqSlice> slices;
+  slices.reserve(plan.seqs.size());
+  for (const ScheduledSeq& s : plan.seqs) {
+    for (BlockId b : s.block_table) {
+      if (b < 0 || b >= num_blocks) return InternalError("block id out of range in plan");
+    }
+    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
+  }
+  return slices;
+}
 
 HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block_size) {
   CHECK_GT(block_size, 0);

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/status.h"
 #include "model/model.h"
+#include "sched/step_plan.h"
 
 namespace loom {
 
@@ -18,6 +20,11 @@ struct SeqSlice {
   std::span<const int32_t> block_table;  // the sequence's blocks, covering start_pos + tokens.size()
   bool sample = true;                    // wants the logits of its last token
 };
+
+// The plan's sequences as slices (views into `plan`, valid while it lives). Errors (Internal):
+// the plan's block size is not `block_size`, or a block id is outside [0, num_blocks). Shared by
+// every runner so they validate and flatten a plan the same way.
+StatusOr<std::vector<SeqSlice>> PlanSlices(const StepPlan& plan, int num_blocks, int block_size);
 
 // Host-side arrays of a step (kept for inspection in tests).
 struct HostForwardBatch {
