@@ -31,6 +31,7 @@ namespace loom::cuda {
 class DeviceAllocator;
 class CublasLtGemm;
 class CudaStream;
+class OpProfiler;
 }  // namespace loom::cuda
 
 namespace loom {
@@ -105,6 +106,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<cuda::DeviceAllocator> allocator_;
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
+  std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
 };
 
 }  // namespace loom

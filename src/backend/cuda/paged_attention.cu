@@ -1,6 +1,7 @@
 #include "backend/cuda/paged_attention.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -11,6 +12,7 @@ namespace {
 constexpr int kKeyTile = 64;
 constexpr int kThreads = 256;
 constexpr int kMaxRows = kAttnMaxRows;
+constexpr int kSmallRows = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct KernelArgs {
@@ -30,10 +32,12 @@ struct KernelArgs {
   float* lse;
 };
 
-template <int D>
+// R: rows per block (kMaxRows, or kSmallRows for decode tiles: less shared memory, so more
+// blocks per SM, and fewer idle row slots in the loops).
+template <int D, int R>
 constexpr size_t SharedBytes() {
-  return 2 * kKeyTile * (D + 8) * sizeof(__nv_bfloat16) + kMaxRows * D * sizeof(float) +
-         kMaxRows * kKeyTile * sizeof(float) + 3 * kMaxRows * sizeof(float);
+  return 2 * kKeyTile * (D + 8) * sizeof(__nv_bfloat16) + R * D * sizeof(float) +
+         R * kKeyTile * sizeof(float) + 3 * R * sizeof(float);
 }
 
 // Prefix sum of query tiles per sequence (one thread: num_seqs is small).
@@ -47,18 +51,18 @@ __global__ void TileStartKernel(const int32_t* query_start, int num_seqs, int q_
   tile_start[num_seqs] = acc;
 }
 
-template <int D>
+template <int D, int R>
 __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 B of padding against conflicts
   constexpr int kVec = D / 8;        // 16-byte vectors per row
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kKeyTile][kRowStride]
   __nv_bfloat16* v_s = k_s + kKeyTile * kRowStride;              // [kKeyTile][kRowStride]
-  float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [kMaxRows][D], scaled
-  float* s_s = q_s + kMaxRows * D;                                      // [kMaxRows][kKeyTile]
-  float* m_s = s_s + kMaxRows * kKeyTile;                               // running max (log2)
-  float* l_s = m_s + kMaxRows;                                          // running sum
-  float* alpha_s = l_s + kMaxRows;                                      // this tile's rescale
+  float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [R][D], scaled
+  float* s_s = q_s + R * D;                                      // [R][kKeyTile]
+  float* m_s = s_s + R * kKeyTile;                               // running max (log2)
+  float* l_s = m_s + R;                                          // running sum
+  float* alpha_s = l_s + R;                                      // this tile's rescale
 
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   if (tile >= a.tile_start[a.num_seqs]) return;
@@ -89,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   const int k_begin = range_lo + split * chunk;
   const int k_end = min(range_hi, k_begin + chunk);
 
-  for (int i = threadIdx.x; i < kMaxRows * D; i += kThreads) {
+  for (int i = threadIdx.x; i < R * D; i += kThreads) {
     const int r = i / D, d = i % D;
     float v = 0.f;
     if (r < M) {
@@ -98,14 +102,14 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
     }
     q_s[i] = v;
   }
-  if (threadIdx.x < kMaxRows) {
+  if (threadIdx.x < R) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.f;
   }
 
   constexpr int kPairs = D / 2;                  // P @ V: threads per row, 2 dims each
   constexpr int kGroups = kThreads / kPairs;     // rows in flight
-  constexpr int kRowsPerThread = (kMaxRows + kGroups - 1) / kGroups;
+  constexpr int kRowsPerThread = (R + kGroups - 1) / kGroups;
   const int pv_col = threadIdx.x % kPairs;
   const int pv_row0 = threadIdx.x / kPairs;
   const bool pv_active = pv_row0 < kGroups;
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   for (int j = 0; j < kRowsPerThread; ++j) acc[j][0] = acc[j][1] = 0.f;
 
   constexpr int kScoreGroups = kThreads / kKeyTile;  // 4
-  constexpr int kScoreRows = kMaxRows / kScoreGroups;
+  constexpr int kScoreRows = R / kScoreGroups;
   const int sc_key = threadIdx.x % kKeyTile;
   const int sc_row0 = threadIdx.x / kKeyTile;  // uniform within a warp
   const int32_t* pages = a.page_indices + a.page_indptr[s];
@@ -280,20 +284,29 @@ __global__ void CombineKernel(const float* partial, const float* lse, int num_sp
   }
 }
 
-template <int D>
-void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
-  constexpr size_t kSmem = SharedBytes<D>();
+template <int D, int R>
+void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+  constexpr size_t kSmem = SharedBytes<D, R>();
   static bool configured = false;  // per instantiation; the attribute is per-function
   if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<D>,
+    CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<D, R>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kSmem)));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(plan.grid_tiles), static_cast<unsigned>(ka.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  PagedAttentionKernel<D><<<grid, kThreads, kSmem, stream>>>(ka);
+  PagedAttentionKernel<D, R><<<grid, kThreads, kSmem, stream>>>(ka);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+  if (plan.small_rows) {
+    LaunchForDimRows<D, kSmallRows>(ka, plan, stream);
+  } else {
+    LaunchForDimRows<D, kMaxRows>(ka, plan, stream);
+  }
 }
 
 }  // namespace
@@ -305,13 +318,22 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
+  static const bool small_rows_enabled = [] {  // LOOM_ATTN_SMALL_ROWS=0: always kMaxRows
+    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  p.small_rows = small_rows_enabled && p.q_per_tile * group <= kSmallRows;
   p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;
   // Real tiles (decode: one per sequence); split the keys when they leave SMs idle.
   const int64_t tiles =
       a.max_query_len <= 1 ? a.num_seqs : (a.num_tokens + p.q_per_tile - 1) / p.q_per_tile;
   const int64_t blocks = tiles * a.num_kv_heads;
-  const int64_t target = 2 * int64_t{num_sms};
+  static const int target_per_sm = [] {  // LOOM_ATTN_SPLIT_TARGET: blocks per SM to aim for
+    const char* v = std::getenv("LOOM_ATTN_SPLIT_TARGET");
+    return v != nullptr && v[0] != '\0' ? std::max(1, std::atoi(v)) : 2;
+  }();
+  const int64_t target = target_per_sm * int64_t{num_sms};
   if (blocks > 0 && blocks < target) {
     const int64_t want = (target + blocks - 1) / blocks;
     const int64_t key_tiles = (a.max_kv_len + kKeyTile - 1) / kKeyTile;

@@ -43,6 +43,7 @@ struct PagedAttentionPlan {
   int q_per_tile = 1;
   int grid_tiles = 0;  // upper bound on query tiles (blocks past the real count exit)
   int num_splits = 1;
+  bool small_rows = false;  // decode-sized tiles (q_per_tile * group <= 8): the 8-row kernel
   // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
   // log-sum-exps in f32.
   int64_t tile_start_ints = 0;
