@@ -38,17 +38,18 @@ if [ "$set_" = 1 ]; then
   LOOM_ATTN_SMALL_ROWS=0 B old llama-3.1-8b 64
   B rows8 llama-3.1-8b 64
   LOOM_CUBLASLT_TUNE=16 B rows8+tune llama-3.1-8b 64
-  LOOM_ATTN_SMALL_ROWS=0 LOOM_CUBLASLT_TUNE=16 B old+tune llama-3.1-8b 64
   LOOM_ATTN_SPLIT_TARGET=8 B rows8+split8 llama-3.1-8b 64
   LOOM_ATTN_SMALL_ROWS=0 B old llama-3.2-1b 64
   B rows8 llama-3.2-1b 64
   # Before numbers at C = 1 / 8 (old paths).
-  for m in llama-3.1-8b llama-3.2-1b; do for c in 1 8; do LOOM_ATTN_SMALL_ROWS=0 B old $m $c; done; done
+  LOOM_ATTN_SMALL_ROWS=0 B old llama-3.1-8b 1
+  LOOM_ATTN_SMALL_ROWS=0 B old llama-3.1-8b 8
+  LOOM_ATTN_SMALL_ROWS=0 B old llama-3.2-1b 1
   NSYS=$(which nsys 2>/dev/null || ls /usr/local/cuda/bin/nsys 2>/dev/null)
   if [ -n "$NSYS" ]; then
     LOOM_ATTN_SMALL_ROWS=0 timeout 150 $NSYS profile -t cuda --cuda-graph-trace=node -o /tmp/c64 -f true \
       $bin/loom bench --device cuda --dummy-weights bench/configs/llama-3.1-8b.json --prompt-tokens 512 \
-      --decode-prompt-tokens 512 --gen-tokens 32 --concurrency 64 --repeat 1 > "$out/nsys_run.txt" 2>&1
+      --decode-prompt-tokens 512 --gen-tokens 16 --concurrency 64 --repeat 1 > "$out/nsys_run.txt" 2>&1
     timeout 60 $NSYS stats -r cuda_gpu_kern_sum -f csv -o "$out/nsys" /tmp/c64.nsys-rep > /dev/null 2>&1
     head -25 "$out"/nsys*kern_sum*.csv 2>/dev/null | cut -c1-220
   fi
