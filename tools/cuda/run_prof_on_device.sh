@@ -61,3 +61,14 @@ if [ "$set_" = 2 ]; then
     ${AFTER_ENV:-true}; env ${AFTER_VARS:-} bash -c "true"; B new $m $c
   done; done
 fi
+if [ "$set_" = ncu ]; then  # Nsight Compute on the decode attention (and its tile-start prefix)
+  NCU=$(which ncu 2>/dev/null || echo /usr/local/cuda/bin/ncu)
+  timeout 200 $NCU --target-processes all --kernel-name regex:'PagedAttention|TileStart' \
+    --launch-skip 1600 --launch-count 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis_Tables \
+    $bin/loom bench --device cuda --dummy-weights bench/configs/llama-3.1-8b.json --prompt-tokens 512 \
+    --decode-prompt-tokens 512 --gen-tokens 48 --concurrency 64 --repeat 1 --no-cuda-graphs \
+    > "$out/ncu_attn.txt" 2>&1
+  grep -vE "^==PROF==|^$" "$out/ncu_attn.txt" | grep -v "^ *-" | head -150
+fi
