@@ -54,12 +54,22 @@ if [ "$set_" = 1 ]; then
     head -25 "$out"/nsys*kern_sum*.csv 2>/dev/null | cut -c1-220
   fi
 fi
-if [ "$set_" = 2 ]; then
+if [ "$set_" = 2 ]; then  # after the fix: parity, then C = 64 / 8 / 1 for 8B and 1B, breakdown
+  timeout 60 $bin/cuda_backend_test --gtest_filter='*ttention*' 2>&1 | tee "$out/attn_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED"
+  B new llama-3.1-8b 64
+  B new llama-3.2-1b 64
+  B new llama-3.1-8b 8
+  B new llama-3.1-8b 1
+  B new llama-3.2-1b 1
+  B new llama-3.2-1b 8
+  LOOM_CUDA_PROFILE=1 timeout 100 $bin/loom bench --device cuda \
+    --dummy-weights bench/configs/llama-3.1-8b.json --prompt-tokens 512 --decode-prompt-tokens 512 \
+    --gen-tokens 64 --concurrency 64 --repeat 1 --no-cuda-graphs > "$out/prof_after.txt" 2>&1
+  grep -E "^decode" "$out/prof_after.txt"; sed -n '/LOOM_CUDA_PROFILE/,$p' "$out/prof_after.txt" | grep -E "n=64|tok=64|64x|sum|^op" | head -12
   timeout 150 $bin/cuda_backend_test 2>&1 | tee "$out/backend_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED|tests ran"
   timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED|tests ran"
-  for m in llama-3.1-8b llama-3.2-1b; do for c in 64 8 1; do
-    ${AFTER_ENV:-true}; env ${AFTER_VARS:-} bash -c "true"; B new $m $c
-  done; done
+  LOOM_ATTN_SMALL_ROWS=0 B rows32 llama-3.1-8b 64
+  LOOM_ATTN_SPLIT_TARGET=6 B split6 llama-3.1-8b 64
 fi
 if [ "$set_" = ncu ]; then  # Nsight Compute on the decode attention (and its tile-start prefix)
   NCU=$(which ncu 2>/dev/null || echo /usr/local/cuda/bin/ncu)

@@ -12,7 +12,8 @@ namespace {
 constexpr int kKeyTile = 64;
 constexpr int kThreads = 256;
 constexpr int kMaxRows = kAttnMaxRows;
-constexpr int kSmallRows = 8;
+constexpr int kSmallRows = 8;  // decode tiles: q_per_tile 1 x GQA group <= 8
+constexpr int kTinyRows = 4;   // ... group <= 4 (Llama 3, Qwen3, Gemma 3)
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct KernelArgs {
@@ -40,15 +41,30 @@ constexpr size_t SharedBytes() {
          R * kKeyTile * sizeof(float) + 3 * R * sizeof(float);
 }
 
-// Prefix sum of query tiles per sequence (one thread: num_seqs is small).
-__global__ void TileStartKernel(const int32_t* query_start, int num_seqs, int q_per_tile,
-                                int32_t* tile_start) {
-  int acc = 0;
-  for (int s = 0; s < num_seqs; ++s) {
-    tile_start[s] = acc;
-    acc += (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile;
+// Prefix sum of query tiles per sequence: one block, a shared-memory scan per 256 sequences
+// (a one-thread loop cost ~10 us a layer at 64 sequences: 64 dependent global loads).
+constexpr int kScanThreads = 256;
+__global__ void __launch_bounds__(kScanThreads)
+    TileStartKernel(const int32_t* query_start, int num_seqs, int q_per_tile, int32_t* tile_start) {
+  __shared__ int buf[kScanThreads];
+  int carry = 0;  // tiles of the sequences before this chunk (same in every thread)
+  for (int base = 0; base < num_seqs; base += kScanThreads) {
+    const int s = base + static_cast<int>(threadIdx.x);
+    const int v = s < num_seqs ? (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile
+                               : 0;
+    buf[threadIdx.x] = v;
+    __syncthreads();
+    for (int off = 1; off < kScanThreads; off <<= 1) {  // inclusive Hillis-Steele scan
+      const int t = static_cast<int>(threadIdx.x) >= off ? buf[threadIdx.x - off] : 0;
+      __syncthreads();
+      buf[threadIdx.x] += t;
+      __syncthreads();
+    }
+    if (s < num_seqs) tile_start[s] = carry + buf[threadIdx.x] - v;
+    carry += buf[kScanThreads - 1];
+    __syncthreads();  // buf is rewritten by the next chunk
   }
-  tile_start[num_seqs] = acc;
+  if (threadIdx.x == 0) tile_start[num_seqs] = carry;
 }
 
 template <int D, int R>
@@ -302,7 +318,9 @@ void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cuda
 
 template <int D>
 void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
-  if (plan.small_rows) {
+  if (plan.rows == kTinyRows) {
+    LaunchForDimRows<D, kTinyRows>(ka, plan, stream);
+  } else if (plan.rows == kSmallRows) {
     LaunchForDimRows<D, kSmallRows>(ka, plan, stream);
   } else {
     LaunchForDimRows<D, kMaxRows>(ka, plan, stream);
@@ -319,10 +337,14 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
   PagedAttentionPlan p;
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
   static const bool small_rows_enabled = [] {  // LOOM_ATTN_SMALL_ROWS=0: always kMaxRows
-    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");
+    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");  // A/B against the 32-row kernel
     return v == nullptr || std::atoi(v) != 0;
   }();
-  p.small_rows = small_rows_enabled && p.q_per_tile * group <= kSmallRows;
+  const int rows = p.q_per_tile * group;
+  p.rows = !small_rows_enabled ? kMaxRows
+           : rows <= kTinyRows ? kTinyRows
+           : rows <= kSmallRows ? kSmallRows
+                                : kMaxRows;
   p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;
   // Real tiles (decode: one per sequence); split the keys when they leave SMs idle.
@@ -350,7 +372,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
-  TileStartKernel<<<1, 1, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile, tile_start);
+  TileStartKernel<<<1, kScanThreads, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile,
+                                                 tile_start);
   CUDA_CHECK_LAUNCH();
   KernelArgs ka;
   ka.q = static_cast<const __nv_bfloat16*>(a.q);
