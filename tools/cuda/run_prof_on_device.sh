@@ -1,8 +1,9 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: per-op breakdown of the batch-64 decode step and
 # A/B benches of the knobs (LOOM_ATTN_SMALL_ROWS, LOOM_CUBLASLT_TUNE, LOOM_ATTN_SPLIT_TARGET).
-# BIN = the package folder (binaries + lib.tar.xz + this script); PROF_SET=1 (breakdown + A/B) or
-# 2 (tests + before/after at C = 1/8/64). Logs go to $OUT.
+# BIN = the package folder (binaries + lib.tar.xz + this script); PROF_SET=1 (breakdown + A/B),
+# ncu (Nsight Compute on one decode attention launch) or 2 (tests + after at C = 1/8/64).
+# Logs go to $OUT. Results: tools/cuda/E2E_NOTES.md.
 set -uo pipefail
 out=${OUT:-/tmp}
 bin=${BIN:-.dev/prof-bin}

@@ -73,8 +73,10 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   const cudaDataType_t out_t = out_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   // A = W stored col-major as k x m (ld k); B = X stored col-major as k x n; C = m x n (ld m).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, static_cast<uint64_t>(k),
                                           static_cast<uint64_t>(m), k));
@@ -86,8 +88,8 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kWorkspaceBytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
   // LOOM_CUBLASLT_TUNE=N (N > 1): time cuBLASLt's first N heuristic candidates on the real
   // operands (not while the stream captures a graph) and keep the fastest.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -95,8 +97,8 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   const int tune = capturing == cudaStreamCaptureStatusNone ? EnvInt("LOOM_CUBLASLT_TUNE", 1) : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(tune, 1)));
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c,
-                                              plan->c, pref, static_cast<int>(results.size()),
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                              pref, static_cast<int>(results.size()),
                                               results.data(), &found));
   cublasLtMatmulPreferenceDestroy(pref);
   CHECK(found > 0) << "cuBLASLt has no bf16 algorithm for out[" << n << ", " << m << "] = x[" << n
@@ -144,9 +146,9 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   if (EnvInt("LOOM_CUDA_PROFILE", 0) != 0) {
     for (int i = 0; i < found; ++i) {
       std::fprintf(stderr, "cublaslt n=%lld m=%lld k=%lld cand %d: %s%s %.2f us%s\n",
-                   static_cast<long long>(n), static_cast<long long>(m),
-                   static_cast<long long>(k), i, AlgoString(results[i].algo).c_str(),
-                   i == 0 ? " (heuristic)" : "", us[i], i == best ? " <- chosen" : "");
+                   static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k),
+                   i, AlgoString(results[i].algo).c_str(), i == 0 ? " (heuristic)" : "", us[i],
+                   i == best ? " <- chosen" : "");
     }
   }
   plan->algo = results[best].algo;

@@ -60,10 +60,10 @@ class PinnedBuffer final : public Buffer {
 
 // LOOM_CUDA_PROFILE=1: times the rest of the enclosing op (op_profiler.h); the label and byte
 // count are only evaluated when profiling.
-#define LOOM_PROFILE_OP(label, bytes)                                                     \
-  const bool prof_on_ = prof_ != nullptr && prof_->enabled();                            \
-  cuda::OpProfiler::Scope prof_scope_(prof_on_ ? prof_.get() : nullptr,                  \
-                                      prof_on_ ? std::string(label) : std::string(),     \
+#define LOOM_PROFILE_OP(label, bytes)                                                \
+  const bool prof_on_ = prof_ != nullptr && prof_->enabled();                        \
+  cuda::OpProfiler::Scope prof_scope_(prof_on_ ? prof_.get() : nullptr,              \
+                                      prof_on_ ? std::string(label) : std::string(), \
                                       prof_on_ ? static_cast<double>(bytes) : 0.0)
 
 namespace {
@@ -100,8 +100,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
     : options_(options), device_(options.device), num_sms_(prop.multiProcessorCount) {
   set_small_batch_gemm_rows(options.small_batch_gemm_rows);
   std::ostringstream ss;
-  ss << "cuda (" << prop.name << ", sm_" << prop.major << prop.minor << ", " << num_sms_
-     << " SMs)";
+  ss << "cuda (" << prop.name << ", sm_" << prop.major << prop.minor << ", " << num_sms_ << " SMs)";
   name_ = ss.str();
   allocator_ = std::make_shared<cuda::DeviceAllocator>(device_);
   stream_ = std::make_unique<cuda::CudaStream>();
@@ -132,7 +131,12 @@ void CudaBackend::MemoryInfo(size_t* free_bytes, size_t* total_bytes) const {
 }
 
 Tensor CudaBackend::Alloc(DType dtype, Shape shape) {
-  LOOM_PROFILE_OP("alloc+memset " + std::to_string(shape.numel() ? RowBytes(dtype, shape[shape.ndim()-1]) * (shape.numel() / shape[shape.ndim()-1]) : 0) + " B", 0);
+  LOOM_PROFILE_OP("alloc+memset " +
+                      std::to_string(shape.numel() ? RowBytes(dtype, shape[shape.ndim() - 1]) *
+                                                         (shape.numel() / shape[shape.ndim() - 1])
+                                                   : 0) +
+                      " B",
+                  0);
   const int64_t cols = shape.ndim() == 0 ? 0 : shape[shape.ndim() - 1];
   const size_t bytes =
       shape.numel() == 0 ? 0 : RowBytes(dtype, cols) * static_cast<size_t>(shape.numel() / cols);
@@ -160,7 +164,8 @@ Tensor CudaBackend::Upload(const Tensor& host) {
   if (src == DType::kBF16) return raw_copy(host);
 
   // f32 / f16 / quantized -> bf16, converted on the device chunk by chunk.
-  Tensor out(DType::kBF16, host.shape(), allocator_->NewBuffer(RowBytes(DType::kBF16, host.numel())));
+  Tensor out(DType::kBF16, host.shape(),
+             allocator_->NewBuffer(RowBytes(DType::kBF16, host.numel())));
   const int64_t rows = host.rows(), cols = host.cols();
   const int64_t chunk_rows = std::max<int64_t>(1, kUploadChunkElems / std::max<int64_t>(cols, 1));
   const DType stage_t = quantized ? DType::kF32 : src;
@@ -211,21 +216,25 @@ void CudaBackend::Embed(const Tensor& table, const Tensor& ids, float scale, con
   CheckAct(out, "Embed", "out");
   CheckFloat(table, "Embed", "table");
   CheckI32(ids, out.rows(), "Embed", "ids");
-  CHECK_EQ(table.cols(), out.cols()) << "Embed: table " << Describe(table) << " out "
-                                     << Describe(out);
+  CHECK_EQ(table.cols(), out.cols())
+      << "Embed: table " << Describe(table) << " out " << Describe(out);
   cuda::LaunchEmbed(table.data(), table.dtype(), table.rows(), ids.data_as<const int32_t>(),
                     out.rows(), out.cols(), scale, out.data(), stream());
 }
 
 void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
-  LOOM_PROFILE_OP((x.rows() <= options_.small_batch_gemm_rows ? "matmul(gemv) n=" : "matmul n=") + std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) + " k=" + std::to_string(x.cols()) + (out.dtype() == DType::kF32 ? " ->f32" : ""), w.nbytes() + x.nbytes() + out.nbytes());
+  LOOM_PROFILE_OP((x.rows() <= options_.small_batch_gemm_rows ? "matmul(gemv) n=" : "matmul n=") +
+                      std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) + " k=" +
+                      std::to_string(x.cols()) + (out.dtype() == DType::kF32 ? " ->f32" : ""),
+                  w.nbytes() + x.nbytes() + out.nbytes());
   CheckAct(x, "MatMul", "x");
   CheckAct(w, "MatMul", "w (Upload converts weights to bf16)");
   CheckFloat(out, "MatMul", "out");
   const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
-  if (n <= options_.small_batch_gemm_rows && cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+  if (n <= options_.small_batch_gemm_rows &&
+      cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream());
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
@@ -281,8 +290,8 @@ void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable
 void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   LOOM_PROFILE_OP("silu_mul " + Sh(gate), 3 * gate.nbytes());
   CheckFloat(gate, "SiluMul", "gate");
-  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
-        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
+        out.dtype() == gate.dtype())
       << "SiluMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
   cuda::LaunchSiluMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
 }
@@ -290,11 +299,10 @@ void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& ou
 void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   LOOM_PROFILE_OP("gelu_mul " + Sh(gate), 3 * gate.nbytes());
   CheckFloat(gate, "GeluTanhMul", "gate");
-  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
-        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
+        out.dtype() == gate.dtype())
       << "GeluTanhMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
-  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(),
-                          stream());
+  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
 }
 
 void CudaBackend::SoftCap(const Tensor& x, float cap) {
@@ -325,14 +333,19 @@ void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta&
 
 void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                             const AttentionParams& params, const Tensor& out) {
-  LOOM_PROFILE_OP("attention tok=" + std::to_string(meta.num_tokens) + " seqs=" + std::to_string(meta.num_seqs) + " kvh=" + std::to_string(params.num_kv_heads) + " (GB/s: seqs x max_kv)", double(meta.num_seqs) * meta.max_kv_len * 2 * layer.k.dim(2) * layer.k.dim(3) * 2 + 2 * q.nbytes());
+  LOOM_PROFILE_OP(
+      "attention tok=" + std::to_string(meta.num_tokens) +
+          " seqs=" + std::to_string(meta.num_seqs) + " kvh=" + std::to_string(params.num_kv_heads) +
+          " (GB/s: seqs x max_kv)",
+      double(meta.num_seqs) * meta.max_kv_len * 2 * layer.k.dim(2) * layer.k.dim(3) * 2 +
+          2 * q.nbytes());
   const int H = params.num_heads, KVH = params.num_kv_heads, D = params.head_dim;
   const int64_t n = meta.num_tokens;
   CheckAct(q, "Attention", "q");
   CheckAct(out, "Attention", "out");
   CHECK(q.rows() == n && q.cols() == int64_t{H} * D && out.shape() == q.shape())
-      << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n
-      << " tokens x " << H << "x" << D;
+      << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n << " tokens x "
+      << H << "x" << D;
   const Tensor& kp = layer.k;
   CheckAct(kp, "Attention", "k pool");
   CHECK(kp.ndim() == 4 && kp.dim(1) == meta.block_size && kp.dim(2) == KVH && kp.dim(3) == D &&

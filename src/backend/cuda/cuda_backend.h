@@ -16,6 +16,8 @@
 // weights f32 or bf16; SoftCap/Scale/Add/GatherRows also on f32 tensors (logits); KV pools bf16.
 // Attention: paged_attention.cuh (GQA grouping, split-KV, causal + sliding window + softcap).
 //
+// LOOM_CUDA_PROFILE=1: per-op GPU time table on stderr at exit (eager steps only; op_profiler.h).
+//
 // Thread-safety: one caller at a time.
 #pragma once
 

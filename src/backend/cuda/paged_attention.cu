@@ -33,8 +33,8 @@ struct KernelArgs {
   float* lse;
 };
 
-// R: rows per block (kMaxRows, or kSmallRows for decode tiles: less shared memory, so more
-// blocks per SM, and fewer idle row slots in the loops).
+// R: rows per block (kMaxRows, or kTinyRows / kSmallRows for decode tiles: less shared memory,
+// so more blocks per SM, and fewer idle row slots in the score and P @ V loops).
 template <int D, int R>
 constexpr size_t SharedBytes() {
   return 2 * kKeyTile * (D + 8) * sizeof(__nv_bfloat16) + R * D * sizeof(float) +
@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kScanThreads)
   int carry = 0;  // tiles of the sequences before this chunk (same in every thread)
   for (int base = 0; base < num_seqs; base += kScanThreads) {
     const int s = base + static_cast<int>(threadIdx.x);
-    const int v = s < num_seqs ? (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile
-                               : 0;
+    const int v =
+        s < num_seqs ? (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile : 0;
     buf[threadIdx.x] = v;
     __syncthreads();
     for (int off = 1; off < kScanThreads; off <<= 1) {  // inclusive Hillis-Steele scan
@@ -75,10 +75,10 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kKeyTile][kRowStride]
   __nv_bfloat16* v_s = k_s + kKeyTile * kRowStride;              // [kKeyTile][kRowStride]
   float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [R][D], scaled
-  float* s_s = q_s + R * D;                                      // [R][kKeyTile]
-  float* m_s = s_s + R * kKeyTile;                               // running max (log2)
-  float* l_s = m_s + R;                                          // running sum
-  float* alpha_s = l_s + R;                                      // this tile's rescale
+  float* s_s = q_s + R * D;                                            // [R][kKeyTile]
+  float* m_s = s_s + R * kKeyTile;                                     // running max (log2)
+  float* l_s = m_s + R;                                                // running sum
+  float* alpha_s = l_s + R;                                            // this tile's rescale
 
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   if (tile >= a.tile_start[a.num_seqs]) return;
@@ -336,8 +336,9 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
-  static const bool small_rows_enabled = [] {  // LOOM_ATTN_SMALL_ROWS=0: always kMaxRows
-    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");  // A/B against the 32-row kernel
+  // LOOM_ATTN_SMALL_ROWS=0: always the kMaxRows instance (A/B against the decode instances).
+  static const bool small_rows_enabled = [] {
+    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");
     return v == nullptr || std::atoi(v) != 0;
   }();
   const int rows = p.q_per_tile * group;
