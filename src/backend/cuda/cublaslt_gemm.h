@@ -37,7 +37,8 @@ class CublasLtGemm {
  private:
   struct Plan;
   using Key = std::tuple<int64_t, int64_t, int64_t, int>;
-  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype);
+  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, const void* x, const void* w,
+                void* out);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/rms_norm.cuh"
 #include "backend/cuda/rope.cuh"
@@ -57,6 +58,22 @@ class PinnedBuffer final : public Buffer {
 
 }  // namespace
 
+// LOOM_CUDA_PROFILE=1: times the rest of the enclosing op (op_profiler.h); the label and byte
+// count are only evaluated when profiling.
+#define LOOM_PROFILE_OP(label, bytes)                                                \
+  const bool prof_on_ = prof_ != nullptr && prof_->enabled();                        \
+  cuda::OpProfiler::Scope prof_scope_(prof_on_ ? prof_.get() : nullptr,              \
+                                      prof_on_ ? std::string(label) : std::string(), \
+                                      prof_on_ ? static_cast<double>(bytes) : 0.0)
+
+namespace {
+std::string Sh(const Tensor& t) {
+  std::string s;
+  for (int i = 0; i < t.ndim(); ++i) s += (i ? "x" : "") + std::to_string(t.dim(i));
+  return s + (t.dtype() == DType::kF32 ? " f32" : "");
+}
+}  // namespace
+
 int CudaBackend::DeviceCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -83,16 +100,17 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
     : options_(options), device_(options.device), num_sms_(prop.multiProcessorCount) {
   set_small_batch_gemm_rows(options.small_batch_gemm_rows);
   std::ostringstream ss;
-  ss << "cuda (" << prop.name << ", sm_" << prop.major << prop.minor << ", " << num_sms_
-     << " SMs)";
+  ss << "cuda (" << prop.name << ", sm_" << prop.major << prop.minor << ", " << num_sms_ << " SMs)";
   name_ = ss.str();
   allocator_ = std::make_shared<cuda::DeviceAllocator>(device_);
   stream_ = std::make_unique<cuda::CudaStream>();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
+  prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) (void)cudaStreamSynchronize(stream_->get());
+  prof_.reset();  // prints the LOOM_CUDA_PROFILE table
   gemm_.reset();
 }
 
@@ -103,13 +121,22 @@ void CudaBackend::set_small_batch_gemm_rows(int rows) {
   CHECK(rows >= 0 && rows <= cuda::kSmallBatchMaxRows) << "small_batch_gemm_rows " << rows;
   options_.small_batch_gemm_rows = rows;
 }
-void CudaBackend::Synchronize() { stream_->Synchronize(); }
+void CudaBackend::Synchronize() {
+  stream_->Synchronize();
+  if (prof_ != nullptr && prof_->enabled()) prof_->Flush();
+}
 
 void CudaBackend::MemoryInfo(size_t* free_bytes, size_t* total_bytes) const {
   CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
 Tensor CudaBackend::Alloc(DType dtype, Shape shape) {
+  LOOM_PROFILE_OP("alloc+memset " +
+                      std::to_string(shape.numel() ? RowBytes(dtype, shape[shape.ndim() - 1]) *
+                                                         (shape.numel() / shape[shape.ndim() - 1])
+                                                   : 0) +
+                      " B",
+                  0);
   const int64_t cols = shape.ndim() == 0 ? 0 : shape[shape.ndim() - 1];
   const size_t bytes =
       shape.numel() == 0 ? 0 : RowBytes(dtype, cols) * static_cast<size_t>(shape.numel() / cols);
@@ -137,7 +164,8 @@ Tensor CudaBackend::Upload(const Tensor& host) {
   if (src == DType::kBF16) return raw_copy(host);
 
   // f32 / f16 / quantized -> bf16, converted on the device chunk by chunk.
-  Tensor out(DType::kBF16, host.shape(), allocator_->NewBuffer(RowBytes(DType::kBF16, host.numel())));
+  Tensor out(DType::kBF16, host.shape(),
+             allocator_->NewBuffer(RowBytes(DType::kBF16, host.numel())));
   const int64_t rows = host.rows(), cols = host.cols();
   const int64_t chunk_rows = std::max<int64_t>(1, kUploadChunkElems / std::max<int64_t>(cols, 1));
   const DType stage_t = quantized ? DType::kF32 : src;
@@ -184,23 +212,29 @@ void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
 }
 
 void CudaBackend::Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) {
+  LOOM_PROFILE_OP("embed " + Sh(out), 0);
   CheckAct(out, "Embed", "out");
   CheckFloat(table, "Embed", "table");
   CheckI32(ids, out.rows(), "Embed", "ids");
-  CHECK_EQ(table.cols(), out.cols()) << "Embed: table " << Describe(table) << " out "
-                                     << Describe(out);
+  CHECK_EQ(table.cols(), out.cols())
+      << "Embed: table " << Describe(table) << " out " << Describe(out);
   cuda::LaunchEmbed(table.data(), table.dtype(), table.rows(), ids.data_as<const int32_t>(),
                     out.rows(), out.cols(), scale, out.data(), stream());
 }
 
 void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  LOOM_PROFILE_OP((x.rows() <= options_.small_batch_gemm_rows ? "matmul(gemv) n=" : "matmul n=") +
+                      std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) + " k=" +
+                      std::to_string(x.cols()) + (out.dtype() == DType::kF32 ? " ->f32" : ""),
+                  w.nbytes() + x.nbytes() + out.nbytes());
   CheckAct(x, "MatMul", "x");
   CheckAct(w, "MatMul", "w (Upload converts weights to bf16)");
   CheckFloat(out, "MatMul", "out");
   const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
-  if (n <= options_.small_batch_gemm_rows && cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+  if (n <= options_.small_batch_gemm_rows &&
+      cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream());
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
@@ -214,6 +248,7 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
 
 void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
                           const Tensor& out) {
+  LOOM_PROFILE_OP("rmsnorm " + Sh(x), 2 * x.nbytes());
   CheckAct(x, "RmsNorm", "x");
   CheckAct(out, "RmsNorm", "out");
   CheckFloat(w, "RmsNorm", "w");
@@ -224,6 +259,7 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float wei
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  LOOM_PROFILE_OP("add " + Sh(a), 3 * a.nbytes());
   CheckFloat(a, "Add", "a");
   CHECK(a.shape() == b.shape() && a.shape() == out.shape() && b.dtype() == a.dtype() &&
         out.dtype() == a.dtype())
@@ -232,12 +268,14 @@ void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void CudaBackend::Scale(const Tensor& x, float s) {
+  LOOM_PROFILE_OP("scale " + Sh(x), 2 * x.nbytes());
   CheckFloat(x, "Scale", "x");
   cuda::LaunchScale(x.data(), s, x.dtype(), x.numel(), stream());
 }
 
 void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope,
                        int num_heads, int head_dim) {
+  LOOM_PROFILE_OP("rope " + Sh(x), 2 * x.nbytes());
   CheckAct(x, "Rope", "x");
   CHECK_EQ(x.cols(), int64_t{num_heads} * head_dim) << "Rope: x " << Describe(x);
   CheckI32(positions, x.rows(), "Rope", "positions");
@@ -250,29 +288,32 @@ void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable
 }
 
 void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  LOOM_PROFILE_OP("silu_mul " + Sh(gate), 3 * gate.nbytes());
   CheckFloat(gate, "SiluMul", "gate");
-  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
-        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
+        out.dtype() == gate.dtype())
       << "SiluMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
   cuda::LaunchSiluMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
 }
 
 void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  LOOM_PROFILE_OP("gelu_mul " + Sh(gate), 3 * gate.nbytes());
   CheckFloat(gate, "GeluTanhMul", "gate");
-  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() &&
-        up.dtype() == gate.dtype() && out.dtype() == gate.dtype())
+  CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
+        out.dtype() == gate.dtype())
       << "GeluTanhMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
-  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(),
-                          stream());
+  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
 }
 
 void CudaBackend::SoftCap(const Tensor& x, float cap) {
+  LOOM_PROFILE_OP("softcap " + Sh(x), 2 * x.nbytes());
   CheckFloat(x, "SoftCap", "x");
   cuda::LaunchSoftCap(x.data(), cap, x.dtype(), x.numel(), stream());
 }
 
 void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& meta,
                           const KvLayer& layer) {
+  LOOM_PROFILE_OP("store_kv " + Sh(k), 4 * k.nbytes());
   CheckAct(k, "StoreKv", "k");
   CheckAct(v, "StoreKv", "v");
   CHECK(v.shape() == k.shape()) << "StoreKv: k " << Describe(k) << " v " << Describe(v);
@@ -292,13 +333,19 @@ void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta&
 
 void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                             const AttentionParams& params, const Tensor& out) {
+  LOOM_PROFILE_OP(
+      "attention tok=" + std::to_string(meta.num_tokens) +
+          " seqs=" + std::to_string(meta.num_seqs) + " kvh=" + std::to_string(params.num_kv_heads) +
+          " (GB/s: seqs x max_kv)",
+      double(meta.num_seqs) * meta.max_kv_len * 2 * layer.k.dim(2) * layer.k.dim(3) * 2 +
+          2 * q.nbytes());
   const int H = params.num_heads, KVH = params.num_kv_heads, D = params.head_dim;
   const int64_t n = meta.num_tokens;
   CheckAct(q, "Attention", "q");
   CheckAct(out, "Attention", "out");
   CHECK(q.rows() == n && q.cols() == int64_t{H} * D && out.shape() == q.shape())
-      << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n
-      << " tokens x " << H << "x" << D;
+      << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n << " tokens x "
+      << H << "x" << D;
   const Tensor& kp = layer.k;
   CheckAct(kp, "Attention", "k pool");
   CHECK(kp.ndim() == 4 && kp.dim(1) == meta.block_size && kp.dim(2) == KVH && kp.dim(3) == D &&
@@ -349,6 +396,7 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
 }
 
 void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  LOOM_PROFILE_OP("gather_rows " + Sh(out), 2 * out.nbytes());
   CheckDevice(x, "GatherRows", "x");
   CheckDevice(out, "GatherRows", "out");
   CheckI32(rows, out.rows(), "GatherRows", "rows");
@@ -360,6 +408,7 @@ void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& 
 
 void CudaBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst,
                               int64_t dst_col, int64_t num_cols) {
+  LOOM_PROFILE_OP("copy_columns " + Sh(dst), 0);
   CheckDevice(src, "CopyColumns", "src");
   CheckDevice(dst, "CopyColumns", "dst");
   CHECK(src.dtype() == dst.dtype() && !GetDTypeInfo(src.dtype()).quantized &&
@@ -376,6 +425,7 @@ void CudaBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& 
 }
 
 void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
+  LOOM_PROFILE_OP("argmax " + Sh(x), x.nbytes());
   CheckFloat(x, "ArgmaxRows", "x");
   CHECK_EQ(x.ndim(), 2) << "ArgmaxRows: x " << Describe(x);
   CheckI32(out, x.rows(), "ArgmaxRows", "out");

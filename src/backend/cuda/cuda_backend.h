@@ -16,6 +16,8 @@
 // weights f32 or bf16; SoftCap/Scale/Add/GatherRows also on f32 tensors (logits); KV pools bf16.
 // Attention: paged_attention.cuh (GQA grouping, split-KV, causal + sliding window + softcap).
 //
+// LOOM_CUDA_PROFILE=1: per-op GPU time table on stderr at exit (eager steps only; op_profiler.h).
+//
 // Thread-safety: one caller at a time.
 #pragma once
 
@@ -31,6 +33,7 @@ namespace loom::cuda {
 class DeviceAllocator;
 class CublasLtGemm;
 class CudaStream;
+class OpProfiler;
 }  // namespace loom::cuda
 
 namespace loom {
@@ -105,6 +108,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<cuda::DeviceAllocator> allocator_;
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
+  std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
 };
 
 }  // namespace loom

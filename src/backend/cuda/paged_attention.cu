@@ -1,6 +1,7 @@
 #include "backend/cuda/paged_attention.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -11,6 +12,8 @@ namespace {
 constexpr int kKeyTile = 64;
 constexpr int kThreads = 256;
 constexpr int kMaxRows = kAttnMaxRows;
+constexpr int kSmallRows = 8;  // decode tiles: q_per_tile 1 x GQA group <= 8
+constexpr int kTinyRows = 4;   // ... group <= 4 (Llama 3, Qwen3, Gemma 3)
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct KernelArgs {
@@ -30,35 +33,52 @@ struct KernelArgs {
   float* lse;
 };
 
-template <int D>
+// R: rows per block (kMaxRows, or kTinyRows / kSmallRows for decode tiles: less shared memory,
+// so more blocks per SM, and fewer idle row slots in the score and P @ V loops).
+template <int D, int R>
 constexpr size_t SharedBytes() {
-  return 2 * kKeyTile * (D + 8) * sizeof(__nv_bfloat16) + kMaxRows * D * sizeof(float) +
-         kMaxRows * kKeyTile * sizeof(float) + 3 * kMaxRows * sizeof(float);
+  return 2 * kKeyTile * (D + 8) * sizeof(__nv_bfloat16) + R * D * sizeof(float) +
+         R * kKeyTile * sizeof(float) + 3 * R * sizeof(float);
 }
 
-// Prefix sum of query tiles per sequence (one thread: num_seqs is small).
-__global__ void TileStartKernel(const int32_t* query_start, int num_seqs, int q_per_tile,
-                                int32_t* tile_start) {
-  int acc = 0;
-  for (int s = 0; s < num_seqs; ++s) {
-    tile_start[s] = acc;
-    acc += (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile;
+// Prefix sum of query tiles per sequence: one block, a shared-memory scan per 256 sequences
+// (a one-thread loop cost ~10 us a layer at 64 sequences: 64 dependent global loads).
+constexpr int kScanThreads = 256;
+__global__ void __launch_bounds__(kScanThreads)
+    TileStartKernel(const int32_t* query_start, int num_seqs, int q_per_tile, int32_t* tile_start) {
+  __shared__ int buf[kScanThreads];
+  int carry = 0;  // tiles of the sequences before this chunk (same in every thread)
+  for (int base = 0; base < num_seqs; base += kScanThreads) {
+    const int s = base + static_cast<int>(threadIdx.x);
+    const int v =
+        s < num_seqs ? (query_start[s + 1] - query_start[s] + q_per_tile - 1) / q_per_tile : 0;
+    buf[threadIdx.x] = v;
+    __syncthreads();
+    for (int off = 1; off < kScanThreads; off <<= 1) {  // inclusive Hillis-Steele scan
+      const int t = static_cast<int>(threadIdx.x) >= off ? buf[threadIdx.x - off] : 0;
+      __syncthreads();
+      buf[threadIdx.x] += t;
+      __syncthreads();
+    }
+    if (s < num_seqs) tile_start[s] = carry + buf[threadIdx.x] - v;
+    carry += buf[kScanThreads - 1];
+    __syncthreads();  // buf is rewritten by the next chunk
   }
-  tile_start[num_seqs] = acc;
+  if (threadIdx.x == 0) tile_start[num_seqs] = carry;
 }
 
-template <int D>
+template <int D, int R>
 __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 B of padding against conflicts
   constexpr int kVec = D / 8;        // 16-byte vectors per row
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kKeyTile][kRowStride]
   __nv_bfloat16* v_s = k_s + kKeyTile * kRowStride;              // [kKeyTile][kRowStride]
-  float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [kMaxRows][D], scaled
-  float* s_s = q_s + kMaxRows * D;                                      // [kMaxRows][kKeyTile]
-  float* m_s = s_s + kMaxRows * kKeyTile;                               // running max (log2)
-  float* l_s = m_s + kMaxRows;                                          // running sum
-  float* alpha_s = l_s + kMaxRows;                                      // this tile's rescale
+  float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [R][D], scaled
+  float* s_s = q_s + R * D;                                            // [R][kKeyTile]
+  float* m_s = s_s + R * kKeyTile;                                     // running max (log2)
+  float* l_s = m_s + R;                                                // running sum
+  float* alpha_s = l_s + R;                                            // this tile's rescale
 
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   if (tile >= a.tile_start[a.num_seqs]) return;
@@ -89,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   const int k_begin = range_lo + split * chunk;
   const int k_end = min(range_hi, k_begin + chunk);
 
-  for (int i = threadIdx.x; i < kMaxRows * D; i += kThreads) {
+  for (int i = threadIdx.x; i < R * D; i += kThreads) {
     const int r = i / D, d = i % D;
     float v = 0.f;
     if (r < M) {
@@ -98,14 +118,14 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
     }
     q_s[i] = v;
   }
-  if (threadIdx.x < kMaxRows) {
+  if (threadIdx.x < R) {
     m_s[threadIdx.x] = -INFINITY;
     l_s[threadIdx.x] = 0.f;
   }
 
   constexpr int kPairs = D / 2;                  // P @ V: threads per row, 2 dims each
   constexpr int kGroups = kThreads / kPairs;     // rows in flight
-  constexpr int kRowsPerThread = (kMaxRows + kGroups - 1) / kGroups;
+  constexpr int kRowsPerThread = (R + kGroups - 1) / kGroups;
   const int pv_col = threadIdx.x % kPairs;
   const int pv_row0 = threadIdx.x / kPairs;
   const bool pv_active = pv_row0 < kGroups;
@@ -114,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   for (int j = 0; j < kRowsPerThread; ++j) acc[j][0] = acc[j][1] = 0.f;
 
   constexpr int kScoreGroups = kThreads / kKeyTile;  // 4
-  constexpr int kScoreRows = kMaxRows / kScoreGroups;
+  constexpr int kScoreRows = R / kScoreGroups;
   const int sc_key = threadIdx.x % kKeyTile;
   const int sc_row0 = threadIdx.x / kKeyTile;  // uniform within a warp
   const int32_t* pages = a.page_indices + a.page_indptr[s];
@@ -280,20 +300,31 @@ __global__ void CombineKernel(const float* partial, const float* lse, int num_sp
   }
 }
 
-template <int D>
-void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
-  constexpr size_t kSmem = SharedBytes<D>();
+template <int D, int R>
+void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+  constexpr size_t kSmem = SharedBytes<D, R>();
   static bool configured = false;  // per instantiation; the attribute is per-function
   if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<D>,
+    CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<D, R>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kSmem)));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(plan.grid_tiles), static_cast<unsigned>(ka.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  PagedAttentionKernel<D><<<grid, kThreads, kSmem, stream>>>(ka);
+  PagedAttentionKernel<D, R><<<grid, kThreads, kSmem, stream>>>(ka);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+  if (plan.rows == kTinyRows) {
+    LaunchForDimRows<D, kTinyRows>(ka, plan, stream);
+  } else if (plan.rows == kSmallRows) {
+    LaunchForDimRows<D, kSmallRows>(ka, plan, stream);
+  } else {
+    LaunchForDimRows<D, kMaxRows>(ka, plan, stream);
+  }
 }
 
 }  // namespace
@@ -305,13 +336,27 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
+  // LOOM_ATTN_SMALL_ROWS=0: always the kMaxRows instance (A/B against the decode instances).
+  static const bool small_rows_enabled = [] {
+    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  const int rows = p.q_per_tile * group;
+  p.rows = !small_rows_enabled ? kMaxRows
+           : rows <= kTinyRows ? kTinyRows
+           : rows <= kSmallRows ? kSmallRows
+                                : kMaxRows;
   p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;
   // Real tiles (decode: one per sequence); split the keys when they leave SMs idle.
   const int64_t tiles =
       a.max_query_len <= 1 ? a.num_seqs : (a.num_tokens + p.q_per_tile - 1) / p.q_per_tile;
   const int64_t blocks = tiles * a.num_kv_heads;
-  const int64_t target = 2 * int64_t{num_sms};
+  static const int target_per_sm = [] {  // LOOM_ATTN_SPLIT_TARGET: blocks per SM to aim for
+    const char* v = std::getenv("LOOM_ATTN_SPLIT_TARGET");
+    return v != nullptr && v[0] != '\0' ? std::max(1, std::atoi(v)) : 2;
+  }();
+  const int64_t target = target_per_sm * int64_t{num_sms};
   if (blocks > 0 && blocks < target) {
     const int64_t want = (target + blocks - 1) / blocks;
     const int64_t key_tiles = (a.max_kv_len + kKeyTile - 1) / kKeyTile;
@@ -328,7 +373,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
-  TileStartKernel<<<1, 1, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile, tile_start);
+  TileStartKernel<<<1, kScanThreads, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile,
+                                                 tile_start);
   CUDA_CHECK_LAUNCH();
   KernelArgs ka;
   ka.q = static_cast<const __nv_bfloat16*>(a.q);

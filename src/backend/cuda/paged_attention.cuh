@@ -43,6 +43,10 @@ struct PagedAttentionPlan {
   int q_per_tile = 1;
   int grid_tiles = 0;  // upper bound on query tiles (blocks past the real count exit)
   int num_splits = 1;
+  // Rows per block of the kernel instance: 4 or 8 for decode tiles (q_per_tile 1 x a GQA group
+  // of <= 4 / <= 8), else kAttnMaxRows. Fewer rows: fewer idle row iterations (the kernel is
+  // issue-bound at decode) and less shared memory (more blocks per SM).
+  int rows = kAttnMaxRows;
   // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
   // log-sum-exps in f32.
   int64_t tile_start_ints = 0;
