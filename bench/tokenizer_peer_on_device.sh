@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH=$PWD/$bin/lib:${LD_LIBRARY_PATH:-}
 # tokenizer_bench reads src/tokenizer/testdata/corpus.json under the source dir it was built in.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 lscpu | grep -E "Model name" ; python3 -c "import tokenizers; print('tokenizers', tokenizers.__version__)"
-for round in 1 2 3; do
+for round in ${ROUNDS:-1 2}; do
   echo "== round $round"
   taskset -c 2 $bin/tokenizer_bench --tokenizers-dir "$tmp/tok" --write-corpus "$tmp/corpus.txt"
   RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false taskset -c 2 python3 bench/tokenizer_peer.py "$tmp/tok" "$tmp/corpus.txt"
