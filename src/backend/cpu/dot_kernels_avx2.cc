@@ -293,7 +293,7 @@ const DotKernels* Avx2DotKernels() {
       .q4_K = DotQuant<DotQ4_KN<1>, DotQ4_KN<2>, DotQ4_KN<3>, DotQ4_KN<4>>,
       .q6_K = DotQuant<DotQ6_KN<1>, DotQ6_KN<2>, DotQ6_KN<3>, DotQ6_KN<4>>,
       .plain_act_rows = 3,
-      .quant_act_rows = 2,
+      .quant_act_rows = 4,
   };
   return supported ? &k : nullptr;
 }

@@ -13,7 +13,8 @@ namespace {
 
 // Activation rows per block of the kernel path: 16 f32 rows of k = 4096 are 256 KiB, which stays
 // in L2 while every thread streams its share of the weights past it once per block. Within a
-// block, each tile of weight rows meets the rows in groups of the kernels' act_rows.
+// block, each tile of weight rows meets the rows in groups of the kernels' act_rows; the block is
+// rounded up to a multiple of act_rows (18 for 3) so that prefill blocks have no short groups.
 constexpr int64_t kRowBlock = 16;
 // Weight rows per dequantized f32 tile of the BLAS path (64 x 4096 f32 = 1 MiB per thread).
 constexpr int64_t kBlasTileRows = 64;
@@ -100,9 +101,10 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
   const int64_t num_tiles = (m + kDotTileRows - 1) / kDotTileRows;
   // Threads split the weight tiles, not the activation rows: a decode batch is a few rows, and
   // splitting them would make every thread stream all the weights.
+  const int64_t row_block = (kRowBlock + act_rows - 1) / act_rows * act_rows;
 #pragma omp parallel num_threads(num_threads_)
-  for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
-    const int64_t i1 = std::min(n, i0 + kRowBlock);
+  for (int64_t i0 = 0; i0 < n; i0 += row_block) {
+    const int64_t i1 = std::min(n, i0 + row_block);
     // The block's rows in groups of at most act_rows, as even as possible (8 rows by 3: 3, 3, 2;
     // 4 by 3: 2, 2), since a short leftover group decodes the weights for few rows.
     const int64_t num_groups = (i1 - i0 + act_rows - 1) / act_rows;

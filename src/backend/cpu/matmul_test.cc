@@ -129,7 +129,7 @@ TEST_P(MatMulTest, RowsAreBatchInvariantBitExactly) {
   }
 }
 
-// Batches of every size up to two groups past kDotMaxActRows (and a row block and a bit) give
+// Batches of every size up to two groups past kDotMaxActRows, and past a row block (16 or 18), give
 // each row exactly its solo result: the grouping of rows into multi-row kernel calls, the tile
 // split across threads and the partial last tile must not show in any bit.
 TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
@@ -144,14 +144,14 @@ TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
     CpuBackend two(CpuBackendOptions{.num_threads = 2, .force_scalar = force_scalar});
     for (int64_t k : ks) {
       const int64_t m = 23;  // 5 full tiles + a partial one
-      MatMulCase c = MakeCase(rng, wt, 17, m, k, /*bias=*/false);
-      std::vector<float> solo(static_cast<size_t>(17 * m));
+      MatMulCase c = MakeCase(rng, wt, 19, m, k, /*bias=*/false);
+      std::vector<float> solo(static_cast<size_t>(19 * m));
       Tensor solo_out = HostTensor(DType::kF32, Shape{1, m});
-      for (int64_t i = 0; i < 17; ++i) {
+      for (int64_t i = 0; i < 19; ++i) {
         one.MatMul(c.x.Slice(i, 1), c.w, c.bias, solo_out);
         std::memcpy(solo.data() + i * m, solo_out.data(), m * 4);
       }
-      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 19}) {
         for (CpuBackend* backend : {&one, &two}) {
           Tensor out = HostTensor(DType::kF32, Shape{n, m});
           backend->MatMul(c.x.Slice(0, n), c.w, c.bias, out);
