@@ -1,7 +1,10 @@
 // cpu_backend_bench: decode GEMV bandwidth (GB/s of weight bytes streamed) per weight dtype at
 // 4096 x 4096 with 1 and 2 threads, next to a plain read-bandwidth baseline, and prefill
 // throughput (GFLOP/s) at n = 512 for the kernel path and the OpenBLAS sgemm path.
-//   usage: cpu_backend_bench [--scalar]
+// --batched: only batched decode instead: rows/s through a 4096 x 4096 MatMul at n = 1..16 rows
+// for each number of activation rows per kernel call (act_rows 1 = one row per call, the
+// pre-multi-row kernels), 1 thread, to choose DotKernels' act_rows.
+//   usage: cpu_backend_bench [--scalar] [--batched]
 #include <omp.h>
 
 #include <chrono>
@@ -71,8 +74,54 @@ double PrefillGflops(CpuBackend& backend, const Tensor& w, const Tensor& x, cons
   return 2.0 * x.rows() * x.cols() * w.rows() / secs / 1e9;
 }
 
+// Activation rows per second through w at n rows, act_rows rows per kernel call.
+double BatchedRowsPerSec(const cpu::DotKernels& base, int act_rows, const Tensor& w, int64_t n) {
+  cpu::DotKernels kernels = base;
+  kernels.plain_act_rows = kernels.quant_act_rows = act_rows;
+  cpu::CpuMatMul matmul(kernels, /*num_threads=*/1, /*blas_min_rows=*/0);
+  Tensor x = RandomTensor(DType::kF32, n, w.cols(), 1.0f, 5);
+  Tensor out = HostTensor(DType::kF32, Shape{n, w.rows()});
+  matmul.Run(x, w, Tensor(), out);  // warm up
+  int iters = 0;
+  auto t0 = Clock::now();
+  double secs = 0;
+  while (secs < 0.3) {
+    matmul.Run(x, w, Tensor(), out);
+    ++iters;
+    secs = Seconds(t0, Clock::now());
+  }
+  return static_cast<double>(n) * iters / secs;
+}
+
+void BatchedDecode(bool scalar) {
+  const int64_t m = 4096, k = 4096;
+  const cpu::DotKernels& kernels = cpu::SelectDotKernels(scalar);
+  std::printf("batched decode 4096x4096, 1 thread, %s: rows/s at n rows (act_rows per call)\n",
+              kernels.isa);
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                   DType::kQ4_K, DType::kQ6_K}) {
+    Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
+    for (int act_rows = 1; act_rows <= cpu::kDotMaxActRows; ++act_rows) {
+      std::printf("  %-5s act_rows %d:", std::string(DTypeName(dt)).c_str(), act_rows);
+      for (int64_t n : {1, 2, 3, 4, 6, 8, 16}) {
+        std::printf("  n=%-2lld %6.0f", static_cast<long long>(n),
+                    BatchedRowsPerSec(kernels, act_rows, w, n));
+      }
+      std::printf("\n");
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
-  const bool scalar = argc > 1 && std::strcmp(argv[1], "--scalar") == 0;
+  bool scalar = false, batched = false;
+  for (int i = 1; i < argc; ++i) {
+    scalar |= std::strcmp(argv[i], "--scalar") == 0;
+    batched |= std::strcmp(argv[i], "--batched") == 0;
+  }
+  if (batched) {
+    BatchedDecode(scalar);
+    return 0;
+  }
   const int64_t m = 4096, k = 4096;
   Tensor x1 = RandomTensor(DType::kF32, 1, k, 1.0f, 1);
   Tensor out1 = HostTensor(DType::kF32, Shape{1, m});

@@ -1,8 +1,8 @@
-// Row-dot kernels for the CPU MatMul: out[r] = dot(w_row[r], x) for a tile of kDotTileRows weight
-// rows against one activation row, for every weight dtype.
+// Row-dot kernels for the CPU MatMul: out[a][r] = dot(w_row[r], x_row[a]) for a tile of
+// kDotTileRows weight rows against 1..kDotMaxActRows activation rows, for every weight dtype.
 //
 // Numerics (what makes batched == solo bit-exact): every output element is accumulated the same
-// way whatever the tile, batch size or thread count:
+// way whatever the tile, the number of activation rows per call, the batch size or thread count:
 //   - f32/f16/bf16 weights: x stays f32. One 8-lane f32 accumulator per output, fed 8 elements at
 //     a time in order (lane l sums elements l, l+8, ...), reduced as ((l0+l4)+(l2+l6)) +
 //     ((l1+l5)+(l3+l7)), then the k % 8 tail is added in order.
@@ -11,6 +11,13 @@
 //     4l..4l+3 of b, scaled by the block's f32 scale and accumulated per lane; same reduction.
 // The AVX2 kernels fuse multiply-add (FMA); the scalar kernels do the same sequence unfused, so
 // the two agree up to f32 rounding.
+//
+// Why several activation rows per call: a batched decode step multiplies the same weights by a
+// few activation rows. With one row per call every weight element is loaded and decoded (f16 ->
+// f32, q8 |w|, nibble unpacking) once per activation row, and that redundant decoding, not
+// memory, bounds the step. A call decodes each weight vector once and feeds it to the
+// accumulators of all its activation rows; each accumulator still sees exactly the sequence of
+// operations it would see alone.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +27,8 @@
 namespace loom::cpu {
 
 inline constexpr int kDotTileRows = 4;
+// Most activation rows one kernel call takes (the AVX2 kernels are instantiated for 1..4).
+inline constexpr int kDotMaxActRows = 4;
 
 // One activation row quantized for quantized-weight kernels: k / 32 blocks.
 struct ActQ8Row {
@@ -32,14 +41,23 @@ struct ActQ8Row {
 void QuantizeActRow(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
 
 // w: kDotTileRows row pointers (may repeat; each row is k elements of the kernel's dtype).
-// x: f32 [k] for plain dtypes; act for quantized dtypes. out: kDotTileRows floats.
-using DotTileF = void (*)(const void* const* w, const float* x, int64_t k, float* out);
-using DotTileQ = void (*)(const void* const* w, const ActQ8Row& x, int64_t k, float* out);
+// x: num_x activation rows, 1 <= num_x <= kDotMaxActRows (CHECKed by the caller, not here):
+//    f32 [k] pointers for plain dtypes, ActQ8Row for quantized dtypes.
+// out: [num_x][kDotTileRows] floats, out[a * kDotTileRows + r] = dot(w[r], x[a]); bit-identical
+//    to what a call with x[a] alone writes to out[r].
+using DotTileF = void (*)(const void* const* w, const float* const* x, int num_x, int64_t k,
+                          float* out);
+using DotTileQ = void (*)(const void* const* w, const ActQ8Row* x, int num_x, int64_t k,
+                          float* out);
 
 struct DotKernels {
   const char* isa;  // "avx2" or "scalar"
   DotTileF f32, f16, bf16;
   DotTileQ q8_0, q4_0, q4_K, q6_K;
+  // Activation rows per call that MatMul groups a batch into (1..kDotMaxActRows), chosen by
+  // measurement (cpu_backend_bench): enough accumulators to hide FMA latency and amortize the
+  // weight decoding, few enough to stay in 16 ymm registers.
+  int plain_act_rows, quant_act_rows;
 };
 
 const DotKernels& ScalarDotKernels();

@@ -1,4 +1,6 @@
-// Portable kernels: the exact lane structure of the AVX2 ones (see dot_kernels.h), unfused.
+// Portable kernels: the exact lane structure of the AVX2 ones (see dot_kernels.h), unfused. A
+// call with several activation rows runs the one-row kernel per row (this path is the reference,
+// not the fast one).
 #include <algorithm>
 #include <cmath>
 
@@ -136,6 +138,16 @@ void DotQ6_K(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
   }
 }
 
+// The DotTileF / DotTileQ signatures over the one-row kernels above.
+template <void (*Dot1)(const void* const*, const float*, int64_t, float*)>
+void PlainRows(const void* const* w, const float* const* x, int num_x, int64_t k, float* out) {
+  for (int a = 0; a < num_x; ++a) Dot1(w, x[a], k, out + a * R);
+}
+template <void (*Dot1)(const void* const*, const ActQ8Row&, int64_t, float*)>
+void QuantRows(const void* const* w, const ActQ8Row* x, int num_x, int64_t k, float* out) {
+  for (int a = 0; a < num_x; ++a) Dot1(w, x[a], k, out + a * R);
+}
+
 }  // namespace
 
 void QuantizeActRow(const float* x, int64_t k, int8_t* qs, float* d, float* ds) {
@@ -157,8 +169,19 @@ void QuantizeActRow(const float* x, int64_t k, int8_t* qs, float* d, float* ds) 
 }
 
 const DotKernels& ScalarDotKernels() {
-  static const DotKernels k = {"scalar", DotF32, DotF16, DotBF16, DotQ8_0, DotQ4_0, DotQ4_K,
-                               DotQ6_K};
+  static const DotKernels k = {
+      .isa = "scalar",
+      .f32 = PlainRows<DotF32>,
+      .f16 = PlainRows<DotF16>,
+      .bf16 = PlainRows<DotBF16>,
+      .q8_0 = QuantRows<DotQ8_0>,
+      .q4_0 = QuantRows<DotQ4_0>,
+      .q4_K = QuantRows<DotQ4_K>,
+      .q6_K = QuantRows<DotQ6_K>,
+      // Rows per call change nothing here; MatMul's grouping is exercised as with AVX2.
+      .plain_act_rows = kDotMaxActRows,
+      .quant_act_rows = kDotMaxActRows,
+  };
   return k;
 }
 

@@ -12,7 +12,9 @@ namespace loom::cpu {
 namespace {
 
 // Activation rows per block of the kernel path: 16 f32 rows of k = 4096 are 256 KiB, which stays
-// in L2 while every thread streams its share of the weights past it once per block.
+// in L2 while every thread streams its share of the weights past it once per block. Within a
+// block, each tile of weight rows meets the rows in groups of the kernels' act_rows; the block is
+// rounded up to a multiple of act_rows (18 for 3) so that prefill blocks have no short groups.
 constexpr int64_t kRowBlock = 16;
 // Weight rows per dequantized f32 tile of the BLAS path (64 x 4096 f32 = 1 MiB per thread).
 constexpr int64_t kBlasTileRows = 64;
@@ -92,12 +94,22 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
                      act_ds_.data() + i * (k / 32));
     }
   }
+  const int act_rows = quant != nullptr ? kernels_.quant_act_rows : kernels_.plain_act_rows;
+  CHECK(act_rows >= 1 && act_rows <= kDotMaxActRows) << "MatMul: act_rows " << act_rows;
   const char* wbase = static_cast<const char*>(w.data());
   const size_t row_bytes = w.row_bytes();
   const int64_t num_tiles = (m + kDotTileRows - 1) / kDotTileRows;
+  // Threads split the weight tiles, not the activation rows: a decode batch is a few rows, and
+  // splitting them would make every thread stream all the weights.
+  const int64_t row_block = (kRowBlock + act_rows - 1) / act_rows * act_rows;
 #pragma omp parallel num_threads(num_threads_)
-  for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
-    const int64_t i1 = std::min(n, i0 + kRowBlock);
+  for (int64_t i0 = 0; i0 < n; i0 += row_block) {
+    const int64_t i1 = std::min(n, i0 + row_block);
+    // The block's rows in groups of at most act_rows, as even as possible (8 rows by 3: 3, 3, 2;
+    // 4 by 3: 2, 2), since a short leftover group decodes the weights for few rows.
+    const int64_t num_groups = (i1 - i0 + act_rows - 1) / act_rows;
+    const int64_t small = (i1 - i0) / num_groups;
+    const int64_t num_big = (i1 - i0) % num_groups;  // groups of small + 1 rows, first
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < num_tiles; ++t) {
       const void* rows[kDotTileRows];
@@ -106,16 +118,27 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
       for (int r = 0; r < kDotTileRows; ++r) {
         rows[r] = wbase + static_cast<size_t>(j0 + std::min<int64_t>(r, valid - 1)) * row_bytes;
       }
-      float tile_out[kDotTileRows];
-      for (int64_t i = i0; i < i1; ++i) {
+      float tile_out[kDotMaxActRows * kDotTileRows];  // [num_x][kDotTileRows]
+      int64_t i = i0;
+      for (int64_t g = 0; g < num_groups; ++g) {
+        const int num_x = static_cast<int>(g < num_big ? small + 1 : small);
         if (quant != nullptr) {
-          const ActQ8Row act{act_qs_.data() + i * k, act_d_.data() + i * (k / 32),
-                             act_ds_.data() + i * (k / 32)};
-          quant(rows, act, k, tile_out);
+          ActQ8Row acts[kDotMaxActRows];
+          for (int a = 0; a < num_x; ++a) {
+            acts[a] = ActQ8Row{act_qs_.data() + (i + a) * k, act_d_.data() + (i + a) * (k / 32),
+                               act_ds_.data() + (i + a) * (k / 32)};
+          }
+          quant(rows, acts, num_x, k, tile_out);
         } else {
-          plain(rows, x + i * k, k, tile_out);
+          const float* xs[kDotMaxActRows];
+          for (int a = 0; a < num_x; ++a) xs[a] = x + (i + a) * k;
+          plain(rows, xs, num_x, k, tile_out);
         }
-        for (int64_t r = 0; r < valid; ++r) out[i * m + j0 + r] = tile_out[r];
+        for (int a = 0; a < num_x; ++a) {
+          const float* row_out = tile_out + a * kDotTileRows;
+          for (int64_t r = 0; r < valid; ++r) out[(i + a) * m + j0 + r] = row_out[r];
+        }
+        i += num_x;
       }
     }
   }

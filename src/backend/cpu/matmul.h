@@ -4,9 +4,10 @@
 //   as a whole)   bias [m] f32 or undefined   out [n, m] f32
 //
 // Two paths:
-//   - kernels (default, any n): tiles of kDotTileRows weight rows x one activation row through
-//     the dot kernels; rows of x are processed in blocks so the block stays cache-resident while
-//     the weights stream. Every out element is computed the same way for any n or thread count,
+//   - kernels (default, any n): tiles of kDotTileRows weight rows x a group of up to
+//     kDotMaxActRows activation rows through the dot kernels (each weight vector is decoded once
+//     per group); rows of x are processed in blocks so the block stays cache-resident while the
+//     weights stream. Every out element is computed the same way for any n or thread count,
 //     so a row's result does not depend on the rest of the batch (ARCHITECTURE.md: "same numerics
 //     alone or batched ... on CPU not at all").
 //   - BLAS (n >= blas_min_rows > 0): each thread dequantizes tiles of weight rows to f32 and calls

@@ -129,22 +129,64 @@ TEST_P(MatMulTest, RowsAreBatchInvariantBitExactly) {
   }
 }
 
+// Batches of every size up to two groups past kDotMaxActRows, and past a row block (16 or 18), give
+// each row exactly its solo result: the grouping of rows into multi-row kernel calls, the tile
+// split across threads and the partial last tile must not show in any bit.
+TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
+  const DType wt = GetParam();
+  std::mt19937 rng(7);
+  const std::vector<int64_t> ks =
+      IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256 ? std::vector<int64_t>{256, 768}
+                                                             : std::vector<int64_t>{32, 800})
+                      : std::vector<int64_t>{8, 40, 100, 771};
+  for (bool force_scalar : {false, true}) {
+    CpuBackend one(CpuBackendOptions{.num_threads = 1, .force_scalar = force_scalar});
+    CpuBackend two(CpuBackendOptions{.num_threads = 2, .force_scalar = force_scalar});
+    for (int64_t k : ks) {
+      const int64_t m = 23;  // 5 full tiles + a partial one
+      MatMulCase c = MakeCase(rng, wt, 19, m, k, /*bias=*/false);
+      std::vector<float> solo(static_cast<size_t>(19 * m));
+      Tensor solo_out = HostTensor(DType::kF32, Shape{1, m});
+      for (int64_t i = 0; i < 19; ++i) {
+        one.MatMul(c.x.Slice(i, 1), c.w, c.bias, solo_out);
+        std::memcpy(solo.data() + i * m, solo_out.data(), m * 4);
+      }
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 19}) {
+        for (CpuBackend* backend : {&one, &two}) {
+          Tensor out = HostTensor(DType::kF32, Shape{n, m});
+          backend->MatMul(c.x.Slice(0, n), c.w, c.bias, out);
+          for (int64_t i = 0; i < n; ++i) {
+            EXPECT_EQ(std::memcmp(out.data_as<float>() + i * m, solo.data() + i * m, m * 4), 0)
+                << DTypeName(wt) << " " << backend->name() << " k=" << k << " n=" << n << " row "
+                << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatMulTest, ScalarAndAvx2Agree) {
   const DType wt = GetParam();
   CpuBackend avx2(CpuBackendOptions{.num_threads = 1});
   if (std::string(avx2.isa()) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
   CpuBackend scalar(CpuBackendOptions{.num_threads = 1, .force_scalar = true});
   std::mt19937 rng(3);
-  const int64_t n = 5, m = 13, k = IsQuantized(wt) ? 1024 : 1001;
-  MatMulCase c = MakeCase(rng, wt, n, m, k, false);
-  Tensor out2 = HostTensor(DType::kF32, Shape{n, m});
-  avx2.MatMul(c.x, c.w, c.bias, c.out);
-  scalar.MatMul(c.x, c.w, c.bias, out2);
-  // Same lanes and order; only FMA vs separate multiply-add rounding differs: each of the k/8 + 8
-  // accumulation steps may differ by one rounding (u = 2^-24) of the running sum of |terms|.
-  std::vector<double> tol = Tolerances(c.xv, c.wv, n, m, k, false);
-  for (int64_t i = 0; i < n * m; ++i) {
-    EXPECT_NEAR(c.out.data_as<float>()[i], out2.data_as<float>()[i], tol[i]) << i;
+  const int64_t m = 13, k = IsQuantized(wt) ? 1024 : 1001;
+  // n = 1: the one-row kernels; 5 and 9: multi-row groups with leftovers.
+  for (int64_t n : {1, 5, 9}) {
+    MatMulCase c = MakeCase(rng, wt, n, m, k, false);
+    Tensor out2 = HostTensor(DType::kF32, Shape{n, m});
+    avx2.MatMul(c.x, c.w, c.bias, c.out);
+    scalar.MatMul(c.x, c.w, c.bias, out2);
+    // Same lanes and order; only FMA vs separate multiply-add rounding differs: each of the
+    // k/8 + 8 accumulation steps may differ by one rounding (u = 2^-24) of the running sum of
+    // |terms|.
+    std::vector<double> tol = Tolerances(c.xv, c.wv, n, m, k, false);
+    for (int64_t i = 0; i < n * m; ++i) {
+      EXPECT_NEAR(c.out.data_as<float>()[i], out2.data_as<float>()[i], tol[i])
+          << "n=" << n << " " << i;
+    }
   }
 }
 
