@@ -1,6 +1,7 @@
 // `loom bench [MODEL]`: offline speed of the engine on synthetic prompts — prefill tok/s (one
 // request of --prompt-tokens), decode tok/s (--concurrency requests generating --gen-tokens each,
-// EOS ignored) and peak RSS. A benchmark, not a test: figures go to docs/benchmarks.md with the
+// EOS ignored; greedy, or sampled with --temperature / --top-p / --top-k and a fixed seed per
+// request) and peak RSS. A benchmark, not a test: figures go to docs/benchmarks.md with the
 // command that produced them and a peer measured in the same run.
 #include <sys/resource.h>
 
@@ -22,6 +23,10 @@ struct BenchFlags {
   int concurrency = 1;
   int repeat = 1;
   bool json = false;
+  // Decode-run sampling; temperature 0 = greedy (argmax on the device where the runner can).
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
 };
 
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -98,7 +103,10 @@ void RunBench(const BenchFlags& f) {
       r.prompt = RandomPrompt(f.decode_prompt_tokens, vocab,
                               7000u + static_cast<uint32_t>(rep * 1000 + i));
       r.params.max_tokens = f.gen_tokens;
-      r.params.temperature = 0;
+      r.params.temperature = f.temperature;
+      r.params.top_p = f.top_p;
+      r.params.top_k = f.top_k;
+      r.params.seed = static_cast<uint64_t>(rep * 1000 + i);  // same draws run to run
       r.params.ignore_eos = true;
       reqs.push_back(std::move(r));
     }
@@ -113,18 +121,25 @@ void RunBench(const BenchFlags& f) {
   if (f.json) {
     std::printf(
         "{\"model\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\",\"prompt_tokens\":%d,"
-        "\"gen_tokens\":%d,\"concurrency\":%d,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
-        "\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f}\n",
+        "\"gen_tokens\":%d,\"concurrency\":%d,\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,"
+        "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f}\n",
         s.model_path.c_str(), std::string(DTypeName(s.model->weights().dtype)).c_str(),
-        s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, best_prefill,
-        best_decode, rss_mb, weights_mb);
+        s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, f.temperature,
+        f.top_p, f.top_k, best_prefill, best_decode, rss_mb, weights_mb);
   } else {
     std::printf("model      %s (%s, %.1f MB of weights)\nbackend    %s\n", s.model_path.c_str(),
                 std::string(DTypeName(s.model->weights().dtype)).c_str(), weights_mb,
                 s.backend->name().c_str());
     std::printf("prefill    %.2f tok/s  (%d-token prompt)\n", best_prefill, f.prompt_tokens);
-    std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each)\n", best_decode,
-                f.concurrency, f.gen_tokens);
+    std::string sampling = "greedy";
+    if (f.temperature > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "temperature %g, top_p %g, top_k %d", f.temperature, f.top_p,
+                    f.top_k);
+      sampling = buf;
+    }
+    std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each, %s)\n", best_decode,
+                f.concurrency, f.gen_tokens, sampling.c_str());
     std::printf("peak RSS   %.1f MB (KV pool %d blocks x %d tokens, %.1f MB)\n", rss_mb,
                 s.num_kv_blocks, f.model.block_size,
                 static_cast<double>(s.num_kv_blocks) * f.model.block_size * s.kv_bytes_per_token / 1e6);
@@ -147,6 +162,12 @@ void AddBenchCommand(CLI::App& root) {
   cmd->add_option("--concurrency", f->concurrency, "concurrent requests in the decode run")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--repeat", f->repeat, "repeat and report the best")->check(CLI::Range(1, 100));
+  cmd->add_option("--temperature", f->temperature,
+                  "decode-run sampling temperature (0 = greedy; requests are seeded)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-p", f->top_p, "decode-run nucleus sampling mass (1 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-k", f->top_k, "decode-run top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--json", f->json, "print one JSON line");
   cmd->callback([f] { RunBench(*f); });
 }
