@@ -340,7 +340,7 @@ void Engine::SampleHostRows(std::span<const HostRow> rows,
   // row, and in what order, cannot change its result.
   auto sample = [&](size_t i, size_t worker) {
     const HostRow& h = rows[i];
-    results[h.row_idx] = samplers_[worker].SampleRow(h.logits, h.ctx);
+    results[h.row_idx] = samplers_[worker].sampler.SampleRow(h.logits, h.ctx);
   };
   const size_t num_workers = NumSamplingWorkers(rows.size());
   if (num_workers <= 1) {

@@ -146,7 +146,13 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<Sampler> samplers_;             // [num_sampling_threads]: per-worker scratch
+  // One per sampling worker, each on its own cache lines: SampleRow writes its Sampler's vector
+  // members once per candidate, and two workers' Samplers sharing a line run slower than one.
+  struct alignas(128) SamplerSlot {
+    explicit SamplerSlot(int vocab_size) : sampler(vocab_size) {}
+    Sampler sampler;
+  };
+  std::vector<SamplerSlot> samplers_;         // [num_sampling_threads]
   std::unique_ptr<ThreadPool> sample_pool_;   // num_sampling_threads - 1 threads; null if none
   std::unordered_map<RequestId, Live> live_;  // engine thread only
   uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
