@@ -243,6 +243,7 @@ bool Engine::Step() {
   std::vector<StatusOr<SampleResult>> row_results(plan.num_sampled, SampleResult{});
   std::vector<HostRow> host_rows;
   host_rows.reserve(num_host_rows);
+  int64_t host_work_logits = 0;  // what the host rows cost, in logits of a sampled row
   int row = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
@@ -259,6 +260,9 @@ bool Engine::Step() {
       h.ctx.seed = live.seed;
       h.ctx.eos_token_ids = config_.eos_token_ids;
       h.logits = executed->logits.subspan((host_rows.size() - 1) * vocab_size_, vocab_size_);
+      // A greedy row without logprobs is one argmax pass, several times cheaper than a draw.
+      const bool argmax_only = live.params.greedy() && live.params.num_logprobs < 0;
+      host_work_logits += argmax_only ? vocab_size_ / 8 : vocab_size_;
     } else {  // sampled by the runner: the greedy choice, or the sampler's error for the row
       CHECK(modes[row] == RowSampling::kGreedy && t < vocab_size_ &&
             (t >= 0 || t == kTokenNaN || t == kTokenNone))
@@ -273,7 +277,7 @@ bool Engine::Step() {
     }
     ++row;
   }
-  SampleHostRows(host_rows, row_results);
+  SampleHostRows(host_rows, host_work_logits, row_results);
 
   std::vector<TokenId> sampled(plan.num_sampled, 0);
   std::vector<std::optional<SampleResult>> results(plan.num_sampled);
@@ -327,13 +331,12 @@ bool Engine::Step() {
   return true;
 }
 
-size_t Engine::NumSamplingWorkers(size_t num_rows) const {
-  const int64_t num_logits = static_cast<int64_t>(num_rows) * vocab_size_;
-  const auto by_work = static_cast<size_t>(num_logits / kMinSampleLogitsPerWorker);
+size_t Engine::NumSamplingWorkers(size_t num_rows, int64_t work_logits) const {
+  const auto by_work = static_cast<size_t>(work_logits / kMinSampleLogitsPerWorker);
   return std::max<size_t>(1, std::min({samplers_.size(), num_rows, by_work}));
 }
 
-void Engine::SampleHostRows(std::span<const HostRow> rows,
+void Engine::SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
                             std::vector<StatusOr<SampleResult>>& results) {
   // Each row reads only its own logits and request state and draws from its own counter-based
   // RNG (seed, output index); a worker's Sampler holds only scratch. So which worker samples a
@@ -342,7 +345,7 @@ void Engine::SampleHostRows(std::span<const HostRow> rows,
     const HostRow& h = rows[i];
     results[h.row_idx] = samplers_[worker].sampler.SampleRow(h.logits, h.ctx);
   };
-  const size_t num_workers = NumSamplingWorkers(rows.size());
+  const size_t num_workers = NumSamplingWorkers(rows.size(), work_logits);
   if (num_workers <= 1) {
     for (size_t i = 0; i < rows.size(); ++i) sample(i, 0);
     return;

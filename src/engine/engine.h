@@ -129,13 +129,15 @@ class Engine {
     SampleContext ctx;        // points into live_ and the scheduler: valid for the step
     std::span<float> logits;  // [vocab_size] f32, the runner's output (sampler scratch)
   };
-  // How many sampling workers `num_rows` host rows get: at most one per row and per
-  // kMinSampleLogitsPerWorker logits, at most num_sampling_threads; 1 = the engine thread alone.
-  size_t NumSamplingWorkers(size_t num_rows) const;
+  // How many sampling workers `num_rows` host rows costing `work_logits` (a sampled row costs
+  // vocab_size, an argmax-only row an eighth of it) get: at most one per row and per
+  // kMinSampleLogitsPerWorker, at most num_sampling_threads; 1 = the engine thread alone.
+  size_t NumSamplingWorkers(size_t num_rows, int64_t work_logits) const;
   // Samples `rows`, writing results[row.row_idx]; a row's error stays in its own entry. Runs on
   // the engine thread plus, when NumSamplingWorkers > 1, sample_pool_ (each worker with its own
   // Sampler). Bit-identical to sampling the rows one after another.
-  void SampleHostRows(std::span<const HostRow> rows, std::vector<StatusOr<SampleResult>>& results);
+  void SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
+                      std::vector<StatusOr<SampleResult>>& results);
 
   // Waking the pool costs tens of microseconds; one row of a 128k vocabulary about a millisecond
   // (docs/benchmarks.md). A worker gets at least this many logits to sample.
