@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
 #include <vector>
 
 namespace loom {
@@ -15,6 +17,34 @@ TEST(ThreadPoolTest, ParallelForVisitsEachIndexOnce) {
     pool.ParallelFor(n, [&](size_t i) { hits[i].fetch_add(1); });
     for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << i;
   }
+}
+
+TEST(ThreadPoolTest, ParallelForGivesEachWorkerItsOwnIndex) {
+  ThreadPool pool(3);
+  for (size_t max_workers : {size_t{1}, size_t{2}, size_t{4}, size_t{9}}) {
+    constexpr size_t kItems = 2000;
+    std::vector<std::atomic<int>> hits(kItems);
+    std::vector<std::atomic<int>> busy(max_workers);  // items running now, per worker index
+    std::atomic<bool> overlap{false}, out_of_range{false};
+    pool.ParallelFor(kItems, max_workers, [&](size_t i, size_t worker) {
+      if (worker >= std::min(max_workers, pool.size() + 1)) {
+        out_of_range = true;
+        return;
+      }
+      if (busy[worker].fetch_add(1) != 0) overlap = true;
+      hits[i].fetch_add(1);
+      busy[worker].fetch_sub(1);
+    });
+    EXPECT_FALSE(out_of_range) << max_workers;
+    EXPECT_FALSE(overlap) << "two items ran at once on worker index, max_workers " << max_workers;
+    for (size_t i = 0; i < kItems; ++i) EXPECT_EQ(hits[i].load(), 1) << i;
+  }
+  // One worker: everything on the calling thread.
+  const std::thread::id self = std::this_thread::get_id();
+  bool elsewhere = false;
+  pool.ParallelFor(100, 1,
+                   [&](size_t, size_t) { elsewhere |= std::this_thread::get_id() != self; });
+  EXPECT_FALSE(elsewhere);
 }
 
 TEST(ThreadPoolTest, SubmitRunsBeforeDestruction) {

@@ -1,9 +1,10 @@
 // `loom bench [MODEL]`: offline speed of the engine on synthetic prompts — prefill tok/s (one
 // request of --prompt-tokens), decode tok/s (--concurrency requests generating --gen-tokens each,
-// EOS ignored), the KV geometry and peak RSS; optionally the time to first token of a request
-// whose long prefix is in the prefix cache vs one whose is not (--shared-prefix), and the
-// per-step cost of everything but the forward pass (--overhead). A benchmark, not a test: figures
-// go to docs/benchmarks.md with the command that produced them and a peer measured in the same run.
+// EOS ignored; greedy, or sampled with --temperature / --top-p / --top-k and a fixed seed per
+// request), the KV geometry and peak RSS; optionally the time to first token of a request whose
+// long prefix is in the prefix cache vs one whose is not (--shared-prefix), and the per-step cost
+// of everything but the forward pass (--overhead). A benchmark, not a test: figures go to
+// docs/benchmarks.md with the command that produced them and a peer measured in the same run.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -28,6 +29,10 @@ struct BenchFlags {
   int shared_suffix = 16;
   bool overhead = false;
   bool json = false;
+  // Decode-run sampling; temperature 0 = greedy (argmax on the device where the runner can).
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
 };
 
 template <typename T>
@@ -79,9 +84,18 @@ void RunBench(const BenchFlags& f) {
 
     // Decode: `concurrency` requests with short distinct prompts.
     const uint32_t decode_seed = 7000u + static_cast<uint32_t>(rep * 1000);
-    BatchTiming d = OrFail(RunBatch(engine, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
-                                                           f.gen_tokens, vocab, decode_seed)),
-                           "decode run");
+    auto decode_requests = [&] {
+      std::vector<Request> reqs = DecodeRequests(f.concurrency, f.decode_prompt_tokens,
+                                                 f.gen_tokens, vocab, decode_seed);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].params.temperature = f.temperature;
+        reqs[i].params.top_p = f.top_p;
+        reqs[i].params.top_k = f.top_k;
+        reqs[i].params.seed = static_cast<uint64_t>(rep * 1000) + i;  // same draws run to run
+      }
+      return reqs;
+    };
+    BatchTiming d = OrFail(RunBatch(engine, decode_requests()), "decode run");
     double decode = static_cast<double>(f.concurrency) * (f.gen_tokens - 1) /
                     std::max(d.total_s - d.first_token_s, 1e-9);
     best_decode = std::max(best_decode, decode);
@@ -91,9 +105,7 @@ void RunBench(const BenchFlags& f) {
       // The same requests without the forward pass (see runtime/noop_runner.h for what that
       // leaves: scheduling, KV bookkeeping, input building and upload, the logits copy, sampling
       // over the full vocabulary, stop checks, output streams and this loop's pops).
-      BatchTiming n = OrFail(RunBatch(*noop, DecodeRequests(f.concurrency, f.decode_prompt_tokens,
-                                                            f.gen_tokens, vocab, decode_seed)),
-                             "no-op decode run");
+      BatchTiming n = OrFail(RunBatch(*noop, decode_requests()), "no-op decode run");
       for (const auto& out : n.outputs) {
         if (static_cast<int>(out.size()) != f.gen_tokens) {
           Fail("no-op decode run: a request stopped after " + std::to_string(out.size()) + " of " +
@@ -145,11 +157,12 @@ void RunBench(const BenchFlags& f) {
         "{\"model\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\",\"prompt_tokens\":%d,"
         "\"gen_tokens\":%d,\"concurrency\":%d,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
         "\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f,\"decode_step_ms\":%.4f,"
+        "\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,"
         "\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%zu,\"kv_pool_blocks\":%d,\"block_size\":%d,"
         "\"kv_pool_tokens\":%lld,\"kv_pool_mb\":%.1f",
         s.model_path.c_str(), std::string(DTypeName(s.model->weights().dtype)).c_str(),
         s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, best_prefill,
-        best_decode, rss_mb, weights_mb, step_ms, kv_dtype.c_str(), s.kv_bytes_per_token,
+        best_decode, rss_mb, weights_mb, step_ms, f.temperature, f.top_p, f.top_k, kv_dtype.c_str(), s.kv_bytes_per_token,
         s.num_kv_blocks, block_size, pool_tokens, pool_mb);
     if (f.overhead) {
       std::printf(",\"step_ms_model\":%.4f,\"step_ms_noop\":%.4f,\"overhead_pct\":%.2f", step_ms,
@@ -169,8 +182,15 @@ void RunBench(const BenchFlags& f) {
                 std::string(DTypeName(s.model->weights().dtype)).c_str(), weights_mb,
                 s.backend->name().c_str());
     std::printf("prefill    %.2f tok/s  (%d-token prompt)\n", best_prefill, f.prompt_tokens);
-    std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each)\n", best_decode,
-                f.concurrency, f.gen_tokens);
+    std::string sampling = "greedy";
+    if (f.temperature > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "temperature %g, top_p %g, top_k %d", f.temperature, f.top_p,
+                    f.top_k);
+      sampling = buf;
+    }
+    std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each, %s)\n", best_decode,
+                f.concurrency, f.gen_tokens, sampling.c_str());
     std::printf("peak RSS   %.1f MB (KV pool %d blocks x %d tokens, %.1f MB)\n", rss_mb,
                 s.num_kv_blocks, block_size, pool_mb);
     std::printf("kv cache   %zu bytes/token (%s), pool %lld tokens\n", s.kv_bytes_per_token,
@@ -218,6 +238,12 @@ void AddBenchCommand(CLI::App& root) {
   cmd->add_flag("--overhead", f->overhead,
                 "also run the decode workload with a no-op model (no forward pass) and report "
                 "the per-step time outside the model");
+  cmd->add_option("--temperature", f->temperature,
+                  "decode-run sampling temperature (0 = greedy; requests are seeded)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-p", f->top_p, "decode-run nucleus sampling mass (1 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-k", f->top_k, "decode-run top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--json", f->json, "print one JSON line");
   cmd->callback([f, cmd] {
     if (f->overhead && cmd->count("--concurrency") == 0) f->concurrency = 8;

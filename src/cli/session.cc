@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -27,6 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int kMaxSamplingThreads = 16;
+
 std::string SelfDir() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -42,7 +45,10 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
     app->add_option("model", model,
                     "Hugging Face model directory or .gguf file (default: the embedded model)");
   }
-  app->add_option("--threads,-t", threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app->add_option("--threads,-t", threads,
+                  "CPU threads of the model (CPU backend) and of host sampling (at most 16) "
+                  "(0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--device", device, "auto (CUDA when a GPU is present), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--gpu-memory-fraction", gpu_memory_fraction,
@@ -166,6 +172,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   ec.bytes_per_token_kv = static_cast<int64_t>(s->kv_bytes_per_token);
   ec.max_batched_tokens = flags.max_batched_tokens;
   ec.max_num_seqs = flags.batch;
+  // Host sampling runs after the forward, so on the CPU backend it reuses the cores the model's
+  // OpenMP threads just left. Past 16 threads a step's rows (<= --batch) gain little.
+  ec.num_sampling_threads = std::min(threads, kMaxSamplingThreads);
   ec.kv_budget_bytes = static_cast<int64_t>(flags.kv_budget_gb * 1e9);
   ec.memory_budget_bytes = static_cast<int64_t>(flags.memory_budget_gb * 1e9);
   ec.model_bytes = static_cast<int64_t>(model->weights().total_bytes);

@@ -47,10 +47,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
 }
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
-    : config_(config),
-      vocab_size_(runner->vocab_size()),
-      runner_(std::move(runner)),
-      sampler_(vocab_size_) {
+    : config_(config), vocab_size_(runner->vocab_size()), runner_(std::move(runner)) {
+  samplers_.reserve(static_cast<size_t>(config_.num_sampling_threads));
+  for (int i = 0; i < config_.num_sampling_threads; ++i) samplers_.emplace_back(vocab_size_);
+  if (config_.num_sampling_threads > 1) {
+    sample_pool_ = std::make_unique<ThreadPool>(config_.num_sampling_threads - 1);
+  }
   KvCacheConfig kv_cfg;
   kv_cfg.num_blocks = config_.num_blocks;
   kv_cfg.block_size = config_.block_size;
@@ -236,41 +238,54 @@ bool Engine::Step() {
       << "the runner returned a wrong number of logits";
   computed_tokens_ += plan.num_tokens;
 
-  // Sample every row; a row's failure belongs to its request only.
-  std::vector<TokenId> sampled(plan.num_sampled, 0);
-  std::vector<std::optional<SampleResult>> results(plan.num_sampled);
-  std::vector<std::pair<RequestId, Status>> failed;
+  // Sample every row; a row's failure belongs to its request only. Host rows go to the sampling
+  // workers first (SampleHostRows), then every row is read back in plan order.
+  std::vector<StatusOr<SampleResult>> row_results(plan.num_sampled, SampleResult{});
+  std::vector<HostRow> host_rows;
+  host_rows.reserve(num_host_rows);
+  int64_t host_work_logits = 0;  // what the host rows cost, in logits of a sampled row
   int row = 0;
-  size_t host_row = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
-    StatusOr<SampleResult> r = SampleResult{};
     const int32_t t = executed->tokens[row];
     if (t == kTokenOnHost) {
       const SchedRequest* req = scheduler_->Find(seq.request_id);
       const Live& live = live_.at(seq.request_id);
       std::span<const TokenId> tokens = req->tokens;
-      SampleContext ctx;
-      ctx.params = &live.params;
-      ctx.prompt = tokens.first(req->num_prompt_tokens);
-      ctx.output = tokens.subspan(req->num_prompt_tokens);
-      ctx.seed = live.seed;
-      ctx.eos_token_ids = config_.eos_token_ids;
-      const std::span<float> logits =
-          executed->logits.subspan(host_row++ * vocab_size_, vocab_size_);
-      r = sampler_.SampleRow(logits, ctx);
+      HostRow& h = host_rows.emplace_back();
+      h.row_idx = row;
+      h.ctx.params = &live.params;
+      h.ctx.prompt = tokens.first(req->num_prompt_tokens);
+      h.ctx.output = tokens.subspan(req->num_prompt_tokens);
+      h.ctx.seed = live.seed;
+      h.ctx.eos_token_ids = config_.eos_token_ids;
+      h.logits = executed->logits.subspan((host_rows.size() - 1) * vocab_size_, vocab_size_);
+      // A greedy row without logprobs is one argmax pass, several times cheaper than a draw.
+      const bool argmax_only = live.params.greedy() && live.params.num_logprobs < 0;
+      host_work_logits += argmax_only ? vocab_size_ / 8 : vocab_size_;
     } else {  // sampled by the runner: the greedy choice, or the sampler's error for the row
       CHECK(modes[row] == RowSampling::kGreedy && t < vocab_size_ &&
             (t >= 0 || t == kTokenNaN || t == kTokenNone))
           << "the runner returned token " << t << " for row " << row;
       if (t == kTokenNaN) {
-        r = InvalidArgumentError("the model produced NaN logits");
+        row_results[row] = InvalidArgumentError("the model produced NaN logits");
       } else if (t == kTokenNone) {
-        r = InvalidArgumentError("no token left to sample: every token is masked");
+        row_results[row] = InvalidArgumentError("no token left to sample: every token is masked");
       } else {
-        r->token = t;
+        row_results[row]->token = t;
       }
     }
+    ++row;
+  }
+  SampleHostRows(host_rows, host_work_logits, row_results);
+
+  std::vector<TokenId> sampled(plan.num_sampled, 0);
+  std::vector<std::optional<SampleResult>> results(plan.num_sampled);
+  std::vector<std::pair<RequestId, Status>> failed;
+  row = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (!seq.sample) continue;
+    StatusOr<SampleResult>& r = row_results[row];
     if (r.ok()) {
       sampled[row] = r->token;
       results[row] = std::move(r).value();
@@ -316,6 +331,29 @@ bool Engine::Step() {
   return true;
 }
 
+size_t Engine::NumSamplingWorkers(size_t num_rows, int64_t work_logits) const {
+  const auto by_work = static_cast<size_t>(work_logits / kMinSampleLogitsPerWorker);
+  return std::max<size_t>(1, std::min({samplers_.size(), num_rows, by_work}));
+}
+
+void Engine::SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
+                            std::vector<StatusOr<SampleResult>>& results) {
+  // Each row reads only its own logits and request state and draws from its own counter-based
+  // RNG (seed, output index); a worker's Sampler holds only scratch. So which worker samples a
+  // row, and in what order, cannot change its result.
+  auto sample = [&](size_t i, size_t worker) {
+    const HostRow& h = rows[i];
+    results[h.row_idx] = samplers_[worker].sampler.SampleRow(h.logits, h.ctx);
+  };
+  const size_t num_workers = NumSamplingWorkers(rows.size(), work_logits);
+  if (num_workers <= 1) {
+    for (size_t i = 0; i < rows.size(); ++i) sample(i, 0);
+    return;
+  }
+  ++parallel_sample_steps_;
+  sample_pool_->ParallelFor(rows.size(), num_workers, sample);
+}
+
 void Engine::PublishStats() {
   const KvCacheStats kv = kv_->stats();
   EngineStats s;
@@ -339,6 +377,7 @@ void Engine::PublishStats() {
   s.steps = steps_;
   s.computed_tokens = computed_tokens_;
   s.generated_tokens = generated_tokens_;
+  s.parallel_sample_steps = parallel_sample_steps_;
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -1,7 +1,10 @@
 // Engine: one thread owns the scheduler, the KV cache manager, the sampler and the runner, and
 // loops  plan = schedule() → logits = runner.Execute(plan) → sample → update  (ARCHITECTURE §1).
 // Plain greedy rows (IsPlainGreedy) are handed to the runner's ExecuteAndSample as kGreedy: a
-// device runner returns their argmax instead of logits, with the same tokens and errors.
+// device runner returns their argmax instead of logits, with the same tokens and errors. The
+// other rows are sampled on the host, split over up to config.num_sampling_threads threads (the
+// engine thread and a pool it owns) when the step has enough logits; the tokens are the same
+// whatever the split (SampleHostRows).
 // Other threads talk to it only through Submit / Abort / stats and each request's OutputStream.
 //
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
@@ -15,11 +18,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
@@ -58,6 +63,7 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t computed_tokens = 0;    // tokens whose KV the runner wrote
   uint64_t generated_tokens = 0;   // tokens sampled and emitted
+  uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
 };
 
 class Engine {
@@ -117,12 +123,39 @@ class Engine {
                      std::optional<TokenId> stop_token = std::nullopt);
   void PublishStats();
 
+  // A sampled row whose logits came back to the host.
+  struct HostRow {
+    int row_idx = 0;          // index among the step's sampled rows (plan order)
+    SampleContext ctx;        // points into live_ and the scheduler: valid for the step
+    std::span<float> logits;  // [vocab_size] f32, the runner's output (sampler scratch)
+  };
+  // How many sampling workers `num_rows` host rows costing `work_logits` (a sampled row costs
+  // vocab_size, an argmax-only row an eighth of it) get: at most one per row and per
+  // kMinSampleLogitsPerWorker, at most num_sampling_threads; 1 = the engine thread alone.
+  size_t NumSamplingWorkers(size_t num_rows, int64_t work_logits) const;
+  // Samples `rows`, writing results[row.row_idx]; a row's error stays in its own entry. Runs on
+  // the engine thread plus, when NumSamplingWorkers > 1, sample_pool_ (each worker with its own
+  // Sampler). Bit-identical to sampling the rows one after another.
+  void SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
+                      std::vector<StatusOr<SampleResult>>& results);
+
+  // Waking the pool costs tens of microseconds; one row of a 128k vocabulary about a millisecond
+  // (docs/benchmarks.md). A worker gets at least this many logits to sample.
+  static constexpr int64_t kMinSampleLogitsPerWorker = int64_t{1} << 16;
+
   EngineConfig config_;
   int vocab_size_ = 0;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
-  Sampler sampler_;
+  // One per sampling worker, each on its own cache lines: SampleRow writes its Sampler's vector
+  // members once per candidate, and two workers' Samplers sharing a line run slower than one.
+  struct alignas(128) SamplerSlot {
+    explicit SamplerSlot(int vocab_size) : sampler(vocab_size) {}
+    Sampler sampler;
+  };
+  std::vector<SamplerSlot> samplers_;         // [num_sampling_threads]
+  std::unique_ptr<ThreadPool> sample_pool_;   // num_sampling_threads - 1 threads; null if none
   std::unordered_map<RequestId, Live> live_;  // engine thread only
   uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
   bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
@@ -130,6 +163,7 @@ class Engine {
   uint64_t steps_ = 0;
   uint64_t computed_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
+  uint64_t parallel_sample_steps_ = 0;
 
   // Shared with submitting threads.
   mutable std::mutex mu_;

@@ -21,6 +21,11 @@ struct EngineConfig {
   int max_batched_tokens = 2048;      // --max-batched-tokens (2048 on CPU)
   int max_num_seqs = 8;               // --batch: rows per step
 
+  // Host sampling: threads that sample the rows whose logits come back to the host (the engine
+  // thread + a pool of num_sampling_threads - 1), used only when a step has enough logits
+  // (Engine::NumSamplingWorkers). The CLI derives it from --threads. In [1, 256].
+  int num_sampling_threads = 1;
+
   // Admission.
   int64_t kv_budget_bytes = 0;        // --kv-budget (decimal GB x 1e9); 0 = off
   int64_t memory_budget_bytes = 0;    // --memory-budget; 0 = off

@@ -31,8 +31,11 @@ uint64_t Mix(uint64_t x) {
 
 class FakeRunner : public ModelRunner {
  public:
-  FakeRunner(int num_blocks, int block_size, int max_len)
-      : block_size_(block_size), max_len_(max_len), kv_(num_blocks * block_size, -1) {}
+  FakeRunner(int num_blocks, int block_size, int max_len, int vocab = kVocab)
+      : block_size_(block_size),
+        max_len_(max_len),
+        vocab_(vocab),
+        kv_(num_blocks * block_size, -1) {}
 
   StatusOr<std::vector<float>> Execute(const StepPlan& plan) override {
     CHECK_EQ(plan.block_size, block_size_);
@@ -68,18 +71,19 @@ class FakeRunner : public ModelRunner {
         if (pos == 0) first = t;
         h = Mix(h ^ static_cast<uint64_t>(t));
       }
-      for (int v = 0; v < kVocab; ++v) {
+      for (int v = 0; v < vocab_; ++v) {
         const double u = static_cast<double>(Mix(h ^ (v * 0x51ED27ull)) >> 11) * 0x1.0p-53;
         logits.push_back(first == kPoison ? NAN : static_cast<float>(u * 8.0 - 4.0));
       }
     }
     return logits;
   }
-  int vocab_size() const override { return kVocab; }
+  int vocab_size() const override { return vocab_; }
   int max_model_len() const override { return max_len_; }
 
   int block_size_;
   int max_len_;
+  int vocab_;
   std::vector<int> kv_;  // [num_blocks * block_size] token written at each slot, -1 = never
   int num_steps_ = 0;
   int max_rows_ = 0;
@@ -97,20 +101,20 @@ class GreedyFakeRunner final : public FakeRunner {
   StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
                                         std::span<const RowSampling> rows) override {
     ASSIGN_OR_RETURN(std::vector<float> all, Execute(plan));
-    CHECK_EQ(all.size(), rows.size() * kVocab);
+    CHECK_EQ(all.size(), rows.size() * vocab_);
     StepOutput out;
     for (size_t k = 0; k < rows.size(); ++k) {
-      const float* row = all.data() + k * kVocab;
+      const float* row = all.data() + k * vocab_;
       if (rows[k] != RowSampling::kGreedy) {
         out.tokens.push_back(kTokenOnHost);
-        out.owned.insert(out.owned.end(), row, row + kVocab);
+        out.owned.insert(out.owned.end(), row, row + vocab_);
         continue;
       }
       ++greedy_rows_;
       int32_t best = kTokenNone;
       float best_value = -INFINITY;
       bool nan = false;
-      for (int v = 0; v < kVocab; ++v) {
+      for (int v = 0; v < vocab_; ++v) {
         nan |= std::isnan(row[v]);
         if (row[v] > best_value) {
           best_value = row[v];
@@ -427,6 +431,56 @@ TEST(EngineTest, RunnerSideGreedyMatchesHostSampling) {
   EXPECT_GT(raw->greedy_rows_, 10);
 }
 
+// Host rows of a step split over several sampling threads give exactly what one thread gives,
+// and a row's error (NaN logits) still finishes only its own request.
+TEST(EngineTest, ParallelHostSamplingMatchesOneThread) {
+  constexpr int kBigVocab = 128256;  // a Llama 3 vocabulary: 8 rows are 16 workers' worth
+  std::vector<Request> work = Workload();
+  for (int i = 0; i < 6; ++i) {  // more rows at chat-like settings, with logprobs on some
+    Request r;
+    r.prompt = Prompt(5, 3 + i, 40 + i);
+    r.params.max_tokens = 6 + i;
+    r.params.seed = 500 + i;
+    r.params.temperature = 0.7f + 0.1f * i;
+    r.params.top_p = i % 2 == 0 ? 0.9f : 1.0f;
+    r.params.top_k = i % 3 == 0 ? 40 : 0;
+    r.params.num_logprobs = i % 2 == 0 ? 3 : -1;
+    work.push_back(r);
+  }
+  Request poisoned = work[1];
+  poisoned.prompt.insert(poisoned.prompt.begin(), kPoison);
+  work.insert(work.begin() + 3, poisoned);
+
+  auto run = [&](int num_threads, uint64_t* parallel_steps) {
+    EngineConfig cfg = BaseConfig(128);
+    cfg.num_sampling_threads = num_threads;
+    auto engine = Engine::Create(cfg, std::make_unique<FakeRunner>(128, 4, 256, kBigVocab));
+    CHECK(engine.ok()) << engine.status().ToString();
+    std::vector<Result> results = RunAll(**engine, work);
+    *parallel_steps = (*engine)->stats().parallel_sample_steps;
+    return results;
+  };
+  uint64_t serial_steps = 0, parallel_steps = 0;
+  const std::vector<Result> want = run(1, &serial_steps);
+  const std::vector<Result> got = run(4, &parallel_steps);
+  EXPECT_EQ(serial_steps, 0u);
+  EXPECT_GT(parallel_steps, 5u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_FALSE(want[i].tokens.empty() && i != 3) << "request " << i;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
+    EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
+  }
+  EXPECT_EQ(got[3].finish, FinishReason::kError);
+  EXPECT_EQ(got[3].error.message(), "sampling failed: the model produced NaN logits");
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i == 3) continue;
+    EXPECT_TRUE(got[i].error.ok()) << "request " << i << ": " << got[i].error.ToString();
+  }
+}
+
 TEST(EngineTest, ARunnerFailureFailsThatStepsRequestsOnly) {
   Made m = Make(BaseConfig(64));
   m.runner->fail_steps_ = 1;
@@ -600,6 +654,10 @@ TEST(EngineConfigTest, ValidateNamesTheFlag) {
   cfg = BaseConfig(8);
   cfg.kv_budget_bytes = 10;
   EXPECT_FALSE(cfg.Validate().ok());
+  cfg = BaseConfig(8);
+  cfg.num_sampling_threads = 0;
+  EXPECT_EQ(cfg.Validate().message(),
+            "num_sampling_threads must be in [1, 256], got 0 (see --threads)");
   cfg = BaseConfig(8);
   cfg.max_model_len = 1000;
   auto e = Engine::Create(cfg, std::make_unique<FakeRunner>(8, 4, 100));

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <unordered_map>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "base/check.h"
 
@@ -23,6 +26,36 @@ uint64_t SplitMix64(uint64_t x) {
 template <typename C>
 bool Before(const C& a, const C& b) {
   return a.p > b.p || (a.p == b.p && a.id < b.id);
+}
+
+bool AnyNaN(std::span<const float> row) {
+  int nan = 0;  // an int, not a bool with an early exit, so the loop vectorizes
+  for (float l : row) nan |= static_cast<int>(l != l);
+  return nan != 0;
+}
+
+// The largest value of a row without NaN. For such rows max is order-independent up to the sign
+// of a zero maximum, which no caller can see: x - (+0) == x - (-0) except for x = -0, and both
+// exp(+0) and exp(-0) are 1; mx + log(sum) is +0 for either zero when log(sum) is +0. So a
+// lane-parallel max gives the same results as the sequential one it replaces.
+float MaxOf(std::span<const float> row) {
+  size_t i = 0;
+  float mx = kNegInf;
+#if defined(__SSE__)
+  // MAXPS(x, m) = x > m ? x : m lane by lane: four independent running maxima per register.
+  __m128 m0 = _mm_set1_ps(kNegInf), m1 = m0, m2 = m0, m3 = m0;
+  for (; i + 16 <= row.size(); i += 16) {
+    m0 = _mm_max_ps(_mm_loadu_ps(row.data() + i), m0);
+    m1 = _mm_max_ps(_mm_loadu_ps(row.data() + i + 4), m1);
+    m2 = _mm_max_ps(_mm_loadu_ps(row.data() + i + 8), m2);
+    m3 = _mm_max_ps(_mm_loadu_ps(row.data() + i + 12), m3);
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
+  for (float l : lanes) mx = std::max(mx, l);
+#endif
+  for (; i < row.size(); ++i) mx = std::max(mx, row[i]);
+  return mx;
 }
 
 }  // namespace
@@ -72,9 +105,13 @@ bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens) {
 
 Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) { CHECK_GT(vocab_size, 0); }
 
-void Sampler::ApplyTopP(float top_p) {
+double Sampler::SumP() const {
   double total = 0.0;
   for (const Candidate& c : candidates_) total += c.p;
+  return total;
+}
+
+void Sampler::ApplyTopP(float top_p, double total) {
   const double target = top_p * total;
   // Sort only as much of the head as needed: grow the sorted prefix until it holds the mass.
   size_t m = std::min<size_t>(256, candidates_.size());
@@ -98,9 +135,7 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
   CHECK(ctx.params != nullptr);
   CHECK_EQ(static_cast<int>(logits.size()), vocab_size_);
   const SamplingParams& params = *ctx.params;
-  for (float l : logits) {
-    if (std::isnan(l)) return InvalidArgumentError("the model produced NaN logits");
-  }
+  if (AnyNaN(logits)) return InvalidArgumentError("the model produced NaN logits");
 
   ApplyLogitBias(params, logits);
   ApplyPenalties(params, ctx.prompt, ctx.output, logits);
@@ -109,7 +144,7 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
   float log_z = 0.0f;
   if (params.num_logprobs >= 0) {
     scratch_.assign(logits.begin(), logits.end());
-    const float mx = *std::max_element(logits.begin(), logits.end());
+    const float mx = MaxOf(logits);
     double sum = 0.0;
     for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
     log_z = mx + static_cast<float>(std::log(sum));
@@ -139,25 +174,40 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
     }
   } else {
     const float inv_t = 1.0f / params.temperature;
-    float mx = kNegInf;
-    for (float l : logits) mx = std::max(mx, l);
+    const float mx = MaxOf(logits);
     if (mx == kNegInf) {
       return InvalidArgumentError("no token left to sample: every token is masked");
     }
+    // Every unmasked token in id order, and `total`, the sum of their p in that order: any later
+    // sum over the candidates that adds up this same set in this same order is `total` exactly,
+    // so it is taken from here (in the shadow of exp) instead of a second pass.
     candidates_.clear();
+    double total = 0.0;
     for (int i = 0; i < vocab_size_; ++i) {
       if (logits[i] == kNegInf) continue;
-      candidates_.push_back({std::exp((logits[i] - mx) * inv_t), i});
+      const float p = std::exp((logits[i] - mx) * inv_t);
+      candidates_.push_back({p, i});
+      total += p;
     }
-    bool reordered = false;
+    const size_t num_unmasked = candidates_.size();
+    bool reordered = false;  // candidates_ are not in id order
+    // Candidates only ever leave, so the same size is the same set.
+    auto whole_in_id_order = [&] { return !reordered && candidates_.size() == num_unmasked; };
     if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
       reordered = true;
-      std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k,
-                       candidates_.end(), Before<Candidate>);
+      const auto kth = candidates_.begin() + params.top_k;
+      if (params.top_p < 1.0f || params.xtc_probability > 0.0f) {
+        // Both sum the survivors in the order nth_element leaves them: keep that order.
+        std::nth_element(candidates_.begin(), kth, candidates_.end(), Before<Candidate>);
+      } else {
+        // Only the set of the k best survives (Before is a total order, so it is unique), and a
+        // k-heap finds it several times faster than nth_element over a large vocabulary.
+        std::partial_sort(candidates_.begin(), kth, candidates_.end(), Before<Candidate>);
+      }
       candidates_.resize(params.top_k);
     }
     if (params.top_p < 1.0f) {
-      ApplyTopP(params.top_p);
+      ApplyTopP(params.top_p, whole_in_id_order() ? total : SumP());
       reordered = true;
     }
     if (params.min_p > 0.0f) {
@@ -170,9 +220,7 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
         CounterUniform(ctx.seed, step, /*stream=*/1) < params.xtc_probability) {
       // XTC ("exclude top choices"): drop every token at or above the threshold except the
       // least likely of them, when there are at least two.
-      double total = 0.0;
-      for (const Candidate& c : candidates_) total += c.p;
-      const double cut = params.xtc_threshold * total;
+      const double cut = params.xtc_threshold * (whole_in_id_order() ? total : SumP());
       int num_above = 0;
       const Candidate* last_above = nullptr;
       for (const Candidate& c : candidates_) {
@@ -193,9 +241,9 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
     if (reordered) {
       std::sort(candidates_.begin(), candidates_.end(),
                 [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+      reordered = false;
     }
-    double total = 0.0;
-    for (const Candidate& c : candidates_) total += c.p;
+    if (!whole_in_id_order()) total = SumP();
     const double target = CounterUniform(ctx.seed, step, /*stream=*/0) * total;
     double cum = 0.0;
     chosen = candidates_.back().id;

@@ -78,8 +78,11 @@ class Sampler {
     float p;
     TokenId id;
   };
+  // Sum of the candidates' p, in their current order.
+  double SumP() const;
   // Keeps the smallest prefix of the candidates (sorted by p desc) whose mass reaches top_p.
-  void ApplyTopP(float top_p);
+  // `total`: SumP().
+  void ApplyTopP(float top_p, double total);
 
   int vocab_size_;
   std::vector<Candidate> candidates_;  // surviving tokens (p: probability, or logit for logprobs)

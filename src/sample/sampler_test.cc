@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace loom {
@@ -238,6 +240,174 @@ TEST(SamplerTest, BadRowsAreErrorsNotCrashes) {
   p.temperature = 0;
   row = {0.0f, 1.0f, 2.0f};
   EXPECT_FALSE(sampler.SampleRow(row, {&p, {}, {}, 0, {}}).ok());
+}
+
+// FNV-1a over the bytes of `v`.
+template <typename T>
+void HashInto(uint64_t& h, const T& v) {
+  unsigned char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  for (unsigned char b : bytes) h = (h ^ b) * 0x100000001B3ull;
+}
+
+// Every output of SampleRow (token, logprob bits, top logprobs, error message) for one setting
+// over logits rows with ties, -inf entries, a wide range (exp underflows to 0) and vocabularies of
+// 7, 1000 and 128256, four steps each, hashed. The values depend on libm's expf / exp / log
+// (glibc here): another C library may need the hashes regenerated (the failure prints them).
+uint64_t PinnedHash(const SamplingParams& params) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (int vocab : {7, 1000, 128256}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      // Roughly normal (a sum of four uniforms), sd 3 or 30; no libm, no <random>.
+      const uint64_t seed = static_cast<uint64_t>(vocab * 3 + variant);
+      const double scale = variant == 2 ? 30.0 : 3.0;
+      std::vector<float> logits(static_cast<size_t>(vocab));
+      for (size_t i = 0; i < logits.size(); ++i) {
+        double sum = 0;
+        for (uint64_t k = 0; k < 4; ++k) sum += CounterUniform(seed, i, k);
+        logits[i] = static_cast<float>((sum - 2.0) * 1.7320508 * scale);
+      }
+      if (variant == 1) {  // ties and masked entries
+        for (size_t i = 0; i < logits.size(); i += 3) logits[i] = std::round(logits[i]);
+        for (size_t i = 1; i < logits.size(); i += 5) logits[i] = -INFINITY;
+      }
+      Sampler sampler(vocab);
+      Tokens output;
+      const Tokens prompt = {1, 2, 3, 2};
+      const Tokens eos = {0};
+      for (int step = 0; step < 4; ++step) {
+        std::vector<float> row = logits;
+        auto r = sampler.SampleRow(row, {&params, prompt, output, 77u + variant, eos});
+        if (!r.ok()) {
+          const std::string message = r.status().message();
+          for (char c : message) HashInto(h, c);
+          output.push_back(1);
+          continue;
+        }
+        HashInto(h, r->token);
+        HashInto(h, r->logprob);
+        for (const TokenLogprob& t : r->top_logprobs) {
+          HashInto(h, t.token);
+          HashInto(h, t.logprob);
+        }
+        output.push_back(r->token);
+      }
+    }
+  }
+  return h;
+}
+
+// Pins SampleRow's exact outputs: a change to the sampler that is meant to be a pure speed-up
+// must keep every hash. Produced by the sampler before the single-row speed-ups (h-samp's first
+// commit); a deliberate change of behaviour updates them.
+TEST(SamplerTest, OutputsArePinned) {
+  struct Case {
+    const char* name;
+    SamplingParams params;
+    uint64_t hash;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, auto edit, uint64_t hash) {
+    SamplingParams p;
+    p.num_logprobs = -1;
+    edit(p);
+    cases.push_back({name, p, hash});
+  };
+  add(
+      "t=1", [](SamplingParams&) {}, 0x84f90dacf9ad33b0ull);
+  add(
+      "t=0.8", [](SamplingParams& p) { p.temperature = 0.8f; }, 0xba60e31576d41919ull);
+  add(
+      "t=0.01", [](SamplingParams& p) { p.temperature = 0.01f; }, 0xf9ad5300b0bc6f45ull);
+  add(
+      "t=5", [](SamplingParams& p) { p.temperature = 5.0f; }, 0xd4c6117517f703ddull);
+  add(
+      "top_p=0.9",
+      [](SamplingParams& p) {
+        p.temperature = 0.8f;
+        p.top_p = 0.9f;
+      },
+      0x7c718a1e64a70c61ull);
+  add(
+      "top_p=0.999", [](SamplingParams& p) { p.top_p = 0.999f; }, 0x20ae5232ebbf74b0ull);
+  add(
+      "top_k=50,top_p=0.5",
+      [](SamplingParams& p) {
+        p.top_k = 50;
+        p.top_p = 0.5f;
+      },
+      0x2e93ee33c1d07470ull);
+  add(
+      "top_k=5",
+      [](SamplingParams& p) {
+        p.temperature = 1.3f;
+        p.top_k = 5;
+      },
+      0x3d83b1913d36d82bull);
+  add(
+      "min_p=0.05",
+      [](SamplingParams& p) {
+        p.temperature = 0.7f;
+        p.min_p = 0.05f;
+      },
+      0x9c657c463255acc2ull);
+  add(
+      "xtc",
+      [](SamplingParams& p) {
+        p.xtc_probability = 1.0f;
+        p.xtc_threshold = 0.05f;
+      },
+      0xc0062dcad527a495ull);
+  add(
+      "top_k=2000,min_p=1e-6,xtc",
+      [](SamplingParams& p) {
+        p.temperature = 5.0f;
+        p.top_k = 2000;
+        p.min_p = 1e-6f;
+        p.xtc_probability = 1.0f;
+        p.xtc_threshold = 0.001f;
+      },
+      0xc747cb96f5e77a9dull);
+  add(
+      "mixed+logprobs",
+      [](SamplingParams& p) {
+        p.temperature = 0.9f;
+        p.top_p = 0.95f;
+        p.min_p = 0.02f;
+        p.num_logprobs = 5;
+      },
+      0x5388dab1ef616c19ull);
+  add(
+      "greedy+logprobs",
+      [](SamplingParams& p) {
+        p.temperature = 0;
+        p.num_logprobs = 3;
+      },
+      0x241c7f1a439aad95ull);
+  add(
+      "greedy+min_tokens",
+      [](SamplingParams& p) {
+        p.temperature = 0;
+        p.num_logprobs = 0;
+        p.min_tokens = 2;
+      },
+      0x8b377fe6729cf5b1ull);
+  add(
+      "penalties+bias",
+      [](SamplingParams& p) {
+        p.temperature = 0.8f;
+        p.repetition_penalty = 1.3f;
+        p.presence_penalty = 0.5f;
+        p.frequency_penalty = 0.3f;
+        p.logit_bias = {{2, 5.0f}, {5, -100.0f}};
+        p.min_tokens = 3;
+        p.stop_token_ids = {3};
+        p.num_logprobs = 2;
+      },
+      0xe3343f7b3cfb5e42ull);
+  for (const Case& c : cases) {
+    EXPECT_EQ(PinnedHash(c.params), c.hash) << c.name << ": 0x" << std::hex << PinnedHash(c.params);
+  }
 }
 
 }  // namespace
