@@ -410,5 +410,34 @@ TEST(SamplerTest, OutputsArePinned) {
   }
 }
 
+// Top-p over a nearly flat 128k distribution keeps most of the vocabulary: the head is grown over
+// several rounds. Pinned against the sampler before the nth_element-based growth (one
+// partial_sort per round), which must give exactly the same rows.
+TEST(SamplerTest, TopPOverAFlatVocabularyIsPinned) {
+  const int vocab = 128256;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (size_t i = 0; i < logits.size(); ++i) {
+    logits[i] = static_cast<float>((CounterUniform(99, i, 0) - 0.5) * 0.2);
+  }
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (float top_p : {0.5f, 0.95f, 0.9999f}) {
+    SamplingParams params;
+    params.temperature = 0.8f;
+    params.top_p = top_p;
+    params.num_logprobs = 2;
+    Sampler sampler(vocab);
+    Tokens output;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> row = logits;
+      auto r = sampler.SampleRow(row, {&params, {}, output, 5u, {}});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      HashInto(h, r->token);
+      HashInto(h, r->logprob);
+      output.push_back(r->token);
+    }
+  }
+  EXPECT_EQ(h, 0x05652c77e8e41e4cull);
+}
+
 }  // namespace
 }  // namespace loom
