@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "model/dummy_weights.h"
+#include "runtime/test_models.h"
 
 namespace loom {
 namespace {
@@ -254,23 +255,7 @@ TEST_F(CudaGraphRunnerTest, DefaultModelGreedyMatchesEager) {
 
 TEST_F(CudaGraphRunnerTest, RandomGemmaLikeGreedyMatchesEager) {
   auto make = [&] {
-    ModelConfig c;
-    c.arch = "gemma3";
-    c.vocab_size = 512;
-    c.hidden_size = 128;
-    c.intermediate_size = 256;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.rotary_dim = 64;
-    c.max_position_embeddings = 256;
-    c.qk_norm = true;
-    c.norm_plus_one = true;
-    c.sandwich_norm = true;
-    c.activation = Activation::kGeluTanh;
-    c.layer_window = {8, 0};  // sliding then global
-    c.rope_local = c.rope;
+    const ModelConfig c = test_models::GemmaLikeConfig(512);
     return MakeDummyModelFromConfig(c, backend_.get(), DType::kBF16, 7, "test");
   };
   Compare(make, 1, 40);
@@ -280,23 +265,7 @@ TEST_F(CudaGraphRunnerTest, RandomGemmaLikeGreedyMatchesEager) {
 
 TEST_F(CudaGraphRunnerTest, DeviceGreedyMatchesHostArgmax) {
   auto gemma_like = [&] {
-    ModelConfig c;
-    c.arch = "gemma3";
-    c.vocab_size = 1001;  // odd: the argmax kernel's scalar path, gathered rows of 4004 bytes
-    c.hidden_size = 128;
-    c.intermediate_size = 256;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.rotary_dim = 64;
-    c.max_position_embeddings = 256;
-    c.qk_norm = true;
-    c.norm_plus_one = true;
-    c.sandwich_norm = true;
-    c.activation = Activation::kGeluTanh;
-    c.layer_window = {8, 0};
-    c.rope_local = c.rope;
+    const ModelConfig c = test_models::GemmaLikeConfig(1001);
     return MakeDummyModelFromConfig(c, backend_.get(), DType::kBF16, 11, "test");
   };
   CompareRunnerGreedy(gemma_like, 1, 30);

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
-#include "model/dummy_weights.h"
+#include "runtime/test_models.h"
 
 namespace loom {
 namespace {
@@ -29,23 +29,6 @@ class FakeAccelerator final : public StepAccelerator {
   bool take_;
 };
 
-std::unique_ptr<Model> TinyModel(Backend* be) {
-  ModelConfig c;
-  c.arch = "llama";
-  c.vocab_size = 32;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 1;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.rotary_dim = 8;
-  c.max_position_embeddings = 64;
-  c.layer_window = {0};
-  c.rope_local = c.rope;
-  return MakeDummyModelFromConfig(c, be, DType::kF32, 5, "tiny");
-}
-
 StepPlan Decode() {
   StepPlan p;
   p.block_size = 4;
@@ -57,8 +40,8 @@ StepPlan Decode() {
 
 TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   CpuBackend be(1);
-  DecoderRunner plain(TinyModel(&be), 4, 4, DType::kF32);
-  DecoderRunner runner(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner plain(test_models::TinyLlama(&be), 4, 4, DType::kF32);
+  DecoderRunner runner(test_models::TinyLlama(&be), 4, 4, DType::kF32);
   auto want = plain.Execute(Decode());
   ASSERT_TRUE(want.ok());
 
@@ -91,8 +74,8 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
 // The CPU backend has no ArgmaxRows: kGreedy rows come back as logits, the same as Execute's.
 TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
   CpuBackend be(1);
-  DecoderRunner plain(TinyModel(&be), 4, 4, DType::kF32);
-  DecoderRunner runner(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner plain(test_models::TinyLlama(&be), 4, 4, DType::kF32);
+  DecoderRunner runner(test_models::TinyLlama(&be), 4, 4, DType::kF32);
   StepPlan p = Decode();
   p.seqs.push_back(ScheduledSeq{RequestId{2}, {5, 6}, 0, {1}, true});
   p.seqs.push_back(ScheduledSeq{RequestId{3}, {7}, 0, {2}, false});

@@ -5,28 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
-#include "model/dummy_weights.h"
 #include "runtime/decoder_runner.h"
+#include "runtime/test_models.h"
 
 namespace loom {
 namespace {
-
-std::unique_ptr<Model> TinyModel(Backend* be) {
-  ModelConfig c;
-  c.arch = "llama";
-  c.vocab_size = 32;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 1;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.rotary_dim = 8;
-  c.max_position_embeddings = 64;
-  c.layer_window = {0};
-  c.rope_local = c.rope;
-  return MakeDummyModelFromConfig(c, be, DType::kF32, 5, "tiny");
-}
 
 // Block size 4: a 1-token decode over 5 cached tokens, a sampled 3-token prefill and an
 // unsampled 4-token chunk.
@@ -43,7 +26,7 @@ StepPlan Mixed() {
 
 TEST(NoOpRunnerTest, SameLayoutAsTheDecoderRunnerWithZeroLogits) {
   CpuBackend be(1);
-  DecoderRunner real(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner real(test_models::TinyLlama(&be), 4, 4, DType::kF32);
   NoOpRunner noop(&be, 32, 64, 4, 4);
   EXPECT_EQ(noop.vocab_size(), real.vocab_size());
   EXPECT_EQ(noop.max_model_len(), real.max_model_len());
@@ -66,7 +49,7 @@ TEST(NoOpRunnerTest, SameLayoutAsTheDecoderRunnerWithZeroLogits) {
 
 TEST(NoOpRunnerTest, RejectsWhatTheDecoderRunnerRejects) {
   CpuBackend be(1);
-  DecoderRunner real(TinyModel(&be), 4, 4, DType::kF32);
+  DecoderRunner real(test_models::TinyLlama(&be), 4, 4, DType::kF32);
   NoOpRunner noop(&be, 32, 64, 4, 4);
   StepPlan bad_block = Mixed();
   bad_block.seqs[1].block_table = {4};  // == num_blocks
