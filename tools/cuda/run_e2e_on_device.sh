@@ -8,12 +8,7 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp}
 bin=.dev/cuda2-bin
 # package_e2e.sh ships the libraries xz-compressed (the 64 MiB transfer limit).
-[ -d $bin/lib ] || { mkdir -p /tmp/cuda2-lib && tar xJf $bin/lib.tar.xz -C /tmp/cuda2-lib; }
-cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
-         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$PWD/$bin/lib:/tmp/cuda2-lib/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# The test binary looks for models/default under the source dir it was built in.
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+. tools/cuda/device_env.sh  # libraries, LD_LIBRARY_PATH, the build's source dir ($LOOM_BUILT_IN)
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 timeout 120 $bin/cuda_backend_test 2>&1 | tee "$out/backend_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED|tests ran"
 timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | tail -25

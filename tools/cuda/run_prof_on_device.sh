@@ -7,11 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp}
 bin=${BIN:-.dev/prof-bin}
-[ -d $bin/lib ] || { mkdir -p /tmp/prof-lib && tar xJf $bin/lib.tar.xz -C /tmp/prof-lib; }
-cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
-         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$PWD/$bin/lib:/tmp/prof-lib/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-[ -e /work/wt-prof ] || { mkdir -p /work && ln -s "$PWD" /work/wt-prof; }
+. tools/cuda/device_env.sh  # libraries, LD_LIBRARY_PATH, the build's source dir ($LOOM_BUILT_IN)
 B() {  # tag model concurrency extra... (env set by the caller)
   local tag=$1 m=$2 c=$3; shift 3
   local r

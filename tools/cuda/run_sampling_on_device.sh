@@ -12,12 +12,7 @@ set -uo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || echo "$(dirname "$0")/../..")"
 out=${OUT:-/tmp}
 bin=${BIN:-.dev/cuda2-bin}
-[ -d $bin/lib ] || { mkdir -p /tmp/cuda2-lib && tar xJf $bin/lib.tar.xz -C /tmp/cuda2-lib; }
-cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
-         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$PWD/$bin/lib:/tmp/cuda2-lib/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# The test binaries look for models/default under the source dir they were built in.
-[ -e /work/wt-cuda ] || { mkdir -p /work && ln -s "$PWD" /work/wt-cuda; }
+. tools/cuda/device_env.sh  # libraries, LD_LIBRARY_PATH, the build's source dir ($LOOM_BUILT_IN)
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 timeout 60 $bin/cuda_backend_test --gtest_filter='CudaArgmax*:CudaBackendTest.AllocUploadAndCopies' \
   2>&1 | tee "$out/argmax_test.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED|OK \]"

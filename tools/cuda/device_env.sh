@@ -1,0 +1,12 @@
+# Sourced on the GPU machine by the tools/cuda/run_*_on_device.sh scripts, from the repository
+# root, with $bin set to the package folder (see package_e2e.sh): unpacks its xz'd shared
+# libraries, puts them and the machine's CUDA libraries on LD_LIBRARY_PATH, and links the source
+# directory the binaries were built in ($LOOM_BUILT_IN, default /work/main: the tests read
+# models/default under it) to this checkout.
+libs=/tmp/$(basename "$bin")-lib
+[ -d "$bin/lib" ] || [ -d "$libs/lib" ] || { mkdir -p "$libs" && tar xJf "$bin/lib.tar.xz" -C "$libs"; }
+cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
+         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$PWD/$bin/lib:$libs/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+built_in=${LOOM_BUILT_IN:-/work/main}
+[ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
