@@ -24,15 +24,19 @@ const uint8_t* FileBytes::data() const {
 }
 
 int64_t CheckedNumel(const std::vector<int64_t>& dims) {
+  // The nonzero dims must stay within the limit even when another dim is 0: a [2^41, 2^41, 0]
+  // tensor holds nothing, but every later product over its shape would overflow.
   int64_t n = 1;
+  bool empty = false;
   for (int64_t d : dims) {
-    if (d == 0) return 0;
-  }
-  for (int64_t d : dims) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
     if (d > kMaxTensorElems || n > kMaxTensorElems / d) return -1;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 Shape ShapeFromDims(const std::vector<int64_t>& dims) {

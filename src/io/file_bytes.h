@@ -41,7 +41,8 @@ class FileBytes {
 // Largest element count of a tensor we accept from a file (2^48): keeps numel * 8 in int64.
 inline constexpr int64_t kMaxTensorElems = int64_t{1} << 48;
 
-// Product of `dims` (each already checked non-negative), or -1 when it exceeds kMaxTensorElems.
+// Product of `dims` (each already checked non-negative), or -1 when it, or the product of the
+// nonzero dims alone, exceeds kMaxTensorElems.
 int64_t CheckedNumel(const std::vector<int64_t>& dims);
 
 // A Shape from 1..4 dims (CHECKed: callers validate the count first).

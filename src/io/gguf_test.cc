@@ -259,6 +259,10 @@ std::vector<BadFileCase> BadFiles() {
        Header(1, 0).Tensor("w", {1u << 30, 1u << 30}, 0, 0).Pad(32).str(),
        StatusCode::kInvalidArgument,
        {"'w'", "element count"}},
+      {"absurd_numel_beside_a_zero_dim",  // found by fuzz_gguf: empty, yet products overflow
+       Header(1, 0).Tensor("w", {uint64_t{1} << 41, uint64_t{1} << 41, 0}, 0, 0).Pad(32).str(),
+       StatusCode::kInvalidArgument,
+       {"'w'", "element count"}},
       {"row_not_a_block_multiple",
        Header(1, 0).Tensor("q", {33}, 8, 0).Pad(32).Raw(data32 + data32).str(),
        StatusCode::kInvalidArgument,

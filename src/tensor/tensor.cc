@@ -52,8 +52,14 @@ Shape::Shape(std::initializer_list<int64_t> dims) {
 
 int64_t Shape::numel() const {
   if (ndim_ == 0) return 0;
+  for (int i = 0; i < ndim_; ++i) {
+    if (dims_[static_cast<size_t>(i)] == 0) return 0;  // before any product can overflow
+  }
   int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= dims_[static_cast<size_t>(i)];
+  for (int i = 0; i < ndim_; ++i) {
+    CHECK(!__builtin_mul_overflow(n, dims_[static_cast<size_t>(i)], &n))
+        << "shape " << ToString() << " has more elements than int64 holds";
+  }
   return n;
 }
 
