@@ -35,7 +35,8 @@ void ToF32Scalar(DType t, const void* src, float* dst, int n) {
 LOOM_AVX2 float DotAvx2(const float* a, const float* b, int n) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   float r = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
@@ -70,13 +71,119 @@ struct Helpers {
 };
 
 // Returns a pointer to the f32 values of a pool row (the row itself for f32, else `buf`).
-const float* RowF32(const Helpers& h, DType t, const char* pool, int64_t row, int dim,
-                    float* buf) {
+const float* RowF32(const Helpers& h, DType t, const char* pool, int64_t row, int dim, float* buf) {
   const size_t elem = t == DType::kF32 ? 4 : 2;
   const char* p = pool + static_cast<size_t>(row) * static_cast<size_t>(dim) * elem;
   if (t == DType::kF32) return reinterpret_cast<const float*>(p);
   h.to_f32(t, p, buf, dim);
   return buf;
+}
+
+// ---- the AVX2 path for head_dim % 8 == 0: one (query row, kv head) task, page by page ----
+//
+// Per page chunk (<= block_size keys): f16/bf16 rows are widened once into chunk buffers; the
+// scores of 4 keys at a time come from 4 accumulators reduced together (one horizontal tree per
+// 4 scores, not per score); P @ V keeps up to 32 output dims of a head in registers across the
+// chunk's keys, with the online-softmax rescale folded into the load. Same math as the generic
+// path, summed in a different order (f32 rounding differs); the order depends only on the task's
+// own positions, so a row's result is the same in any batch.
+
+LOOM_AVX2 inline __m128 Reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+LOOM_AVX2 inline float Reduce1x8(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// scores[c] = dot(qh, rows[c]) for c < cnt; D % 8 == 0.
+LOOM_AVX2 void ScoresAvx2(const float* qh, const float* const* rows, int cnt, int D,
+                          float* scores) {
+  int c = 0;
+  for (; c + 4 <= cnt; c += 4) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int d = 0; d < D; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(qh + d);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c] + d), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 1] + d), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 2] + d), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 3] + d), a3);
+    }
+    _mm_storeu_ps(scores + c, Reduce4x8(a0, a1, a2, a3));
+  }
+  for (; c < cnt; ++c) {
+    __m256 a = _mm256_setzero_ps();
+    for (int d = 0; d < D; d += 8) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(rows[c] + d), a);
+    }
+    scores[c] = Reduce1x8(a);
+  }
+}
+
+// acc[0..D) = acc * alpha + sum_c p[c] * rows[c]; D % 8 == 0.
+LOOM_AVX2 void WeightedSumAvx2(const float* p, const float* const* rows, int cnt, int D,
+                               float alpha, float* acc) {
+  const __m256 av = _mm256_set1_ps(alpha);
+  int d = 0;
+  for (; d + 32 <= D; d += 32) {
+    __m256 r0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), av);
+    __m256 r1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), av);
+    __m256 r2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 16), av);
+    __m256 r3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), av);
+    for (int c = 0; c < cnt; ++c) {
+      const __m256 pv = _mm256_set1_ps(p[c]);
+      const float* v = rows[c] + d;
+      r0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v), r0);
+      r1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8), r1);
+      r2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 16), r2);
+      r3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 24), r3);
+    }
+    _mm256_storeu_ps(acc + d, r0);
+    _mm256_storeu_ps(acc + d + 8, r1);
+    _mm256_storeu_ps(acc + d + 16, r2);
+    _mm256_storeu_ps(acc + d + 24, r3);
+  }
+  for (; d < D; d += 8) {
+    __m256 r = _mm256_mul_ps(_mm256_loadu_ps(acc + d), av);
+    for (int c = 0; c < cnt; ++c) {
+      r = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), _mm256_loadu_ps(rows[c] + d), r);
+    }
+    _mm256_storeu_ps(acc + d, r);
+  }
+}
+
+// Scratch of one thread for AttendTaskAvx2.
+struct TaskScratch {
+  std::vector<float> acc, scores, m, l, kchunk, vchunk;
+  std::vector<const float*> krows, vrows;
+  TaskScratch(int group, int D, int bs)
+      : acc(static_cast<size_t>(group) * D),
+        scores(static_cast<size_t>(group) * bs),
+        m(static_cast<size_t>(group)),
+        l(static_cast<size_t>(group)),
+        kchunk(static_cast<size_t>(bs) * D),
+        vchunk(static_cast<size_t>(bs) * D),
+        krows(static_cast<size_t>(bs)),
+        vrows(static_cast<size_t>(bs)) {}
+};
+
+// Pool row pointers (f32) of positions [p, p + cnt) of one page, widened into `chunk` if needed.
+LOOM_AVX2 void ChunkRows(DType t, const char* pool, int64_t first_row, int64_t row_stride, int cnt,
+                         int D, float* chunk, const float** rows) {
+  const size_t elem = t == DType::kF32 ? 4 : 2;
+  for (int c = 0; c < cnt; ++c) {
+    const char* src =
+        pool + static_cast<size_t>(first_row + c * row_stride) * static_cast<size_t>(D) * elem;
+    if (t == DType::kF32) {
+      rows[c] = reinterpret_cast<const float*>(src);
+    } else {
+      ToF32Avx2(t, src, chunk + static_cast<size_t>(c) * D, D);
+      rows[c] = chunk + static_cast<size_t>(c) * D;
+    }
+  }
 }
 
 }  // namespace
@@ -109,8 +216,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   std::vector<int32_t> token_seq(static_cast<size_t>(n));
   for (int s = 0; s < meta.num_seqs; ++s) {
     const int32_t q_len = qstart[s + 1] - qstart[s];
-    CHECK(q_len >= 0 && q_len <= kv_len[s]) << "Attention: seq " << s << " q_len " << q_len
-                                            << " kv_len " << kv_len[s];
+    CHECK(q_len >= 0 && q_len <= kv_len[s])
+        << "Attention: seq " << s << " q_len " << q_len << " kv_len " << kv_len[s];
     CHECK_GE(int64_t{indptr[s + 1] - indptr[s]} * bs, kv_len[s])
         << "Attention: seq " << s << " has too few pages for kv_len " << kv_len[s];
     for (int32_t t = qstart[s]; t < qstart[s + 1]; ++t) token_seq[static_cast<size_t>(t)] = s;
@@ -125,11 +232,12 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   const float cap = params.logit_softcap;
   const int64_t num_tasks = n * KVH;
 
+  const bool fast = use_avx2 && D % 8 == 0;
 #pragma omp parallel num_threads(num_threads)
   {
-    std::vector<float> acc(static_cast<size_t>(group) * D), kbuf(static_cast<size_t>(D)),
-        vbuf(static_cast<size_t>(D)), scores(static_cast<size_t>(group) * bs);
-    std::vector<float> m(static_cast<size_t>(group)), l(static_cast<size_t>(group));
+    TaskScratch ts(group, D, bs);
+    std::vector<float> kbuf(static_cast<size_t>(D)), vbuf(static_cast<size_t>(D));
+    float* acc = ts.acc.data();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < num_tasks; ++task) {
       const int64_t t = task / KVH;
@@ -140,53 +248,64 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
       const int64_t first =
           params.sliding_window > 0 ? std::max<int64_t>(0, pos - params.sliding_window + 1) : 0;
       const int32_t* seq_pages = pages + indptr[s];
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-      std::fill(l.begin(), l.end(), 0.0f);
+      std::fill(ts.acc.begin(), ts.acc.end(), 0.0f);
+      std::fill(ts.m.begin(), ts.m.end(), -std::numeric_limits<float>::infinity());
+      std::fill(ts.l.begin(), ts.l.end(), 0.0f);
       const float* qg = qbase + t * H * D + static_cast<int64_t>(g) * group * D;
       for (int64_t p = first; p <= pos;) {
         const int64_t block = seq_pages[p / bs];
         CHECK(block >= 0 && block < num_blocks) << "Attention: block id " << block;
         const int64_t end = std::min(pos + 1, (p / bs + 1) * bs);
         const int cnt = static_cast<int>(end - p);
+        const int64_t row0 = (block * bs + p % bs) * KVH + g;  // row of position p, kv head g
+        if (fast) {
+          ChunkRows(kv_t, kbase, row0, KVH, cnt, D, ts.kchunk.data(), ts.krows.data());
+          ChunkRows(kv_t, vbase, row0, KVH, cnt, D, ts.vchunk.data(), ts.vrows.data());
+        }
         // Scores of this page's chunk for every head of the group (one key load per key).
-        for (int c = 0; c < cnt; ++c) {
-          const int64_t row = (block * bs + (p + c) % bs) * KVH + g;
-          const float* kr = RowF32(helpers, kv_t, kbase, row, D, kbuf.data());
-          for (int h = 0; h < group; ++h) {
-            float sc = helpers.dot(qg + h * D, kr, D) * params.scale;
-            if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
-            scores[static_cast<size_t>(h * bs + c)] = sc;
-          }
+        for (int h = 0; h < group && fast; ++h) {
+          ScoresAvx2(qg + h * D, ts.krows.data(), cnt, D, ts.scores.data() + h * bs);
+        }
+        for (int c = 0; c < cnt && !fast; ++c) {
+          const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
+          for (int h = 0; h < group; ++h)
+            ts.scores[static_cast<size_t>(h * bs + c)] = helpers.dot(qg + h * D, kr, D);
         }
         for (int h = 0; h < group; ++h) {
-          float* sh = scores.data() + h * bs;
-          float cm = m[static_cast<size_t>(h)];
-          for (int c = 0; c < cnt; ++c) cm = std::max(cm, sh[c]);
-          const float alpha = std::exp(m[static_cast<size_t>(h)] - cm);  // 0 on the first chunk
-          float* ah = acc.data() + h * D;
-          for (int d = 0; d < D; ++d) ah[d] *= alpha;
-          float sum = l[static_cast<size_t>(h)] * alpha;
+          float* sh = ts.scores.data() + h * bs;
+          float cm = ts.m[static_cast<size_t>(h)];
+          for (int c = 0; c < cnt; ++c) {
+            float sc = sh[c] * params.scale;
+            if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
+            sh[c] = sc;
+            cm = std::max(cm, sc);
+          }
+          const float alpha = std::exp(ts.m[static_cast<size_t>(h)] - cm);  // 0 on the first chunk
+          float sum = ts.l[static_cast<size_t>(h)] * alpha;
           for (int c = 0; c < cnt; ++c) {
             sh[c] = std::exp(sh[c] - cm);
             sum += sh[c];
           }
-          l[static_cast<size_t>(h)] = sum;
-          m[static_cast<size_t>(h)] = cm;
+          ts.l[static_cast<size_t>(h)] = sum;
+          ts.m[static_cast<size_t>(h)] = cm;
+          if (fast) {
+            WeightedSumAvx2(sh, ts.vrows.data(), cnt, D, alpha, acc + h * D);
+          } else {
+            for (int d = 0; d < D; ++d) acc[h * D + d] *= alpha;
+          }
         }
-        for (int c = 0; c < cnt; ++c) {
-          const int64_t row = (block * bs + (p + c) % bs) * KVH + g;
-          const float* vr = RowF32(helpers, kv_t, vbase, row, D, vbuf.data());
+        for (int c = 0; c < cnt && !fast; ++c) {
+          const float* vr = RowF32(helpers, kv_t, vbase, row0 + c * KVH, D, vbuf.data());
           for (int h = 0; h < group; ++h) {
-            helpers.axpy(scores[static_cast<size_t>(h * bs + c)], vr, acc.data() + h * D, D);
+            helpers.axpy(ts.scores[static_cast<size_t>(h * bs + c)], vr, acc + h * D, D);
           }
         }
         p = end;
       }
       for (int h = 0; h < group; ++h) {
         float* o = obase + t * H * D + static_cast<int64_t>(g * group + h) * D;
-        const float inv = 1.0f / l[static_cast<size_t>(h)];
-        for (int d = 0; d < D; ++d) o[d] = acc[static_cast<size_t>(h * D + d)] * inv;
+        const float inv = 1.0f / ts.l[static_cast<size_t>(h)];
+        for (int d = 0; d < D; ++d) o[d] = acc[h * D + d] * inv;
       }
     }
   }
