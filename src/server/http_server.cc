@@ -174,6 +174,7 @@ Status HttpServer::Bind() {
   if (o.port == 0) {
     port_ = server_->bind_to_any_port(o.host);
     if (port_ <= 0) return FailedPreconditionError("cannot bind " + o.host + " to a free port");
+    WidenBacklog();
     return OkStatus();
   }
   if (!server_->bind_to_port(o.host, o.port)) {
@@ -182,7 +183,15 @@ Status HttpServer::Bind() {
                                    "stop the other server or pass --port N");
   }
   port_ = o.port;
+  WidenBacklog();
   return OkStatus();
+}
+
+void HttpServer::WidenBacklog() {
+  if (WidenListenBacklog(port_, kListenBacklog) == 0) {
+    LOG(WARNING) << "could not widen the listen backlog of port " << port_
+                 << "; bursts of more than 5 simultaneous connects may wait a second";
+  }
 }
 
 void HttpServer::Serve() { server_->listen_after_bind(); }

@@ -45,6 +45,9 @@ class HttpServer {
 
  private:
   void Configure();
+  // Raises the listener's backlog from httplib's 5 (see WidenListenBacklog).
+  void WidenBacklog();
+  static constexpr int kListenBacklog = 1024;
 
   ServerContext* ctx_;
   std::unique_ptr<httplib::Server> server_;

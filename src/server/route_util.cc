@@ -118,10 +118,9 @@ bool AddressOf(const sockaddr_storage& a, std::string* ip, int* port) {
   return true;
 }
 
-}  // namespace
-
-ClientWatch::ClientWatch(const httplib::Request& req) {
-  if (req.remote_port < 0 || req.local_port < 0) return;
+// Calls fn(fd) for each socket this process has open until fn returns true.
+template <class Fn>
+void ForEachSocket(Fn fn) {
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return;
   const int dir_fd = dirfd(dir);
@@ -131,22 +130,51 @@ ClientWatch::ClientWatch(const httplib::Request& req) {
     if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
     struct stat st;
     if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    if (fn(static_cast<int>(fd))) break;
+  }
+  closedir(dir);
+}
+
+}  // namespace
+
+ClientWatch::ClientWatch(const httplib::Request& req) {
+  if (req.remote_port < 0 || req.local_port < 0) return;
+  ForEachSocket([&](int fd) {
     sockaddr_storage peer{}, local{};
     socklen_t peer_len = sizeof peer, local_len = sizeof local;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
-      continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
+      return false;
     }
     std::string peer_ip, local_ip;
     int peer_port = -1, local_port = -1;
     if (AddressOf(peer, &peer_ip, &peer_port) && AddressOf(local, &local_ip, &local_port) &&
         peer_port == req.remote_port && local_port == req.local_port &&
         peer_ip == req.remote_addr && local_ip == req.local_addr) {
-      fd_ = static_cast<int>(fd);
-      break;
+      fd_ = fd;
+      return true;
     }
-  }
-  closedir(dir);
+    return false;
+  });
+}
+
+int WidenListenBacklog(int port, int backlog) {
+  int widened = 0;
+  ForEachSocket([&](int fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    sockaddr_storage local{};
+    socklen_t local_len = sizeof local;
+    std::string ip;
+    int local_port = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
+        AddressOf(local, &ip, &local_port) && local_port == port && listen(fd, backlog) == 0) {
+      ++widened;
+    }
+    return false;
+  });
+  return widened;
 }
 
 bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,

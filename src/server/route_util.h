@@ -24,6 +24,13 @@ void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error);
 // Returns false after writing the error.
 bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res);
 
+// cpp-httplib 0.11 (Debian's compiled library) listens with a backlog of 5: a burst of more
+// simultaneous connects than that overflows the accept queue and the extra clients' handshakes
+// are retried after a second. Linux lets listen() be called again on a listening socket to
+// change its backlog; this does that for every listening socket of this process bound to `port`
+// and returns how many it changed (the kernel caps `backlog` at net.core.somaxconn).
+int WidenListenBacklog(int port, int backlog);
+
 // Prompt ids of `req`: chat messages rendered with the chat template then encoded without
 // special tokens (as transformers' apply_chat_template does), or the completions prompt
 // (encoded with special tokens, or the ids as sent). Errors set *param.
