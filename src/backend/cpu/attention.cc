@@ -15,6 +15,11 @@ namespace loom::cpu {
 namespace {
 
 // ---- vector helpers: scalar and AVX2 flavours (same results up to f32 rounding) ----
+// dots / axpys take up to kKeys keys at once: the AVX2 ones run the keys' independent FMA chains
+// interleaved (one key's 8-step dependent chain alone is latency-bound), each key's arithmetic
+// exactly that of a one-key call; axpys applies its keys to y in order, keeping y in registers.
+
+constexpr int kKeys = 8;
 
 float DotScalar(const float* a, const float* b, int n) {
   float s = 0.0f;
@@ -24,6 +29,12 @@ float DotScalar(const float* a, const float* b, int n) {
 void AxpyScalar(float a, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
+void DotsScalar(const float* q, const float* const* k, int nk, int n, float* out) {
+  for (int j = 0; j < nk; ++j) out[j] = DotScalar(q, k[j], n);
+}
+void AxpysScalar(const float* a, const float* const* x, int nx, float* y, int n) {
+  for (int j = 0; j < nx; ++j) AxpyScalar(a[j], x[j], y, n);
+}
 void ToF32Scalar(DType t, const void* src, float* dst, int n) {
   if (t == DType::kF16) {
     for (int i = 0; i < n; ++i) dst[i] = F16ToF32(static_cast<const uint16_t*>(src)[i]);
@@ -32,23 +43,64 @@ void ToF32Scalar(DType t, const void* src, float* dst, int n) {
   }
 }
 
-LOOM_AVX2 float DotAvx2(const float* a, const float* b, int n) {
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  float r = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-  for (; i < n; ++i) r += a[i] * b[i];
-  return r;
-}
-LOOM_AVX2 void AxpyAvx2(float a, const float* x, float* y, int n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+// out[j] = dot(q, k[j]) for j < N: one 8-lane accumulator per key, reduced as
+// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the n % 8 tail in order.
+struct DotsAvx2 {
+  template <int N>
+  LOOM_AVX2 static void Run(const float* q, const float* const* k, int n, float* out) {
+    __m256 acc[N];
+    for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      for (int j = 0; j < N; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), acc[j]);
+    }
+    for (int j = 0; j < N; ++j) {
+      const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+      const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+      float r = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+      for (int ii = i; ii < n; ++ii) r += q[ii] * k[j][ii];
+      out[j] = r;
+    }
   }
-  for (; i < n; ++i) y[i] += a * x[i];
+};
+// y += a[j] * x[j] for j = 0 .. N - 1 in that order.
+struct AxpysAvx2 {
+  template <int N>
+  LOOM_AVX2 static void Run(const float* a, const float* const* x, float* y, int n) {
+    __m256 av[N];
+    for (int j = 0; j < N; ++j) av[j] = _mm256_set1_ps(a[j]);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 yv = _mm256_loadu_ps(y + i);
+      for (int j = 0; j < N; ++j) yv = _mm256_fmadd_ps(av[j], _mm256_loadu_ps(x[j] + i), yv);
+      _mm256_storeu_ps(y + i, yv);
+    }
+    for (; i < n; ++i) {
+      for (int j = 0; j < N; ++j) y[i] += a[j] * x[j][i];
+    }
+  }
+};
+// K::Run<count>(args...) for count in 1..kKeys.
+template <class K, class... Args>
+LOOM_AVX2 void ForCount(int count, Args... args) {
+  switch (count) {
+    case 1: return K::template Run<1>(args...);
+    case 2: return K::template Run<2>(args...);
+    case 3: return K::template Run<3>(args...);
+    case 4: return K::template Run<4>(args...);
+    case 5: return K::template Run<5>(args...);
+    case 6: return K::template Run<6>(args...);
+    case 7: return K::template Run<7>(args...);
+    default: return K::template Run<8>(args...);
+  }
+}
+static_assert(kKeys == 8, "ForCount covers 1..8");
+LOOM_AVX2 void DotsAvx2All(const float* q, const float* const* k, int nk, int n, float* out) {
+  ForCount<DotsAvx2>(nk, q, k, n, out);
+}
+LOOM_AVX2 void AxpysAvx2All(const float* a, const float* const* x, int nx, float* y, int n) {
+  ForCount<AxpysAvx2>(nx, a, x, y, n);
 }
 LOOM_AVX2 void ToF32Avx2(DType t, const void* src, float* dst, int n) {
   const auto* h = static_cast<const uint16_t*>(src);
@@ -64,8 +116,8 @@ LOOM_AVX2 void ToF32Avx2(DType t, const void* src, float* dst, int n) {
 }
 
 struct Helpers {
-  float (*dot)(const float*, const float*, int);
-  void (*axpy)(float, const float*, float*, int);
+  void (*dots)(const float*, const float* const*, int, int, float*);  // nk <= kKeys
+  void (*axpys)(const float*, const float* const*, int, float*, int);  // nx <= kKeys
   void (*to_f32)(DType, const void*, float*, int);
 };
 
@@ -116,8 +168,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
     for (int32_t t = qstart[s]; t < qstart[s + 1]; ++t) token_seq[static_cast<size_t>(t)] = s;
   }
 
-  const Helpers helpers = use_avx2 ? Helpers{DotAvx2, AxpyAvx2, ToF32Avx2}
-                                   : Helpers{DotScalar, AxpyScalar, ToF32Scalar};
+  const Helpers helpers = use_avx2 ? Helpers{DotsAvx2All, AxpysAvx2All, ToF32Avx2}
+                                   : Helpers{DotsScalar, AxpysScalar, ToF32Scalar};
   const char* kbase = static_cast<const char*>(kp.data());
   const char* vbase = static_cast<const char*>(vp.data());
   const float* qbase = q.data_as<const float>();
@@ -127,8 +179,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
 
 #pragma omp parallel num_threads(num_threads)
   {
-    std::vector<float> acc(static_cast<size_t>(group) * D), kbuf(static_cast<size_t>(D)),
-        vbuf(static_cast<size_t>(D)), scores(static_cast<size_t>(group) * bs);
+    std::vector<float> acc(static_cast<size_t>(group) * D), kbuf(static_cast<size_t>(kKeys) * D),
+        vbuf(static_cast<size_t>(kKeys) * D), scores(static_cast<size_t>(group) * bs);
     std::vector<float> m(static_cast<size_t>(group)), l(static_cast<size_t>(group));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < num_tasks; ++task) {
@@ -149,14 +201,23 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         CHECK(block >= 0 && block < num_blocks) << "Attention: block id " << block;
         const int64_t end = std::min(pos + 1, (p / bs + 1) * bs);
         const int cnt = static_cast<int>(end - p);
-        // Scores of this page's chunk for every head of the group (one key load per key).
-        for (int c = 0; c < cnt; ++c) {
-          const int64_t row = (block * bs + (p + c) % bs) * KVH + g;
-          const float* kr = RowF32(helpers, kv_t, kbase, row, D, kbuf.data());
+        // Scores of this page's chunk for every head of the group (one key load per key), kKeys
+        // keys per helper call.
+        auto row_of = [&](int c) { return (block * bs + (p + c) % bs) * KVH + g; };
+        for (int c0 = 0; c0 < cnt; c0 += kKeys) {
+          const int nk = std::min(kKeys, cnt - c0);
+          const float* kr[kKeys];
+          for (int j = 0; j < nk; ++j) {
+            kr[j] = RowF32(helpers, kv_t, kbase, row_of(c0 + j), D, kbuf.data() + j * D);
+          }
           for (int h = 0; h < group; ++h) {
-            float sc = helpers.dot(qg + h * D, kr, D) * params.scale;
-            if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
-            scores[static_cast<size_t>(h * bs + c)] = sc;
+            float dots[kKeys];
+            helpers.dots(qg + h * D, kr, nk, D, dots);
+            for (int j = 0; j < nk; ++j) {
+              float sc = dots[j] * params.scale;
+              if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
+              scores[static_cast<size_t>(h * bs + c0 + j)] = sc;
+            }
           }
         }
         for (int h = 0; h < group; ++h) {
@@ -174,11 +235,15 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           l[static_cast<size_t>(h)] = sum;
           m[static_cast<size_t>(h)] = cm;
         }
-        for (int c = 0; c < cnt; ++c) {
-          const int64_t row = (block * bs + (p + c) % bs) * KVH + g;
-          const float* vr = RowF32(helpers, kv_t, vbase, row, D, vbuf.data());
+        // acc_h += p_c v_c in key order for every element, as one key at a time would.
+        for (int c0 = 0; c0 < cnt; c0 += kKeys) {
+          const int nk = std::min(kKeys, cnt - c0);
+          const float* vr[kKeys];
+          for (int j = 0; j < nk; ++j) {
+            vr[j] = RowF32(helpers, kv_t, vbase, row_of(c0 + j), D, vbuf.data() + j * D);
+          }
           for (int h = 0; h < group; ++h) {
-            helpers.axpy(scores[static_cast<size_t>(h * bs + c)], vr, acc.data() + h * D, D);
+            helpers.axpys(scores.data() + h * bs + c0, vr, nk, acc.data() + h * D, D);
           }
         }
         p = end;
