@@ -27,7 +27,7 @@
 namespace loom::cpu {
 
 inline constexpr int kDotTileRows = 4;
-// Most activation rows one kernel call takes (every x86 kernel set is instantiated for 1..8).
+// Most activation rows one kernel call takes (the x86 kernels are instantiated for 1..8).
 inline constexpr int kDotMaxActRows = 8;
 
 // One activation row quantized for quantized-weight kernels: k / 32 blocks.
@@ -84,9 +84,9 @@ inline DotTileQ QuantKernel(const DotKernels& k, DType t) {
 const DotKernels& ScalarDotKernels();
 // Null when the CPU lacks AVX2 + FMA + F16C.
 const DotKernels* Avx2DotKernels();
-// Null unless the CPU has AVX2 + FMA + F16C + AVX-512F/VL/BW. The same kernels as AVX2 (same
-// 8-lane vectors and order, bit-identical results) with 32 ymm registers, so more activation rows
-// per call; the quantized ones use AVX512-VNNI when present (else they are AVX2's).
+// Null unless the CPU has AVX2 + FMA + F16C + AVX-512F/VL/BW/VNNI. Quantized-weight kernels
+// compiled for AVX-512 with VNNI int8 dots (same 8-lane vectors and order: bit-identical to AVX2),
+// plain-dtype kernels AVX2's (dot_kernels_avx512.cc says why).
 const DotKernels* Avx512DotKernels();
 // The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
 // variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for

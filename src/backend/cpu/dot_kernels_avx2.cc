@@ -21,7 +21,15 @@ const DotKernels* Avx2DotKernels() {
                                 __builtin_cpu_supports("f16c");
   // 16 ymm registers: 4 weight rows x 3 activation rows are 12 accumulators (measured with
   // cpu_backend_bench --batched; quantized kernels 4).
-  static const DotKernels k = avx2::X86Kernels("avx2", /*plain_act_rows=*/3, /*quant_act_rows=*/4);
+  static const DotKernels k = [] {
+    DotKernels s{};
+    s.isa = "avx2";
+    s.plain_act_rows = 3;
+    s.quant_act_rows = 4;
+    avx2::SetPlainKernels(&s);
+    avx2::SetQuantKernels(&s);
+    return s;
+  }();
   return supported ? &k : nullptr;
 }
 

@@ -1,9 +1,14 @@
-// AVX-512VL kernels: the AVX2 kernel templates (dot_kernels_x86.inc) compiled with AVX-512F/VL/BW
-// enabled. The vectors stay 8-lane ymm, so the results are bit-identical to the AVX2 set; what
-// changes is 32 ymm registers (EVEX ymm16-31), which keep the accumulators of more activation rows
-// per call in registers, so each weight vector is decoded once for more rows. The quantized
-// kernels also use AVX512-VNNI vpdpbusd (exact, like maddubs + madd here) when the CPU has it, and
-// are the AVX2 ones otherwise.
+// AVX-512 kernel set: the quantized-weight kernels of dot_kernels_x86.inc compiled with
+// AVX-512F/VL/BW + VNNI. The vectors stay 8-lane ymm and the int8 block dots go through vpdpbusd,
+// whose int32 lanes equal maddubs + madd's here, so the results are bit-identical to the AVX2 set.
+// What AVX-512 buys: one vpdpbusd per block pair instead of sign + maddubs + madd, and 32 ymm
+// registers, which a 4 x 4 tile with its per-row VNNI offsets needs (24 and more live vectors).
+//
+// The plain-dtype (f32/f16/bf16) kernels of this set are the AVX2 ones. The same templates
+// compiled for AVX-512VL (32 registers, 4-8 activation rows per call) were measured and dropped
+// (dev VM, Zen 4, 134M F16, 1 thread, 4 alternations): at concurrency 8 the step is bound by the
+// FMAs themselves (one ymm FMA per 8 weights per row, fixed by the numerics), 252-270 vs 256 tok/s;
+// at concurrency 1 they were 2-7% slower (75-81 vs 82-86), for reasons not found.
 #include <immintrin.h>
 
 #include <optional>
@@ -12,16 +17,6 @@
 #include "tensor/quant.h"
 
 namespace loom::cpu {
-namespace avx512 {
-
-#define LOOM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
-#define LOOM_DOT_VNNI 0
-#include "backend/cpu/dot_kernels_x86.inc"
-#undef LOOM_TARGET
-#undef LOOM_DOT_VNNI
-
-}  // namespace avx512
-
 namespace avx512vnni {
 
 #define LOOM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
@@ -32,28 +27,18 @@ namespace avx512vnni {
 
 }  // namespace avx512vnni
 
-namespace {
-
-DotKernels MakeAvx512(bool vnni) {
-  DotKernels k = avx512::X86Kernels("avx512", /*plain_act_rows=*/4, /*quant_act_rows=*/4);
-  const DotKernels q =
-      vnni ? avx512vnni::X86Kernels("avx512", 0, /*quant_act_rows=*/4) : *Avx2DotKernels();
-  k.q8_0 = q.q8_0;
-  k.q4_0 = q.q4_0;
-  k.q4_K = q.q4_K;
-  k.q6_K = q.q6_K;
-  k.quantize_act = q.quantize_act;
-  k.quant_act_rows = q.quant_act_rows;
-  return k;
-}
-
-}  // namespace
-
 const DotKernels* Avx512DotKernels() {
   static const std::optional<DotKernels> k =
       Avx2DotKernels() != nullptr && __builtin_cpu_supports("avx512f") &&
-              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
-          ? std::optional<DotKernels>(MakeAvx512(__builtin_cpu_supports("avx512vnni")))
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vnni")
+          ? std::optional<DotKernels>([] {
+              DotKernels s = *Avx2DotKernels();
+              s.isa = "avx512";
+              avx512vnni::SetQuantKernels(&s);
+              s.quant_act_rows = 4;  // measured: 3, 4 and 8 equal within noise at concurrency 8
+              return s;
+            }())
           : std::nullopt;
   return k ? &*k : nullptr;
 }
