@@ -60,6 +60,9 @@ struct DotKernels {
   // measurement (cpu_backend_bench): enough accumulators to hide FMA latency and amortize the
   // weight decoding, few enough to stay in the registers (16 ymm for AVX2, 32 for AVX-512VL).
   int plain_act_rows, quant_act_rows;
+  // When set, MatMul's one-row calls use this set's kernels instead (the same bits; chosen by
+  // measurement, see dot_kernels_avx512.cc).
+  const DotKernels* one_row = nullptr;
 };
 
 // The set's kernel for weight dtype t; null when t is not plain (resp. quantized).

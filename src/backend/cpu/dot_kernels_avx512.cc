@@ -8,7 +8,11 @@
 // compiled for AVX-512VL (32 registers, 4-8 activation rows per call) were measured and dropped
 // (dev VM, Zen 4, 134M F16, 1 thread, 4 alternations): at concurrency 8 the step is bound by the
 // FMAs themselves (one ymm FMA per 8 weights per row, fixed by the numerics), 252-270 vs 256 tok/s;
-// at concurrency 1 they were 2-7% slower (75-81 vs 82-86), for reasons not found.
+// at concurrency 1 they were 2-7% slower (75-81 vs 82-86), for reasons not found. The same
+// holds for the VNNI kernels with one activation row: faster than AVX2's in an isolated GEMV
+// loop (2048 x 768 Q8_0: 46 vs 63 us), but 134M Q8_0 decode at concurrency 1 was ~5% slower
+// with them (170-177 vs 178-185 tok/s), so MatMul's one-row calls take the AVX2 kernels
+// (DotKernels::one_row).
 #include <immintrin.h>
 
 #include <optional>
@@ -37,6 +41,7 @@ const DotKernels* Avx512DotKernels() {
               s.isa = "avx512";
               avx512vnni::SetQuantKernels(&s);
               s.quant_act_rows = 4;  // measured: 3, 4 and 8 equal within noise at concurrency 8
+              s.one_row = Avx2DotKernels();
               return s;
             }())
           : std::nullopt;

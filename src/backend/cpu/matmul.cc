@@ -62,6 +62,9 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
   const DType wt = w.dtype();
   const DotTileF plain = PlainKernel(kernels_, wt);
   const DotTileQ quant = QuantKernel(kernels_, wt);
+  const DotKernels& one_row_set = kernels_.one_row != nullptr ? *kernels_.one_row : kernels_;
+  const DotTileF plain1 = PlainKernel(one_row_set, wt);
+  const DotTileQ quant1 = QuantKernel(one_row_set, wt);
   CHECK(plain != nullptr || quant != nullptr) << "MatMul: unsupported weight dtype "
                                               << DTypeName(wt);
   if (quant != nullptr) {
@@ -109,11 +112,11 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
             acts[a] = ActQ8Row{act_qs_.data() + (i + a) * k, act_d_.data() + (i + a) * (k / 32),
                                act_ds_.data() + (i + a) * (k / 32)};
           }
-          quant(rows, acts, num_x, k, tile_out);
+          (num_x == 1 ? quant1 : quant)(rows, acts, num_x, k, tile_out);
         } else {
           const float* xs[kDotMaxActRows];
           for (int a = 0; a < num_x; ++a) xs[a] = x + (i + a) * k;
-          plain(rows, xs, num_x, k, tile_out);
+          (num_x == 1 ? plain1 : plain)(rows, xs, num_x, k, tile_out);
         }
         for (int a = 0; a < num_x; ++a) {
           const float* row_out = tile_out + a * kDotTileRows;
