@@ -1,8 +1,9 @@
 // CpuBackend: the reference Backend (backend.h) on x86 CPUs. f32 activations; weights in any
 // DType decoded inside the kernels (mmap'd weights are used in place); K/V pools in f32, f16 or
-// bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX-512VL (+VNNI) or
-// AVX2+FMA+F16C selected at runtime (bit-identical to each other), portable scalar fallbacks
-// (same numerics up to f32 rounding).
+// bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX2+FMA+F16C, with
+// AVX-512 VNNI ones for quantized weights where the CPU has it (bit-identical to AVX2), selected
+// at runtime (LOOM_CPU_ISA=avx2|scalar caps it); portable scalar fallbacks (same numerics up to
+// f32 rounding).
 //
 // Determinism: every op computes each output row the same way whatever the other rows of the
 // batch are (with blas_min_rows = 0, the default), so a sequence's logits alone equal its logits
