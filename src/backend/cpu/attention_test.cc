@@ -215,6 +215,19 @@ TEST(AttentionTest, ScalarPathMatchesReference) {
   run.CheckAgainstReference();
 }
 
+// Attention under the AVX-512 kernel set runs the AVX2 helpers: the same bits as an AVX2 backend.
+TEST(AttentionTest, Avx512AndAvx2BackendsAgreeBitExactly) {
+  if (cpu::Avx512DotKernels() == nullptr) GTEST_SKIP() << "no AVX-512F/VL/BW on this CPU";
+  CpuBackend avx2(CpuBackendOptions{.num_threads = 1, .kernels = cpu::Avx2DotKernels()});
+  CpuBackend avx512(CpuBackendOptions{.num_threads = 1, .kernels = cpu::Avx512DotKernels()});
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    const Scenario sc{Params(8, 2, 64, 0, 0), 16, kv, kMixed};
+    AttentionRun a(sc, avx2, 6);
+    AttentionRun b(sc, avx512, 6);
+    EXPECT_EQ(std::memcmp(a.out().data(), b.out().data(), a.out().nbytes()), 0) << DTypeName(kv);
+  }
+}
+
 // A sequence's attention output alone equals its rows in the mixed batch, bit for bit (other
 // pages, other thread count, other neighbours).
 TEST(AttentionTest, SequenceAloneEqualsInMixedBatchBitExactly) {

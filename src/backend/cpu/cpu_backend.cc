@@ -27,7 +27,8 @@ void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) 
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : options_(options),
-      kernels_(cpu::SelectDotKernels(options.force_scalar)),
+      kernels_(options.kernels != nullptr ? *options.kernels
+                                          : cpu::SelectDotKernels(options.force_scalar)),
       matmul_(kernels_, options.num_threads, options.blas_min_rows) {
   CHECK_GE(options_.num_threads, 1);
 }
@@ -175,8 +176,10 @@ void CpuBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& 
 
 void CpuBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                            const AttentionParams& params, const Tensor& out) {
+  // The AVX2 helpers under any vector kernel set (the AVX-512 set implies AVX2), so AVX-512 and
+  // AVX2 backends compute the same attention bits.
   cpu::PagedAttention(q, layer, meta, params, out, options_.num_threads,
-                      std::strcmp(kernels_.isa, "avx2") == 0);
+                      std::strcmp(kernels_.isa, "scalar") != 0);
 }
 
 void CpuBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {

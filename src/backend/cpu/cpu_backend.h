@@ -1,7 +1,9 @@
 // CpuBackend: the reference Backend (backend.h) on x86 CPUs. f32 activations; weights in any
 // DType decoded inside the kernels (mmap'd weights are used in place); K/V pools in f32, f16 or
-// bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX2+FMA+F16C selected
-// at runtime, portable scalar fallbacks (same numerics up to f32 rounding).
+// bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX2+FMA+F16C, with
+// AVX-512 VNNI ones for quantized weights where the CPU has it (bit-identical to AVX2), selected
+// at runtime (LOOM_CPU_ISA=avx2|scalar caps it); portable scalar fallbacks (same numerics up to
+// f32 rounding).
 //
 // Determinism: every op computes each output row the same way whatever the other rows of the
 // batch are (with blas_min_rows = 0, the default), so a sequence's logits alone equal its logits
@@ -22,6 +24,8 @@ namespace loom {
 struct CpuBackendOptions {
   int num_threads = 1;        // OpenMP threads for data-parallel ops (>= 1)
   bool force_scalar = false;  // use the portable kernels even when AVX2 is available
+  // When set, these kernels instead of SelectDotKernels' choice (tests, benchmarks).
+  const cpu::DotKernels* kernels = nullptr;
   // MatMul with at least this many rows dequantizes weight tiles and uses OpenBLAS sgemm
   // (faster prefill, not batch-invariant); 0 = never.
   int blas_min_rows = 0;

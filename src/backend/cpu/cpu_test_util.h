@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/dot_kernels.h"
 #include "tensor/quant.h"
 #include "tensor/tensor.h"
 
@@ -15,6 +16,14 @@ inline std::vector<float> RandomFloats(std::mt19937& rng, int64_t count, float s
   std::vector<float> v(static_cast<size_t>(count));
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// Every kernel set this CPU runs: scalar, then AVX2 and AVX-512 where available.
+inline std::vector<const cpu::DotKernels*> AllIsas() {
+  std::vector<const cpu::DotKernels*> isas = {&cpu::ScalarDotKernels()};
+  if (cpu::Avx2DotKernels() != nullptr) isas.push_back(cpu::Avx2DotKernels());
+  if (cpu::Avx512DotKernels() != nullptr) isas.push_back(cpu::Avx512DotKernels());
+  return isas;
 }
 
 // A host tensor of `dtype` holding `values` (quantized row by row).

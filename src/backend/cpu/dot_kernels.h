@@ -27,8 +27,8 @@
 namespace loom::cpu {
 
 inline constexpr int kDotTileRows = 4;
-// Most activation rows one kernel call takes (the AVX2 kernels are instantiated for 1..4).
-inline constexpr int kDotMaxActRows = 4;
+// Most activation rows one kernel call takes (the x86 kernels are instantiated for 1..8).
+inline constexpr int kDotMaxActRows = 8;
 
 // One activation row quantized for quantized-weight kernels: k / 32 blocks.
 struct ActQ8Row {
@@ -51,19 +51,49 @@ using DotTileQ = void (*)(const void* const* w, const ActQ8Row* x, int num_x, in
                           float* out);
 
 struct DotKernels {
-  const char* isa;  // "avx2" or "scalar"
+  const char* isa;  // "avx512", "avx2" or "scalar"
   DotTileF f32, f16, bf16;
   DotTileQ q8_0, q4_0, q4_K, q6_K;
+  // QuantizeActRow or a vector version of it with bit-identical results.
+  void (*quantize_act)(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
   // Activation rows per call that MatMul groups a batch into (1..kDotMaxActRows), chosen by
   // measurement (cpu_backend_bench): enough accumulators to hide FMA latency and amortize the
-  // weight decoding, few enough to stay in 16 ymm registers.
+  // weight decoding, few enough to stay in the registers (16 ymm for AVX2, 32 for AVX-512VL).
   int plain_act_rows, quant_act_rows;
+  // When set, MatMul's one-row calls use this set's kernels instead (the same bits; chosen by
+  // measurement, see dot_kernels_avx512.cc).
+  const DotKernels* one_row = nullptr;
 };
+
+// The set's kernel for weight dtype t; null when t is not plain (resp. quantized).
+inline DotTileF PlainKernel(const DotKernels& k, DType t) {
+  switch (t) {
+    case DType::kF32: return k.f32;
+    case DType::kF16: return k.f16;
+    case DType::kBF16: return k.bf16;
+    default: return nullptr;
+  }
+}
+inline DotTileQ QuantKernel(const DotKernels& k, DType t) {
+  switch (t) {
+    case DType::kQ8_0: return k.q8_0;
+    case DType::kQ4_0: return k.q4_0;
+    case DType::kQ4_K: return k.q4_K;
+    case DType::kQ6_K: return k.q6_K;
+    default: return nullptr;
+  }
+}
 
 const DotKernels& ScalarDotKernels();
 // Null when the CPU lacks AVX2 + FMA + F16C.
 const DotKernels* Avx2DotKernels();
-// AVX2 when available and not `force_scalar`.
+// Null unless the CPU has AVX2 + FMA + F16C + AVX-512F/VL/BW/VNNI. Quantized-weight kernels
+// compiled for AVX-512 with VNNI int8 dots (same 8-lane vectors and order: bit-identical to AVX2),
+// plain-dtype kernels AVX2's (dot_kernels_avx512.cc says why).
+const DotKernels* Avx512DotKernels();
+// The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
+// variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for
+// A/B measurements); unset, empty or "auto": the best.
 const DotKernels& SelectDotKernels(bool force_scalar);
 
 }  // namespace loom::cpu

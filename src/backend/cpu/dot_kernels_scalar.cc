@@ -3,8 +3,11 @@
 // not the fast one).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cpu/dot_kernels.h"
+#include "base/check.h"
 #include "tensor/quant.h"
 
 namespace loom::cpu {
@@ -178,6 +181,7 @@ const DotKernels& ScalarDotKernels() {
       .q4_0 = QuantRows<DotQ4_0>,
       .q4_K = QuantRows<DotQ4_K>,
       .q6_K = QuantRows<DotQ6_K>,
+      .quantize_act = QuantizeActRow,
       // Rows per call change nothing here; MatMul's grouping is exercised as with AVX2.
       .plain_act_rows = kDotMaxActRows,
       .quant_act_rows = kDotMaxActRows,
@@ -186,8 +190,14 @@ const DotKernels& ScalarDotKernels() {
 }
 
 const DotKernels& SelectDotKernels(bool force_scalar) {
-  const DotKernels* avx2 = force_scalar ? nullptr : Avx2DotKernels();
-  return avx2 != nullptr ? *avx2 : ScalarDotKernels();
+  const char* env = std::getenv("LOOM_CPU_ISA");
+  const std::string cap = env != nullptr ? env : "";
+  CHECK(cap.empty() || cap == "auto" || cap == "avx512" || cap == "avx2" || cap == "scalar")
+      << "LOOM_CPU_ISA must be auto, avx512, avx2 or scalar, got '" << cap << "'";
+  if (force_scalar || cap == "scalar") return ScalarDotKernels();
+  if (cap != "avx2" && Avx512DotKernels() != nullptr) return *Avx512DotKernels();
+  if (Avx2DotKernels() != nullptr) return *Avx2DotKernels();
+  return ScalarDotKernels();
 }
 
 }  // namespace loom::cpu

@@ -1,5 +1,6 @@
 // The dot kernels with several activation rows per call against the same kernels called once per
-// row: bit-identical on every dtype, awkward k and every num_x (dot_kernels.h's numerics).
+// row: bit-identical on every dtype, awkward k and every num_x (dot_kernels.h's numerics); and
+// the AVX-512 kernels against the AVX2 ones.
 #include "backend/cpu/dot_kernels.h"
 
 #include <gtest/gtest.h>
@@ -15,14 +16,9 @@
 namespace loom::cpu {
 namespace {
 
+using cpu_test::AllIsas;
 using cpu_test::MakeTensor;
 using cpu_test::RandomFloats;
-
-std::vector<const DotKernels*> AllIsas() {
-  std::vector<const DotKernels*> isas = {&ScalarDotKernels()};
-  if (Avx2DotKernels() != nullptr) isas.push_back(Avx2DotKernels());
-  return isas;
-}
 
 // Plain dtypes: k around and not on multiples of 8 (tails of 0..7); quantized: whole blocks.
 std::vector<int64_t> AwkwardKs(DType wt) {
@@ -32,32 +28,51 @@ std::vector<int64_t> AwkwardKs(DType wt) {
   return {256, 512, 768, 4096 + 256};
 }
 
-DotTileF PlainKernel(const DotKernels& k, DType t) {
-  switch (t) {
-    case DType::kF32:
-      return k.f32;
-    case DType::kF16:
-      return k.f16;
-    case DType::kBF16:
-      return k.bf16;
-    default:
-      return nullptr;
+bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
+
+// 5 weight rows of k elements in tiles {0,1,2,3} and a repeating last tile {3,4,4,4} as MatMul
+// builds it, and kDotMaxActRows activation rows (with q8 copies for quantized weights).
+struct TileCase {
+  TileCase(std::mt19937& rng, DType wt, int64_t k_)
+      : dtype(wt), k(k_), w(MakeTensor(wt, Shape{5, k}, RandomFloats(rng, 5 * k, 0.05f))),
+        xv(RandomFloats(rng, kDotMaxActRows * k)), qs(xv.size()), d(xv.size() / 32 + 1),
+        ds(xv.size() / 32 + 1) {
+    auto row = [&](int r) { return static_cast<const char*>(w.data()) + r * w.row_bytes(); };
+    const void* t[2][kDotTileRows] = {{row(0), row(1), row(2), row(3)},
+                                      {row(3), row(4), row(4), row(4)}};
+    std::memcpy(tiles, t, sizeof(tiles));
+    for (int a = 0; a < kDotMaxActRows; ++a) {
+      xs[a] = xv.data() + a * k;
+      if (IsQuantized(wt)) {
+        QuantizeActRow(xs[a], k, qs.data() + a * k, d.data() + a * (k / 32),
+                       ds.data() + a * (k / 32));
+        acts[a] = ActQ8Row{qs.data() + a * k, d.data() + a * (k / 32), ds.data() + a * (k / 32)};
+      }
+    }
   }
-}
-DotTileQ QuantKernel(const DotKernels& k, DType t) {
-  switch (t) {
-    case DType::kQ8_0:
-      return k.q8_0;
-    case DType::kQ4_0:
-      return k.q4_0;
-    case DType::kQ4_K:
-      return k.q4_K;
-    case DType::kQ6_K:
-      return k.q6_K;
-    default:
-      return nullptr;
+  // out[a * kDotTileRows + r] for activation rows a0 .. a0 + num_x - 1 against tiles[tile].
+  void Run(const DotKernels& isa, int tile, int a0, int num_x, float* out) const {
+    if (IsQuantized(dtype)) {
+      const DotTileQ quant = QuantKernel(isa, dtype);
+      ASSERT_NE(quant, nullptr);
+      quant(tiles[tile], acts + a0, num_x, k, out);
+    } else {
+      const DotTileF plain = PlainKernel(isa, dtype);
+      ASSERT_NE(plain, nullptr);
+      plain(tiles[tile], xs + a0, num_x, k, out);
+    }
   }
-}
+
+  DType dtype;
+  int64_t k;
+  Tensor w;
+  const void* tiles[2][kDotTileRows];
+  std::vector<float> xv;
+  std::vector<int8_t> qs;
+  std::vector<float> d, ds;
+  const float* xs[kDotMaxActRows];
+  ActQ8Row acts[kDotMaxActRows];
+};
 
 class DotKernelsTest : public ::testing::TestWithParam<DType> {};
 
@@ -65,47 +80,16 @@ TEST_P(DotKernelsTest, ManyActivationRowsEqualOneAtATimeBitExactly) {
   const DType wt = GetParam();
   std::mt19937 rng(static_cast<unsigned>(wt) + 100);
   for (const DotKernels* isa : AllIsas()) {
-    const DotTileF plain = PlainKernel(*isa, wt);
-    const DotTileQ quant = QuantKernel(*isa, wt);
-    ASSERT_TRUE(plain != nullptr || quant != nullptr);
     for (int64_t k : AwkwardKs(wt)) {
-      // 5 weight rows; tiles {0,1,2,3} and a repeating last tile {3,4,4,4} as MatMul builds it.
-      Tensor w = MakeTensor(wt, Shape{5, k}, RandomFloats(rng, 5 * k, 0.05f));
-      auto row = [&](int r) { return static_cast<const char*>(w.data()) + r * w.row_bytes(); };
-      const void* tiles[2][kDotTileRows] = {{row(0), row(1), row(2), row(3)},
-                                            {row(3), row(4), row(4), row(4)}};
-      // kDotMaxActRows activation rows, with q8 copies for quantized weights.
-      std::vector<float> xv = RandomFloats(rng, kDotMaxActRows * k);
-      std::vector<int8_t> qs(xv.size());
-      std::vector<float> d(xv.size() / 32 + 1), ds(xv.size() / 32 + 1);
-      const float* xs[kDotMaxActRows];
-      ActQ8Row acts[kDotMaxActRows];
-      for (int a = 0; a < kDotMaxActRows; ++a) {
-        xs[a] = xv.data() + a * k;
-        if (quant != nullptr) {
-          QuantizeActRow(xs[a], k, qs.data() + a * k, d.data() + a * (k / 32),
-                         ds.data() + a * (k / 32));
-          acts[a] = ActQ8Row{qs.data() + a * k, d.data() + a * (k / 32), ds.data() + a * (k / 32)};
-        }
-      }
-      for (const auto& tile : tiles) {
+      const TileCase c(rng, wt, k);
+      for (int tile = 0; tile < 2; ++tile) {
         float solo[kDotMaxActRows][kDotTileRows];
-        for (int a = 0; a < kDotMaxActRows; ++a) {
-          if (quant != nullptr) {
-            quant(tile, &acts[a], 1, k, solo[a]);
-          } else {
-            plain(tile, &xs[a], 1, k, solo[a]);
-          }
-        }
+        for (int a = 0; a < kDotMaxActRows; ++a) c.Run(*isa, tile, a, 1, solo[a]);
         // Every num_x, starting at every row it fits from.
         for (int num_x = 2; num_x <= kDotMaxActRows; ++num_x) {
           for (int a0 = 0; a0 + num_x <= kDotMaxActRows; ++a0) {
             float out[kDotMaxActRows * kDotTileRows];
-            if (quant != nullptr) {
-              quant(tile, acts + a0, num_x, k, out);
-            } else {
-              plain(tile, xs + a0, num_x, k, out);
-            }
+            c.Run(*isa, tile, a0, num_x, out);
             for (int a = 0; a < num_x; ++a) {
               EXPECT_EQ(std::memcmp(out + a * kDotTileRows, solo[a0 + a], sizeof(solo[0])), 0)
                   << DTypeName(wt) << " " << isa->isa << " k=" << k << " num_x=" << num_x << " row "
@@ -115,6 +99,49 @@ TEST_P(DotKernelsTest, ManyActivationRowsEqualOneAtATimeBitExactly) {
         }
       }
     }
+  }
+}
+
+// The AVX-512 set runs AVX2's 8-lane operations in the same order (with VNNI's exact int8 dots
+// for quantized weights): every output bit equals AVX2's, for every num_x.
+TEST_P(DotKernelsTest, Avx512EqualsAvx2BitExactly) {
+  if (Avx512DotKernels() == nullptr) GTEST_SKIP() << "no AVX-512F/VL/BW on this CPU";
+  const DType wt = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(wt) + 200);
+  for (int64_t k : AwkwardKs(wt)) {
+    const TileCase c(rng, wt, k);
+    for (int tile = 0; tile < 2; ++tile) {
+      for (int num_x = 1; num_x <= kDotMaxActRows; ++num_x) {
+        float out2[kDotMaxActRows * kDotTileRows], out512[kDotMaxActRows * kDotTileRows];
+        c.Run(*Avx2DotKernels(), tile, 0, num_x, out2);
+        c.Run(*Avx512DotKernels(), tile, 0, num_x, out512);
+        EXPECT_EQ(std::memcmp(out2, out512, sizeof(float) * num_x * kDotTileRows), 0)
+            << DTypeName(wt) << " k=" << k << " num_x=" << num_x << ": " << out512[0] << " vs "
+            << out2[0];
+      }
+    }
+  }
+}
+
+// Every set's activation quantization equals QuantizeActRow's bytes and floats, rounding ties
+// (half away from zero), zero blocks and tiny values included.
+TEST(DotKernelsTest, QuantizeActEqualsScalarBitExactly) {
+  std::mt19937 rng(9);
+  const int64_t k = 32 * 40;
+  std::vector<float> x = RandomFloats(rng, k, 3.0f);
+  for (int j = 0; j < 32; ++j) x[j] = 0.0f;                          // block 0: all zero
+  x[32] = 127.0f;                                                     // block 1: d = 1, ties
+  for (int j = 1; j < 32; ++j) x[32 + j] = static_cast<float>(j - 16) + 0.5f;
+  for (int j = 64; j < 96; ++j) x[j] *= 1e-30f;                       // block 2: tiny
+  for (int j = 96; j < 128; ++j) x[j] = j % 2 == 0 ? -0.0f : 1e-3f;   // block 3: -0 and one value
+  std::vector<int8_t> qs_ref(k), qs(k);
+  std::vector<float> d_ref(k / 32), ds_ref(k / 32), d(k / 32), ds(k / 32);
+  QuantizeActRow(x.data(), k, qs_ref.data(), d_ref.data(), ds_ref.data());
+  for (const DotKernels* isa : AllIsas()) {
+    isa->quantize_act(x.data(), k, qs.data(), d.data(), ds.data());
+    EXPECT_EQ(qs, qs_ref) << isa->isa;
+    EXPECT_EQ(std::memcmp(d.data(), d_ref.data(), d.size() * 4), 0) << isa->isa;
+    EXPECT_EQ(std::memcmp(ds.data(), ds_ref.data(), ds.size() * 4), 0) << isa->isa;
   }
 }
 

@@ -19,25 +19,6 @@ constexpr int64_t kRowBlock = 16;
 // Weight rows per dequantized f32 tile of the BLAS path (64 x 4096 f32 = 1 MiB per thread).
 constexpr int64_t kBlasTileRows = 64;
 
-DotTileF PlainKernel(const DotKernels& k, DType t) {
-  switch (t) {
-    case DType::kF32: return k.f32;
-    case DType::kF16: return k.f16;
-    case DType::kBF16: return k.bf16;
-    default: return nullptr;
-  }
-}
-
-DotTileQ QuantKernel(const DotKernels& k, DType t) {
-  switch (t) {
-    case DType::kQ8_0: return k.q8_0;
-    case DType::kQ4_0: return k.q4_0;
-    case DType::kQ4_K: return k.q4_K;
-    case DType::kQ6_K: return k.q6_K;
-    default: return nullptr;
-  }
-}
-
 }  // namespace
 
 CpuMatMul::CpuMatMul(const DotKernels& kernels, int num_threads, int blas_min_rows)
@@ -81,6 +62,9 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
   const DType wt = w.dtype();
   const DotTileF plain = PlainKernel(kernels_, wt);
   const DotTileQ quant = QuantKernel(kernels_, wt);
+  const DotKernels& one_row_set = kernels_.one_row != nullptr ? *kernels_.one_row : kernels_;
+  const DotTileF plain1 = PlainKernel(one_row_set, wt);
+  const DotTileQ quant1 = QuantKernel(one_row_set, wt);
   CHECK(plain != nullptr || quant != nullptr) << "MatMul: unsupported weight dtype "
                                               << DTypeName(wt);
   if (quant != nullptr) {
@@ -90,7 +74,7 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
     act_ds_.resize(static_cast<size_t>(n * k / 32));
 #pragma omp parallel for num_threads(num_threads_) schedule(static) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
-      QuantizeActRow(x + i * k, k, act_qs_.data() + i * k, act_d_.data() + i * (k / 32),
+      kernels_.quantize_act(x + i * k, k, act_qs_.data() + i * k, act_d_.data() + i * (k / 32),
                      act_ds_.data() + i * (k / 32));
     }
   }
@@ -128,11 +112,11 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
             acts[a] = ActQ8Row{act_qs_.data() + (i + a) * k, act_d_.data() + (i + a) * (k / 32),
                                act_ds_.data() + (i + a) * (k / 32)};
           }
-          quant(rows, acts, num_x, k, tile_out);
+          (num_x == 1 ? quant1 : quant)(rows, acts, num_x, k, tile_out);
         } else {
           const float* xs[kDotMaxActRows];
           for (int a = 0; a < num_x; ++a) xs[a] = x + (i + a) * k;
-          plain(rows, xs, num_x, k, tile_out);
+          (num_x == 1 ? plain1 : plain)(rows, xs, num_x, k, tile_out);
         }
         for (int a = 0; a < num_x; ++a) {
           const float* row_out = tile_out + a * kDotTileRows;

@@ -11,6 +11,7 @@
 namespace loom {
 namespace {
 
+using cpu_test::AllIsas;
 using cpu_test::MakeTensor;
 using cpu_test::RandomFloats;
 using cpu_test::ToFloats;
@@ -96,8 +97,8 @@ TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
                                                          ? std::vector<int64_t>{256, 768}
                                                          : std::vector<int64_t>{32, 96, 288})
                                                   : std::vector<int64_t>{1, 7, 67, 259};
-  for (bool force_scalar : {false, true}) {
-    CpuBackend backend(CpuBackendOptions{.num_threads = 2, .force_scalar = force_scalar});
+  for (const cpu::DotKernels* isa : AllIsas()) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2, .kernels = isa});
     for (int64_t n : {1, 3, 17, 97}) {
       for (int64_t m : {1, 6, 33}) {
         for (int64_t k : ks) {
@@ -129,9 +130,9 @@ TEST_P(MatMulTest, RowsAreBatchInvariantBitExactly) {
   }
 }
 
-// Batches of every size up to two groups past kDotMaxActRows, and past a row block (16 or 18), give
-// each row exactly its solo result: the grouping of rows into multi-row kernel calls, the tile
-// split across threads and the partial last tile must not show in any bit.
+// Batches of every size up to past a row block (16 or 18) and two groups of 8, give each row
+// exactly its solo result, for every kernel set: the grouping of rows into multi-row kernel calls,
+// the tile split across threads and the partial last tile must not show in any bit.
 TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
   const DType wt = GetParam();
   std::mt19937 rng(7);
@@ -139,9 +140,9 @@ TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
       IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256 ? std::vector<int64_t>{256, 768}
                                                              : std::vector<int64_t>{32, 800})
                       : std::vector<int64_t>{8, 40, 100, 771};
-  for (bool force_scalar : {false, true}) {
-    CpuBackend one(CpuBackendOptions{.num_threads = 1, .force_scalar = force_scalar});
-    CpuBackend two(CpuBackendOptions{.num_threads = 2, .force_scalar = force_scalar});
+  for (const cpu::DotKernels* isa : AllIsas()) {
+    CpuBackend one(CpuBackendOptions{.num_threads = 1, .kernels = isa});
+    CpuBackend two(CpuBackendOptions{.num_threads = 2, .kernels = isa});
     for (int64_t k : ks) {
       const int64_t m = 23;  // 5 full tiles + a partial one
       MatMulCase c = MakeCase(rng, wt, 19, m, k, /*bias=*/false);
@@ -151,7 +152,7 @@ TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
         one.MatMul(c.x.Slice(i, 1), c.w, c.bias, solo_out);
         std::memcpy(solo.data() + i * m, solo_out.data(), m * 4);
       }
-      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 19}) {
+      for (int64_t n = 1; n <= 19; ++n) {
         for (CpuBackend* backend : {&one, &two}) {
           Tensor out = HostTensor(DType::kF32, Shape{n, m});
           backend->MatMul(c.x.Slice(0, n), c.w, c.bias, out);
@@ -168,8 +169,8 @@ TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
 
 TEST_P(MatMulTest, ScalarAndAvx2Agree) {
   const DType wt = GetParam();
-  CpuBackend avx2(CpuBackendOptions{.num_threads = 1});
-  if (std::string(avx2.isa()) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  if (cpu::Avx2DotKernels() == nullptr) GTEST_SKIP() << "no AVX2 on this CPU";
+  CpuBackend avx2(CpuBackendOptions{.num_threads = 1, .kernels = cpu::Avx2DotKernels()});
   CpuBackend scalar(CpuBackendOptions{.num_threads = 1, .force_scalar = true});
   std::mt19937 rng(3);
   const int64_t m = 13, k = IsQuantized(wt) ? 1024 : 1001;
@@ -186,6 +187,28 @@ TEST_P(MatMulTest, ScalarAndAvx2Agree) {
     for (int64_t i = 0; i < n * m; ++i) {
       EXPECT_NEAR(c.out.data_as<float>()[i], out2.data_as<float>()[i], tol[i])
           << "n=" << n << " " << i;
+    }
+  }
+}
+
+// The AVX-512 set (its own act_rows per call) gives every output bit of the AVX2 set, at batch
+// sizes that group rows differently in the two and with 1 or 2 threads.
+TEST_P(MatMulTest, Avx512AndAvx2AgreeBitExactly) {
+  if (cpu::Avx512DotKernels() == nullptr) GTEST_SKIP() << "no AVX-512F/VL/BW on this CPU";
+  const DType wt = GetParam();
+  std::mt19937 rng(13);
+  const int64_t m = 29, k = IsQuantized(wt) ? 1024 : 1003;
+  for (int threads : {1, 2}) {
+    CpuBackend avx2(CpuBackendOptions{.num_threads = threads, .kernels = cpu::Avx2DotKernels()});
+    CpuBackend avx512(
+        CpuBackendOptions{.num_threads = threads, .kernels = cpu::Avx512DotKernels()});
+    for (int64_t n : {1, 2, 3, 5, 6, 7, 8, 9, 12, 16, 21}) {
+      MatMulCase c = MakeCase(rng, wt, n, m, k, /*bias=*/n == 5);
+      Tensor out2 = HostTensor(DType::kF32, Shape{n, m});
+      avx512.MatMul(c.x, c.w, c.bias, c.out);
+      avx2.MatMul(c.x, c.w, c.bias, out2);
+      EXPECT_EQ(std::memcmp(c.out.data(), out2.data(), n * m * 4), 0)
+          << DTypeName(wt) << " n=" << n << " threads=" << threads;
     }
   }
 }
