@@ -114,5 +114,44 @@ TEST_F(DefaultModelTest, LastLogitsMatch) {
   }
 }
 
+// --kv-dtype f16 / bf16: the session builds a half-precision KV pool (half the bytes per token)
+// and the default model still follows transformers' greedy trajectory through it.
+TEST(DefaultModelKvDtypeTest, HalfPrecisionKvFollowsTheGreedyGolden) {
+  for (const char* kv : {"f16", "bf16"}) {
+    SCOPED_TRACE(kv);
+    ModelFlags flags;
+    flags.threads = 2;
+    flags.device = "cpu";  // CUDA keeps bf16 pools only
+    flags.kv_dtype = kv;
+    auto s = OpenSession(flags);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Session& session = **s;
+    EXPECT_EQ(session.engine->config().kv_dtype, kv);
+    ModelFlags f32_flags;
+    f32_flags.device = "cpu";
+    auto f32 = OpenSession(f32_flags);
+    ASSERT_TRUE(f32.ok());
+    EXPECT_EQ(session.kv_bytes_per_token * 2, (*f32)->kv_bytes_per_token);
+    auto g = LoadJsonFile(session.model_path + "/golden.json");
+    ASSERT_TRUE(g.ok());
+    Request r;
+    r.prompt = (*g)["greedy"]["prompt_ids"].get<std::vector<TokenId>>();
+    std::vector<TokenId> want = (*g)["greedy"]["generated_ids"].get<std::vector<TokenId>>();
+    r.params.temperature = 0;
+    r.params.max_tokens = static_cast<int>(want.size());
+    r.params.ignore_eos = true;
+    auto h = session.engine->Submit(std::move(r));
+    ASSERT_TRUE(h.ok());
+    std::vector<TokenId> got;
+    while (!h->stream->done()) {
+      session.engine->Step();
+      while (auto c = h->stream->TryPop()) {
+        for (const auto& t : c->tokens) got.push_back(t.token);
+      }
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
 }  // namespace
 }  // namespace loom

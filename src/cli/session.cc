@@ -58,6 +58,10 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--kv-cache-gb", kv_cache_gb,
                   "KV pool size in GB (0 = auto: min(2 GiB, batch x context))")
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--kv-dtype", kv_dtype,
+                  "KV cache element type: auto (f32 on the CPU, exact against the reference; bf16 "
+                  "on CUDA), f32, f16 or bf16 (CPU; half the KV bytes and memory traffic)")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
   app->add_option("--batch,--decode-concurrency", batch, "max concurrent rows per step")
       ->check(CLI::Range(1, 4096));
   app->add_option("--max-batched-tokens", max_batched_tokens, "token budget of one engine step")
@@ -142,8 +146,17 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
 
   int context = cfg.max_position_embeddings;
   if (flags.max_model_len > 0) context = std::min(context, flags.max_model_len);
-  // KV in f32 on the CPU (exact vs the oracle), bf16 on CUDA (the activation dtype).
-  const DType kv_dtype = use_cuda ? DType::kBF16 : DType::kF32;
+  // auto: KV in f32 on the CPU (exact vs the oracle), bf16 on CUDA (the activation dtype; the
+  // CUDA kernels read bf16 pools only).
+  DType kv_dtype = use_cuda ? DType::kBF16 : DType::kF32;
+  if (flags.kv_dtype == "f32") kv_dtype = DType::kF32;
+  if (flags.kv_dtype == "f16") kv_dtype = DType::kF16;
+  if (flags.kv_dtype == "bf16") kv_dtype = DType::kBF16;
+  if (use_cuda && kv_dtype != DType::kBF16) {
+    return InvalidArgumentError("--kv-dtype " + flags.kv_dtype +
+                                ": the CUDA backend keeps the KV cache in bf16; use --kv-dtype "
+                                "auto or bf16 with --device cuda");
+  }
   s->kv_bytes_per_token = model->KvBytesPerToken(kv_dtype);
   int64_t pool_bytes;
   if (flags.kv_cache_gb > 0) {

@@ -26,6 +26,7 @@ struct ModelFlags {
   double gpu_memory_fraction = 0.9;  // CUDA: share of device memory for weights + KV
   int block_size = 16;
   double kv_cache_gb = 0;        // 0 = auto: min(2 GiB, batch x context)
+  std::string kv_dtype = "auto";  // auto | f32 | f16 | bf16 (auto: f32 on the CPU, bf16 on CUDA)
   int batch = 8;                 // --batch / --decode-concurrency
   int max_batched_tokens = 2048;
   double kv_budget_gb = 0;
