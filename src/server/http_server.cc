@@ -62,6 +62,10 @@ void HttpServer::Configure() {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+  // Streams write one small SSE event per token: with Nagle's algorithm an event written while
+  // the previous one is unacknowledged waits for the client's (delayed, up to 40 ms) ACK. httplib
+  // sets the option on the listening socket; Linux copies it to every accepted connection.
+  s.set_tcp_nodelay(true);
   s.set_payload_max_length(static_cast<size_t>(ctx_->options.max_body_bytes));
   s.set_keep_alive_max_count(1000);
   s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);

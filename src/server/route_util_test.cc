@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,6 +73,31 @@ TEST(WidenListenBacklogTest, ABurstOfConnectsFitsAfterWidening) {
   EXPECT_EQ(WidenListenBacklog(port, 128), 1);
   EXPECT_EQ(CompletedConnects(port, 32), 32);
   EXPECT_EQ(WidenListenBacklog(port + 1 == 65536 ? 1 : port + 1, 128), 0);  // no such listener
+  close(fd);
+}
+
+// HttpServer sets TCP_NODELAY through httplib, which applies it to the listening socket only:
+// this pins the Linux behaviour it relies on (accepted connections inherit the option).
+TEST(TcpNoDelayTest, AcceptedSocketsInheritItFromTheListener) {
+  int port = 0;
+  const int fd = Listen(4, &port);
+  ASSERT_GE(fd, 0);
+  int yes = 1;
+  ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes), 0);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int accepted = accept(fd, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  int on = 0;
+  socklen_t len = sizeof on;
+  ASSERT_EQ(getsockopt(accepted, IPPROTO_TCP, TCP_NODELAY, &on, &len), 0);
+  EXPECT_NE(on, 0);
+  close(accepted);
+  close(c);
   close(fd);
 }
 
