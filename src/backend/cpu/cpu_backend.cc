@@ -52,10 +52,12 @@ Tensor CpuBackend::Upload(const Tensor& host) {
 }
 
 void CpuBackend::CopyToHost(const Tensor& src, void* dst) {
+  if (src.nbytes() == 0) return;  // dst may be an empty vector's null data()
   std::memcpy(dst, src.data(), src.nbytes());
 }
 
 void CpuBackend::CopyFromHost(const void* src, const Tensor& dst) {
+  if (dst.nbytes() == 0) return;
   std::memcpy(dst.data(), src, dst.nbytes());
 }
 
