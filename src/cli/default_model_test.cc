@@ -17,6 +17,27 @@
 namespace loom {
 namespace {
 
+// Greedy-generates `n` tokens after `prompt` through the engine.
+std::vector<TokenId> GreedyThroughEngine(Engine& engine, const std::vector<TokenId>& prompt,
+                                         int n) {
+  Request r;
+  r.prompt = prompt;
+  r.params.temperature = 0;
+  r.params.max_tokens = n;
+  r.params.ignore_eos = true;
+  auto h = engine.Submit(std::move(r));
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  std::vector<TokenId> out;
+  if (!h.ok()) return out;
+  while (!h->stream->done()) {
+    engine.Step();
+    while (auto c = h->stream->TryPop()) {
+      for (const auto& t : c->tokens) out.push_back(t.token);
+    }
+  }
+  return out;
+}
+
 class DefaultModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -32,23 +53,8 @@ class DefaultModelTest : public ::testing::Test {
     golden_ = *g;
   }
 
-  // Greedy-generates `n` tokens after `prompt` through the engine.
   std::vector<TokenId> Greedy(const std::vector<TokenId>& prompt, int n) {
-    Request r;
-    r.prompt = prompt;
-    r.params.temperature = 0;
-    r.params.max_tokens = n;
-    r.params.ignore_eos = true;
-    auto h = session_->engine->Submit(std::move(r));
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
-    std::vector<TokenId> out;
-    while (!h->stream->done()) {
-      session_->engine->Step();
-      while (auto c = h->stream->TryPop()) {
-        for (const auto& t : c->tokens) out.push_back(t.token);
-      }
-    }
-    return out;
+    return GreedyThroughEngine(*session_->engine, prompt, n);
   }
 
   std::unique_ptr<Session> session_;
@@ -127,28 +133,13 @@ TEST(DefaultModelKvDtypeTest, HalfPrecisionKvFollowsTheGreedyGolden) {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     Session& session = **s;
     EXPECT_EQ(session.engine->config().kv_dtype, kv);
-    ModelFlags f32_flags;
-    f32_flags.device = "cpu";
-    auto f32 = OpenSession(f32_flags);
-    ASSERT_TRUE(f32.ok());
-    EXPECT_EQ(session.kv_bytes_per_token * 2, (*f32)->kv_bytes_per_token);
+    EXPECT_EQ(session.kv_bytes_per_token * 2, session.model->KvBytesPerToken(DType::kF32));
     auto g = LoadJsonFile(session.model_path + "/golden.json");
     ASSERT_TRUE(g.ok());
-    Request r;
-    r.prompt = (*g)["greedy"]["prompt_ids"].get<std::vector<TokenId>>();
-    std::vector<TokenId> want = (*g)["greedy"]["generated_ids"].get<std::vector<TokenId>>();
-    r.params.temperature = 0;
-    r.params.max_tokens = static_cast<int>(want.size());
-    r.params.ignore_eos = true;
-    auto h = session.engine->Submit(std::move(r));
-    ASSERT_TRUE(h.ok());
-    std::vector<TokenId> got;
-    while (!h->stream->done()) {
-      session.engine->Step();
-      while (auto c = h->stream->TryPop()) {
-        for (const auto& t : c->tokens) got.push_back(t.token);
-      }
-    }
+    const auto prompt = (*g)["greedy"]["prompt_ids"].get<std::vector<TokenId>>();
+    const auto want = (*g)["greedy"]["generated_ids"].get<std::vector<TokenId>>();
+    const std::vector<TokenId> got =
+        GreedyThroughEngine(*session.engine, prompt, static_cast<int>(want.size()));
     EXPECT_EQ(got, want);
   }
 }

@@ -258,19 +258,22 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         const int64_t end = std::min(pos + 1, (p / bs + 1) * bs);
         const int cnt = static_cast<int>(end - p);
         const int64_t row0 = (block * bs + p % bs) * KVH + g;  // row of position p, kv head g
+        // Raw scores of this page's chunk for every head of the group (one key load per key).
         if (fast) {
           ChunkRows(kv_t, kbase, row0, KVH, cnt, D, ts.kchunk.data(), ts.krows.data());
           ChunkRows(kv_t, vbase, row0, KVH, cnt, D, ts.vchunk.data(), ts.vrows.data());
+          for (int h = 0; h < group; ++h) {
+            ScoresAvx2(qg + h * D, ts.krows.data(), cnt, D, ts.scores.data() + h * bs);
+          }
+        } else {
+          for (int c = 0; c < cnt; ++c) {
+            const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
+            for (int h = 0; h < group; ++h) {
+              ts.scores[static_cast<size_t>(h * bs + c)] = helpers.dot(qg + h * D, kr, D);
+            }
+          }
         }
-        // Scores of this page's chunk for every head of the group (one key load per key).
-        for (int h = 0; h < group && fast; ++h) {
-          ScoresAvx2(qg + h * D, ts.krows.data(), cnt, D, ts.scores.data() + h * bs);
-        }
-        for (int c = 0; c < cnt && !fast; ++c) {
-          const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
-          for (int h = 0; h < group; ++h)
-            ts.scores[static_cast<size_t>(h * bs + c)] = helpers.dot(qg + h * D, kr, D);
-        }
+        // Online softmax per head; the fast path also adds this chunk's P @ V here.
         for (int h = 0; h < group; ++h) {
           float* sh = ts.scores.data() + h * bs;
           float cm = ts.m[static_cast<size_t>(h)];
@@ -294,7 +297,7 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
             for (int d = 0; d < D; ++d) acc[h * D + d] *= alpha;
           }
         }
-        for (int c = 0; c < cnt && !fast; ++c) {
+        for (int c = 0; c < cnt && !fast; ++c) {  // generic path: P @ V key by key
           const float* vr = RowF32(helpers, kv_t, vbase, row0 + c * KVH, D, vbuf.data());
           for (int h = 0; h < group; ++h) {
             helpers.axpy(ts.scores[static_cast<size_t>(h * bs + c)], vr, acc + h * D, D);
