@@ -81,6 +81,9 @@ class Backend {
   // ---- memory ----
   // A new zero-filled tensor on this device.
   virtual Tensor Alloc(DType dtype, Shape shape) = 0;
+  // A new tensor whose contents are unspecified until written: for activations that every op
+  // overwrites in full (on CUDA it saves a memset launch per tensor per step).
+  virtual Tensor AllocScratch(DType dtype, Shape shape) { return Alloc(dtype, shape); }
   // Makes a host tensor usable by this backend. The CPU backend returns it as is (zero-copy, so
   // mmap'd weights stay mmap'd); device backends copy.
   virtual Tensor Upload(const Tensor& host) = 0;
@@ -133,6 +136,45 @@ class Backend {
   // fused qkv projection.   src [n, a], dst [n, b], same dtype (activations).
   virtual void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                            int64_t num_cols) = 0;
+
+  // ---- fused ops (a device backend overrides them with one kernel each; the defaults compose the
+  // ops above, so the CPU backend's numerics stay those of the unfused sequence) ----
+
+  // Whether the model should concatenate q/k/v and gate/up projection weights into one matrix
+  // each at load (one GEMV instead of three / two at small batch; see ConcatRows).
+  virtual bool prefers_fused_projections() const { return false; }
+  // A new tensor holding the rows of `parts` one after another (same dtype and columns; 1-D
+  // parts are concatenated as vectors). Used once at load to fuse projection weights.
+  virtual Tensor ConcatRows(const std::vector<Tensor>& parts);
+  // The shape ConcatRows returns (CHECK-fails on mismatched parts).
+  static Shape ConcatRowsShape(const std::vector<Tensor>& parts);
+  // Returns cached but unused device memory to the driver (after load-time reshuffles such as
+  // ConcatRows, so KV sizing sees it as free). No-op on CPU.
+  virtual void TrimMemory() {}
+
+  // x = x + delta; out = RmsNorm(x) (the residual add feeding the next sub-block's norm).
+  //   x, delta, out [n, d]; w [d]. x is updated in place; out must not alias x or delta.
+  virtual void AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
+                          float weight_offset, const Tensor& out);
+
+  // The attention block's input half after one fused projection qkv = [q | k | v]:
+  //   q_out = rope(q_norm(q)); the k rows rope(k_norm(k)) and the v rows go to their slots of
+  //   `layer` (meta.slot_mapping; slots < 0 are skipped).
+  //   qkv [n, (H + 2 KVH) * D]; q_out [n, H * D]; q_norm / k_norm [D] per-head RMSNorm weights or
+  //   undefined (no norm). qkv's contents are unspecified afterwards.
+  struct QkvLayout {
+    int num_heads = 0, num_kv_heads = 0, head_dim = 0;
+    Tensor q_norm, k_norm;
+    float eps = 0.f, norm_offset = 0.f;
+  };
+  virtual void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
+                            const QkvLayout& layout, const AttentionMeta& meta,
+                            const KvLayer& layer, const Tensor& q_out);
+
+  // out = act(gate_up[:, :f]) * gate_up[:, f:] for a fused gate|up projection.
+  //   gate_up [n, 2f]; out [n, f].
+  enum class GatedAct { kSilu, kGeluTanh };
+  virtual void GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out);
 
   // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
   // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.

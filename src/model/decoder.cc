@@ -25,6 +25,7 @@ RopeTable MakeRopeTable(const ModelConfig& cfg, const RopeConfig& rc, Backend* b
 Model::Model(ModelConfig config, Weights weights, ModelInfo info, Backend* backend)
     : config_(std::move(config)), weights_(std::move(weights)), info_(std::move(info)),
       backend_(backend) {
+  if (backend_->prefers_fused_projections()) FuseProjections(&weights_, backend_);
   rope_global_ = MakeRopeTable(config_, config_.rope, backend_);
   rope_local_ = MakeRopeTable(config_, config_.rope_local, backend_);
 }
@@ -61,48 +62,66 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   };
   const float norm_offset = c.norm_plus_one ? 1.f : 0.f;
 
-  // Activations for this step ([n, ...], act dtype).
-  Tensor x = be.Alloc(act, Shape{n, d});      // residual stream
-  Tensor h = be.Alloc(act, Shape{n, d});      // normed input of a sub-block
-  Tensor q = be.Alloc(act, Shape{n, q_dim});
-  Tensor k = be.Alloc(act, Shape{n, kv_dim});
-  Tensor v = be.Alloc(act, Shape{n, kv_dim});
-  Tensor attn = be.Alloc(act, Shape{n, q_dim});
-  Tensor o = be.Alloc(act, Shape{n, d});
-  Tensor gate = be.Alloc(act, Shape{n, f});
-  Tensor up = be.Alloc(act, Shape{n, f});
-  Tensor qkv = c.fused_qkv ? be.Alloc(act, Shape{n, q_dim + 2 * kv_dim}) : Tensor();
-  Tensor gate_up = c.fused_gate_up ? be.Alloc(act, Shape{n, 2 * f}) : Tensor();
+  // Activations for this step ([n, ...], act dtype; every op overwrites its output in full).
+  // A layer's projections are fused (wqkv, w_gate_up: Phi-3, or FuseProjections on backends that
+  // prefer it) or separate; both layouts may not mix within a model.
+  const LayerWeights& l0 = weights_.layers.front();
+  const bool fused_qkv = l0.wqkv.defined(), fused_gate_up = l0.w_gate_up.defined();
+  auto scratch = [&](int64_t cols) { return be.AllocScratch(act, Shape{n, cols}); };
+  Tensor x = scratch(d);     // residual stream
+  Tensor h = scratch(d);     // normed input of a sub-block
+  Tensor q = scratch(q_dim);
+  Tensor attn = scratch(q_dim);
+  Tensor o = scratch(d);
+  Tensor gate = scratch(f);  // the MLP's activation, act(gate) * up
+  Tensor k = fused_qkv ? Tensor() : scratch(kv_dim);
+  Tensor v = fused_qkv ? Tensor() : scratch(kv_dim);
+  Tensor qkv = fused_qkv ? scratch(q_dim + 2 * kv_dim) : Tensor();
+  Tensor up = fused_gate_up ? Tensor() : scratch(f);
+  Tensor gate_up = fused_gate_up ? scratch(2 * f) : Tensor();
+  const Backend::GatedAct gated_act =
+      c.activation == Activation::kSilu ? Backend::GatedAct::kSilu : Backend::GatedAct::kGeluTanh;
 
   be.Embed(weights_.embed, in.token_ids, c.embed_scale, x);
   emit("embed", x);
+  // Each sub-block's residual add is fused with the next sub-block's input norm (AddRmsNorm):
+  // h holds the normed input of the sub-block about to run.
+  be.RmsNorm(x, l0.attn_norm, c.rms_norm_eps, norm_offset, h);
 
   for (int i = 0; i < c.num_layers; ++i) {
     const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
     const std::string li = "." + std::to_string(i);
-    be.RmsNorm(x, l.attn_norm, c.rms_norm_eps, norm_offset, h);
+    const KvLayer& layer_kv = kv[static_cast<size_t>(i)];
     emit("attn_norm" + li, h);
-    if (c.fused_qkv) {
-      be.MatMul(h, l.wqkv, Tensor(), qkv);
-      be.CopyColumns(qkv, 0, q, 0, q_dim);
-      be.CopyColumns(qkv, q_dim, k, 0, kv_dim);
-      be.CopyColumns(qkv, q_dim + kv_dim, v, 0, kv_dim);
+    const bool sliding = c.is_sliding(i);
+    const RopeTable& rope = sliding ? rope_local_ : rope_global_;
+    if (fused_qkv) {
+      be.MatMul(h, l.wqkv, l.bqkv, qkv);
+      Backend::QkvLayout layout;
+      layout.num_heads = c.num_heads;
+      layout.num_kv_heads = c.num_kv_heads;
+      layout.head_dim = static_cast<int>(hd);
+      if (c.qk_norm) {
+        layout.q_norm = l.q_norm;
+        layout.k_norm = l.k_norm;
+      }
+      layout.eps = c.rms_norm_eps;
+      layout.norm_offset = norm_offset;
+      be.QkvRopeStore(qkv, in.positions, rope, layout, in.meta, layer_kv, q);
     } else {
       be.MatMul(h, l.wq, l.bq, q);
       be.MatMul(h, l.wk, l.bk, k);
       be.MatMul(h, l.wv, l.bv, v);
+      if (c.qk_norm) {
+        Tensor q_heads = q.Reshape(Shape{n * c.num_heads, hd});
+        Tensor k_heads = k.Reshape(Shape{n * c.num_kv_heads, hd});
+        be.RmsNorm(q_heads, l.q_norm, c.rms_norm_eps, norm_offset, q_heads);
+        be.RmsNorm(k_heads, l.k_norm, c.rms_norm_eps, norm_offset, k_heads);
+      }
+      be.Rope(q, in.positions, rope, c.num_heads, static_cast<int>(hd));
+      be.Rope(k, in.positions, rope, c.num_kv_heads, static_cast<int>(hd));
+      be.StoreKv(k, v, in.meta, layer_kv);
     }
-    if (c.qk_norm) {
-      Tensor q_heads = q.Reshape(Shape{n * c.num_heads, hd});
-      Tensor k_heads = k.Reshape(Shape{n * c.num_kv_heads, hd});
-      be.RmsNorm(q_heads, l.q_norm, c.rms_norm_eps, norm_offset, q_heads);
-      be.RmsNorm(k_heads, l.k_norm, c.rms_norm_eps, norm_offset, k_heads);
-    }
-    const bool sliding = c.is_sliding(i);
-    const RopeTable& rope = sliding ? rope_local_ : rope_global_;
-    be.Rope(q, in.positions, rope, c.num_heads, static_cast<int>(hd));
-    be.Rope(k, in.positions, rope, c.num_kv_heads, static_cast<int>(hd));
-    be.StoreKv(k, v, in.meta, kv[static_cast<size_t>(i)]);
     AttentionParams ap;
     ap.num_heads = c.num_heads;
     ap.num_kv_heads = c.num_kv_heads;
@@ -110,37 +129,40 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     ap.scale = c.softmax_scale();
     ap.sliding_window = c.layer_window[static_cast<size_t>(i)];
     ap.logit_softcap = c.attn_logit_softcap;
-    be.Attention(q, kv[static_cast<size_t>(i)], in.meta, ap, attn);
+    be.Attention(q, layer_kv, in.meta, ap, attn);
     be.MatMul(attn, l.wo, l.bo, o);
     if (c.sandwich_norm) be.RmsNorm(o, l.post_attn_norm, c.rms_norm_eps, norm_offset, o);
     emit("attn_out" + li, o);
-    be.Add(x, o, x);
+    be.AddRmsNorm(x, o, l.ffn_norm, c.rms_norm_eps, norm_offset, h);
 
-    be.RmsNorm(x, l.ffn_norm, c.rms_norm_eps, norm_offset, h);
     emit("ffn_norm" + li, h);
-    if (c.fused_gate_up) {
+    if (fused_gate_up) {
       be.MatMul(h, l.w_gate_up, Tensor(), gate_up);
-      be.CopyColumns(gate_up, 0, gate, 0, f);
-      be.CopyColumns(gate_up, f, up, 0, f);
+      be.GatedActivation(gate_up, gated_act, gate);
     } else {
       be.MatMul(h, l.w_gate, Tensor(), gate);
       be.MatMul(h, l.w_up, Tensor(), up);
-    }
-    if (c.activation == Activation::kSilu) {
-      be.SiluMul(gate, up, gate);
-    } else {
-      be.GeluTanhMul(gate, up, gate);
+      if (gated_act == Backend::GatedAct::kSilu) {
+        be.SiluMul(gate, up, gate);
+      } else {
+        be.GeluTanhMul(gate, up, gate);
+      }
     }
     be.MatMul(gate, l.w_down, Tensor(), o);
     if (c.sandwich_norm) be.RmsNorm(o, l.post_ffn_norm, c.rms_norm_eps, norm_offset, o);
     emit("ffn_out" + li, o);
-    be.Add(x, o, x);
+    if (i + 1 < c.num_layers) {
+      const LayerWeights& next = weights_.layers[static_cast<size_t>(i) + 1];
+      be.AddRmsNorm(x, o, next.attn_norm, c.rms_norm_eps, norm_offset, h);
+    } else {
+      be.Add(x, o, x);
+    }
     emit("hidden" + li, x);
   }
 
   const int64_t r = in.num_sample_rows;
   if (r == 0) return OkStatus();
-  Tensor last = be.Alloc(act, Shape{r, d});
+  Tensor last = be.AllocScratch(act, Shape{r, d});
   be.GatherRows(x, in.sample_rows.Slice(0, r), last);
   be.RmsNorm(last, weights_.final_norm, c.rms_norm_eps, norm_offset, last);
   emit("final_norm", last);

@@ -151,4 +151,23 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
   return w;
 }
 
+void FuseProjections(Weights* weights, Backend* backend) {
+  for (LayerWeights& l : weights->layers) {
+    if (!l.wqkv.defined() && l.wq.defined()) {
+      l.wqkv = backend->ConcatRows({l.wq, l.wk, l.wv});
+      if (l.bq.defined() || l.bk.defined() || l.bv.defined()) {
+        CHECK(l.bq.defined() && l.bk.defined() && l.bv.defined())
+            << "FuseProjections: q/k/v biases must all be present or all absent";
+        l.bqkv = backend->ConcatRows({l.bq, l.bk, l.bv});
+      }
+      l.wq = l.wk = l.wv = l.bq = l.bk = l.bv = Tensor();
+    }
+    if (!l.w_gate_up.defined() && l.w_gate.defined()) {
+      l.w_gate_up = backend->ConcatRows({l.w_gate, l.w_up});
+      l.w_gate = l.w_up = Tensor();
+    }
+    backend->TrimMemory();  // one layer's separate copies at a time: peak = model + one layer
+  }
+}
+
 }  // namespace loom

@@ -15,15 +15,17 @@ namespace loom {
 struct LayerWeights {
   Tensor attn_norm;       // [hidden]                       input RMSNorm
   Tensor wq, wk, wv;      // [H*D, hidden], [KV*D, hidden], [KV*D, hidden]  (unless fused)
-  Tensor wqkv;            // [(H + 2 KV) * D, hidden]       fused (Phi-3)
+  Tensor wqkv;            // [(H + 2 KV) * D, hidden]       fused (Phi-3, or by FuseProjections)
   Tensor bq, bk, bv, bo;  // biases, when the checkpoint has them
+  Tensor bqkv;            // [(H + 2 KV) * D]               bq|bk|bv fused with wqkv
   Tensor wo;              // [hidden, H*D]
   Tensor q_norm, k_norm;  // [D]                            per-head norms (Qwen3, Gemma 3)
   Tensor post_attn_norm;  // [hidden]                       sandwich norm after attention (Gemma)
   Tensor ffn_norm;        // [hidden]                       RMSNorm before the MLP
   Tensor post_ffn_norm;   // [hidden]                       sandwich norm after the MLP (Gemma)
   Tensor w_gate, w_up;    // [F, hidden] each               (unless fused)
-  Tensor w_gate_up;       // [2F, hidden]                   fused, gate rows first (Phi-3)
+  Tensor w_gate_up;       // [2F, hidden]                   fused, gate rows first (Phi-3, or
+                          //                                by FuseProjections)
   Tensor w_down;          // [hidden, F]
 };
 
@@ -52,5 +54,10 @@ enum class TensorNaming { kHuggingFace, kGguf };
 // Errors name the tensor, the expected and actual shapes, and the source.
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source, TensorNaming naming,
                               Backend* backend);
+
+// Concatenates each layer's separate q/k/v (and their biases) and gate/up matrices into wqkv /
+// w_gate_up on `backend` (Backend::ConcatRows) and drops the separate ones, for backends that
+// prefer one wide GEMV to several narrow ones. Layers already fused are left as they are.
+void FuseProjections(Weights* weights, Backend* backend);
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
+#include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/rms_norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/rows.cuh"
@@ -145,6 +147,39 @@ Tensor CudaBackend::Alloc(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor CudaBackend::AllocScratch(DType dtype, Shape shape) {
+  const int64_t cols = shape.ndim() == 0 ? 0 : shape[shape.ndim() - 1];
+  const size_t bytes =
+      shape.numel() == 0 ? 0 : RowBytes(dtype, cols) * static_cast<size_t>(shape.numel() / cols);
+  return Tensor(dtype, shape, allocator_->NewBuffer(bytes));
+}
+
+bool CudaBackend::prefers_fused_projections() const {
+  static const bool fuse = [] {
+    const char* v = std::getenv("LOOM_CUDA_FUSE");
+    return v == nullptr || v[0] != '0';
+  }();
+  return fuse;
+}
+
+Tensor CudaBackend::ConcatRows(const std::vector<Tensor>& parts) {
+  const Shape shape = ConcatRowsShape(parts);
+  const DType dtype = parts.front().dtype();
+  Tensor out(dtype, shape, allocator_->NewBuffer(RowBytes(dtype, shape.numel())));
+  char* dst = static_cast<char*>(out.data());
+  for (const Tensor& p : parts) {
+    CheckDevice(p, "ConcatRows", "part");
+    CUDA_CHECK(cudaMemcpyAsync(dst, p.data(), p.nbytes(), cudaMemcpyDeviceToDevice, stream()));
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+void CudaBackend::TrimMemory() {
+  Synchronize();  // the copies out of blocks about to be freed must be done
+  allocator_->EmptyCache();
+}
+
 Tensor CudaBackend::Upload(const Tensor& host) {
   CHECK(host.defined() && host.device() == Device::kCpu) << "Upload: " << Describe(host);
   const DType src = host.dtype();
@@ -256,6 +291,86 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float wei
       << "RmsNorm: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   cuda::LaunchRmsNorm(x.data(), w.data(), w.dtype(), eps, weight_offset, x.rows(), x.cols(),
                       out.data(), stream());
+}
+
+void CudaBackend::AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
+                             float weight_offset, const Tensor& out) {
+  {
+    LOOM_PROFILE_OP("add+rmsnorm " + Sh(x), 4 * x.nbytes());
+    CheckAct(x, "AddRmsNorm", "x");
+    CheckAct(delta, "AddRmsNorm", "delta");
+    CheckAct(out, "AddRmsNorm", "out");
+    CheckFloat(w, "AddRmsNorm", "w");
+    CHECK(delta.shape() == x.shape() && out.shape() == x.shape() && w.numel() == x.cols() &&
+          out.data() != x.data() && out.data() != delta.data())
+        << "AddRmsNorm: x " << Describe(x) << " delta " << Describe(delta) << " w " << Describe(w)
+        << " out " << Describe(out);
+    if (cuda::LaunchAddRmsNorm(x.data(), delta.data(), w.data(), w.dtype(), eps, weight_offset,
+                               x.rows(), x.cols(), out.data(), stream())) {
+      return;
+    }
+  }
+  Backend::AddRmsNorm(x, delta, w, eps, weight_offset, out);
+}
+
+void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
+                               const QkvLayout& l, const AttentionMeta& meta,
+                               const KvLayer& layer, const Tensor& q_out) {
+  LOOM_PROFILE_OP("qkv_rope_store " + Sh(qkv), 2 * qkv.nbytes());
+  const int64_t n = qkv.rows(), D = l.head_dim;
+  CheckAct(qkv, "QkvRopeStore", "qkv");
+  CheckAct(q_out, "QkvRopeStore", "q_out");
+  CHECK(qkv.cols() == (l.num_heads + 2 * int64_t{l.num_kv_heads}) * D && q_out.rows() == n &&
+        q_out.cols() == l.num_heads * D)
+      << "QkvRopeStore: qkv " << Describe(qkv) << " q_out " << Describe(q_out) << " for "
+      << l.num_heads << "+2x" << l.num_kv_heads << " heads x " << D;
+  CheckI32(positions, n, "QkvRopeStore", "positions");
+  CheckI32(meta.slot_mapping, n, "QkvRopeStore", "slot_mapping");
+  const Tensor& kp = layer.k;
+  CheckAct(kp, "QkvRopeStore", "k pool");
+  CHECK(kp.ndim() == 4 && kp.dim(2) == l.num_kv_heads && kp.dim(3) == D &&
+        layer.v.shape() == kp.shape() && layer.v.dtype() == kp.dtype())
+      << "QkvRopeStore: pools " << Describe(kp) << " / " << Describe(layer.v);
+  CHECK(rope.inv_freq.dtype() == DType::kF32 && rope.inv_freq.numel() == rope.rotary_dim / 2)
+      << "QkvRopeStore: inv_freq " << Describe(rope.inv_freq) << " for rotary_dim "
+      << rope.rotary_dim;
+  for (const Tensor* norm : {&l.q_norm, &l.k_norm}) {
+    if (!norm->defined()) continue;
+    CheckDevice(*norm, "QkvRopeStore", "q/k norm");
+    CHECK(norm->dtype() == DType::kF32 && norm->numel() == D)
+        << "QkvRopeStore: per-head norm " << Describe(*norm) << " (Upload keeps norms f32)";
+  }
+  cuda::QkvRopeStoreArgs a;
+  a.qkv = qkv.data();
+  a.positions = positions.data_as<const int32_t>();
+  a.inv_freq = rope.inv_freq.data_as<const float>();
+  a.rotary_dim = rope.rotary_dim;
+  a.attention_factor = rope.attention_factor;
+  a.interleaved = rope.interleaved;
+  a.q_norm = l.q_norm.defined() ? l.q_norm.data_as<const float>() : nullptr;
+  a.k_norm = l.k_norm.defined() ? l.k_norm.data_as<const float>() : nullptr;
+  a.eps = l.eps;
+  a.norm_offset = l.norm_offset;
+  a.num_heads = l.num_heads;
+  a.num_kv_heads = l.num_kv_heads;
+  a.head_dim = l.head_dim;
+  a.n = n;
+  a.slots = meta.slot_mapping.data_as<const int32_t>();
+  a.num_slots = kp.dim(0) * kp.dim(1);
+  a.q_out = q_out.data();
+  a.k_pool = kp.data();
+  a.v_pool = layer.v.data();
+  cuda::LaunchQkvRopeStore(a, stream());
+}
+
+void CudaBackend::GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) {
+  LOOM_PROFILE_OP("gated_act " + Sh(out), 2 * gate_up.nbytes());
+  CheckAct(gate_up, "GatedActivation", "gate_up");
+  CheckAct(out, "GatedActivation", "out");
+  CHECK(gate_up.rows() == out.rows() && gate_up.cols() == 2 * out.cols())
+      << "GatedActivation: gate_up " << Describe(gate_up) << " out " << Describe(out);
+  cuda::LaunchGatedAct(gate_up.data(), out.data(), out.rows(), out.cols(),
+                       act == GatedAct::kGeluTanh, stream());
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {

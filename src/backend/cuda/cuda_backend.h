@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   DType act_dtype() const override { return DType::kBF16; }
 
   Tensor Alloc(DType dtype, Shape shape) override;
+  Tensor AllocScratch(DType dtype, Shape shape) override;  // no memset
   Tensor Upload(const Tensor& host) override;
   void CopyToHost(const Tensor& src, void* dst) override;
   void CopyFromHost(const void* src, const Tensor& dst) override;
@@ -87,6 +88,17 @@ class CudaBackend final : public Backend {
   void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;
+  // Fused ops (one kernel each; LOOM_CUDA_FUSE=0 turns fused weights off for A/B runs).
+  bool prefers_fused_projections() const override;
+  Tensor ConcatRows(const std::vector<Tensor>& parts) override;
+  void TrimMemory() override;
+  void AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
+                  float weight_offset, const Tensor& out) override;
+  void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
+                    const QkvLayout& layout, const AttentionMeta& meta, const KvLayer& layer,
+                    const Tensor& q_out) override;
+  void GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) override;
+
   bool has_argmax_rows() const override { return true; }
   void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh
 

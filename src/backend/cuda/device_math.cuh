@@ -41,4 +41,35 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// 16-byte vectors of 8 bf16 <-> 8 floats.
+__device__ __forceinline__ void UnpackBf16x8(const uint4& v, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+__device__ __forceinline__ uint4 PackBf16x8(const float (&f)[8]) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+// Sum of v over a block of kThreads threads (a multiple of 32), returned to every thread.
+template <int kThreads>
+__device__ __forceinline__ float BlockSum(float v) {
+  __shared__ float warp_sums[kThreads / 32];
+  v = WarpSum(v);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) total += warp_sums[i];
+  return total;
+}
+
 }  // namespace loom::cuda

@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fill_uniform.h"
+#include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -34,9 +35,26 @@ struct SoftCapOp {
   __device__ float operator()(float x) const { return cap * tanhf(x / cap); }
 };
 
+// Launched with PDL (launch.cuh): waits before touching anything.
 template <typename T, typename Op>
 __global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t count, Op op) {
+  PdlWait();
+  PdlLaunchDependents();
   LOOM_GRID_STRIDE(i, count) { out[i] = FromF32<T>(op(ToF32(a[i]), ToF32(b[i]))); }
+}
+
+// out[r, j] = op(gate_up[r, j], gate_up[r, f + j]): the gated MLP activation of a fused gate|up
+// projection. Launched with PDL.
+template <typename Op>
+__global__ void GatedKernel(const __nv_bfloat16* gate_up, __nv_bfloat16* out, int64_t rows,
+                            int64_t f, Op op) {
+  PdlWait();
+  PdlLaunchDependents();
+  LOOM_GRID_STRIDE(i, rows * f) {
+    const int64_t r = i / f, j = i % f;
+    const __nv_bfloat16* g = gate_up + r * 2 * f;
+    out[i] = __float2bfloat16_rn(op(__bfloat162float(g[j]), __bfloat162float(g[f + j])));
+  }
 }
 
 template <typename T, typename Op>
@@ -74,15 +92,13 @@ void Binary(const void* a, const void* b, void* out, DType dtype, int64_t count,
   const int blocks = BlocksFor(count, kThreads);
   if (dtype == DType::kBF16) {
     using T = __nv_bfloat16;
-    BinaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(a),
-                                                  static_cast<const T*>(b), static_cast<T*>(out),
-                                                  count, op);
+    LaunchPdl(BinaryKernel<T, Op>, dim3(blocks), dim3(kThreads), 0, stream,
+              static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), count, op);
   } else {
-    BinaryKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(a),
-                                                  static_cast<const float*>(b),
-                                                  static_cast<float*>(out), count, op);
+    LaunchPdl(BinaryKernel<float, Op>, dim3(blocks), dim3(kThreads), 0, stream,
+              static_cast<const float*>(a), static_cast<const float*>(b),
+              static_cast<float*>(out), count, op);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 template <typename Op>
@@ -117,6 +133,22 @@ void AddBiasTyped(T* out, const void* bias, DType bias_dtype, int64_t count, int
 void LaunchAdd(const void* a, const void* b, void* out, DType dtype, int64_t count,
                cudaStream_t stream) {
   Binary(a, b, out, dtype, count, AddOp{}, stream);
+}
+
+void LaunchGatedAct(const void* gate_up, void* out, int64_t rows, int64_t f, bool gelu_tanh,
+                    cudaStream_t stream) {
+  const int64_t count = rows * f;
+  if (count <= 0) return;
+  const int blocks = BlocksFor(count, kThreads);
+  const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
+  auto* o = static_cast<__nv_bfloat16*>(out);
+  if (gelu_tanh) {
+    LaunchPdl(GatedKernel<GeluTanhMulOp>, dim3(blocks), dim3(kThreads), 0, stream, gu, o, rows, f,
+              GeluTanhMulOp{});
+  } else {
+    LaunchPdl(GatedKernel<SiluMulOp>, dim3(blocks), dim3(kThreads), 0, stream, gu, o, rows, f,
+              SiluMulOp{});
+  }
 }
 
 void LaunchScale(void* x, float s, DType dtype, int64_t count, cudaStream_t stream) {

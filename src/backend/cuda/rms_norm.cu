@@ -2,13 +2,17 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
 namespace {
 
+// Generic row norm: any d, any alignment (a strided loop per thread).
 template <typename W, int kThreads>
 __global__ void RmsNormKernel(const __nv_bfloat16* x, const W* w, float eps, float offset,
                               int64_t d, __nv_bfloat16* out) {
+  PdlWait();
+  PdlLaunchDependents();
   const __nv_bfloat16* xr = x + blockIdx.x * d;
   __nv_bfloat16* o = out + blockIdx.x * d;
   float ss = 0.f;
@@ -16,13 +20,7 @@ __global__ void RmsNormKernel(const __nv_bfloat16* x, const W* w, float eps, flo
     const float v = ToF32(xr[j]);
     ss += v * v;
   }
-  __shared__ float warp_sums[kThreads / 32];
-  ss = WarpSum(ss);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < kThreads / 32; ++i) total += warp_sums[i];
+  const float total = BlockSum<kThreads>(ss);
   const float inv = rsqrtf(total / static_cast<float>(d) + eps);
   // Each thread rewrites only the elements it read: in-place is safe.
   for (int64_t j = threadIdx.x; j < d; j += kThreads) {
@@ -30,19 +28,96 @@ __global__ void RmsNormKernel(const __nv_bfloat16* x, const W* w, float eps, flo
   }
 }
 
+// Vectorized row norm for d % 8 == 0, d <= 8 * kVecs * kThreads, 16-byte aligned rows: every
+// thread loads its (up to kVecs) 16-byte vectors at once, so a row costs one memory round trip
+// instead of one per loop iteration (at batch 1 a norm is a single block: latency is its cost).
+// kAdd: x = bf16(x + delta) first (written back), as Add then RmsNorm would.
+constexpr int kVecs = 4;
+
+template <typename W, int kThreads, bool kAdd>
+__global__ void __launch_bounds__(kThreads)
+    RmsNormVecKernel(__nv_bfloat16* x, const __nv_bfloat16* delta, const W* w, float eps,
+                     float offset, int d, __nv_bfloat16* out) {
+  PdlWait();
+  PdlLaunchDependents();
+  const int vecs = d / 8;
+  uint4* xr = reinterpret_cast<uint4*>(x + int64_t{blockIdx.x} * d);
+  float v[kVecs][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int u = 0; u < kVecs; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+    if (i >= vecs) continue;
+    UnpackBf16x8(xr[i], v[u]);
+    if constexpr (kAdd) {
+      float dv[8];
+      UnpackBf16x8(reinterpret_cast<const uint4*>(delta + int64_t{blockIdx.x} * d)[i], dv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[u][e] = __bfloat162float(__float2bfloat16_rn(v[u][e] + dv[e]));
+      xr[i] = PackBf16x8(v[u]);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[u][e] * v[u][e];
+  }
+  const float total = BlockSum<kThreads>(ss);
+  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
+  uint4* o = reinterpret_cast<uint4*>(out + int64_t{blockIdx.x} * d);
+#pragma unroll
+  for (int u = 0; u < kVecs; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+    if (i >= vecs) continue;
+    float r[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) r[e] = v[u][e] * inv * (ToF32(w[i * 8 + e]) + offset);
+    o[i] = PackBf16x8(r);
+  }
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename W, bool kAdd>
+bool TryVec(void* x, const void* delta, const void* w, float eps, float offset, int64_t rows,
+            int64_t d, void* out, cudaStream_t stream) {
+  if (d % 8 != 0 || !Aligned16(x) || !Aligned16(out) || (kAdd && !Aligned16(delta))) return false;
+  auto* px = static_cast<__nv_bfloat16*>(x);
+  const auto* pd = static_cast<const __nv_bfloat16*>(delta);
+  const auto* pw = static_cast<const W*>(w);
+  auto* po = static_cast<__nv_bfloat16*>(out);
+  const dim3 grid(static_cast<unsigned>(rows));
+  const int vecs = static_cast<int>(d / 8);
+  if (vecs <= 32 * kVecs) {
+    LaunchPdl(RmsNormVecKernel<W, 32, kAdd>, grid, dim3(32), 0, stream, px, pd, pw, eps, offset,
+              static_cast<int>(d), po);
+  } else if (vecs <= 128 * kVecs) {
+    LaunchPdl(RmsNormVecKernel<W, 128, kAdd>, grid, dim3(128), 0, stream, px, pd, pw, eps, offset,
+              static_cast<int>(d), po);
+  } else if (vecs <= 256 * kVecs) {
+    LaunchPdl(RmsNormVecKernel<W, 256, kAdd>, grid, dim3(256), 0, stream, px, pd, pw, eps, offset,
+              static_cast<int>(d), po);
+  } else if (vecs <= 512 * kVecs) {
+    LaunchPdl(RmsNormVecKernel<W, 512, kAdd>, grid, dim3(512), 0, stream, px, pd, pw, eps, offset,
+              static_cast<int>(d), po);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 template <typename W>
 void Run(const void* x, const void* w, float eps, float offset, int64_t rows, int64_t d, void* out,
          cudaStream_t stream) {
+  if (TryVec<W, false>(const_cast<void*>(x), nullptr, w, eps, offset, rows, d, out, stream)) {
+    return;
+  }
   const auto* px = static_cast<const __nv_bfloat16*>(x);
   const auto* pw = static_cast<const W*>(w);
   auto* po = static_cast<__nv_bfloat16*>(out);
+  const dim3 grid(static_cast<unsigned>(rows));
   if (d <= 256) {
-    RmsNormKernel<W, 64><<<static_cast<unsigned>(rows), 64, 0, stream>>>(px, pw, eps, offset, d, po);
+    LaunchPdl(RmsNormKernel<W, 64>, grid, dim3(64), 0, stream, px, pw, eps, offset, d, po);
   } else {
-    RmsNormKernel<W, 256><<<static_cast<unsigned>(rows), 256, 0, stream>>>(px, pw, eps, offset, d,
-                                                                            po);
+    LaunchPdl(RmsNormKernel<W, 256>, grid, dim3(256), 0, stream, px, pw, eps, offset, d, po);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -57,6 +132,19 @@ void LaunchRmsNorm(const void* x, const void* w, DType w_dtype, float eps, float
                                    << DTypeName(w_dtype);
     Run<__nv_bfloat16>(x, w, eps, weight_offset, rows, d, out, stream);
   }
+}
+
+bool LaunchAddRmsNorm(void* x, const void* delta, const void* w, DType w_dtype, float eps,
+                      float weight_offset, int64_t rows, int64_t d, void* out,
+                      cudaStream_t stream) {
+  if (rows == 0) return true;
+  if (w_dtype == DType::kF32) {
+    return TryVec<float, true>(x, delta, w, eps, weight_offset, rows, d, out, stream);
+  }
+  if (w_dtype == DType::kBF16) {
+    return TryVec<__nv_bfloat16, true>(x, delta, w, eps, weight_offset, rows, d, out, stream);
+  }
+  return false;
 }
 
 }  // namespace loom::cuda

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -9,19 +10,13 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kUnroll = 4;
 
-__device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-
 // S warps share one output column (each takes every S-th 512-byte chunk of the row; partial sums
 // meet in shared memory), so a block of kWarps warps computes kWarps / S columns. S > 1 puts
 // enough blocks and loads in flight on the GPU when m is small (k/v projections: m = 512..1024).
+//
+// Launched with PDL (launch.cuh): the first kUnroll weight vectors of every thread are loaded
+// before PdlWait (weights are never written by a step), so the block starts with its loads in
+// flight while the kernel that produces x is still finishing.
 template <int N, int S, typename Out>
 __global__ void __launch_bounds__(kWarps * 32)
     SmallBatchGemmKernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* out,
@@ -30,25 +25,35 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part = warp % S;
   const int64_t col = blockIdx.x * int64_t{kCols} + warp / S;
+  constexpr int64_t kStride = 32 * S;
+  const uint4* wr = w + col * k_vec;
+  int64_t i = part * 32 + lane;
+  uint4 wv[kUnroll];
+  bool prefetched = col < m && i + kStride * (kUnroll - 1) < k_vec;
+  if (prefetched) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStride * u);  // streamed once
+  }
+  PdlWait();
+  PdlLaunchDependents();
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.f;
   if (col < m) {
-    const uint4* wr = w + col * k_vec;
-    constexpr int64_t kStride = 32 * S;
-    int64_t i = part * 32 + lane;
     for (; i + kStride * (kUnroll - 1) < k_vec; i += kStride * kUnroll) {
-      uint4 wv[kUnroll];
+      if (!prefetched) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStride * u);  // streamed once
+        for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStride * u);
+      }
+      prefetched = false;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         float wf[8];
-        Unpack(wv[u], wf);
+        UnpackBf16x8(wv[u], wf);
 #pragma unroll
         for (int r = 0; r < N; ++r) {
           float xf[8];
-          Unpack(x[r * k_vec + i + kStride * u], xf);
+          UnpackBf16x8(x[r * k_vec + i + kStride * u], xf);
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[r] += wf[e] * xf[e];
         }
@@ -56,11 +61,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     for (; i < k_vec; i += kStride) {
       float wf[8];
-      Unpack(wr[i], wf);
+      UnpackBf16x8(wr[i], wf);
 #pragma unroll
       for (int r = 0; r < N; ++r) {
         float xf[8];
-        Unpack(x[r * k_vec + i], xf);
+        UnpackBf16x8(x[r * k_vec + i], xf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r] += wf[e] * xf[e];
       }
@@ -100,13 +105,12 @@ void LaunchNS(const void* x, const void* w, void* out, DType out_dtype, int64_t 
   const auto* xv = static_cast<const uint4*>(x);
   const auto* wv = static_cast<const uint4*>(w);
   if (out_dtype == DType::kF32) {
-    SmallBatchGemmKernel<N, S, float><<<blocks, kWarps * 32, 0, stream>>>(
-        xv, wv, static_cast<float*>(out), m, k / 8);
+    LaunchPdl(SmallBatchGemmKernel<N, S, float>, dim3(blocks), dim3(kWarps * 32), 0, stream, xv,
+              wv, static_cast<float*>(out), m, k / 8);
   } else {
-    SmallBatchGemmKernel<N, S, __nv_bfloat16><<<blocks, kWarps * 32, 0, stream>>>(
-        xv, wv, static_cast<__nv_bfloat16*>(out), m, k / 8);
+    LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16>, dim3(blocks), dim3(kWarps * 32), 0,
+              stream, xv, wv, static_cast<__nv_bfloat16*>(out), m, k / 8);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 // Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200

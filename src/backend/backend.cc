@@ -1,0 +1,83 @@
+// The fused ops' default implementations: each is the sequence of unfused ops it replaces, so a
+// backend that does not override them (the CPU reference) computes exactly what the unfused
+// decoder did.
+#include "backend/backend.h"
+
+#include <cstring>
+
+namespace loom {
+
+Shape Backend::ConcatRowsShape(const std::vector<Tensor>& parts) {
+  CHECK(!parts.empty()) << "ConcatRows: no parts";
+  const Tensor& first = parts.front();
+  const bool vectors = first.ndim() == 1;
+  int64_t rows = 0;
+  for (const Tensor& p : parts) {
+    CHECK(p.defined() && p.dtype() == first.dtype() && p.ndim() == first.ndim() &&
+          (vectors || p.cols() == first.cols()) && !GetDTypeInfo(p.dtype()).quantized)
+        << "ConcatRows: " << (p.defined() ? p.DebugString() : "undefined") << " vs "
+        << first.DebugString();
+    rows += vectors ? p.numel() : p.rows();
+  }
+  return vectors ? Shape{rows} : Shape{rows, first.cols()};
+}
+
+Tensor Backend::ConcatRows(const std::vector<Tensor>& parts) {
+  Tensor host = HostTensor(parts.front().dtype(), ConcatRowsShape(parts));
+  char* dst = static_cast<char*>(host.data());
+  for (const Tensor& p : parts) {
+    if (p.device() == Device::kCpu) {
+      std::memcpy(dst, p.data(), p.nbytes());
+    } else {
+      CopyToHost(p, dst);
+    }
+    dst += p.nbytes();
+  }
+  return Upload(host);
+}
+
+void Backend::AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
+                         float weight_offset, const Tensor& out) {
+  Add(x, delta, x);
+  RmsNorm(x, w, eps, weight_offset, out);
+}
+
+void Backend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
+                           const QkvLayout& l, const AttentionMeta& meta, const KvLayer& layer,
+                           const Tensor& q_out) {
+  const int64_t n = qkv.rows(), hd = l.head_dim;
+  const int64_t q_dim = l.num_heads * hd, kv_dim = l.num_kv_heads * hd;
+  CHECK_EQ(qkv.cols(), q_dim + 2 * kv_dim) << "QkvRopeStore: qkv " << qkv.DebugString();
+  Tensor k = AllocScratch(qkv.dtype(), Shape{n, kv_dim});
+  Tensor v = AllocScratch(qkv.dtype(), Shape{n, kv_dim});
+  CopyColumns(qkv, 0, q_out, 0, q_dim);
+  CopyColumns(qkv, q_dim, k, 0, kv_dim);
+  CopyColumns(qkv, q_dim + kv_dim, v, 0, kv_dim);
+  if (l.q_norm.defined()) {
+    Tensor q_heads = q_out.Reshape(Shape{n * l.num_heads, hd});
+    RmsNorm(q_heads, l.q_norm, l.eps, l.norm_offset, q_heads);
+  }
+  if (l.k_norm.defined()) {
+    Tensor k_heads = k.Reshape(Shape{n * l.num_kv_heads, hd});
+    RmsNorm(k_heads, l.k_norm, l.eps, l.norm_offset, k_heads);
+  }
+  Rope(q_out, positions, rope, l.num_heads, static_cast<int>(hd));
+  Rope(k, positions, rope, l.num_kv_heads, static_cast<int>(hd));
+  StoreKv(k, v, meta, layer);
+}
+
+void Backend::GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) {
+  const int64_t n = gate_up.rows(), f = out.cols();
+  CHECK(gate_up.cols() == 2 * f && out.rows() == n)
+      << "GatedActivation: gate_up " << gate_up.DebugString() << " out " << out.DebugString();
+  Tensor up = AllocScratch(gate_up.dtype(), Shape{n, f});
+  CopyColumns(gate_up, 0, out, 0, f);
+  CopyColumns(gate_up, f, up, 0, f);
+  if (act == GatedAct::kSilu) {
+    SiluMul(out, up, out);
+  } else {
+    GeluTanhMul(out, up, out);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,166 @@
+// The CUDA backend's fused ops (one kernel each) vs the CPU backend running the backend's
+// default implementations of the same ops (the unfused sequences they replace: backend.cc), on
+// awkward sizes. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_test_util.h"
+
+namespace loom {
+namespace {
+
+using cuda_test::CpuValues;
+using cuda_test::GpuValues;
+using cuda_test::HostF32;
+using cuda_test::HostI32;
+using cuda_test::kTolReRounded;
+using cuda_test::kTolRounded;
+using cuda_test::NormalizedError;
+using cuda_test::Poison;
+using cuda_test::RandBf16;
+
+class CudaFusedOpsTest : public cuda_test::GpuTest {};
+
+// d: the vectorized kernel's three block sizes (<= 1024, <= 4096, <= 8192, <= 16384 columns),
+// ragged vector counts per thread, and d % 8 != 0 (the unfused fallback).
+TEST_F(CudaFusedOpsTest, AddRmsNormMatchesAddThenNorm) {
+  std::mt19937 rng(11);
+  for (int64_t d : {8, 136, 1024, 4096, 5120, 8200, 16384, 17}) {
+    for (int64_t n : {1, 3, 64}) {
+      for (float offset : {0.f, 1.f}) {
+        std::vector<float> xv = RandBf16(rng, n * d), dv = RandBf16(rng, n * d, 0.5f);
+        std::vector<float> wv = RandBf16(rng, d, 0.3f);
+        Tensor cx = HostF32(Shape{n, d}, xv), cout = cpu_.Alloc(DType::kF32, Shape{n, d});
+        cpu_.AddRmsNorm(cx, HostF32(Shape{n, d}, dv), HostF32(Shape{d}, wv), 1e-5f, offset, cout);
+        Tensor gx = gpu_->Upload(HostF32(Shape{n, d}, xv));
+        Tensor gd = gpu_->Upload(HostF32(Shape{n, d}, dv));
+        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, d});
+        Poison(*gpu_, gout);
+        gpu_->AddRmsNorm(gx, gd, gpu_->Upload(HostF32(Shape{d}, wv)), 1e-5f, offset, gout);
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gx), CpuValues(cx)), kTolRounded)
+            << "x, d " << d << " n " << n;
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
+            << "out, d " << d << " n " << n << " offset " << offset;
+      }
+    }
+  }
+}
+
+TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
+  std::mt19937 rng(12);
+  struct Case {
+    int heads, kv_heads, head_dim, rotary_dim;
+    bool interleaved, qk_norm;
+    float factor, norm_offset;
+  };
+  const Case cases[] = {
+      {32, 8, 128, 128, false, false, 1.f, 0.f},  // Llama 3
+      {16, 8, 128, 128, false, true, 1.f, 0.f},   // Qwen3: per-head norms
+      {8, 4, 256, 256, false, true, 1.f, 1.f},    // Gemma 3: (1 + w) norms, d 256
+      {4, 4, 96, 48, true, false, 1.2f, 0.f},     // partial, interleaved rotary, yarn factor
+      {6, 2, 80, 80, false, true, 1.f, 0.f},      // head_dim not a multiple of 32
+  };
+  const int block_size = 7, num_blocks = 9;
+  for (const Case& c : cases) {
+    for (int64_t n : {1, 5, 23}) {
+      const int64_t D = c.head_dim, q_dim = c.heads * D, kv_dim = c.kv_heads * D;
+      const int64_t width = q_dim + 2 * kv_dim;
+      std::vector<float> qkv = RandBf16(rng, n * width);
+      std::vector<int32_t> pos(static_cast<size_t>(n)), slots(static_cast<size_t>(n));
+      std::vector<int32_t> all_slots(block_size * num_blocks);
+      for (size_t i = 0; i < all_slots.size(); ++i) all_slots[i] = static_cast<int32_t>(i);
+      std::shuffle(all_slots.begin(), all_slots.end(), rng);
+      for (int64_t t = 0; t < n; ++t) {
+        pos[t] = static_cast<int32_t>(rng() % 40000);
+        slots[t] = t % 4 == 3 ? -1 : all_slots[static_cast<size_t>(t)];  // padding rows skip
+      }
+      std::vector<float> inv(static_cast<size_t>(c.rotary_dim / 2));
+      for (size_t j = 0; j < inv.size(); ++j) {
+        inv[j] = std::pow(10000.f, -2.f * static_cast<float>(j) / c.rotary_dim);
+      }
+      std::vector<float> qn = RandBf16(rng, D, 0.3f), kn = RandBf16(rng, D, 0.3f);
+      const Shape pool{num_blocks, block_size, c.kv_heads, D};
+      std::vector<float> kpool = RandBf16(rng, pool.numel()), vpool = RandBf16(rng, pool.numel());
+
+      auto run = [&](Backend& be, auto upload) {
+        Backend::QkvLayout l;
+        l.num_heads = c.heads;
+        l.num_kv_heads = c.kv_heads;
+        l.head_dim = c.head_dim;
+        if (c.qk_norm) {
+          l.q_norm = upload(HostF32(Shape{D}, qn));
+          l.k_norm = upload(HostF32(Shape{D}, kn));
+        }
+        l.eps = 1e-6f;
+        l.norm_offset = c.norm_offset;
+        RopeTable rope{upload(HostF32(Shape{c.rotary_dim / 2}, inv)), c.rotary_dim, c.factor,
+                       c.interleaved};
+        AttentionMeta meta;
+        meta.slot_mapping = upload(HostI32(slots));
+        KvLayer layer{upload(HostF32(pool, kpool)), upload(HostF32(pool, vpool))};
+        Tensor q = be.Alloc(be.act_dtype(), Shape{n, q_dim});
+        be.QkvRopeStore(upload(HostF32(Shape{n, width}, qkv)), upload(HostI32(pos)), rope, l,
+                        meta, layer, q);
+        return std::vector<Tensor>{q, layer.k, layer.v};
+      };
+      std::vector<Tensor> ref = run(cpu_, [](const Tensor& t) { return t; });
+      std::vector<Tensor> got = run(*gpu_, [&](const Tensor& t) { return gpu_->Upload(t); });
+      const double tol = c.qk_norm ? kTolReRounded : kTolRounded;
+      const char* what[] = {"q", "k pool", "v pool"};
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, got[i]), CpuValues(ref[i])), tol)
+            << what[i] << ": heads " << c.heads << "/" << c.kv_heads << " d " << c.head_dim
+            << " n " << n;
+      }
+      // The v rows are copies and untouched slots keep their values: exact.
+      EXPECT_EQ(GpuValues(*gpu_, got[2]), CpuValues(ref[2]));
+    }
+  }
+}
+
+TEST_F(CudaFusedOpsTest, GatedActivationMatchesSplitThenMul) {
+  std::mt19937 rng(13);
+  for (auto act : {Backend::GatedAct::kSilu, Backend::GatedAct::kGeluTanh}) {
+    for (int64_t n : {1, 7}) {
+      for (int64_t f : {1, 96, 14336}) {
+        std::vector<float> gu = RandBf16(rng, n * 2 * f, 2.f);
+        Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, f});
+        cpu_.GatedActivation(HostF32(Shape{n, 2 * f}, gu), act, cout);
+        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, f});
+        Poison(*gpu_, gout);
+        gpu_->GatedActivation(gpu_->Upload(HostF32(Shape{n, 2 * f}, gu)), act, gout);
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolRounded)
+            << "n " << n << " f " << f;
+      }
+    }
+  }
+}
+
+TEST_F(CudaFusedOpsTest, ConcatRowsIsExact) {
+  std::mt19937 rng(14);
+  std::vector<float> a = RandBf16(rng, 5 * 24), b = RandBf16(rng, 3 * 24), c = RandBf16(rng, 24);
+  Tensor m = gpu_->ConcatRows({gpu_->Upload(HostF32(Shape{5, 24}, a)),
+                               gpu_->Upload(HostF32(Shape{3, 24}, b)),
+                               gpu_->Upload(HostF32(Shape{1, 24}, c))});
+  ASSERT_EQ(m.shape(), (Shape{9, 24}));
+  std::vector<float> want = a;
+  want.insert(want.end(), b.begin(), b.end());
+  want.insert(want.end(), c.begin(), c.end());
+  EXPECT_EQ(GpuValues(*gpu_, m), want);
+  // 1-D (biases, f32).
+  Tensor v = gpu_->ConcatRows(
+      {gpu_->Upload(HostF32(Shape{3}, {1.f, 2.f, 3.f})), gpu_->Upload(HostF32(Shape{2}, {4.f, 5.f}))});
+  ASSERT_EQ(v.shape(), (Shape{5}));
+  EXPECT_EQ(GpuValues(*gpu_, v), (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
+  // The CPU default gives the same layout.
+  Tensor cm = cpu_.ConcatRows({HostF32(Shape{5, 24}, a), HostF32(Shape{3, 24}, b)});
+  std::vector<float> cwant(a);
+  cwant.insert(cwant.end(), b.begin(), b.end());
+  EXPECT_EQ(CpuValues(cm), cwant);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,75 @@
+// Kernel launches with programmatic dependent launch (PDL, Hopper+), for the decode step's chain
+// of small kernels (.cu files only).
+//
+// A kernel launched by LaunchPdl may start while the kernel before it on the stream is still
+// running: its blocks become resident as soon as every block of the previous kernel has called
+// PdlLaunchDependents() (or exited), and run up to their PdlWait(), which returns once the
+// previous kernel has completed and its writes are visible. Work that reads nothing the previous
+// kernels write (a GEMV's first weight loads) goes before PdlWait and overlaps their tail; the
+// launch latency itself is hidden too. Inside a CUDA graph the same edges become programmatic
+// dependencies.
+//
+// Rules for a kernel launched this way (each kernel's comment says where it waits):
+//   - before PdlWait: no read of activations, no write at all (the previous kernel may still read
+//     what this one would overwrite);
+//   - every block reaches PdlWait before it exits, even blocks with no work: a kernel that could
+//     finish before its predecessor would break the ordering the kernel after it relies on;
+//   - PdlLaunchDependents goes after PdlWait, so at most two kernels overlap.
+// Kernels launched with <<<>>> keep full stream ordering; griddepcontrol is a no-op for them.
+//
+// LOOM_CUDA_PDL=0 launches everything without the attribute (A/B, debugging).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace loom::cuda {
+
+inline bool PdlEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOOM_CUDA_PDL");
+    if (v != nullptr && v[0] == '0') return false;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return enabled;
+}
+
+__device__ __forceinline__ void PdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void PdlLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when enabled.
+template <typename... Params, typename... Args>
+void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+               cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = PdlEnabled() ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+}  // namespace loom::cuda
