@@ -179,5 +179,38 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
   }
 }
 
+// Steps with multi-token query tiles take the tensor-core kernel (flash_prefill.cuh). Its P.V mma
+// rounds the softmax weights P (in [0, 1]) to bf16: each weight is off by <= 2^-9 relative, so an
+// output row (a weighted mean of V rows) moves by <= 2^-9 of the mean |V| in the worst case and
+// by far less on average (independent rounding errors over many keys partly cancel), the same
+// order as the final bf16 rounding that kTolRounded already budgets (2^-9 per element). The
+// running sum l is kept in f32 from the unrounded weights; its mismatch with the rounded ones is
+// the mean of those per-weight errors, again <= 2^-9. So the same kTolRounded bound applies.
+TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
+  std::vector<Scenario> scenarios = {
+      {"prompt 1 + prompt 3, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 1}, {0, 3}}},
+      {"prompt 17, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 17}}},
+      {"prompt 97, gqa 4, block 7", 32, 8, 128, 7, 0, 0.f, {{0, 97}}},
+      {"prompt 1000, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 1000}}},
+      {"prompt 4096, gqa 4 (8 heads)", 8, 2, 128, 16, 0, 0.f, {{0, 4096}}},
+      {"chunk 256 on a 700 prefix, gqa 8", 16, 2, 128, 16, 0, 0.f, {{700, 256}}},
+      {"chunk 33 on a 100 prefix, block 7, window 32", 16, 4, 128, 7, 32, 0.f, {{100, 33}}},
+      {"mha, d64", 4, 4, 64, 16, 0, 0.f, {{0, 300}}},
+      {"gqa 8, d64, block 7", 16, 2, 64, 7, 0, 0.f, {{0, 130}, {40, 70}}},
+      {"gqa 2, d256, softcap 30", 8, 4, 256, 16, 0, 30.f, {{0, 200}}},
+      {"mha, d256, window 50, chunk on prefix", 4, 4, 256, 7, 50, 0.f, {{150, 90}, {0, 5}}},
+      {"gqa 3 (126-row tiles), window 17", 12, 4, 128, 16, 17, 0.f, {{0, 260}}},
+      {"softcap 50 + window 64, gqa 4", 32, 8, 128, 16, 64, 50.f, {{10, 300}}},
+      {"mixed: prefills, chunks and decodes", 32, 8, 128, 16, 0, 0.f,
+       {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}, {64, 64}, {0, 129}, {999, 2}}},
+  };
+  unsigned seed = 500;
+  for (const Scenario& sc : scenarios) {
+    const double err = Run(sc, seed++);
+    EXPECT_LT(err, kTolRounded) << sc.name;
+    std::printf("  %-50s normalized error %.2e\n", sc.name, err);
+  }
+}
+
 }  // namespace
 }  // namespace loom

@@ -1,0 +1,39 @@
+// Tensor-core paged attention for steps with multi-token query tiles (prefill chunks), in the
+// style of FlashAttention-2: q.K^T and P.V on mma.sync m16n8k16 (bf16 in, f32 accumulate),
+// online softmax in registers, K/V tiles gathered through the CSR page table with cp.async into
+// double-buffered shared memory.
+//
+// Work split: a block handles one query tile (FlashPrefillTokensPerTile(group) consecutive tokens
+// of one sequence) x one kv head; its 16 x kWarps rows are the tile's tokens x the kv head's
+// `group` query heads (GQA packed into the M dimension: each K/V tile is read once for the whole
+// group). Each warp owns 16 rows. Keys are walked in tiles of 64 (32 for head_dim 256).
+//
+// Same contract as PagedAttentionKernel (paged_attention.cuh): bf16 q/out/pools, causal mask per
+// row (row j of sequence s sits at position kv_len[s] - q_len + j), sliding window, soft-capping,
+// a zero row for an empty key range. Decode rows of a mixed step (one-token tiles) are handled here
+// too; pure-decode steps (max_query_len <= 1) stay on PagedAttentionKernel.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/paged_attention.cuh"
+
+namespace loom::cuda {
+
+// Whether LaunchFlashPrefill is built for these shapes: head_dim 64/128/256, group <= the tile's
+// rows.
+bool FlashPrefillSupports(const PagedAttentionArgs& a);
+
+// Query tokens per tile (rows / group). `warps` selects the block shape (4 or 8 warps, 16 rows
+// each); 0 = the default (LOOM_ATTN_PREFILL_WARPS, else 8).
+int FlashPrefillWarps();
+int FlashPrefillTokensPerTile(int group, int warps);
+
+// tile_start: [num_seqs + 1] exclusive prefix of query tiles per sequence (with the q_per_tile
+// above), written on the device before this launch; grid_tiles >= the real tile count.
+void LaunchFlashPrefill(const PagedAttentionArgs& a, int warps, const int32_t* tile_start,
+                        int grid_tiles, cudaStream_t stream);
+
+}  // namespace loom::cuda
