@@ -157,13 +157,14 @@ AttnStep MakeStep(CudaBackend& be, const AttnCase& c) {
   return s;
 }
 
-// warps: 0 = the CUDA-core kernel, else the tensor-core kernel with that many warps a tile.
-double TimeAttention(CudaBackend& be, AttnStep& s, int warps, int reps) {
-  cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(s.args, be.num_sms(), warps > 0);
-  if (warps > 0) {
+// tile.warps == 0: the CUDA-core kernel; else the tensor-core kernel with that block shape.
+double TimeAttention(CudaBackend& be, AttnStep& s, cuda::FlashPrefillTile tile, int reps) {
+  cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(s.args, be.num_sms(), tile.warps > 0);
+  if (tile.warps > 0) {
     CHECK(plan.flash) << "flash path not taken";
-    plan.flash_warps = warps;
-    plan.q_per_tile = cuda::FlashPrefillTokensPerTile(s.args.num_heads / s.args.num_kv_heads, warps);
+    plan.flash_tile = tile;
+    plan.q_per_tile =
+        cuda::FlashPrefillTokensPerTile(s.args.num_heads / s.args.num_kv_heads, tile);
     plan.grid_tiles = s.args.num_tokens / plan.q_per_tile + s.args.num_seqs;
   }
   Tensor tile_start = be.Alloc(DType::kI32, Shape{plan.tile_start_ints});
@@ -173,6 +174,13 @@ double TimeAttention(CudaBackend& be, AttnStep& s, int warps, int reps) {
     cuda::LaunchPagedAttention(s.args, plan, tile_start.data_as<int32_t>(),
                                partial.data_as<float>(), lse.data_as<float>(), be.stream());
   });
+}
+
+// Block shapes to compare (warps x 16-row tiles a warp); head_dim 256 has only the x1 ones.
+std::vector<cuda::FlashPrefillTile> TilesFor(int head_dim) {
+  std::vector<cuda::FlashPrefillTile> t = {{8, 1}, {4, 1}};
+  if (head_dim <= 128) t.insert(t.end(), {{4, 2}, {8, 2}});
+  return t;
 }
 
 std::vector<float> ReadBf16(CudaBackend& be, const Tensor& t) {
@@ -186,15 +194,17 @@ std::vector<float> ReadBf16(CudaBackend& be, const Tensor& t) {
   return f;
 }
 
-// Returns the tensor-core kernel's ms on the 8B 4096-token prompt (best warps).
-double AttentionBench(CudaBackend& be) {
-  std::printf("\n(b) attention alone (q/out bf16, bf16 KV pool, block 16):\n");
+// The 8B 4096-token prompt: every block shape vs the CUDA-core kernel; then other shapes.
+void AttentionBench(CudaBackend& be) {
+  std::printf("\n(b) attention alone (q/out bf16, bf16 KV pool, block 16); default tile %dx%d "
+              "(warps x 16-row tiles a warp):\n",
+              cuda::FlashPrefillTileFor(128).warps, cuda::FlashPrefillTileFor(128).m_tiles);
   AttnStep s = MakeStep(be, {"8B prompt 4096", 32, 8, 128, {{0, kPrompt}}});
-  const double old_ms = TimeAttention(be, s, 0, 3);
+  const double old_ms = TimeAttention(be, s, {0, 0}, 3);
   const std::vector<float> ref = ReadBf16(be, s.out);
   double best = 1e30;
-  for (int warps : {4, 8}) {
-    const double ms = TimeAttention(be, s, warps, 10);
+  for (cuda::FlashPrefillTile tile : TilesFor(128)) {
+    const double ms = TimeAttention(be, s, tile, 10);
     const std::vector<float> got = ReadBf16(be, s.out);
     double num = 0, den = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
@@ -202,11 +212,13 @@ double AttentionBench(CudaBackend& be) {
       den += ref[i] * double(ref[i]);
     }
     best = std::min(best, ms);
-    std::printf("  8B prompt 4096, tensor cores %d warps: %8.3f ms %6.1f TFLOP/s  (vs old kernel: "
+    std::printf("  8B prompt 4096, tensor cores %dx%d: %8.3f ms %6.1f TFLOP/s  (vs old kernel: "
                 "normalized diff %.2e)\n",
-                warps, ms, s.flops / (ms * 1e-3) / 1e12, std::sqrt(num / std::max(den, 1e-30)));
+                tile.warps, tile.m_tiles, ms, s.flops / (ms * 1e-3) / 1e12,
+                std::sqrt(num / std::max(den, 1e-30)));
   }
-  std::printf("  8B prompt 4096, old CUDA-core kernel: %8.3f ms %6.1f TFLOP/s -> speedup %.1fx\n",
+  std::printf("  8B prompt 4096, old CUDA-core kernel: %8.3f ms %6.1f TFLOP/s -> best speedup "
+              "%.1fx\n",
               old_ms, s.flops / (old_ms * 1e-3) / 1e12, old_ms / best);
 
   const AttnCase others[] = {
@@ -219,17 +231,22 @@ double AttentionBench(CudaBackend& be) {
   };
   for (const AttnCase& c : others) {
     AttnStep o = MakeStep(be, c);
-    std::printf("  %-30s", c.name);
-    for (int warps : {4, 8}) {
-      const double ms = TimeAttention(be, o, warps, 5);
-      std::printf("  %dw %8.3f ms %6.1f TFLOP/s", warps, ms, o.flops / (ms * 1e-3) / 1e12);
+    std::printf("  %-28s", c.name);
+    for (cuda::FlashPrefillTile tile : TilesFor(c.head_dim)) {
+      const double ms = TimeAttention(be, o, tile, 5);
+      std::printf(" %dx%d %7.3f ms %5.1f TF/s", tile.warps, tile.m_tiles, ms,
+                  o.flops / (ms * 1e-3) / 1e12);
     }
     std::printf("\n");
   }
-  return best;
 }
 
 // ---- (c) ----
+
+const char* Env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
 
 void ModelPrefill(CudaBackend& be, double square_tflops) {
   const ModelConfig cfg = Llama31_8BConfig();
@@ -262,10 +279,11 @@ void ModelPrefill(CudaBackend& be, double square_tflops) {
   const double attn = 4.0 * cfg.num_heads * cfg.head_dim * (double(kPrompt) * (kPrompt + 1) / 2) *
                       cfg.num_layers;
   const double tflops = (linear + attn) / (best * 1e-3) / 1e12;
-  std::printf("\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, LOOM_ATTN_PREFILL=%s: "
+  std::printf("\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, LOOM_ATTN_PREFILL=%s "
+              "LOOM_ATTN_PREFILL_TILE=%s: "
               "%.2f ms (%.0f tok/s); %.1f + %.1f TFLOP (linear + attention) -> %.1f TFLOP/s = "
               "%.1f %% of the 4096^3 GEMM rate (%.1f TFLOP/s)\n",
-              kPrompt, std::getenv("LOOM_ATTN_PREFILL") ? std::getenv("LOOM_ATTN_PREFILL") : "1",
+              kPrompt, Env("LOOM_ATTN_PREFILL", "1"), Env("LOOM_ATTN_PREFILL_TILE", "default"),
               best, kPrompt * 1e3 / best, linear / 1e12, attn / 1e12, tflops,
               100 * tflops / square_tflops, square_tflops);
 }

@@ -13,16 +13,19 @@ using bf16 = __nv_bfloat16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Shapes of one kernel instance. W warps of 16 query rows each; K/V tiles of kKeys keys.
-// head_dim 256 uses 32-key tiles and reads q fragments from shared memory: its f32 output
-// accumulator alone is 128 registers a thread, so the q fragments (64 more) and 64-key scores
-// would spill.
-template <int D, int W>
+// Shapes of one kernel instance. W warps of 16 x MT query rows each (MT = 2: every K/V fragment
+// read from shared memory feeds two m16 row tiles, halving shared-memory traffic per flop, at
+// twice the accumulator registers); K/V tiles of kKeys keys. q fragments stay in registers when
+// they fit (16 rows, head_dim <= 128), else are re-read from shared memory per key tile.
+// head_dim 256 uses 32-key tiles: its f32 output accumulator alone is 128 registers a thread.
+template <int D, int W, int MT>
 struct Shape {
+  static_assert(MT == 1 || (MT == 2 && D <= 128), "two row tiles a warp only up to head_dim 128");
   static constexpr int kThreads = W * 32;
-  static constexpr int kRows = W * 16;
+  static constexpr int kWarpRows = 16 * MT;
+  static constexpr int kRows = W * kWarpRows;
   static constexpr int kKeys = D == 256 ? 32 : 64;
-  static constexpr bool kQInRegs = D <= 128;
+  static constexpr bool kQInRegs = MT * D <= 128;
   // bf16 per shared row: 16 bytes of padding so the 8 rows an ldmatrix reads start in
   // different bank groups (a D * 2-byte stride would put them all in the same banks).
   static constexpr int kStride = D + 8;
@@ -82,6 +85,15 @@ __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 2^x on the SFU (ex2.approx.ftz: ~2 ulp; results below 2^-126 flush to 0, which for softmax
+// weights relative to the row max is harmless). exp2f adds range handling around the same
+// instruction, and the exponentials are a sizable share of the kernel's issue slots.
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -136,9 +148,9 @@ __device__ __forceinline__ int64_t RowOffset(const FlashArgs& a, const Tile& t, 
 
 // ---- Shared-memory loads ----
 
-template <int D, int W>
+template <int D, int W, int MT>
 __device__ __forceinline__ void LoadQ(const FlashArgs& a, const Tile& t, int g, bf16* q_s) {
-  using S = Shape<D, W>;
+  using S = Shape<D, W, MT>;
   for (int i = threadIdx.x; i < S::kRows * S::kChunks; i += S::kThreads) {
     const int r = i / S::kChunks, c = i % S::kChunks;
     const bool valid = r < t.rows;
@@ -148,10 +160,10 @@ __device__ __forceinline__ void LoadQ(const FlashArgs& a, const Tile& t, int g, 
 }
 
 // Keys [kt, kt + kKeys) of kv head g, gathered through the page table; rows past k_hi are zero.
-template <int D, int W>
+template <int D, int W, int MT>
 __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages, int g, int kt,
                                        int k_hi, bf16* k_s, bf16* v_s) {
-  using S = Shape<D, W>;
+  using S = Shape<D, W, MT>;
   constexpr int kRowsPerPass = S::kThreads / S::kChunks;
   static_assert(S::kThreads % S::kChunks == 0, "a thread keeps one chunk column");
   const int c = threadIdx.x % S::kChunks;
@@ -169,66 +181,88 @@ __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages,
 }
 
 // ---- Per-warp math ----
+// A warp owns rows [row0, row0 + 16 MT); its row tile mt is rows row0 + 16 mt + [0, 16). A lane
+// holds rows lane / 4 and lane / 4 + 8 of each row tile (m16n8k16 accumulator layout).
 
 // A fragment of q rows [row0, row0 + 16) x dims [16 kc, 16 kc + 16) (m16n8k16 A layout: matrices
 // rows 0-7 / 8-15 x dims 0-7 / 8-15, in the order a0..a3).
-template <int D, int W>
+template <int D, int W, int MT>
 __device__ __forceinline__ void LoadQFragment(uint32_t (&f)[4], const bf16* q_s, int row0,
                                               int kc) {
   const int lane = threadIdx.x % 32;
-  LdMatrixX4(f, SmemAddr(q_s + (row0 + lane % 16) * Shape<D, W>::kStride + kc * 16 +
+  LdMatrixX4(f, SmemAddr(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 +
                          (lane / 16) * 8));
 }
 
-// sc = q K^T for the warp's 16 rows x kKeys keys. K rows are the B operand's columns, stored
+template <int D, int W, int MT>
+using Scores = float[MT][Shape<D, W, MT>::kKeys / 8][4];
+template <int D, int MT>
+using Acc = float[MT][D / 8][4];
+template <int D, int W, int MT>
+using QRegs = uint32_t[Shape<D, W, MT>::kQInRegs ? MT * D / 16 : 1][4];
+
+// sc = q K^T for the warp's rows x kKeys keys. K rows are the B operand's columns, stored
 // key-major, so plain ldmatrix yields B fragments: one x4 covers 16 keys x 16 dims = the
-// (b0, b1) pairs of two 8-key blocks.
-template <int D, int W>
-__device__ __forceinline__ void QKt(float (&sc)[Shape<D, W>::kKeys / 8][4],
-                                    const uint32_t (&qf)[Shape<D, W>::kQInRegs ? D / 16 : 1][4],
+// (b0, b1) pairs of two 8-key blocks, used by each of the warp's row tiles.
+template <int D, int W, int MT>
+__device__ __forceinline__ void QKt(Scores<D, W, MT>& sc, const QRegs<D, W, MT>& qf,
                                     const bf16* q_s, const bf16* k_s, int row0) {
-  using S = Shape<D, W>;
+  using S = Shape<D, W, MT>;
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int nb = 0; nb < S::kKeys / 8; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nb = 0; nb < S::kKeys / 8; ++nb) {
+      sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.f;
+    }
+  }
   const bf16* k_lane = k_s + (lane % 8 + (lane / 16) * 8) * S::kStride + ((lane / 8) % 2) * 8;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
-    uint32_t a[4];
-    if constexpr (S::kQInRegs) {
+    uint32_t a[MT][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = qf[kc][i];
-    } else {
-      LoadQFragment<D, W>(a, q_s, row0, kc);
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (S::kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[mt][i] = qf[mt * (D / 16) + kc][i];
+      } else {
+        LoadQFragment<D, W, MT>(a[mt], q_s, row0 + 16 * mt, kc);
+      }
     }
 #pragma unroll
     for (int nb2 = 0; nb2 < S::kKeys / 16; ++nb2) {
       uint32_t b[4];
       LdMatrixX4(b, SmemAddr(k_lane + nb2 * 16 * S::kStride + kc * 16));
-      Mma(sc[2 * nb2], a, b[0], b[1]);
-      Mma(sc[2 * nb2 + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma(sc[mt][2 * nb2], a[mt], b[0], b[1]);
+        Mma(sc[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
+      }
     }
   }
 }
 
 // Scores to log2 units (scale, optional soft-cap, log2 e), then -inf where the key is outside
 // the row's causal / window range. Only tiles that reach past a row's range pay for the mask.
-template <int D, int W>
+template <int D, int W, int MT>
 __device__ __forceinline__ void ScaleAndMask(const FlashArgs& a, const Tile& t, int row0, int kt,
-                                             float (&sc)[Shape<D, W>::kKeys / 8][4]) {
-  constexpr int kKeys = Shape<D, W>::kKeys;
+                                             Scores<D, W, MT>& sc) {
+  constexpr int kKeys = Shape<D, W, MT>::kKeys;
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int nb = 0; nb < kKeys / 8; ++nb) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = sc[nb][e];
-      if (a.softcap > 0.f) {
-        v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
-      } else {
-        v *= a.scale * kLog2e;
+    for (int nb = 0; nb < kKeys / 8; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = sc[mt][nb][e];
+        if (a.softcap > 0.f) {
+          v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
+        } else {
+          v *= a.scale * kLog2e;
+        }
+        sc[mt][nb][e] = v;
       }
-      sc[nb][e] = v;
     }
   }
   const int pos_hi = t.k_hi - 1;  // the last token's position
@@ -236,52 +270,60 @@ __device__ __forceinline__ void ScaleAndMask(const FlashArgs& a, const Tile& t, 
       kt + kKeys - 1 > t.pos0 || (a.window > 0 && kt <= pos_hi - a.window);
   if (!need_mask) return;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = row0 + lane / 4 + 8 * i;
-    const int pos = t.pos0 + r / a.group;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nb = 0; nb < kKeys / 8; ++nb) {
+    for (int i = 0; i < 2; ++i) {
+      const int r = row0 + 16 * mt + lane / 4 + 8 * i;
+      const int pos = t.pos0 + r / a.group;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int p = kt + nb * 8 + (lane % 4) * 2 + e;
-        const bool ok = p < t.k_hi && p <= pos && (a.window <= 0 || p > pos - a.window);
-        if (!ok) sc[nb][2 * i + e] = -INFINITY;
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int p = kt + nb * 8 + (lane % 4) * 2 + e;
+          const bool ok = p < t.k_hi && p <= pos && (a.window <= 0 || p > pos - a.window);
+          if (!ok) sc[mt][nb][2 * i + e] = -INFINITY;
+        }
       }
     }
   }
 }
 
-// Online softmax for the thread's two rows (lane / 4 and lane / 4 + 8; each row is spread over
-// the 4 lanes of a quad): new running max, rescale of the accumulator and running sum, and
-// sc <- exp2(sc - max). l holds this lane's partial sum only (reduced over the quad at the end).
-template <int D, int W>
-__device__ __forceinline__ void OnlineSoftmax(float (&sc)[Shape<D, W>::kKeys / 8][4],
-                                              float (&o)[D / 8][4], float (&m)[2], float (&l)[2]) {
-  constexpr int kKeys = Shape<D, W>::kKeys;
+// Online softmax for the lane's rows (each row is spread over the 4 lanes of a quad): new
+// running max, rescale of the accumulator and running sum, and sc <- exp2(sc - max). l holds
+// this lane's partial sum only (reduced over the quad at the end).
+template <int D, int W, int MT>
+__device__ __forceinline__ void OnlineSoftmax(Scores<D, W, MT>& sc, Acc<D, MT>& o,
+                                              float (&m)[MT][2], float (&l)[MT][2]) {
+  constexpr int kKeys = Shape<D, W, MT>::kKeys;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nb = 0; nb < kKeys / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * i], sc[nb][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[i], mx);
-    // A row with no key yet (all -inf) must not compute -inf - -inf.
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(m[i] - m_use);
-    m[i] = m_new;
-    float sum = 0.f;
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
 #pragma unroll
-    for (int nb = 0; nb < kKeys / 8; ++nb) {
-      sc[nb][2 * i] = exp2f(sc[nb][2 * i] - m_use);
-      sc[nb][2 * i + 1] = exp2f(sc[nb][2 * i + 1] - m_use);
-      sum += sc[nb][2 * i] + sc[nb][2 * i + 1];
-    }
-    l[i] = l[i] * alpha + sum;
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+        mx = fmaxf(mx, fmaxf(sc[mt][nb][2 * i], sc[mt][nb][2 * i + 1]));
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[mt][i], mx);
+      // A row with no key yet (all -inf) must not compute -inf - -inf.
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = Exp2(m[mt][i] - m_use);
+      m[mt][i] = m_new;
+      float sum = 0.f;
 #pragma unroll
-    for (int db = 0; db < D / 8; ++db) {
-      o[db][2 * i] *= alpha;
-      o[db][2 * i + 1] *= alpha;
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+        sc[mt][nb][2 * i] = Exp2(sc[mt][nb][2 * i] - m_use);
+        sc[mt][nb][2 * i + 1] = Exp2(sc[mt][nb][2 * i + 1] - m_use);
+        sum += sc[mt][nb][2 * i] + sc[mt][nb][2 * i + 1];
+      }
+      l[mt][i] = l[mt][i] * alpha + sum;
+#pragma unroll
+      for (int db = 0; db < D / 8; ++db) {
+        o[mt][db][2 * i] *= alpha;
+        o[mt][db][2 * i + 1] *= alpha;
+      }
     }
   }
 }
@@ -289,92 +331,113 @@ __device__ __forceinline__ void OnlineSoftmax(float (&sc)[Shape<D, W>::kKeys / 8
 // o += P V. P (the score accumulator, rounded to bf16) becomes the A operand directly: the
 // m16n8k16 C layout of two 8-key blocks is the A layout of one 16-key chunk. V rows are keys
 // (the B operand's k), stored key-major, so ldmatrix.trans yields B fragments: one x4 covers
-// 16 keys x 16 dims = (b0, b1) of two 8-dim blocks.
-template <int D, int W>
-__device__ __forceinline__ void PV(const float (&sc)[Shape<D, W>::kKeys / 8][4],
-                                   float (&o)[D / 8][4], const bf16* v_s) {
-  using S = Shape<D, W>;
+// 16 keys x 16 dims = (b0, b1) of two 8-dim blocks, used by each of the warp's row tiles.
+template <int D, int W, int MT>
+__device__ __forceinline__ void PV(const Scores<D, W, MT>& sc, Acc<D, MT>& o, const bf16* v_s) {
+  using S = Shape<D, W, MT>;
   const int lane = threadIdx.x % 32;
   const bf16* v_lane = v_s + (lane % 8 + ((lane / 8) % 2) * 8) * S::kStride + (lane / 16) * 8;
 #pragma unroll
   for (int kc = 0; kc < S::kKeys / 16; ++kc) {
-    const uint32_t p[4] = {PackBf16(sc[2 * kc][0], sc[2 * kc][1]),
-                           PackBf16(sc[2 * kc][2], sc[2 * kc][3]),
-                           PackBf16(sc[2 * kc + 1][0], sc[2 * kc + 1][1]),
-                           PackBf16(sc[2 * kc + 1][2], sc[2 * kc + 1][3])};
+    uint32_t p[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      p[mt][0] = PackBf16(sc[mt][2 * kc][0], sc[mt][2 * kc][1]);
+      p[mt][1] = PackBf16(sc[mt][2 * kc][2], sc[mt][2 * kc][3]);
+      p[mt][2] = PackBf16(sc[mt][2 * kc + 1][0], sc[mt][2 * kc + 1][1]);
+      p[mt][3] = PackBf16(sc[mt][2 * kc + 1][2], sc[mt][2 * kc + 1][3]);
+    }
 #pragma unroll
     for (int db2 = 0; db2 < D / 16; ++db2) {
       uint32_t b[4];
       LdMatrixX4Trans(b, SmemAddr(v_lane + kc * 16 * S::kStride + db2 * 16));
-      Mma(o[2 * db2], p, b[0], b[1]);
-      Mma(o[2 * db2 + 1], p, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma(o[mt][2 * db2], p[mt], b[0], b[1]);
+        Mma(o[mt][2 * db2 + 1], p[mt], b[2], b[3]);
+      }
     }
   }
 }
 
 // Normalizes the warp's rows and writes them (bf16); a row that saw no key is written as 0.
-template <int D, int W>
+template <int D, int MT>
 __device__ __forceinline__ void StoreRows(const FlashArgs& a, const Tile& t, int g, int row0,
-                                          const float (&o)[D / 8][4], float (&l)[2]) {
+                                          const Acc<D, MT>& o, float (&l)[MT][2]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    const int r = row0 + lane / 4 + 8 * i;
-    if (r >= t.rows) continue;
-    const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-    bf16* dst = a.out + RowOffset(a, t, g, r, D) + (lane % 4) * 2;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int db = 0; db < D / 8; ++db) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + db * 8) =
-          __floats2bfloat162_rn(o[db][2 * i] * inv, o[db][2 * i + 1] * inv);
+    for (int i = 0; i < 2; ++i) {
+      float sum = l[mt][i];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int r = row0 + 16 * mt + lane / 4 + 8 * i;
+      if (r >= t.rows) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      bf16* dst = a.out + RowOffset(a, t, g, r, D) + (lane % 4) * 2;
+#pragma unroll
+      for (int db = 0; db < D / 8; ++db) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + db * 8) =
+            __floats2bfloat162_rn(o[mt][db][2 * i] * inv, o[mt][db][2 * i + 1] * inv);
+      }
     }
   }
 }
 
-// Whether the warp's rows [row0, row0 + 16) see any key of [kt, kt + kKeys): lets a warp skip
-// the math of tiles past its rows' diagonal or before their window (and padded warps skip all).
-template <int D, int W>
+// Whether the warp's rows see any key of [kt, kt + kKeys): lets a warp skip the math of tiles
+// past its rows' diagonal or before their window (and warps of padding rows skip all).
+template <int D, int W, int MT>
 __device__ __forceinline__ bool WarpSeesTile(const FlashArgs& a, const Tile& t, int row0, int kt) {
+  using S = Shape<D, W, MT>;
   if (row0 >= t.rows) return false;
   const int pos_lo = t.pos0 + row0 / a.group;
-  const int pos_hi = t.pos0 + (min(row0 + 16, t.rows) - 1) / a.group;
+  const int pos_hi = t.pos0 + (min(row0 + S::kWarpRows, t.rows) - 1) / a.group;
   if (kt > pos_hi) return false;
-  return a.window <= 0 || kt + Shape<D, W>::kKeys - 1 > pos_lo - a.window;
+  return a.window <= 0 || kt + S::kKeys - 1 > pos_lo - a.window;
 }
 
-template <int D, int W>
+template <int D, int W, int MT>
 __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1) FlashPrefillKernel(FlashArgs a) {
-  using S = Shape<D, W>;
+  using S = Shape<D, W, MT>;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* q_s = reinterpret_cast<bf16*>(smem);   // [kRows][kStride]
-  bf16* k_s = q_s + S::kRows * S::kStride;     // [2][kKeys][kStride]
+  bf16* q_s = reinterpret_cast<bf16*>(smem);    // [kRows][kStride]
+  bf16* k_s = q_s + S::kRows * S::kStride;      // [2][kKeys][kStride]
   bf16* v_s = k_s + 2 * S::kKeys * S::kStride;  // [2][kKeys][kStride]
   constexpr int kStage = S::kKeys * S::kStride;
 
   Tile t;
   if (!FindTile(a, t)) return;
   const int g = static_cast<int>(blockIdx.x);
-  const int row0 = (static_cast<int>(threadIdx.x) / 32) * 16;
+  const int row0 = (static_cast<int>(threadIdx.x) / 32) * S::kWarpRows;
   const int32_t* pages = a.page_indices + a.page_indptr[t.seq];
   const int num_tiles = (t.k_hi - t.k_lo + S::kKeys - 1) / S::kKeys;
 
-  LoadQ<D, W>(a, t, g, q_s);
-  if (num_tiles > 0) LoadKv<D, W>(a, pages, g, t.k_lo, t.k_hi, k_s, v_s);
+  LoadQ<D, W, MT>(a, t, g, q_s);
+  if (num_tiles > 0) LoadKv<D, W, MT>(a, pages, g, t.k_lo, t.k_hi, k_s, v_s);
   CpAsyncCommit();
   CpAsyncWaitAll();
   __syncthreads();
 
-  uint32_t qf[S::kQInRegs ? D / 16 : 1][4];
+  QRegs<D, W, MT> qf;
   if constexpr (S::kQInRegs) {
 #pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) LoadQFragment<D, W>(qf[kc], q_s, row0, kc);
-  }
-  float o[D / 8][4];
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-  for (int db = 0; db < D / 8; ++db) o[db][0] = o[db][1] = o[db][2] = o[db][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+      for (int kc = 0; kc < D / 16; ++kc) {
+        LoadQFragment<D, W, MT>(qf[mt * (D / 16) + kc], q_s, row0 + 16 * mt, kc);
+      }
+    }
+  }
+  Acc<D, MT> o;
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int db = 0; db < D / 8; ++db) o[mt][db][0] = o[mt][db][1] = o[mt][db][2] = o[mt][db][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
 
   for (int i = 0; i < num_tiles; ++i) {
     // Tile i landed (waited at the end of the previous iteration / above); every warp is past
@@ -382,60 +445,76 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1) FlashPrefillKernel(Fla
     const int kt = t.k_lo + i * S::kKeys;
     if (i + 1 < num_tiles) {
       const int next = (i + 1) % 2;
-      LoadKv<D, W>(a, pages, g, kt + S::kKeys, t.k_hi, k_s + next * kStage, v_s + next * kStage);
+      LoadKv<D, W, MT>(a, pages, g, kt + S::kKeys, t.k_hi, k_s + next * kStage,
+                       v_s + next * kStage);
     }
     CpAsyncCommit();
-    if (WarpSeesTile<D, W>(a, t, row0, kt)) {
-      float sc[S::kKeys / 8][4];
-      QKt<D, W>(sc, qf, q_s, k_s + (i % 2) * kStage, row0);
-      ScaleAndMask<D, W>(a, t, row0, kt, sc);
-      OnlineSoftmax<D, W>(sc, o, m, l);
-      PV<D, W>(sc, o, v_s + (i % 2) * kStage);
+    if (WarpSeesTile<D, W, MT>(a, t, row0, kt)) {
+      Scores<D, W, MT> sc;
+      QKt<D, W, MT>(sc, qf, q_s, k_s + (i % 2) * kStage, row0);
+      ScaleAndMask<D, W, MT>(a, t, row0, kt, sc);
+      OnlineSoftmax<D, W, MT>(sc, o, m, l);
+      PV<D, W, MT>(sc, o, v_s + (i % 2) * kStage);
     }
     CpAsyncWaitAll();
     __syncthreads();
   }
-  StoreRows<D, W>(a, t, g, row0, o, l);
+  StoreRows<D, MT>(a, t, g, row0, o, l);
 }
 
-template <int D, int W>
+template <int D, int W, int MT>
 void LaunchInstance(const FlashArgs& fa, int num_kv_heads, int grid_tiles, cudaStream_t stream) {
-  constexpr size_t kSmem = Shape<D, W>::kSmemBytes;
+  constexpr size_t kSmem = Shape<D, W, MT>::kSmemBytes;
   static bool configured = false;  // per instantiation; the attribute is per-function
   if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(FlashPrefillKernel<D, W>,
+    CUDA_CHECK(cudaFuncSetAttribute(FlashPrefillKernel<D, W, MT>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kSmem)));
     configured = true;
   }
   // x: kv heads (fastest), so all heads of the longest tiles start first.
   const dim3 grid(static_cast<unsigned>(num_kv_heads), static_cast<unsigned>(grid_tiles));
-  FlashPrefillKernel<D, W><<<grid, Shape<D, W>::kThreads, kSmem, stream>>>(fa);
+  FlashPrefillKernel<D, W, MT><<<grid, Shape<D, W, MT>::kThreads, kSmem, stream>>>(fa);
   CUDA_CHECK_LAUNCH();
 }
 
-template <int W>
-void LaunchForWarps(const FlashArgs& fa, int head_dim, int num_kv_heads, int grid_tiles,
+template <int W, int MT>
+void LaunchForShape(const FlashArgs& fa, int head_dim, int num_kv_heads, int grid_tiles,
                     cudaStream_t stream) {
   switch (head_dim) {
-    case 64: LaunchInstance<64, W>(fa, num_kv_heads, grid_tiles, stream); break;
-    case 128: LaunchInstance<128, W>(fa, num_kv_heads, grid_tiles, stream); break;
-    case 256: LaunchInstance<256, W>(fa, num_kv_heads, grid_tiles, stream); break;
+    case 64: LaunchInstance<64, W, MT>(fa, num_kv_heads, grid_tiles, stream); break;
+    case 128: LaunchInstance<128, W, MT>(fa, num_kv_heads, grid_tiles, stream); break;
+    case 256:
+      if constexpr (MT == 1) {
+        LaunchInstance<256, W, 1>(fa, num_kv_heads, grid_tiles, stream);
+      } else {
+        CHECK(false) << "FlashPrefill: head_dim 256 has one row tile a warp";
+      }
+      break;
     default: CHECK(false) << "FlashPrefill: head_dim " << head_dim;
   }
 }
 
 }  // namespace
 
-int FlashPrefillWarps() {
-  static const int warps = [] {
-    const char* v = std::getenv("LOOM_ATTN_PREFILL_WARPS");
-    return v != nullptr && std::atoi(v) == 4 ? 4 : 8;
+FlashPrefillTile FlashPrefillTileFor(int head_dim) {
+  // LOOM_ATTN_PREFILL_TILE=WxM (warps x 16-row tiles a warp: 4x1, 8x1, 4x2, 8x2) for A/B.
+  static const FlashPrefillTile forced = [] {
+    FlashPrefillTile t{0, 0};
+    const char* v = std::getenv("LOOM_ATTN_PREFILL_TILE");
+    if (v != nullptr && (v[0] == '4' || v[0] == '8') && v[1] == 'x' && (v[2] == '1' || v[2] == '2')) {
+      t = {v[0] - '0', v[2] - '0'};
+    }
+    return t;
   }();
-  return warps;
+  FlashPrefillTile t = forced.warps > 0 ? forced : FlashPrefillTile{8, 1};
+  if (head_dim > 128) t.m_tiles = 1;  // no room for two row tiles' accumulators
+  return t;
 }
 
-int FlashPrefillTokensPerTile(int group, int warps) { return warps * 16 / group; }
+int FlashPrefillTokensPerTile(int group, FlashPrefillTile tile) {
+  return tile.warps * 16 * tile.m_tiles / group;
+}
 
 bool FlashPrefillSupports(const PagedAttentionArgs& a) {
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return false;
@@ -443,9 +522,8 @@ bool FlashPrefillSupports(const PagedAttentionArgs& a) {
   return (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) && group <= 4 * 16;
 }
 
-void LaunchFlashPrefill(const PagedAttentionArgs& a, int warps, const int32_t* tile_start,
-                        int grid_tiles, cudaStream_t stream) {
-  CHECK(warps == 4 || warps == 8) << "FlashPrefill: " << warps << " warps";
+void LaunchFlashPrefill(const PagedAttentionArgs& a, FlashPrefillTile tile,
+                        const int32_t* tile_start, int grid_tiles, cudaStream_t stream) {
   CHECK(grid_tiles <= 65535) << "FlashPrefill: " << grid_tiles << " query tiles";
   FlashArgs fa;
   fa.q = static_cast<const bf16*>(a.q);
@@ -461,16 +539,23 @@ void LaunchFlashPrefill(const PagedAttentionArgs& a, int warps, const int32_t* t
   fa.num_kv_heads = a.num_kv_heads;
   fa.group = a.num_heads / a.num_kv_heads;
   fa.block_size = a.block_size;
-  fa.q_per_tile = FlashPrefillTokensPerTile(fa.group, warps);
+  fa.q_per_tile = FlashPrefillTokensPerTile(fa.group, tile);
   fa.window = a.sliding_window;
   fa.scale = a.scale;
   fa.softcap = a.softcap;
   fa.out = static_cast<bf16*>(a.out);
   if (grid_tiles <= 0) return;
-  if (warps == 4) {
-    LaunchForWarps<4>(fa, a.head_dim, a.num_kv_heads, grid_tiles, stream);
+  const int kvh = a.num_kv_heads, d = a.head_dim;
+  if (tile.warps == 4 && tile.m_tiles == 1) {
+    LaunchForShape<4, 1>(fa, d, kvh, grid_tiles, stream);
+  } else if (tile.warps == 8 && tile.m_tiles == 1) {
+    LaunchForShape<8, 1>(fa, d, kvh, grid_tiles, stream);
+  } else if (tile.warps == 4 && tile.m_tiles == 2) {
+    LaunchForShape<4, 2>(fa, d, kvh, grid_tiles, stream);
+  } else if (tile.warps == 8 && tile.m_tiles == 2) {
+    LaunchForShape<8, 2>(fa, d, kvh, grid_tiles, stream);
   } else {
-    LaunchForWarps<8>(fa, a.head_dim, a.num_kv_heads, grid_tiles, stream);
+    CHECK(false) << "FlashPrefill: tile " << tile.warps << "x" << tile.m_tiles;
   }
 }
 

@@ -3,10 +3,10 @@
 // online softmax in registers, K/V tiles gathered through the CSR page table with cp.async into
 // double-buffered shared memory.
 //
-// Work split: a block handles one query tile (FlashPrefillTokensPerTile(group) consecutive tokens
-// of one sequence) x one kv head; its 16 x kWarps rows are the tile's tokens x the kv head's
-// `group` query heads (GQA packed into the M dimension: each K/V tile is read once for the whole
-// group). Each warp owns 16 rows. Keys are walked in tiles of 64 (32 for head_dim 256).
+// Work split: a block handles one query tile (FlashPrefillTokensPerTile consecutive tokens of one
+// sequence) x one kv head; its rows (warps x 16 x row tiles a warp) are the tile's tokens x the
+// kv head's `group` query heads (GQA packed into the M dimension: each K/V tile is read once for
+// the whole group). Keys are walked in tiles of 64 (32 for head_dim 256).
 //
 // Same contract as PagedAttentionKernel (paged_attention.cuh): bf16 q/out/pools, causal mask per
 // row (row j of sequence s sits at position kv_len[s] - q_len + j), sliding window, soft-capping,
@@ -26,14 +26,16 @@ namespace loom::cuda {
 // rows.
 bool FlashPrefillSupports(const PagedAttentionArgs& a);
 
-// Query tokens per tile (rows / group). `warps` selects the block shape (4 or 8 warps, 16 rows
-// each); 0 = the default (LOOM_ATTN_PREFILL_WARPS, else 8).
-int FlashPrefillWarps();
-int FlashPrefillTokensPerTile(int group, int warps);
+// Block shape for a head_dim: 8 warps x 1 row tile of 16 (LOOM_ATTN_PREFILL_TILE=WxM overrides:
+// W in {4, 8} warps, M in {1, 2} row tiles a warp; M is 1 for head_dim 256).
+FlashPrefillTile FlashPrefillTileFor(int head_dim);
+
+// Query tokens per tile: the block's rows / group.
+int FlashPrefillTokensPerTile(int group, FlashPrefillTile tile);
 
 // tile_start: [num_seqs + 1] exclusive prefix of query tiles per sequence (with the q_per_tile
 // above), written on the device before this launch; grid_tiles >= the real tile count.
-void LaunchFlashPrefill(const PagedAttentionArgs& a, int warps, const int32_t* tile_start,
-                        int grid_tiles, cudaStream_t stream);
+void LaunchFlashPrefill(const PagedAttentionArgs& a, FlashPrefillTile tile,
+                        const int32_t* tile_start, int grid_tiles, cudaStream_t stream);
 
 }  // namespace loom::cuda

@@ -342,8 +342,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
   }();
   if (allow_flash && flash_enabled && a.max_query_len > 1 && FlashPrefillSupports(a)) {
     p.flash = true;
-    p.flash_warps = FlashPrefillWarps();
-    p.q_per_tile = FlashPrefillTokensPerTile(group, p.flash_warps);
+    p.flash_tile = FlashPrefillTileFor(a.head_dim);
+    p.q_per_tile = FlashPrefillTokensPerTile(group, p.flash_tile);
     p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
     p.tile_start_ints = a.num_seqs + 1;
     return p;
@@ -390,7 +390,7 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
                                                  tile_start);
   CUDA_CHECK_LAUNCH();
   if (plan.flash) {
-    LaunchFlashPrefill(a, plan.flash_warps, tile_start, plan.grid_tiles, stream);
+    LaunchFlashPrefill(a, plan.flash_tile, tile_start, plan.grid_tiles, stream);
     return;
   }
   KernelArgs ka;

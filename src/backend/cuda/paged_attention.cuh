@@ -39,11 +39,18 @@ struct PagedAttentionArgs {
   void* out;  // [num_tokens, num_heads * head_dim] bf16
 };
 
+// Block shape of the tensor-core prefill kernel (flash_prefill.cuh): warps x row tiles of 16 a
+// warp.
+struct FlashPrefillTile {
+  int warps = 8;
+  int m_tiles = 1;
+};
+
 struct PagedAttentionPlan {
   // Tensor-core prefill kernel (flash_prefill.cuh) instead of PagedAttentionKernel: steps with a
   // query longer than one token, head_dim 64/128/256. LOOM_ATTN_PREFILL=0 turns it off (A/B).
   bool flash = false;
-  int flash_warps = 8;
+  FlashPrefillTile flash_tile;
   int q_per_tile = 1;
   int grid_tiles = 0;  // upper bound on query tiles (blocks past the real count exit)
   int num_splits = 1;
