@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/paged_attention.cuh"
 
 namespace loom {
 namespace {
@@ -210,6 +212,56 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
     EXPECT_LT(err, kTolRounded) << sc.name;
     std::printf("  %-50s normalized error %.2e\n", sc.name, err);
   }
+}
+
+// Which kernel and block shape PlanPagedAttention picks (host only: runs without a GPU).
+TEST(CudaAttentionPlanTest, PrefillKernelAndTile) {
+  if (std::getenv("LOOM_ATTN_PREFILL") != nullptr ||
+      std::getenv("LOOM_ATTN_PREFILL_TILE") != nullptr) {
+    GTEST_SKIP() << "the plan is forced by the environment";
+  }
+  auto step = [](int tokens, int max_q, int head_dim) {
+    cuda::PagedAttentionArgs a;
+    a.num_seqs = 1;
+    a.num_tokens = tokens;
+    a.max_query_len = max_q;
+    a.max_kv_len = 8192;
+    a.num_heads = 32;
+    a.num_kv_heads = 8;
+    a.head_dim = head_dim;
+    a.block_size = 16;
+    return a;
+  };
+  constexpr int kSms = 132;
+  // 4096-token prompt: 64 tiles of 256 rows (64 tokens x 4 heads) x 8 kv heads = 512 blocks.
+  cuda::PagedAttentionPlan p = cuda::PlanPagedAttention(step(4096, 4096, 128), kSms);
+  EXPECT_TRUE(p.flash);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 2);
+  EXPECT_EQ(p.q_per_tile, 64);
+  EXPECT_EQ(p.num_splits, 1);
+  // 512-token chunk: 8x2 would make 64 blocks (< 3/4 of 132 SMs), 8x1 makes 128.
+  p = cuda::PlanPagedAttention(step(512, 512, 128), kSms);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  EXPECT_EQ(p.q_per_tile, 32);
+  // 256 tokens: 8x1 would make 64 blocks, 4x1 makes 128.
+  p = cuda::PlanPagedAttention(step(256, 256, 128), kSms);
+  EXPECT_EQ(p.flash_tile.warps, 4);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  EXPECT_EQ(p.q_per_tile, 16);
+  // 2048 tokens: 8x2 256 blocks.
+  p = cuda::PlanPagedAttention(step(2048, 2048, 128), kSms);
+  EXPECT_EQ(p.flash_tile.m_tiles, 2);
+  // head_dim 256: one row tile a warp.
+  p = cuda::PlanPagedAttention(step(4096, 4096, 256), kSms);
+  EXPECT_TRUE(p.flash);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  // Decode-only steps, head dims the tensor-core kernel lacks, and the A/B switch: old kernel.
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(64, 1, 128), kSms).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 80), kSms).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 128), kSms, false).flash);
 }
 
 }  // namespace

@@ -72,9 +72,8 @@ std::vector<double> GemmBench(CudaBackend& be) {
     Tensor out = be.Alloc(DType::kBF16, Shape{s.n, s.m});
     be.FillUniform(x, 1, -1.f, 2.f);
     be.FillUniform(w, 2, -0.02f, 0.04f);
-    const double t = TimeMs(be, 3, 20, [&] {
-      gemm.Run(x.data(), w.data(), out.data(), DType::kBF16, s.n, s.m, s.k);
-    });
+    const double t = TimeMs(
+        be, 3, 20, [&] { gemm.Run(x.data(), w.data(), out.data(), DType::kBF16, s.n, s.m, s.k); });
     ms.push_back(t);
     std::printf("  %-28s %8.3f ms %7.1f TFLOP/s\n", s.name, t,
                 2.0 * s.n * s.m * s.k / (t * 1e-3) / 1e12);
@@ -105,7 +104,8 @@ AttnStep MakeStep(CudaBackend& be, const AttnCase& c) {
   int max_q = 0, max_kv = 0;
   for (auto [prefix, n] : c.seqs) {
     const int kv = prefix + n;
-    for (int p = 0; p < (kv + kBs - 1) / kBs; ++p) pages.push_back(static_cast<int32_t>(pages.size()));
+    for (int p = 0; p < (kv + kBs - 1) / kBs; ++p)
+      pages.push_back(static_cast<int32_t>(pages.size()));
     qs.push_back(qs.back() + n);
     kvl.push_back(kv);
     indptr.push_back(static_cast<int32_t>(pages.size()));
@@ -163,8 +163,7 @@ double TimeAttention(CudaBackend& be, AttnStep& s, cuda::FlashPrefillTile tile, 
   if (tile.warps > 0) {
     CHECK(plan.flash) << "flash path not taken";
     plan.flash_tile = tile;
-    plan.q_per_tile =
-        cuda::FlashPrefillTokensPerTile(s.args.num_heads / s.args.num_kv_heads, tile);
+    plan.q_per_tile = cuda::FlashPrefillTokensPerTile(s.args.num_heads / s.args.num_kv_heads, tile);
     plan.grid_tiles = s.args.num_tokens / plan.q_per_tile + s.args.num_seqs;
   }
   Tensor tile_start = be.Alloc(DType::kI32, Shape{plan.tile_start_ints});
@@ -196,10 +195,12 @@ std::vector<float> ReadBf16(CudaBackend& be, const Tensor& t) {
 
 // The 8B 4096-token prompt: every block shape vs the CUDA-core kernel; then other shapes.
 void AttentionBench(CudaBackend& be) {
-  std::printf("\n(b) attention alone (q/out bf16, bf16 KV pool, block 16); default tile %dx%d "
-              "(warps x 16-row tiles a warp):\n",
-              cuda::FlashPrefillTileFor(128).warps, cuda::FlashPrefillTileFor(128).m_tiles);
   AttnStep s = MakeStep(be, {"8B prompt 4096", 32, 8, 128, {{0, kPrompt}}});
+  const cuda::FlashPrefillTile chosen = cuda::FlashPrefillTileFor(s.args, be.num_sms());
+  std::printf(
+      "\n(b) attention alone (q/out bf16, bf16 KV pool, block 16); tile chosen for the "
+      "4096 prompt %dx%d (warps x 16-row tiles a warp):\n",
+      chosen.warps, chosen.m_tiles);
   const double old_ms = TimeAttention(be, s, {0, 0}, 3);
   const std::vector<float> ref = ReadBf16(be, s.out);
   double best = 1e30;
@@ -212,14 +213,16 @@ void AttentionBench(CudaBackend& be) {
       den += ref[i] * double(ref[i]);
     }
     best = std::min(best, ms);
-    std::printf("  8B prompt 4096, tensor cores %dx%d: %8.3f ms %6.1f TFLOP/s  (vs old kernel: "
-                "normalized diff %.2e)\n",
-                tile.warps, tile.m_tiles, ms, s.flops / (ms * 1e-3) / 1e12,
-                std::sqrt(num / std::max(den, 1e-30)));
+    std::printf(
+        "  8B prompt 4096, tensor cores %dx%d: %8.3f ms %6.1f TFLOP/s  (vs old kernel: "
+        "normalized diff %.2e)\n",
+        tile.warps, tile.m_tiles, ms, s.flops / (ms * 1e-3) / 1e12,
+        std::sqrt(num / std::max(den, 1e-30)));
   }
-  std::printf("  8B prompt 4096, old CUDA-core kernel: %8.3f ms %6.1f TFLOP/s -> best speedup "
-              "%.1fx\n",
-              old_ms, s.flops / (old_ms * 1e-3) / 1e12, old_ms / best);
+  std::printf(
+      "  8B prompt 4096, old CUDA-core kernel: %8.3f ms %6.1f TFLOP/s -> best speedup "
+      "%.1fx\n",
+      old_ms, s.flops / (old_ms * 1e-3) / 1e12, old_ms / best);
 
   const AttnCase others[] = {
       {"8B 4 x 1024 prompts", 32, 8, 128, {{0, 1024}, {0, 1024}, {0, 1024}, {0, 1024}}},
@@ -276,16 +279,17 @@ void ModelPrefill(CudaBackend& be, double square_tflops) {
   const double kvw = double(cfg.num_kv_heads) * cfg.head_dim;
   const double per_layer = h * (h + 2 * kvw) + h * h + 3 * h * ffn;
   const double linear = 2.0 * per_layer * cfg.num_layers * kPrompt + 2.0 * h * cfg.vocab_size;
-  const double attn = 4.0 * cfg.num_heads * cfg.head_dim * (double(kPrompt) * (kPrompt + 1) / 2) *
-                      cfg.num_layers;
+  const double attn =
+      4.0 * cfg.num_heads * cfg.head_dim * (double(kPrompt) * (kPrompt + 1) / 2) * cfg.num_layers;
   const double tflops = (linear + attn) / (best * 1e-3) / 1e12;
-  std::printf("\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, LOOM_ATTN_PREFILL=%s "
-              "LOOM_ATTN_PREFILL_TILE=%s: "
-              "%.2f ms (%.0f tok/s); %.1f + %.1f TFLOP (linear + attention) -> %.1f TFLOP/s = "
-              "%.1f %% of the 4096^3 GEMM rate (%.1f TFLOP/s)\n",
-              kPrompt, Env("LOOM_ATTN_PREFILL", "1"), Env("LOOM_ATTN_PREFILL_TILE", "default"),
-              best, kPrompt * 1e3 / best, linear / 1e12, attn / 1e12, tflops,
-              100 * tflops / square_tflops, square_tflops);
+  std::printf(
+      "\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, LOOM_ATTN_PREFILL=%s "
+      "LOOM_ATTN_PREFILL_TILE=%s: "
+      "%.2f ms (%.0f tok/s); %.1f + %.1f TFLOP (linear + attention) -> %.1f TFLOP/s = "
+      "%.1f %% of the 4096^3 GEMM rate (%.1f TFLOP/s)\n",
+      kPrompt, Env("LOOM_ATTN_PREFILL", "1"), Env("LOOM_ATTN_PREFILL_TILE", "default"), best,
+      kPrompt * 1e3 / best, linear / 1e12, attn / 1e12, tflops, 100 * tflops / square_tflops,
+      square_tflops);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
-#include "backend/cuda/flash_prefill.cuh"
-
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/flash_prefill.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -60,8 +60,12 @@ __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
                : "memory");
 }
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -104,10 +108,10 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
 // The query tile a block handles and the keys its rows may see.
 struct Tile {
   int seq;
-  int t0;      // first token (row of q / out)
-  int rows;    // ntok * group valid rows
-  int pos0;    // position of the first token
-  int k_lo;    // keys [k_lo, k_hi) seen by some row
+  int t0;    // first token (row of q / out)
+  int rows;  // ntok * group valid rows
+  int pos0;  // position of the first token
+  int k_lo;  // keys [k_lo, k_hi) seen by some row
   int k_hi;
 };
 
@@ -187,11 +191,10 @@ __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages,
 // A fragment of q rows [row0, row0 + 16) x dims [16 kc, 16 kc + 16) (m16n8k16 A layout: matrices
 // rows 0-7 / 8-15 x dims 0-7 / 8-15, in the order a0..a3).
 template <int D, int W, int MT>
-__device__ __forceinline__ void LoadQFragment(uint32_t (&f)[4], const bf16* q_s, int row0,
-                                              int kc) {
+__device__ __forceinline__ void LoadQFragment(uint32_t (&f)[4], const bf16* q_s, int row0, int kc) {
   const int lane = threadIdx.x % 32;
-  LdMatrixX4(f, SmemAddr(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 +
-                         (lane / 16) * 8));
+  LdMatrixX4(
+      f, SmemAddr(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 + (lane / 16) * 8));
 }
 
 template <int D, int W, int MT>
@@ -266,8 +269,7 @@ __device__ __forceinline__ void ScaleAndMask(const FlashArgs& a, const Tile& t, 
     }
   }
   const int pos_hi = t.k_hi - 1;  // the last token's position
-  const bool need_mask =
-      kt + kKeys - 1 > t.pos0 || (a.window > 0 && kt <= pos_hi - a.window);
+  const bool need_mask = kt + kKeys - 1 > t.pos0 || (a.window > 0 && kt <= pos_hi - a.window);
   if (!need_mask) return;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -434,7 +436,8 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1) FlashPrefillKernel(Fla
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int db = 0; db < D / 8; ++db) o[mt][db][0] = o[mt][db][1] = o[mt][db][2] = o[mt][db][3] = 0.f;
+    for (int db = 0; db < D / 8; ++db)
+      o[mt][db][0] = o[mt][db][1] = o[mt][db][2] = o[mt][db][3] = 0.f;
     m[mt][0] = m[mt][1] = -INFINITY;
     l[mt][0] = l[mt][1] = 0.f;
   }
@@ -482,8 +485,12 @@ template <int W, int MT>
 void LaunchForShape(const FlashArgs& fa, int head_dim, int num_kv_heads, int grid_tiles,
                     cudaStream_t stream) {
   switch (head_dim) {
-    case 64: LaunchInstance<64, W, MT>(fa, num_kv_heads, grid_tiles, stream); break;
-    case 128: LaunchInstance<128, W, MT>(fa, num_kv_heads, grid_tiles, stream); break;
+    case 64:
+      LaunchInstance<64, W, MT>(fa, num_kv_heads, grid_tiles, stream);
+      break;
+    case 128:
+      LaunchInstance<128, W, MT>(fa, num_kv_heads, grid_tiles, stream);
+      break;
     case 256:
       if constexpr (MT == 1) {
         LaunchInstance<256, W, 1>(fa, num_kv_heads, grid_tiles, stream);
@@ -491,25 +498,41 @@ void LaunchForShape(const FlashArgs& fa, int head_dim, int num_kv_heads, int gri
         CHECK(false) << "FlashPrefill: head_dim 256 has one row tile a warp";
       }
       break;
-    default: CHECK(false) << "FlashPrefill: head_dim " << head_dim;
+    default:
+      CHECK(false) << "FlashPrefill: head_dim " << head_dim;
   }
 }
 
 }  // namespace
 
-FlashPrefillTile FlashPrefillTileFor(int head_dim) {
+FlashPrefillTile FlashPrefillTileFor(const PagedAttentionArgs& a, int num_sms) {
   // LOOM_ATTN_PREFILL_TILE=WxM (warps x 16-row tiles a warp: 4x1, 8x1, 4x2, 8x2) for A/B.
   static const FlashPrefillTile forced = [] {
     FlashPrefillTile t{0, 0};
     const char* v = std::getenv("LOOM_ATTN_PREFILL_TILE");
-    if (v != nullptr && (v[0] == '4' || v[0] == '8') && v[1] == 'x' && (v[2] == '1' || v[2] == '2')) {
+    if (v != nullptr && (v[0] == '4' || v[0] == '8') && v[1] == 'x' &&
+        (v[2] == '1' || v[2] == '2')) {
       t = {v[0] - '0', v[2] - '0'};
     }
     return t;
   }();
-  FlashPrefillTile t = forced.warps > 0 ? forced : FlashPrefillTile{8, 1};
-  if (head_dim > 128) t.m_tiles = 1;  // no room for two row tiles' accumulators
-  return t;
+  if (forced.warps > 0) return {forced.warps, a.head_dim > 128 ? 1 : forced.m_tiles};
+  // The largest block that still gives about every SM a block (>= 3/4 of them): bigger blocks
+  // read each K/V tile into shared memory once for more rows, but too few of them leave SMs
+  // idle. Fitted to two H200 points, 8B heads, 132 SMs (cuda_prefill_bench): a 4096-token prompt
+  // 8x2 249 TFLOP/s (512 blocks) vs 8x1 199, 4x1 170; a 512-token chunk on a 3584 prefix 8x1 185
+  // (128 blocks) vs 8x2 117 (64 blocks), 4x1 156 (256 blocks).
+  const int group = a.num_heads / a.num_kv_heads;
+  const int64_t tokens = std::max(a.num_tokens, 1);
+  auto blocks = [&](FlashPrefillTile t) {
+    const int64_t per_tile = std::max(FlashPrefillTokensPerTile(group, t), 1);
+    return (tokens + per_tile - 1) / per_tile * a.num_kv_heads;
+  };
+  const FlashPrefillTile big{8, 2}, mid{8, 1}, small{4, 1};
+  auto fills = [&](FlashPrefillTile t) { return blocks(t) * 4 >= int64_t{num_sms} * 3; };
+  if (a.head_dim <= 128 && fills(big)) return big;
+  if (fills(mid)) return mid;
+  return small;
 }
 
 int FlashPrefillTokensPerTile(int group, FlashPrefillTile tile) {

@@ -342,7 +342,7 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
   }();
   if (allow_flash && flash_enabled && a.max_query_len > 1 && FlashPrefillSupports(a)) {
     p.flash = true;
-    p.flash_tile = FlashPrefillTileFor(a.head_dim);
+    p.flash_tile = FlashPrefillTileFor(a, num_sms);
     p.q_per_tile = FlashPrefillTokensPerTile(group, p.flash_tile);
     p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
     p.tile_start_ints = a.num_seqs + 1;
