@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/paged_attention.cuh"
 
 namespace loom {
 namespace {
@@ -177,6 +179,89 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
     EXPECT_LT(err, kTolRounded) << sc.name;
     std::printf("  %-50s normalized error %.2e\n", sc.name, err);
   }
+}
+
+// Steps with multi-token query tiles take the tensor-core kernel (flash_prefill.cuh). Its P.V mma
+// rounds the softmax weights P (in [0, 1]) to bf16: each weight is off by <= 2^-9 relative, so an
+// output row (a weighted mean of V rows) moves by <= 2^-9 of the mean |V| in the worst case and
+// by far less on average (independent rounding errors over many keys partly cancel), the same
+// order as the final bf16 rounding that kTolRounded already budgets (2^-9 per element). The
+// running sum l is kept in f32 from the unrounded weights; its mismatch with the rounded ones is
+// the mean of those per-weight errors, again <= 2^-9. So the same kTolRounded bound applies.
+TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
+  std::vector<Scenario> scenarios = {
+      {"prompt 1 + prompt 3, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 1}, {0, 3}}},
+      {"prompt 17, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 17}}},
+      {"prompt 97, gqa 4, block 7", 32, 8, 128, 7, 0, 0.f, {{0, 97}}},
+      {"prompt 1000, gqa 4", 32, 8, 128, 16, 0, 0.f, {{0, 1000}}},
+      {"prompt 4096, gqa 4 (8 heads)", 8, 2, 128, 16, 0, 0.f, {{0, 4096}}},
+      {"chunk 256 on a 700 prefix, gqa 8", 16, 2, 128, 16, 0, 0.f, {{700, 256}}},
+      {"chunk 33 on a 100 prefix, block 7, window 32", 16, 4, 128, 7, 32, 0.f, {{100, 33}}},
+      {"mha, d64", 4, 4, 64, 16, 0, 0.f, {{0, 300}}},
+      {"gqa 8, d64, block 7", 16, 2, 64, 7, 0, 0.f, {{0, 130}, {40, 70}}},
+      {"gqa 2, d256, softcap 30", 8, 4, 256, 16, 0, 30.f, {{0, 200}}},
+      {"mha, d256, window 50, chunk on prefix", 4, 4, 256, 7, 50, 0.f, {{150, 90}, {0, 5}}},
+      {"gqa 3 (126-row tiles), window 17", 12, 4, 128, 16, 17, 0.f, {{0, 260}}},
+      {"softcap 50 + window 64, gqa 4", 32, 8, 128, 16, 64, 50.f, {{10, 300}}},
+      {"mixed: prefills, chunks and decodes", 32, 8, 128, 16, 0, 0.f,
+       {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}, {64, 64}, {0, 129}, {999, 2}}},
+  };
+  unsigned seed = 500;
+  for (const Scenario& sc : scenarios) {
+    const double err = Run(sc, seed++);
+    EXPECT_LT(err, kTolRounded) << sc.name;
+    std::printf("  %-50s normalized error %.2e\n", sc.name, err);
+  }
+}
+
+// Which kernel and block shape PlanPagedAttention picks (host only: runs without a GPU).
+TEST(CudaAttentionPlanTest, PrefillKernelAndTile) {
+  if (std::getenv("LOOM_ATTN_PREFILL") != nullptr ||
+      std::getenv("LOOM_ATTN_PREFILL_TILE") != nullptr) {
+    GTEST_SKIP() << "the plan is forced by the environment";
+  }
+  auto step = [](int tokens, int max_q, int head_dim) {
+    cuda::PagedAttentionArgs a;
+    a.num_seqs = 1;
+    a.num_tokens = tokens;
+    a.max_query_len = max_q;
+    a.max_kv_len = 8192;
+    a.num_heads = 32;
+    a.num_kv_heads = 8;
+    a.head_dim = head_dim;
+    a.block_size = 16;
+    return a;
+  };
+  constexpr int kSms = 132;
+  // 4096-token prompt: 64 tiles of 256 rows (64 tokens x 4 heads) x 8 kv heads = 512 blocks.
+  cuda::PagedAttentionPlan p = cuda::PlanPagedAttention(step(4096, 4096, 128), kSms);
+  EXPECT_TRUE(p.flash);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 2);
+  EXPECT_EQ(p.q_per_tile, 64);
+  EXPECT_EQ(p.num_splits, 1);
+  // 512-token chunk: 8x2 would make 64 blocks (< 3/4 of 132 SMs), 8x1 makes 128.
+  p = cuda::PlanPagedAttention(step(512, 512, 128), kSms);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  EXPECT_EQ(p.q_per_tile, 32);
+  // 256 tokens: 8x1 would make 64 blocks, 4x1 makes 128.
+  p = cuda::PlanPagedAttention(step(256, 256, 128), kSms);
+  EXPECT_EQ(p.flash_tile.warps, 4);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  EXPECT_EQ(p.q_per_tile, 16);
+  // 2048 tokens: 8x2 256 blocks.
+  p = cuda::PlanPagedAttention(step(2048, 2048, 128), kSms);
+  EXPECT_EQ(p.flash_tile.m_tiles, 2);
+  // head_dim 256: one row tile a warp.
+  p = cuda::PlanPagedAttention(step(4096, 4096, 256), kSms);
+  EXPECT_TRUE(p.flash);
+  EXPECT_EQ(p.flash_tile.warps, 8);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
+  // Decode-only steps, head dims the tensor-core kernel lacks, and the A/B switch: old kernel.
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(64, 1, 128), kSms).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 80), kSms).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 128), kSms, false).flash);
 }
 
 }  // namespace

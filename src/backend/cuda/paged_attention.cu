@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/flash_prefill.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -329,12 +330,24 @@ void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStre
 
 }  // namespace
 
-PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms) {
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, bool allow_flash) {
   CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0)
       << "Attention: " << a.num_heads << " heads, " << a.num_kv_heads << " kv heads";
   const int group = a.num_heads / a.num_kv_heads;
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
+  static const bool flash_enabled = [] {  // LOOM_ATTN_PREFILL=0: the CUDA-core kernel (A/B)
+    const char* v = std::getenv("LOOM_ATTN_PREFILL");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  if (allow_flash && flash_enabled && a.max_query_len > 1 && FlashPrefillSupports(a)) {
+    p.flash = true;
+    p.flash_tile = FlashPrefillTileFor(a, num_sms);
+    p.q_per_tile = FlashPrefillTokensPerTile(group, p.flash_tile);
+    p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
+    p.tile_start_ints = a.num_seqs + 1;
+    return p;
+  }
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
   // LOOM_ATTN_SMALL_ROWS=0: always the kMaxRows instance (A/B against the decode instances).
   static const bool small_rows_enabled = [] {
@@ -376,6 +389,10 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
   TileStartKernel<<<1, kScanThreads, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile,
                                                  tile_start);
   CUDA_CHECK_LAUNCH();
+  if (plan.flash) {
+    LaunchFlashPrefill(a, plan.flash_tile, tile_start, plan.grid_tiles, stream);
+    return;
+  }
   KernelArgs ka;
   ka.q = static_cast<const __nv_bfloat16*>(a.q);
   ka.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);

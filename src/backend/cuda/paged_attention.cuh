@@ -39,7 +39,18 @@ struct PagedAttentionArgs {
   void* out;  // [num_tokens, num_heads * head_dim] bf16
 };
 
+// Block shape of the tensor-core prefill kernel (flash_prefill.cuh): warps x row tiles of 16 a
+// warp.
+struct FlashPrefillTile {
+  int warps = 8;
+  int m_tiles = 1;
+};
+
 struct PagedAttentionPlan {
+  // Tensor-core prefill kernel (flash_prefill.cuh) instead of PagedAttentionKernel: steps with a
+  // query longer than one token, head_dim 64/128/256. LOOM_ATTN_PREFILL=0 turns it off (A/B).
+  bool flash = false;
+  FlashPrefillTile flash_tile;
   int q_per_tile = 1;
   int grid_tiles = 0;  // upper bound on query tiles (blocks past the real count exit)
   int num_splits = 1;
@@ -54,7 +65,9 @@ struct PagedAttentionPlan {
   int64_t lse_floats = 0;
 };
 
-PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms);
+// allow_flash = false: always PagedAttentionKernel (the benchmark's old-vs-new A/B).
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms,
+                                      bool allow_flash = true);
 
 void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream);
