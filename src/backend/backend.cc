@@ -66,11 +66,18 @@ void Backend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const Rop
   StoreKv(k, v, meta, layer);
 }
 
-void Backend::GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) {
-  const int64_t n = gate_up.rows(), f = out.cols();
-  CHECK(gate_up.cols() == 2 * f && out.rows() == n)
-      << "GatedActivation: gate_up " << gate_up.DebugString() << " out " << out.DebugString();
-  Tensor up = AllocScratch(gate_up.dtype(), Shape{n, f});
+Tensor Backend::FuseGateUp(const Tensor& w_gate, const Tensor& w_up) {
+  return ConcatRows({w_gate, w_up});
+}
+
+void Backend::MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act,
+                          const Tensor& out) {
+  const int64_t n = x.rows(), f = out.cols();
+  CHECK(w_gate_up.rows() == 2 * f && out.rows() == n)
+      << "MatMulGated: w_gate_up " << w_gate_up.DebugString() << " out " << out.DebugString();
+  Tensor gate_up = AllocScratch(out.dtype(), Shape{n, 2 * f});
+  MatMul(x, w_gate_up, Tensor(), gate_up);
+  Tensor up = AllocScratch(out.dtype(), Shape{n, f});
   CopyColumns(gate_up, 0, out, 0, f);
   CopyColumns(gate_up, f, up, 0, f);
   if (act == GatedAct::kSilu) {

@@ -140,8 +140,8 @@ class Backend {
   // ---- fused ops (a device backend overrides them with one kernel each; the defaults compose the
   // ops above, so the CPU backend's numerics stay those of the unfused sequence) ----
 
-  // Whether the model should concatenate q/k/v and gate/up projection weights into one matrix
-  // each at load (one GEMV instead of three / two at small batch; see ConcatRows).
+  // Whether the model should fuse q/k/v and gate/up projection weights into one matrix each at
+  // load (one GEMV instead of three / two at small batch; ConcatRows, FuseGateUp).
   virtual bool prefers_fused_projections() const { return false; }
   // A new tensor holding the rows of `parts` one after another (same dtype and columns; 1-D
   // parts are concatenated as vectors). Used once at load to fuse projection weights.
@@ -171,10 +171,15 @@ class Backend {
                             const QkvLayout& layout, const AttentionMeta& meta,
                             const KvLayer& layer, const Tensor& q_out);
 
-  // out = act(gate_up[:, :f]) * gate_up[:, f:] for a fused gate|up projection.
-  //   gate_up [n, 2f]; out [n, f].
+  // The gated MLP's input projections fused into one weight, in this backend's layout (the
+  // default: gate rows, then up rows, as ConcatRows and as Phi-3 checkpoints store them).
+  //   w_gate, w_up [f, hidden] -> [2f, hidden].
+  virtual Tensor FuseGateUp(const Tensor& w_gate, const Tensor& w_up);
+  // out = act(x @ w_gate^T) * (x @ w_up^T) for a weight made by FuseGateUp.
+  //   x [n, hidden]; w_gate_up [2f, hidden]; out [n, f].
   enum class GatedAct { kSilu, kGeluTanh };
-  virtual void GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out);
+  virtual void MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act,
+                           const Tensor& out);
 
   // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
   // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.

@@ -78,7 +78,6 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   Tensor v = fused_qkv ? Tensor() : scratch(kv_dim);
   Tensor qkv = fused_qkv ? scratch(q_dim + 2 * kv_dim) : Tensor();
   Tensor up = fused_gate_up ? Tensor() : scratch(f);
-  Tensor gate_up = fused_gate_up ? scratch(2 * f) : Tensor();
   const Backend::GatedAct gated_act =
       c.activation == Activation::kSilu ? Backend::GatedAct::kSilu : Backend::GatedAct::kGeluTanh;
 
@@ -137,8 +136,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
 
     emit("ffn_norm" + li, h);
     if (fused_gate_up) {
-      be.MatMul(h, l.w_gate_up, Tensor(), gate_up);
-      be.GatedActivation(gate_up, gated_act, gate);
+      be.MatMulGated(h, l.w_gate_up, gated_act, gate);
     } else {
       be.MatMul(h, l.w_gate, Tensor(), gate);
       be.MatMul(h, l.w_up, Tensor(), up);

@@ -163,8 +163,11 @@ void FuseProjections(Weights* weights, Backend* backend) {
       l.wq = l.wk = l.wv = l.bq = l.bk = l.bv = Tensor();
     }
     if (!l.w_gate_up.defined() && l.w_gate.defined()) {
-      l.w_gate_up = backend->ConcatRows({l.w_gate, l.w_up});
+      l.w_gate_up = backend->FuseGateUp(l.w_gate, l.w_up);
       l.w_gate = l.w_up = Tensor();
+    } else if (l.w_gate_up.defined() && !l.w_gate.defined()) {  // fused in the checkpoint
+      const int64_t f = l.w_gate_up.rows() / 2;
+      l.w_gate_up = backend->FuseGateUp(l.w_gate_up.Slice(0, f), l.w_gate_up.Slice(f, f));
     }
     backend->TrimMemory();  // one layer's separate copies at a time: peak = model + one layer
   }

@@ -24,8 +24,8 @@ struct LayerWeights {
   Tensor ffn_norm;        // [hidden]                       RMSNorm before the MLP
   Tensor post_ffn_norm;   // [hidden]                       sandwich norm after the MLP (Gemma)
   Tensor w_gate, w_up;    // [F, hidden] each               (unless fused)
-  Tensor w_gate_up;       // [2F, hidden]                   fused, gate rows first (Phi-3, or
-                          //                                by FuseProjections)
+  Tensor w_gate_up;       // [2F, hidden]                   fused: gate rows first (Phi-3), or
+                          //                                FuseProjections' backend layout
   Tensor w_down;          // [hidden, F]
 };
 
@@ -55,9 +55,10 @@ enum class TensorNaming { kHuggingFace, kGguf };
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source, TensorNaming naming,
                               Backend* backend);
 
-// Concatenates each layer's separate q/k/v (and their biases) and gate/up matrices into wqkv /
-// w_gate_up on `backend` (Backend::ConcatRows) and drops the separate ones, for backends that
-// prefer one wide GEMV to several narrow ones. Layers already fused are left as they are.
+// Concatenates each layer's separate q/k/v (and their biases) into wqkv (Backend::ConcatRows) and
+// gate/up into w_gate_up in the backend's layout (Backend::FuseGateUp; a checkpoint's fused
+// gate|up is re-laid out the same way), dropping the separate ones, for backends that prefer one
+// wide GEMV to several narrow ones.
 void FuseProjections(Weights* weights, Backend* backend);
 
 }  // namespace loom

@@ -363,14 +363,43 @@ void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const
   cuda::LaunchQkvRopeStore(a, stream());
 }
 
-void CudaBackend::GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) {
-  LOOM_PROFILE_OP("gated_act " + Sh(out), 2 * gate_up.nbytes());
-  CheckAct(gate_up, "GatedActivation", "gate_up");
-  CheckAct(out, "GatedActivation", "out");
-  CHECK(gate_up.rows() == out.rows() && gate_up.cols() == 2 * out.cols())
-      << "GatedActivation: gate_up " << Describe(gate_up) << " out " << Describe(out);
-  cuda::LaunchGatedAct(gate_up.data(), out.data(), out.rows(), out.cols(),
-                       act == GatedAct::kGeluTanh, stream());
+Tensor CudaBackend::FuseGateUp(const Tensor& w_gate, const Tensor& w_up) {
+  CheckAct(w_gate, "FuseGateUp", "w_gate");
+  CheckAct(w_up, "FuseGateUp", "w_up");
+  CHECK(w_gate.ndim() == 2 && w_up.shape() == w_gate.shape())
+      << "FuseGateUp: " << Describe(w_gate) << " / " << Describe(w_up);
+  const int64_t f = w_gate.rows();
+  const size_t rb = w_gate.row_bytes();
+  Tensor out(DType::kBF16, Shape{2 * f, w_gate.cols()}, allocator_->NewBuffer(2 * rb * f));
+  char* dst = static_cast<char*>(out.data());
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, 2 * rb, w_gate.data(), rb, rb, f, cudaMemcpyDeviceToDevice,
+                               stream()));
+  CUDA_CHECK(cudaMemcpy2DAsync(dst + rb, 2 * rb, w_up.data(), rb, rb, f,
+                               cudaMemcpyDeviceToDevice, stream()));
+  return out;
+}
+
+void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, const Tensor& out) {
+  LOOM_PROFILE_OP((x.rows() <= options_.small_batch_gemm_rows ? "matmul_gated(gemv) n=" : "matmul_gated n=") +
+                      std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) + " k=" +
+                      std::to_string(x.cols()),
+                  w.nbytes() + x.nbytes() + out.nbytes());
+  CheckAct(x, "MatMulGated", "x");
+  CheckAct(w, "MatMulGated", "w_gate_up");
+  CheckAct(out, "MatMulGated", "out");
+  const int64_t n = x.rows(), k = x.cols(), f = out.cols();
+  CHECK(w.cols() == k && w.rows() == 2 * f && out.rows() == n)
+      << "MatMulGated: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
+  const bool gelu = act == GatedAct::kGeluTanh;
+  if (n <= options_.small_batch_gemm_rows && cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+    cuda::LaunchSmallBatchGemm(
+        x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(),
+        gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul);
+    return;
+  }
+  Tensor gate_up = AllocScratch(DType::kBF16, Shape{n, 2 * f});
+  gemm_->Run(x.data(), w.data(), gate_up.data(), DType::kBF16, n, 2 * f, k);
+  cuda::LaunchGatedAct(gate_up.data(), out.data(), n, f, gelu, stream());
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {

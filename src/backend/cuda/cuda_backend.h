@@ -97,7 +97,11 @@ class CudaBackend final : public Backend {
   void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
                     const QkvLayout& layout, const AttentionMeta& meta, const KvLayer& layer,
                     const Tensor& q_out) override;
-  void GatedActivation(const Tensor& gate_up, GatedAct act, const Tensor& out) override;
+  // (gate, up) row pairs: rows 2j and 2j + 1 are gate row j and up row j, so the small-batch GEMV
+  // finds both halves of an output in one block and applies the activation in its epilogue.
+  Tensor FuseGateUp(const Tensor& w_gate, const Tensor& w_up) override;
+  void MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act,
+                   const Tensor& out) override;
 
   bool has_argmax_rows() const override { return true; }
   void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh

@@ -41,6 +41,16 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// Gated MLP activations: act(gate) * up.
+struct SiluMulOp {
+  __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
+};
+struct GeluTanhMulOp {
+  __device__ float operator()(float g, float u) const {
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
+  }
+};
 // 16-byte vectors of 8 bf16 <-> 8 floats.
 __device__ __forceinline__ void UnpackBf16x8(const uint4& v, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);

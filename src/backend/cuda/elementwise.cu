@@ -17,15 +17,6 @@ constexpr int kThreads = 256;
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
-struct SiluMulOp {
-  __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
-};
-struct GeluTanhMulOp {
-  __device__ float operator()(float g, float u) const {
-    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-    return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
-  }
-};
 struct ScaleOp {
   float s;
   __device__ float operator()(float x) const { return x * s; }
@@ -43,8 +34,8 @@ __global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t count, Op o
   LOOM_GRID_STRIDE(i, count) { out[i] = FromF32<T>(op(ToF32(a[i]), ToF32(b[i]))); }
 }
 
-// out[r, j] = op(gate_up[r, j], gate_up[r, f + j]): the gated MLP activation of a fused gate|up
-// projection. Launched with PDL.
+// out[r, j] = op(gate_up[r, 2j], gate_up[r, 2j + 1]): the gated MLP activation of a projection
+// through CudaBackend::FuseGateUp's (gate, up) row pairs. Launched with PDL.
 template <typename Op>
 __global__ void GatedKernel(const __nv_bfloat16* gate_up, __nv_bfloat16* out, int64_t rows,
                             int64_t f, Op op) {
@@ -52,8 +43,8 @@ __global__ void GatedKernel(const __nv_bfloat16* gate_up, __nv_bfloat16* out, in
   PdlLaunchDependents();
   LOOM_GRID_STRIDE(i, rows * f) {
     const int64_t r = i / f, j = i % f;
-    const __nv_bfloat16* g = gate_up + r * 2 * f;
-    out[i] = __float2bfloat16_rn(op(__bfloat162float(g[j]), __bfloat162float(g[f + j])));
+    const __nv_bfloat162 gu = reinterpret_cast<const __nv_bfloat162*>(gate_up + r * 2 * f)[j];
+    out[i] = __float2bfloat16_rn(op(__bfloat162float(gu.x), __bfloat162float(gu.y)));
   }
 }
 

@@ -15,7 +15,8 @@ void LaunchAdd(const void* a, const void* b, void* out, DType dtype, int64_t cou
                cudaStream_t stream);
 // x *= s.
 void LaunchScale(void* x, float s, DType dtype, int64_t count, cudaStream_t stream);
-// out[r, j] = act(gate_up[r, j]) * gate_up[r, f + j], act = silu or gelu(tanh); bf16.
+// out[r, j] = act(gate_up[r, 2j]) * gate_up[r, 2j + 1], act = silu or gelu(tanh); bf16
+// (CudaBackend::FuseGateUp's (gate, up) pairs).
 void LaunchGatedAct(const void* gate_up, void* out, int64_t rows, int64_t f, bool gelu_tanh,
                     cudaStream_t stream);
 // out = silu(gate) * up, or gelu_tanh(gate) * up (out may alias gate or up).

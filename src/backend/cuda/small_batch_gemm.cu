@@ -10,6 +10,45 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kUnroll = 4;
 
+// The epilogue when a column's sum needs other warps: split columns (S > 1) or gated pairs.
+// Column sums meet in shared memory: warp c * S + p holds part p of the block's column c.
+template <int N, int S, typename Out, GemvEpilogue Epi>
+__device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out* out, int64_t m,
+                                                     int64_t col, int lane, int warp, int part) {
+  constexpr int kCols = kWarps / S;
+  __shared__ float partial[kWarps][N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    const float sum = WarpSum(acc[r]);
+    if (lane == 0) partial[warp][r] = sum;
+  }
+  __syncthreads();
+  auto column_sum = [&](int c, int r) {
+    float sum = 0.f;
+#pragma unroll
+    for (int p = 0; p < S; ++p) sum += partial[c * S + p][r];
+    return sum;
+  };
+  if constexpr (Epi == GemvEpilogue::kNone) {
+    if (part == 0 && lane == 0 && col < m) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) out[r * m + col] = FromF32<Out>(column_sum(warp / S, r));
+    }
+  } else {
+    static_assert(kCols % 2 == 0, "a (gate, up) pair must sit in one block");
+    const int t = static_cast<int>(threadIdx.x);
+    if (t < kCols / 2 * N) {
+      const int pair = t / N, r = t % N;
+      const int64_t gate_col = blockIdx.x * int64_t{kCols} + 2 * pair;
+      if (gate_col + 1 < m) {
+        const float g = column_sum(2 * pair, r), u = column_sum(2 * pair + 1, r);
+        const float v = Epi == GemvEpilogue::kSiluMul ? SiluMulOp{}(g, u) : GeluTanhMulOp{}(g, u);
+        out[r * (m / 2) + gate_col / 2] = FromF32<Out>(v);
+      }
+    }
+  }
+}
+
 // S warps share one output column (each takes every S-th 512-byte chunk of the row; partial sums
 // meet in shared memory), so a block of kWarps warps computes kWarps / S columns. S > 1 puts
 // enough blocks and loads in flight on the GPU when m is small (k/v projections: m = 512..1024).
@@ -17,7 +56,10 @@ constexpr int kUnroll = 4;
 // Launched with PDL (launch.cuh): the first kUnroll weight vectors of every thread are loaded
 // before PdlWait (weights are never written by a step), so the block starts with its loads in
 // flight while the kernel that produces x is still finishing.
-template <int N, int S, typename Out>
+// Epi: GemvEpilogue::kNone writes the m columns; kSiluMul / kGeluTanhMul read w's rows as
+// (gate, up) pairs (FuseGateUp's interleaved layout) and write act(gate) * up to m / 2 columns:
+// the pair sits in one block (kCols is even), so the activation costs no extra launch.
+template <int N, int S, typename Out, GemvEpilogue Epi>
 __global__ void __launch_bounds__(kWarps * 32)
     SmallBatchGemmKernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* out,
                          int64_t m, int64_t k_vec) {
@@ -71,33 +113,18 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  if constexpr (S == 1) {
+  if constexpr (S == 1 && Epi == GemvEpilogue::kNone) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
       const float sum = WarpSum(acc[r]);
       if (lane == 0 && col < m) out[r * m + col] = FromF32<Out>(sum);
     }
   } else {
-    __shared__ float partial[kWarps][N];
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-      const float sum = WarpSum(acc[r]);
-      if (lane == 0) partial[warp][r] = sum;
-    }
-    __syncthreads();
-    if (part == 0 && lane == 0 && col < m) {
-#pragma unroll
-      for (int r = 0; r < N; ++r) {
-        float sum = 0.f;
-#pragma unroll
-        for (int p = 0; p < S; ++p) sum += partial[warp + p][r];
-        out[r * m + col] = FromF32<Out>(sum);
-      }
-    }
+    SharedMemoryEpilogue<N, S, Out, Epi>(acc, out, m, col, lane, warp, part);
   }
 }
 
-template <int N, int S>
+template <int N, int S, GemvEpilogue Epi>
 void LaunchNS(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
               cudaStream_t stream) {
   constexpr int kCols = kWarps / S;
@@ -105,27 +132,47 @@ void LaunchNS(const void* x, const void* w, void* out, DType out_dtype, int64_t 
   const auto* xv = static_cast<const uint4*>(x);
   const auto* wv = static_cast<const uint4*>(w);
   if (out_dtype == DType::kF32) {
-    LaunchPdl(SmallBatchGemmKernel<N, S, float>, dim3(blocks), dim3(kWarps * 32), 0, stream, xv,
-              wv, static_cast<float*>(out), m, k / 8);
+    LaunchPdl(SmallBatchGemmKernel<N, S, float, Epi>, dim3(blocks), dim3(kWarps * 32), 0, stream,
+              xv, wv, static_cast<float*>(out), m, k / 8);
   } else {
-    LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16>, dim3(blocks), dim3(kWarps * 32), 0,
+    LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi>, dim3(blocks), dim3(kWarps * 32), 0,
               stream, xv, wv, static_cast<__nv_bfloat16*>(out), m, k / 8);
   }
 }
 
 // Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200
-// (m * S / kWarps >= 528), so small-m GEMVs do not leave SMs idle.
-template <int N>
+// (m * S / kWarps >= 528), so small-m GEMVs do not leave SMs idle. Gated epilogues stop at 4
+// (a block must hold whole (gate, up) pairs).
+template <int N, GemvEpilogue Epi>
 void LaunchN(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
              cudaStream_t stream) {
   if constexpr (N == 1) {
     constexpr int64_t kWantBlocks = 528;
-    if (m * 1 >= kWantBlocks * kWarps) return LaunchNS<1, 1>(x, w, out, out_dtype, m, k, stream);
-    if (m * 2 >= kWantBlocks * kWarps) return LaunchNS<1, 2>(x, w, out, out_dtype, m, k, stream);
-    if (m * 4 >= kWantBlocks * kWarps) return LaunchNS<1, 4>(x, w, out, out_dtype, m, k, stream);
-    return LaunchNS<1, 8>(x, w, out, out_dtype, m, k, stream);
+    if (m * 1 >= kWantBlocks * kWarps) return LaunchNS<1, 1, Epi>(x, w, out, out_dtype, m, k, stream);
+    if (m * 2 >= kWantBlocks * kWarps) return LaunchNS<1, 2, Epi>(x, w, out, out_dtype, m, k, stream);
+    if (Epi != GemvEpilogue::kNone || m * 4 >= kWantBlocks * kWarps) {
+      return LaunchNS<1, 4, Epi>(x, w, out, out_dtype, m, k, stream);
+    }
+    if constexpr (Epi == GemvEpilogue::kNone) {
+      return LaunchNS<1, 8, Epi>(x, w, out, out_dtype, m, k, stream);
+    }
   } else {
-    LaunchNS<N, 1>(x, w, out, out_dtype, m, k, stream);
+    LaunchNS<N, 1, Epi>(x, w, out, out_dtype, m, k, stream);
+  }
+}
+
+template <GemvEpilogue Epi>
+void LaunchRows(const void* x, const void* w, void* out, DType out_dtype, int64_t n, int64_t m,
+                int64_t k, cudaStream_t stream) {
+  switch (n) {
+    case 1: LaunchN<1, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 2: LaunchN<2, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 3: LaunchN<3, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 4: LaunchN<4, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 5: LaunchN<5, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 6: LaunchN<6, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 7: LaunchN<7, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    default: LaunchN<8, Epi>(x, w, out, out_dtype, m, k, stream); break;
   }
 }
 
@@ -137,18 +184,21 @@ bool SmallBatchGemmApplies(const void* x, const void* w, int64_t n, int64_t k) {
 }
 
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream) {
+                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue) {
   CHECK(SmallBatchGemmApplies(x, w, n, k)) << "SmallBatchGemm: n " << n << " k " << k;
   CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16) << DTypeName(out_dtype);
-  switch (n) {
-    case 1: LaunchN<1>(x, w, out, out_dtype, m, k, stream); break;
-    case 2: LaunchN<2>(x, w, out, out_dtype, m, k, stream); break;
-    case 3: LaunchN<3>(x, w, out, out_dtype, m, k, stream); break;
-    case 4: LaunchN<4>(x, w, out, out_dtype, m, k, stream); break;
-    case 5: LaunchN<5>(x, w, out, out_dtype, m, k, stream); break;
-    case 6: LaunchN<6>(x, w, out, out_dtype, m, k, stream); break;
-    case 7: LaunchN<7>(x, w, out, out_dtype, m, k, stream); break;
-    default: LaunchN<8>(x, w, out, out_dtype, m, k, stream); break;
+  switch (epilogue) {
+    case GemvEpilogue::kNone:
+      LaunchRows<GemvEpilogue::kNone>(x, w, out, out_dtype, n, m, k, stream);
+      break;
+    case GemvEpilogue::kSiluMul:
+      CHECK(m % 2 == 0 && out_dtype == DType::kBF16) << "SmallBatchGemm gated: m " << m;
+      LaunchRows<GemvEpilogue::kSiluMul>(x, w, out, out_dtype, n, m, k, stream);
+      break;
+    case GemvEpilogue::kGeluTanhMul:
+      CHECK(m % 2 == 0 && out_dtype == DType::kBF16) << "SmallBatchGemm gated: m " << m;
+      LaunchRows<GemvEpilogue::kGeluTanhMul>(x, w, out, out_dtype, n, m, k, stream);
+      break;
   }
 }
 

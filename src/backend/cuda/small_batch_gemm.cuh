@@ -20,7 +20,12 @@ inline constexpr int kSmallBatchMaxRows = 8;
 // True when LaunchSmallBatchGemm accepts these arguments.
 bool SmallBatchGemmApplies(const void* x, const void* w, int64_t n, int64_t k);
 
+// kNone: out [n, m]. kSiluMul / kGeluTanhMul: w's rows are (gate, up) pairs (rows 2j, 2j + 1,
+// CudaBackend::FuseGateUp's layout) and out [n, m / 2] = act(gate) * up, bf16.
+enum class GemvEpilogue { kNone, kSiluMul, kGeluTanhMul };
+
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream);
+                          int64_t m, int64_t k, cudaStream_t stream,
+                          GemvEpilogue epilogue = GemvEpilogue::kNone);
 
 }  // namespace loom::cuda
