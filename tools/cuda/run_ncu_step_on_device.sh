@@ -16,4 +16,6 @@ for m in ${MODELS:-llama-3.2-1b llama-3.1-8b}; do
     --decode-prompt-tokens 512 --gen-tokens 40 --concurrency 1 --repeat 1 --no-cuda-graphs \
     > "$out/ncu_$m.csv" 2> "$out/ncu_$m.err"
   echo "$m: $(grep -c gpu__time_duration "$out/ncu_$m.csv") kernel rows"
+  python3 tools/cuda/ncu_summary.py "$out/ncu_$m.csv" ${STEPS:-1} | tee "$out/ncu_$m.txt"
+  xz -f "$out/ncu_$m.csv"
 done

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 
 namespace loom::cuda {
@@ -89,6 +90,8 @@ template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     ArgmaxChunkKernel(const T* x, int64_t vocab, int64_t chunk, int splits, Best* partial,
                       int32_t* out) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   const int64_t r = blockIdx.y;
   const int s = static_cast<int>(blockIdx.x);
   const int64_t begin = s * chunk;
@@ -128,6 +131,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // One thread per row: combines the row's `splits` chunk winners.
 __global__ void ArgmaxCombineKernel(const Best* partial, int64_t rows, int splits, int32_t* out) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (r >= rows) return;
   Best b = NoBest();
@@ -158,13 +163,12 @@ void Launch(const T* x, int64_t rows, int64_t vocab, const SplitPlan& p, Best* p
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                    (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
   if (vec) {
-    ArgmaxChunkKernel<T, true>
-        <<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits, partial, out);
+    LaunchPdl(ArgmaxChunkKernel<T, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
+              p.splits, partial, out);
   } else {
-    ArgmaxChunkKernel<T, false>
-        <<<grid, kThreads, 0, stream>>>(x, vocab, p.chunk, p.splits, partial, out);
+    LaunchPdl(ArgmaxChunkKernel<T, false>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
+              p.splits, partial, out);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -191,9 +195,8 @@ void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, i
   }
   if (p.splits > 1) {
     const int threads = 128;
-    ArgmaxCombineKernel<<<static_cast<unsigned>((rows + threads - 1) / threads), threads, 0,
-                          stream>>>(partial, rows, p.splits, out);
-    CUDA_CHECK_LAUNCH();
+    LaunchPdl(ArgmaxCombineKernel, dim3(static_cast<unsigned>((rows + threads - 1) / threads)),
+              dim3(threads), 0, stream, partial, rows, p.splits, out);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/flash_prefill.cuh"
 
 namespace loom::cuda {
@@ -47,6 +48,8 @@ constexpr size_t SharedBytes() {
 constexpr int kScanThreads = 256;
 __global__ void __launch_bounds__(kScanThreads)
     TileStartKernel(const int32_t* query_start, int num_seqs, int q_per_tile, int32_t* tile_start) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   __shared__ int buf[kScanThreads];
   int carry = 0;  // tiles of the sequences before this chunk (same in every thread)
   for (int base = 0; base < num_seqs; base += kScanThreads) {
@@ -70,6 +73,8 @@ __global__ void __launch_bounds__(kScanThreads)
 
 template <int D, int R>
 __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 B of padding against conflicts
   constexpr int kVec = D / 8;        // 16-byte vectors per row
   extern __shared__ __align__(16) unsigned char smem[];
@@ -281,6 +286,8 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
 // Merges the splits' normalized partials by their log2-sum-exps. One block per (token, head).
 __global__ void CombineKernel(const float* partial, const float* lse, int num_splits,
                               int64_t num_rows, int D, __nv_bfloat16* out) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   const int64_t row = blockIdx.x;
   float m = -INFINITY;
   for (int sp = 0; sp < num_splits; ++sp) m = fmaxf(m, lse[sp * num_rows + row]);
@@ -313,8 +320,7 @@ void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cuda
   }
   const dim3 grid(static_cast<unsigned>(plan.grid_tiles), static_cast<unsigned>(ka.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  PagedAttentionKernel<D, R><<<grid, kThreads, kSmem, stream>>>(ka);
-  CUDA_CHECK_LAUNCH();
+  LaunchPdl(PagedAttentionKernel<D, R>, grid, dim3(kThreads), kSmem, stream, ka);
 }
 
 template <int D>
@@ -386,9 +392,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
-  TileStartKernel<<<1, kScanThreads, 0, stream>>>(a.query_start, a.num_seqs, plan.q_per_tile,
-                                                 tile_start);
-  CUDA_CHECK_LAUNCH();
+  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, a.query_start, a.num_seqs,
+            plan.q_per_tile, tile_start);
   if (plan.flash) {
     LaunchFlashPrefill(a, plan.flash_tile, tile_start, plan.grid_tiles, stream);
     return;
@@ -426,9 +431,9 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
     default: CHECK(false) << "Attention: head_dim " << a.head_dim << " not built for CUDA";
   }
   if (plan.num_splits > 1) {
-    CombineKernel<<<static_cast<unsigned>(ka.num_rows), 128, 0, stream>>>(
-        partial, lse, plan.num_splits, ka.num_rows, a.head_dim, ka.out);
-    CUDA_CHECK_LAUNCH();
+    LaunchPdl(CombineKernel, dim3(static_cast<unsigned>(ka.num_rows)), dim3(128), 0, stream,
+              static_cast<const float*>(partial), static_cast<const float*>(lse), plan.num_splits,
+              ka.num_rows, a.head_dim, ka.out);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -10,6 +11,8 @@ namespace {
 template <typename Unit>
 __global__ void GatherKernel(const Unit* x, int64_t x_rows, const int32_t* rows, int64_t units,
                              Unit* out) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
   const int64_t i = blockIdx.y;
   const int32_t r = rows[i];
   for (int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; u < units;
@@ -61,12 +64,12 @@ void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_
   CHECK_EQ(row_bytes % 2, 0u);
   if (row_bytes % 16 == 0 && Aligned16(x) && Aligned16(out)) {
     const int64_t units = static_cast<int64_t>(row_bytes / 16);
-    GatherKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint4*>(x), x_rows, rows,
-                                                        units, static_cast<uint4*>(out));
+    LaunchPdl(GatherKernel<uint4>, GridFor(units, n), dim3(256), 0, stream,
+              static_cast<const uint4*>(x), x_rows, rows, units, static_cast<uint4*>(out));
   } else {
     const int64_t units = static_cast<int64_t>(row_bytes / 2);
-    GatherKernel<<<GridFor(units, n), 256, 0, stream>>>(static_cast<const uint16_t*>(x), x_rows,
-                                                        rows, units, static_cast<uint16_t*>(out));
+    LaunchPdl(GatherKernel<uint16_t>, GridFor(units, n), dim3(256), 0, stream,
+              static_cast<const uint16_t*>(x), x_rows, rows, units, static_cast<uint16_t*>(out));
   }
   CUDA_CHECK_LAUNCH();
 }
