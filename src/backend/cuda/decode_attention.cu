@@ -1,0 +1,491 @@
+#include "backend/cuda/decode_attention.cuh"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxSplits = 64;
+// A split of fewer keys costs more in launch/merge than it gains in parallelism.
+constexpr int kMinKeysPerSplit = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// In-process switches (decode_attention.cuh).
+bool g_enabled = [] {
+  const char* v = std::getenv("LOOM_ATTN_DECODE");
+  return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
+}();
+int g_forced_splits = 0;
+int g_forced_unroll = 0;
+
+// n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
+// the runtime block size would be ~20 instructions per key.
+struct FastDiv {
+  int d;
+  uint32_t mul, shift;
+};
+
+FastDiv MakeFastDiv(int d) {
+  uint32_t shift = 0;
+  while ((uint64_t{1} << shift) < static_cast<uint64_t>(d)) ++shift;
+  const uint64_t mul = ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1;
+  return FastDiv{d, static_cast<uint32_t>(mul), shift};
+}
+
+__device__ __forceinline__ int Div(const FastDiv& f, int n) {
+  return static_cast<int>((__umulhi(static_cast<uint32_t>(n), f.mul) + static_cast<uint32_t>(n)) >>
+                          f.shift);
+}
+
+struct DecodeArgs {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k_pool;
+  const __nv_bfloat16* v_pool;
+  const int32_t* query_start;
+  const int32_t* kv_len;
+  const int32_t* page_indptr;
+  const int32_t* page_indices;
+  int num_heads, num_kv_heads, group, window, num_splits;
+  FastDiv block_size;
+  // Applied to q: the softmax scale, times log2(e) when there is no softcap so the dot product
+  // lands directly in the exp2 domain.
+  float q_scale;
+  float softcap;
+  int64_t num_rows;  // num_tokens * num_heads
+  __nv_bfloat16* out;
+  float* partial;
+  float* lse;
+};
+
+__device__ __forceinline__ void Bf16x8ToF32(const uint4& raw, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
+__device__ __forceinline__ float SafeBase(float m) { return m == -INFINITY ? 0.f : m; }
+
+// Per lane-group online-softmax state of G rows over the lane's 8 dims.
+template <int G>
+struct RowState {
+  float m[G], l[G], acc[G][8];
+
+  __device__ __forceinline__ void Init() {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      m[r] = -INFINITY;
+      l[r] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r][j] = 0.f;
+    }
+  }
+
+  // Folds in U keys: scores sc (log2 domain, -inf when masked) and their V slices.
+  template <int U>
+  __device__ __forceinline__ void Update(const float (&sc)[G][U], const float (&vf)[U][8]) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float mx = sc[r][0];
+#pragma unroll
+      for (int u = 1; u < U; ++u) mx = fmaxf(mx, sc[r][u]);
+      const float m_new = fmaxf(m[r], mx);
+      const float base = SafeBase(m_new);
+      const float alpha = exp2f(m[r] - base);
+      float p[U], sum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        p[u] = exp2f(sc[r][u] - base);
+        sum += p[u];
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float v = acc[r][j] * alpha;
+#pragma unroll
+        for (int u = 0; u < U; ++u) v += p[u] * vf[u][j];
+        acc[r][j] = v;
+      }
+      m[r] = m_new;
+    }
+  }
+
+  // Merges the state of the lane `offset` away (another lane group of the warp).
+  __device__ __forceinline__ void MergeXor(int offset) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      const float m_o = __shfl_xor_sync(kFullMask, m[r], offset);
+      const float l_o = __shfl_xor_sync(kFullMask, l[r], offset);
+      const float m_new = fmaxf(m[r], m_o);
+      const float base = SafeBase(m_new);
+      const float a_self = exp2f(m[r] - base), a_o = exp2f(m_o - base);
+      l[r] = l[r] * a_self + l_o * a_o;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float acc_o = __shfl_xor_sync(kFullMask, acc[r][j], offset);
+        acc[r][j] = acc[r][j] * a_self + acc_o * a_o;
+      }
+      m[r] = m_new;
+    }
+  }
+};
+
+// Key range of (sequence, split): the keys the decode token sees (causal: all kv_len keys; a
+// sliding window keeps the last `window`), cut into num_splits chunks of whole block iterations.
+struct KeyRange {
+  int begin, end;
+};
+
+__device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int num_splits,
+                                                  int split, int keys_per_iter) {
+  const int lo = window > 0 ? max(0, kv_len - window) : 0;
+  const int range = max(kv_len - lo, 0);
+  int chunk = (range + num_splits - 1) / num_splits;
+  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+  const int begin = lo + split * chunk;
+  return KeyRange{begin, min(kv_len, begin + chunk)};
+}
+
+// D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
+// written); U: keys per lane group per iteration (U K and U V loads in flight per lane).
+template <int D, int G, int U>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) {
+  constexpr int T = D / 8;                // lanes per key: 8 dims (16 bytes) each
+  constexpr int NG = 32 / T;              // lane groups per warp
+  constexpr int KB = kWarps * NG * U;     // keys per block iteration
+  __shared__ float acc_s[kWarps][G][D];  // per-warp results for the final merge
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+
+  const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int grp = lane / T, sub = lane % T;
+  const int t = a.query_start[s];
+  if (a.query_start[s + 1] == t) return;  // no query token for this sequence this step
+  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
+  const int64_t row0 = int64_t{t} * a.num_heads + int64_t{g} * a.group;  // first output row
+
+  // This lane's 8 dims of every row's query, scaled.
+  float q[G][8];
+#pragma unroll
+  for (int r = 0; r < G; ++r) {
+    if (r < a.group) {
+      Bf16x8ToF32(reinterpret_cast<const uint4*>(a.q + (row0 + r) * D)[sub], q[r]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[r][j] *= a.q_scale;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[r][j] = 0.f;
+    }
+  }
+  RowState<G> st;
+  st.Init();
+
+  // Page of each of the group's U keys for the current iteration, loaded one iteration ahead
+  // so the K/V loads do not wait on the page-table load.
+  const int32_t* pages = a.page_indices + a.page_indptr[s];
+  const int bs = a.block_size.d;
+  const int group_key0 = (warp * NG + grp) * U;  // offset of this group's keys in an iteration
+  int page[U], off[U];
+  auto fetch_pages = [&](int p0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int p = p0 + u;
+      if (p < keys.end) {
+        const int idx = Div(a.block_size, p);
+        off[u] = p - idx * bs;
+        page[u] = pages[idx];
+      }
+    }
+  };
+  fetch_pages(keys.begin + group_key0);
+
+  // The loop bound is per warp (not per group): the shuffles below need the whole warp.
+  for (int wbase = keys.begin + warp * NG * U; wbase < keys.end; wbase += KB) {
+    const int p0 = wbase + grp * U;
+    uint4 kr[U], vr[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);  // masked keys: P = 0 times V = 0, no NaN
+      if (p0 + u < keys.end) {
+        const int64_t row = (int64_t{page[u]} * bs + off[u]) * a.num_kv_heads + g;
+        // Streaming loads: every byte is read once per step.
+        kr[u] = __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D) + sub);
+        vr[u] = __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D) + sub);
+      }
+    }
+    fetch_pages(p0 + KB);
+
+    // Partial dot products over this lane's 8 dims, then summed over the group's T lanes.
+    float sc[G][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      Bf16x8ToF32(kr[u], kf);
+#pragma unroll
+      for (int r = 0; r < G; ++r) {
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d += q[r][j] * kf[j];
+        sc[r][u] = d;
+      }
+    }
+#pragma unroll
+    for (int o = T / 2; o > 0; o >>= 1) {
+#pragma unroll
+      for (int r = 0; r < G; ++r) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) sc[r][u] += __shfl_xor_sync(kFullMask, sc[r][u], o);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const bool valid = p0 + u < keys.end;
+#pragma unroll
+      for (int r = 0; r < G; ++r) {
+        float v = sc[r][u];
+        if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap) * kLog2e;
+        sc[r][u] = valid ? v : -INFINITY;
+      }
+    }
+
+    float vf[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) Bf16x8ToF32(vr[u], vf[u]);
+    st.template Update<U>(sc, vf);
+  }
+
+  // Merge the warp's lane groups, then the warps through shared memory.
+#pragma unroll
+  for (int o = T; o < 32; o <<= 1) st.MergeXor(o);
+  if (grp == 0) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc_s[warp][r][sub * 8 + j] = st.acc[r][j];
+      if (lane == 0) {
+        m_s[warp][r] = st.m[r];
+        l_s[warp][r] = st.l[r];
+      }
+    }
+  }
+  __syncthreads();
+
+  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, m_s[w][r]);
+    const float base = SafeBase(m);
+    float l = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float e = exp2f(m_s[w][r] - base);
+      l += l_s[w][r] * e;
+      acc += acc_s[w][r][d] * e;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
+    const int64_t row = row0 + r;
+    if (a.num_splits == 1) {
+      a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
+    } else {
+      const int64_t prow = split * a.num_rows + row;
+      a.partial[prow * D + d] = acc * inv;
+      if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// Merges the splits' normalized partial rows by their log2-sum-exps: one warp per output row,
+// D / 32 dims per lane. Splits with an empty key range (lse = -inf) are skipped unread.
+constexpr int kCombineRowsPerBlock = 4;
+
+template <int D>
+__global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
+    DecodeCombineKernel(const float* partial, const float* lse, int num_splits, int64_t num_rows,
+                        __nv_bfloat16* out) {
+  constexpr int kPer = D / 32;
+  const int64_t row = int64_t{blockIdx.x} * kCombineRowsPerBlock + threadIdx.x / 32;
+  if (row >= num_rows) return;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float m = -INFINITY;
+  for (int sp = 0; sp < num_splits; ++sp) m = fmaxf(m, lse[sp * num_rows + row]);
+  const float base = SafeBase(m);
+  float acc[kPer] = {}, wsum = 0.f;
+  for (int sp = 0; sp < num_splits; ++sp) {
+    const float e = lse[sp * num_rows + row];
+    if (e == -INFINITY) continue;
+    const float w = exp2f(e - base);
+    wsum += w;
+    const float* src = partial + (sp * num_rows + row) * D + lane * kPer;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] += w * src[j];
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) out[row * D + lane * kPer + j] = __float2bfloat16_rn(acc[j] * inv);
+}
+
+using KernelFn = void (*)(DecodeArgs);
+
+template <int D, int U>
+KernelFn KernelForRows(int rows) {
+  switch (rows) {
+    case 1: return DecodeAttentionKernel<D, 1, U>;
+    case 2: return DecodeAttentionKernel<D, 2, U>;
+    case 4: return DecodeAttentionKernel<D, 4, U>;
+    default: return DecodeAttentionKernel<D, 8, U>;
+  }
+}
+
+template <int D>
+KernelFn KernelForDim(int rows, int unroll) {
+  return unroll == 2 ? KernelForRows<D, 2>(rows) : KernelForRows<D, 4>(rows);
+}
+
+KernelFn KernelFor(int head_dim, int rows, int unroll) {
+  switch (head_dim) {
+    case 64: return KernelForDim<64>(rows, unroll);
+    case 128: return KernelForDim<128>(rows, unroll);
+    default: return KernelForDim<256>(rows, unroll);
+  }
+}
+
+// Rows held per lane: the GQA group rounded up to an instantiated size.
+int RowCapacity(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
+
+// Resident blocks per SM of a kernel instance (registers / shared memory bound it), cached.
+int ResidentBlocks(KernelFn fn) {
+  constexpr int kCache = 32;
+  static KernelFn fns[kCache];
+  static int counts[kCache];
+  for (int i = 0; i < kCache; ++i) {
+    if (fns[i] == fn) return counts[i];
+    if (fns[i] == nullptr) {
+      int n = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0));
+      fns[i] = fn;
+      counts[i] = std::max(n, 1);
+      return counts[i];
+    }
+  }
+  return 1;
+}
+
+// Fewest splits whose blocks fill the resident-block slots of the GPU to >= 85 % in their last
+// wave (equal-length sequences assumed), at least kMinKeysPerSplit keys each.
+int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len) {
+  const int64_t most = std::clamp<int64_t>(max_kv_len / kMinKeysPerSplit, 1, kMaxSplits);
+  int best = 1;
+  double best_eff = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t n = blocks * s;
+    const double eff = static_cast<double>(n) / static_cast<double>(wave * ((n + wave - 1) / wave));
+    if (eff >= 0.85) return static_cast<int>(s);
+    if (eff > best_eff + 1e-9) {
+      best_eff = eff;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+template <int D>
+void LaunchCombine(const float* partial, const float* lse, int num_splits, int64_t num_rows,
+                   __nv_bfloat16* out, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) /
+                                            kCombineRowsPerBlock);
+  DecodeCombineKernel<D><<<blocks, kCombineRowsPerBlock * 32, 0, stream>>>(partial, lse,
+                                                                         num_splits, num_rows, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void SetDecodeAttentionEnabled(bool enabled) { g_enabled = enabled; }
+bool DecodeAttentionEnabled() { return g_enabled; }
+void SetDecodeAttentionSplits(int splits) { g_forced_splits = splits; }
+void SetDecodeAttentionUnroll(int keys) { g_forced_unroll = keys; }
+
+bool DecodeAttentionApplies(const PagedAttentionArgs& a) {
+  if (!g_enabled || a.max_query_len > 1 || a.block_size <= 0) return false;
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
+  if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return false;
+  return a.num_heads / a.num_kv_heads <= 8;
+}
+
+PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms) {
+  const int group = a.num_heads / a.num_kv_heads;
+  PagedAttentionPlan p;
+  p.decode = true;
+  p.q_per_tile = 1;
+  p.rows = RowCapacity(group);
+  p.grid_tiles = a.num_seqs;
+  p.tile_start_ints = a.num_seqs + 1;  // unused by this kernel; the caller allocates it anyway
+  p.decode_unroll = g_forced_unroll == 2 || g_forced_unroll == 4 ? g_forced_unroll
+                    : group <= 4                                 ? 4
+                                                                 : 2;
+  if (g_forced_splits > 0) {
+    p.num_splits = std::min(g_forced_splits, kMaxSplits);
+  } else {
+    const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
+    const int64_t wave =
+        int64_t{num_sms} * ResidentBlocks(KernelFor(a.head_dim, p.rows, p.decode_unroll));
+    p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
+  }
+  if (p.num_splits > 1) {
+    const int64_t rows = int64_t{a.num_tokens} * a.num_heads;
+    p.partial_floats = p.num_splits * rows * a.head_dim;
+    p.lse_floats = p.num_splits * rows;
+  }
+  return p;
+}
+
+void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
+                           float* partial, float* lse, cudaStream_t stream) {
+  if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  DecodeArgs d;
+  d.q = static_cast<const __nv_bfloat16*>(a.q);
+  d.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
+  d.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
+  d.query_start = a.query_start;
+  d.kv_len = a.kv_len;
+  d.page_indptr = a.page_indptr;
+  d.page_indices = a.page_indices;
+  d.num_heads = a.num_heads;
+  d.num_kv_heads = a.num_kv_heads;
+  d.group = a.num_heads / a.num_kv_heads;
+  d.window = a.sliding_window;
+  d.num_splits = plan.num_splits;
+  d.block_size = MakeFastDiv(a.block_size);
+  d.q_scale = a.softcap > 0.f ? a.scale : a.scale * kLog2e;
+  d.softcap = a.softcap;
+  d.num_rows = int64_t{a.num_tokens} * a.num_heads;
+  d.out = static_cast<__nv_bfloat16*>(a.out);
+  d.partial = partial;
+  d.lse = lse;
+  const dim3 grid(static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads),
+                  static_cast<unsigned>(plan.num_splits));
+  KernelFor(a.head_dim, plan.rows, plan.decode_unroll)<<<grid, kThreads, 0, stream>>>(d);
+  CUDA_CHECK_LAUNCH();
+  if (plan.num_splits > 1) {
+    switch (a.head_dim) {
+      case 64: LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+      case 128: LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+      default: LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+    }
+  }
+}
+
+}  // namespace loom::cuda
