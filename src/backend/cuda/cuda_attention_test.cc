@@ -231,7 +231,7 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
     // Automatic splits, no split, odd splits, and more splits than some sequences have keys.
     for (int splits : {0, 1, 3, 64}) {
       cuda::SetDecodeAttentionSplits(splits);
-      for (int unroll : {2, 4}) {
+      for (int unroll : {2, 4, 8}) {
         cuda::SetDecodeAttentionUnroll(unroll);
         const double err = NormalizedError(RunOn(*gpu_, true, sc, seed), ref);
         EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", unroll " << unroll;

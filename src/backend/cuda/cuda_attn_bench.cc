@@ -176,7 +176,8 @@ int Run(int timed_calls) {
     std::vector<Variant> variants = {{"old (generic)", false},
                                      {"decode auto", true},
                                      {"decode unroll 2", true, 2},
-                                     {"decode unroll 4", true, 4}};
+                                     {"decode unroll 4", true, 4},
+                                     {"decode unroll 8", true, 8}};
     for (int sp : {1, 2, 4, 8, 16, 32, 64}) {
       if (int64_t{c.batch} * kKvHeads * sp <= 8 * 132) {
         variants.push_back({"decode splits " + std::to_string(sp), true, 0, sp});

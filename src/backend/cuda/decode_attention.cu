@@ -351,6 +351,11 @@ KernelFn KernelForRows(int rows) {
 
 template <int D>
 KernelFn KernelForDim(int rows, int unroll) {
+  if (unroll == 8) {  // only for rows <= 4 (PlanDecodeAttention): 8 rows would not fit registers
+    return rows == 1 ? DecodeAttentionKernel<D, 1, 8>
+           : rows == 2 ? DecodeAttentionKernel<D, 2, 8>
+                       : DecodeAttentionKernel<D, 4, 8>;
+  }
   return unroll == 2 ? KernelForRows<D, 2>(rows) : KernelForRows<D, 4>(rows);
 }
 
@@ -433,9 +438,9 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   p.rows = RowCapacity(group);
   p.grid_tiles = a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;  // unused by this kernel; the caller allocates it anyway
-  p.decode_unroll = g_forced_unroll == 2 || g_forced_unroll == 4 ? g_forced_unroll
-                    : group <= 4                                 ? 4
-                                                                 : 2;
+  const bool forced_ok = g_forced_unroll == 2 || g_forced_unroll == 4 ||
+                         (g_forced_unroll == 8 && p.rows <= 4);
+  p.decode_unroll = forced_ok ? g_forced_unroll : group <= 4 ? 4 : 2;
   if (g_forced_splits > 0) {
     p.num_splits = std::min(g_forced_splits, kMaxSplits);
   } else {

@@ -38,7 +38,8 @@ void SetDecodeAttentionEnabled(bool enabled);
 bool DecodeAttentionEnabled();
 // Forces the split count (0 = automatic); still capped by the key range.
 void SetDecodeAttentionSplits(int splits);
-// Keys per lane group per iteration, 2 or 4 (0 = automatic: 4 for GQA <= 4, else 2).
+// Keys per lane group per iteration: 2, 4, or 8 for GQA <= 4 (0 = automatic: 4 for GQA <= 4,
+// else 2; an unsupported value is automatic).
 void SetDecodeAttentionUnroll(int keys);
 
 }  // namespace loom::cuda
