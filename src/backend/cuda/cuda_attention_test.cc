@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "backend/cuda/cuda_test_util.h"
 #include "backend/cuda/decode_attention.cuh"
@@ -98,19 +99,24 @@ AttentionMeta MakeMeta(Backend& be, const HostStep& h, const std::vector<int32_t
 
 class CudaAttentionTest : public cuda_test::GpuTest {
  protected:
-  // The attention output of scenario `sc` on one backend. Every value is drawn from `seed` and
-  // each sequence's data_id (not its position in the batch), so a sequence run alone sees the
-  // same q/K/V as in a batch.
-  std::vector<float> RunOn(Backend& be, bool gpu, const Scenario& sc, unsigned seed) {
-    std::mt19937 rng(seed);
-    const HostStep h = BuildStep(sc, rng);
-    const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
-    const int64_t n = h.query_start.back();
-    const int64_t wkv = int64_t{KVH} * D, wq = int64_t{H} * D;
-    // The step's own K/V rows (the tail of every sequence), written by StoreKv with the step's
-    // slot_mapping; the prefix rows by an earlier "store" step.
+  // Host inputs of a scenario. Every value is drawn from `seed` and each sequence's data_id (not
+  // its position in the batch), so a sequence run alone sees the same q/K/V as in a batch.
+  struct Inputs {
+    Scenario sc;
+    HostStep h;
     std::vector<float> qv, new_k, new_v, old_k, old_v;
     std::vector<int32_t> old_slots;
+  };
+
+  static Inputs Prepare(const Scenario& sc, unsigned seed) {
+    Inputs in;
+    in.sc = sc;
+    std::mt19937 rng(seed);
+    in.h = BuildStep(sc, rng);
+    const int64_t wkv = int64_t{sc.num_kv_heads} * sc.head_dim;
+    const int64_t wq = int64_t{sc.num_heads} * sc.head_dim;
+    // The step's own K/V rows (the tail of every sequence) are written by StoreKv with the
+    // step's slot_mapping; the prefix rows by an earlier "store" step.
     size_t slot = 0;
     for (size_t i = 0; i < sc.seqs.size(); ++i) {
       const SeqSpec& sq = sc.seqs[i];
@@ -119,16 +125,26 @@ class CudaAttentionTest : public cuda_test::GpuTest {
       const int kv = sq.prefix + sq.q_len;
       const std::vector<float> k = RandBf16(data_rng, kv * wkv), v = RandBf16(data_rng, kv * wkv);
       const std::vector<float> qs = RandBf16(data_rng, sq.q_len * wq);
-      qv.insert(qv.end(), qs.begin(), qs.end());
+      in.qv.insert(in.qv.end(), qs.begin(), qs.end());
       for (int p = 0; p < kv; ++p, ++slot) {
-        const bool is_new = h.all_is_new[slot] != 0;
-        auto& dk = is_new ? new_k : old_k;
-        auto& dv = is_new ? new_v : old_v;
+        const bool is_new = in.h.all_is_new[slot] != 0;
+        auto& dk = is_new ? in.new_k : in.old_k;
+        auto& dv = is_new ? in.new_v : in.old_v;
         dk.insert(dk.end(), k.begin() + p * wkv, k.begin() + (p + 1) * wkv);
         dv.insert(dv.end(), v.begin() + p * wkv, v.begin() + (p + 1) * wkv);
-        if (!is_new) old_slots.push_back(h.all_slots[slot]);
+        if (!is_new) in.old_slots.push_back(in.h.all_slots[slot]);
       }
     }
+    return in;
+  }
+
+  // The attention output of the prepared inputs on one backend.
+  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in) {
+    const Scenario& sc = in.sc;
+    const HostStep& h = in.h;
+    const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
+    const int64_t n = h.query_start.back();
+    const int64_t wkv = int64_t{KVH} * D, wq = int64_t{H} * D;
     AttentionParams p;
     p.num_heads = H;
     p.num_kv_heads = KVH;
@@ -137,7 +153,7 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     p.sliding_window = sc.window;
     p.logit_softcap = sc.softcap;
     const Shape pool{h.num_blocks, sc.block_size, KVH, D};
-    const int64_t n_old = static_cast<int64_t>(old_slots.size());
+    const int64_t n_old = static_cast<int64_t>(in.old_slots.size());
 
     KvLayer layer{be.Alloc(DType::kBF16, pool), be.Alloc(DType::kBF16, pool)};
     auto rows = [&](const std::vector<float>& v, int64_t r) {
@@ -147,12 +163,12 @@ class CudaAttentionTest : public cuda_test::GpuTest {
       return u.Slice(0, r);
     };
     if (n_old > 0) {
-      AttentionMeta store = MakeMeta(be, h, old_slots, sc.block_size);
-      be.StoreKv(rows(old_k, n_old), rows(old_v, n_old), store, layer);
+      AttentionMeta store = MakeMeta(be, h, in.old_slots, sc.block_size);
+      be.StoreKv(rows(in.old_k, n_old), rows(in.old_v, n_old), store, layer);
     }
     AttentionMeta meta = MakeMeta(be, h, h.slot_mapping, sc.block_size);
-    be.StoreKv(rows(new_k, n), rows(new_v, n), meta, layer);
-    Tensor q = HostF32(Shape{n, wq}, qv);
+    be.StoreKv(rows(in.new_k, n), rows(in.new_v, n), meta, layer);
+    Tensor q = HostF32(Shape{n, wq}, in.qv);
     if (gpu) q = be.Upload(q);
     Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
     if (gpu) Poison(*gpu_, out);
@@ -162,7 +178,8 @@ class CudaAttentionTest : public cuda_test::GpuTest {
 
   // Returns the normalized error of the GPU output vs the CPU's.
   double Run(const Scenario& sc, unsigned seed) {
-    return NormalizedError(RunOn(*gpu_, true, sc, seed), RunOn(cpu_, false, sc, seed));
+    const Inputs in = Prepare(sc, seed);
+    return NormalizedError(RunOn(*gpu_, true, in), RunOn(cpu_, false, in));
   }
 };
 
@@ -197,8 +214,7 @@ class CudaDecodeAttentionTest : public CudaAttentionTest {
  protected:
   void TearDown() override {
     cuda::SetDecodeAttentionEnabled(enabled_before_);
-    cuda::SetDecodeAttentionSplits(0);
-    cuda::SetDecodeAttentionUnroll(0);
+    cuda::SetDecodeAttentionTuning({});
   }
   // Decodes (q_len 1) over contexts of 1, 3, 17, 97, 1000 and 8191 keys: one key, less than a
   // page, page + 1, several lane-group iterations, and split ranges that divide nothing.
@@ -227,20 +243,29 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
   cuda::SetDecodeAttentionEnabled(true);
   unsigned seed = 300;
   for (const Scenario& sc : DecodeScenarios()) {
-    const std::vector<float> ref = RunOn(cpu_, false, sc, seed);
-    // Automatic splits, no split, odd splits, and more splits than some sequences have keys.
+    const Inputs in = Prepare(sc, seed++);
+    const std::vector<float> ref = RunOn(cpu_, false, in);
+    // Automatic splits, no split, odd splits, and more splits than some sequences have keys;
+    // every kernel variant (keys per iteration, prefetch, launch order).
+    const std::tuple<int, int, bool> variants[] = {
+        {0, 1, false}, {2, 1, false}, {8, 1, false}, {2, 0, false}, {4, 0, false}, {4, 1, true}};
     for (int splits : {0, 1, 3, 64}) {
-      cuda::SetDecodeAttentionSplits(splits);
-      for (int unroll : {2, 4, 8}) {
-        cuda::SetDecodeAttentionUnroll(unroll);
-        const double err = NormalizedError(RunOn(*gpu_, true, sc, seed), ref);
-        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", unroll " << unroll;
-        if (unroll == 4) {
+      for (auto [unroll, prefetch, seq_fastest] : variants) {
+        cuda::DecodeAttentionTuning t;
+        t.splits = splits;
+        t.unroll = unroll;
+        t.prefetch = prefetch;
+        t.seq_fastest = seq_fastest;
+        cuda::SetDecodeAttentionTuning(t);
+        const double err = NormalizedError(RunOn(*gpu_, true, in), ref);
+        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", unroll " << unroll
+                                    << ", prefetch " << prefetch << ", seq_fastest "
+                                    << seq_fastest;
+        if (unroll == 0) {
           std::printf("  %-40s splits %2d  normalized error %.2e\n", sc.name, splits, err);
         }
       }
     }
-    ++seed;
   }
 }
 
@@ -258,14 +283,17 @@ TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
 TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
   cuda::SetDecodeAttentionEnabled(true);
   for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
+    const Inputs batch_in = Prepare(base, 500);
     for (int splits : {1, 4}) {
-      cuda::SetDecodeAttentionSplits(splits);
-      const std::vector<float> batched = RunOn(*gpu_, true, base, 500);
+      cuda::DecodeAttentionTuning t;
+      t.splits = splits;
+      cuda::SetDecodeAttentionTuning(t);
+      const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
       const int64_t row = int64_t{base.num_heads} * base.head_dim;
       for (size_t i = 0; i < base.seqs.size(); ++i) {
         Scenario one = base;
         one.seqs = {{base.seqs[i].prefix, 1, static_cast<int>(i)}};
-        const std::vector<float> single = RunOn(*gpu_, true, one, 500);
+        const std::vector<float> single = RunOn(*gpu_, true, Prepare(one, 500));
         ASSERT_EQ(static_cast<int64_t>(single.size()), row);
         const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
                                        batched.begin() + static_cast<int64_t>(i + 1) * row);

@@ -1,7 +1,8 @@
 // cuda_attn_bench: paged decode attention alone, Llama-3.1-8B heads (32 q heads, 8 kv heads,
 // head_dim 128, block size 16), random bf16 pools, page tables drawn from a shuffled block
 // permutation. For each case (batch x context) it runs the generic kernel ("old",
-// LOOM_ATTN_DECODE=0 path) and the decode kernel (automatic plan, then unroll / split variants)
+// LOOM_ATTN_DECODE=0 path) and the decode kernel (automatic plan, then variants: keys per
+// iteration, prefetch, launch order, forced splits)
 // and prints per call: median microseconds (cudaEvents around each call, after warmup), KV bytes
 // read / time, and the ratio to the HBM read bandwidth measured in the same run by a read-only
 // reduction over 4 GiB. Small cases rotate over several disjoint page tables so that consecutive
@@ -62,21 +63,31 @@ struct DeviceStep {
 };
 
 Tensor UploadI32(CudaBackend& be, const std::vector<int32_t>& v) {
+  // On the backend's stream: Alloc's zero-fill is queued there and must land first.
   Tensor t = be.Alloc(DType::kI32, Shape{static_cast<int64_t>(v.size())});
-  CUDA_CHECK(cudaMemcpy(t.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  be.CopyFromHost(v.data(), t);
   return t;
 }
 
 struct Variant {
   std::string name;
   bool decode;
-  int unroll = 0, splits = 0;
+  cuda::DecodeAttentionTuning tuning;
 };
 
 void Apply(const Variant& v) {
   cuda::SetDecodeAttentionEnabled(v.decode);
-  cuda::SetDecodeAttentionUnroll(v.unroll);
-  cuda::SetDecodeAttentionSplits(v.splits);
+  cuda::SetDecodeAttentionTuning(v.tuning);
+}
+
+cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, bool seq_fastest = false,
+                                   int splits = 0) {
+  cuda::DecodeAttentionTuning t;
+  t.unroll = unroll;
+  t.prefetch = prefetch;
+  t.seq_fastest = seq_fastest;
+  t.splits = splits;
+  return t;
 }
 
 std::vector<float> ReadBf16(const Tensor& t, int64_t count) {
@@ -173,14 +184,23 @@ int Run(int timed_calls) {
       return a;
     };
 
-    std::vector<Variant> variants = {{"old (generic)", false},
-                                     {"decode auto", true},
-                                     {"decode unroll 2", true, 2},
-                                     {"decode unroll 4", true, 4},
-                                     {"decode unroll 8", true, 8}};
-    for (int sp : {1, 2, 4, 8, 16, 32, 64}) {
+    std::vector<Variant> variants = {
+        {"old (generic)", false, {}},
+        {"decode auto", true, {}},
+        {"u2 prefetch", true, Tuning(2, 1)},
+        {"u4 prefetch", true, Tuning(4, 1)},
+        {"u8 prefetch", true, Tuning(8, 1)},
+        {"u2 no-prefetch", true, Tuning(2, 0)},
+        {"u4 no-prefetch", true, Tuning(4, 0)},
+        {"u4 pf seq-order", true, Tuning(4, 1, true)},
+        {"u2 pf seq-order", true, Tuning(2, 1, true)},
+    };
+    for (int sp : {1, 2, 3, 4, 8, 16, 32, 64}) {
       if (int64_t{c.batch} * kKvHeads * sp <= 8 * 132) {
-        variants.push_back({"decode splits " + std::to_string(sp), true, 0, sp});
+        for (int u : {2, 4}) {
+          variants.push_back({"u" + std::to_string(u) + " pf splits " + std::to_string(sp), true,
+                              Tuning(u, 1, false, sp)});
+        }
       }
     }
     std::vector<float> old_out;
@@ -222,7 +242,7 @@ int Run(int timed_calls) {
     }
     std::fflush(stdout);
   }
-  Apply({"", true});
+  Apply({"", true, {}});
   return 0;
 }
 

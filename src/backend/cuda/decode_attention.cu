@@ -23,8 +23,7 @@ bool g_enabled = [] {
   const char* v = std::getenv("LOOM_ATTN_DECODE");
   return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
 }();
-int g_forced_splits = 0;
-int g_forced_unroll = 0;
+DecodeAttentionTuning g_tuning;
 
 // n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
 // the runtime block size would be ~20 instructions per key.
@@ -53,7 +52,8 @@ struct DecodeArgs {
   const int32_t* kv_len;
   const int32_t* page_indptr;
   const int32_t* page_indices;
-  int num_heads, num_kv_heads, group, window, num_splits;
+  int num_seqs, num_heads, num_kv_heads, group, window, num_splits;
+  bool seq_fastest;  // launch order for A/B: a kv head's sequences adjacent (the old order)
   FastDiv block_size;
   // Applied to q: the softmax scale, times log2(e) when there is no softcap so the dot product
   // lands directly in the exp2 domain.
@@ -158,9 +158,37 @@ __device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int nu
   return KeyRange{begin, min(kv_len, begin + chunk)};
 }
 
-// D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
-// written); U: keys per lane group per iteration (U K and U V loads in flight per lane).
+// q . k for U keys and G rows: partial dot products over this lane's 8 dims, summed over the
+// D / 8 lanes of the key's lane group (a butterfly: every lane of the group gets the sums).
 template <int D, int G, int U>
+__device__ __forceinline__ void Scores(const float (&q)[G][8], const uint4 (&kr)[U],
+                                       float (&sc)[G][U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float kf[8];
+    Bf16x8ToF32(kr[u], kf);
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d += q[r][j] * kf[j];
+      sc[r][u] = d;
+    }
+  }
+#pragma unroll
+  for (int o = D / 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) sc[r][u] += __shfl_xor_sync(kFullMask, sc[r][u], o);
+    }
+  }
+}
+
+// D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
+// written); U: keys per lane group per iteration (U K and U V loads in flight per lane); PF:
+// prefetch the next iteration's K/V (twice the loads in flight).
+template <int D, int G, int U, bool PF>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) {
   constexpr int T = D / 8;                // lanes per key: 8 dims (16 bytes) each
   constexpr int NG = 32 / T;              // lane groups per warp
@@ -168,7 +196,12 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
   __shared__ float acc_s[kWarps][G][D];  // per-warp results for the final merge
   __shared__ float m_s[kWarps][G], l_s[kWarps][G];
 
-  const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+  // blockIdx.x enumerates (sequence, kv head); by default a sequence's kv heads are adjacent, so
+  // blocks running at the same time read neighbouring slices of the same pages (a page holds
+  // every kv head of its tokens) instead of 1/num_kv_heads of many pages.
+  const int x = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int s = a.seq_fastest ? x % a.num_seqs : x / a.num_kv_heads;
+  const int g = a.seq_fastest ? x / a.num_seqs : x % a.num_kv_heads;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int grp = lane / T, sub = lane % T;
   const int t = a.query_start[s];
@@ -192,13 +225,12 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
   RowState<G> st;
   st.Init();
 
-  // Page of each of the group's U keys for the current iteration, loaded one iteration ahead
-  // so the K/V loads do not wait on the page-table load.
+  // Pool row of each of the group's U keys, looked up one iteration before its K/V loads are
+  // issued, so the loads never wait on the page table.
   const int32_t* pages = a.page_indices + a.page_indptr[s];
   const int bs = a.block_size.d;
-  const int group_key0 = (warp * NG + grp) * U;  // offset of this group's keys in an iteration
   int page[U], off[U];
-  auto fetch_pages = [&](int p0) {
+  auto lookup = [&](int p0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int p = p0 + u;
@@ -209,46 +241,42 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
       }
     }
   };
-  fetch_pages(keys.begin + group_key0);
-
-  // The loop bound is per warp (not per group): the shuffles below need the whole warp.
-  for (int wbase = keys.begin + warp * NG * U; wbase < keys.end; wbase += KB) {
-    const int p0 = wbase + grp * U;
-    uint4 kr[U], vr[U];
+  // This lane's 16 bytes of K and V of keys p0 .. p0 + U - 1 (zeros past the range: their P is 0
+  // and 0 * 0 is no NaN). Streaming loads: every byte is read once per step.
+  auto load = [&](int p0, uint4 (&kr)[U], uint4 (&vr)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);  // masked keys: P = 0 times V = 0, no NaN
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
       if (p0 + u < keys.end) {
         const int64_t row = (int64_t{page[u]} * bs + off[u]) * a.num_kv_heads + g;
-        // Streaming loads: every byte is read once per step.
         kr[u] = __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D) + sub);
         vr[u] = __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D) + sub);
       }
     }
-    fetch_pages(p0 + KB);
+  };
 
-    // Partial dot products over this lane's 8 dims, then summed over the group's T lanes.
+  // PF: the next iteration's K/V loads are issued before this iteration's math, so every warp
+  // keeps loads in flight while it computes (costs 8 * U registers).
+  const int first = keys.begin + (warp * NG + grp) * U;  // this group's first key
+  uint4 kr[U], vr[U];
+  lookup(first);
+  if constexpr (PF) {
+    load(first, kr, vr);
+    lookup(first + KB);
+  }
+  // The loop bound is per warp (not per group): the shuffles below need the whole warp.
+  for (int wbase = keys.begin + warp * NG * U; wbase < keys.end; wbase += KB) {
+    const int p0 = wbase + grp * U;
+    [[maybe_unused]] uint4 kn[U], vn[U];
+    if constexpr (PF) {
+      load(p0 + KB, kn, vn);
+      lookup(p0 + 2 * KB);
+    } else {
+      load(p0, kr, vr);
+      lookup(p0 + KB);
+    }
     float sc[G][U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float kf[8];
-      Bf16x8ToF32(kr[u], kf);
-#pragma unroll
-      for (int r = 0; r < G; ++r) {
-        float d = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) d += q[r][j] * kf[j];
-        sc[r][u] = d;
-      }
-    }
-#pragma unroll
-    for (int o = T / 2; o > 0; o >>= 1) {
-#pragma unroll
-      for (int r = 0; r < G; ++r) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) sc[r][u] += __shfl_xor_sync(kFullMask, sc[r][u], o);
-      }
-    }
+    Scores<D, G, U>(q, kr, sc);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool valid = p0 + u < keys.end;
@@ -259,11 +287,17 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
         sc[r][u] = valid ? v : -INFINITY;
       }
     }
-
     float vf[U][8];
 #pragma unroll
     for (int u = 0; u < U; ++u) Bf16x8ToF32(vr[u], vf[u]);
     st.template Update<U>(sc, vf);
+    if constexpr (PF) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        kr[u] = kn[u];
+        vr[u] = vn[u];
+      }
+    }
   }
 
   // Merge the warp's lane groups, then the warps through shared memory.
@@ -339,31 +373,40 @@ __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
 
 using KernelFn = void (*)(DecodeArgs);
 
-template <int D, int U>
+template <int D, int U, bool PF>
 KernelFn KernelForRows(int rows) {
   switch (rows) {
-    case 1: return DecodeAttentionKernel<D, 1, U>;
-    case 2: return DecodeAttentionKernel<D, 2, U>;
-    case 4: return DecodeAttentionKernel<D, 4, U>;
-    default: return DecodeAttentionKernel<D, 8, U>;
+    case 1: return DecodeAttentionKernel<D, 1, U, PF>;
+    case 2: return DecodeAttentionKernel<D, 2, U, PF>;
+    case 4: return DecodeAttentionKernel<D, 4, U, PF>;
+    default:
+      if constexpr (U <= 4) {
+        return DecodeAttentionKernel<D, 8, U, PF>;
+      } else {
+        return nullptr;  // 8 rows x 8 keys would not fit the registers (PlanDecodeAttention)
+      }
+  }
+}
+
+template <int D, bool PF>
+KernelFn KernelForUnroll(int rows, int unroll) {
+  switch (unroll) {
+    case 2: return KernelForRows<D, 2, PF>(rows);
+    case 8: return KernelForRows<D, 8, PF>(rows);
+    default: return KernelForRows<D, 4, PF>(rows);
   }
 }
 
 template <int D>
-KernelFn KernelForDim(int rows, int unroll) {
-  if (unroll == 8) {  // only for rows <= 4 (PlanDecodeAttention): 8 rows would not fit registers
-    return rows == 1 ? DecodeAttentionKernel<D, 1, 8>
-           : rows == 2 ? DecodeAttentionKernel<D, 2, 8>
-                       : DecodeAttentionKernel<D, 4, 8>;
-  }
-  return unroll == 2 ? KernelForRows<D, 2>(rows) : KernelForRows<D, 4>(rows);
+KernelFn KernelForDim(int rows, int unroll, bool prefetch) {
+  return prefetch ? KernelForUnroll<D, true>(rows, unroll) : KernelForUnroll<D, false>(rows, unroll);
 }
 
-KernelFn KernelFor(int head_dim, int rows, int unroll) {
+KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
   switch (head_dim) {
-    case 64: return KernelForDim<64>(rows, unroll);
-    case 128: return KernelForDim<128>(rows, unroll);
-    default: return KernelForDim<256>(rows, unroll);
+    case 64: return KernelForDim<64>(p.rows, p.decode_unroll, p.decode_prefetch);
+    case 128: return KernelForDim<128>(p.rows, p.decode_unroll, p.decode_prefetch);
+    default: return KernelForDim<256>(p.rows, p.decode_unroll, p.decode_prefetch);
   }
 }
 
@@ -420,8 +463,7 @@ void LaunchCombine(const float* partial, const float* lse, int num_splits, int64
 
 void SetDecodeAttentionEnabled(bool enabled) { g_enabled = enabled; }
 bool DecodeAttentionEnabled() { return g_enabled; }
-void SetDecodeAttentionSplits(int splits) { g_forced_splits = splits; }
-void SetDecodeAttentionUnroll(int keys) { g_forced_unroll = keys; }
+void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning) { g_tuning = tuning; }
 
 bool DecodeAttentionApplies(const PagedAttentionArgs& a) {
   if (!g_enabled || a.max_query_len > 1 || a.block_size <= 0) return false;
@@ -438,15 +480,16 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   p.rows = RowCapacity(group);
   p.grid_tiles = a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;  // unused by this kernel; the caller allocates it anyway
-  const bool forced_ok = g_forced_unroll == 2 || g_forced_unroll == 4 ||
-                         (g_forced_unroll == 8 && p.rows <= 4);
-  p.decode_unroll = forced_ok ? g_forced_unroll : group <= 4 ? 4 : 2;
-  if (g_forced_splits > 0) {
-    p.num_splits = std::min(g_forced_splits, kMaxSplits);
+  const DecodeAttentionTuning& t = g_tuning;
+  const bool unroll_ok = t.unroll == 2 || t.unroll == 4 || (t.unroll == 8 && p.rows <= 4);
+  p.decode_unroll = unroll_ok ? t.unroll : group <= 4 ? 4 : 2;
+  p.decode_prefetch = t.prefetch != 0;
+  p.decode_seq_fastest = t.seq_fastest;
+  if (t.splits > 0) {
+    p.num_splits = std::min(t.splits, kMaxSplits);
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
-    const int64_t wave =
-        int64_t{num_sms} * ResidentBlocks(KernelFor(a.head_dim, p.rows, p.decode_unroll));
+    const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
     p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
   }
   if (p.num_splits > 1) {
@@ -468,6 +511,7 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.kv_len = a.kv_len;
   d.page_indptr = a.page_indptr;
   d.page_indices = a.page_indices;
+  d.num_seqs = a.num_seqs;
   d.num_heads = a.num_heads;
   d.num_kv_heads = a.num_kv_heads;
   d.group = a.num_heads / a.num_kv_heads;
@@ -480,9 +524,10 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.out = static_cast<__nv_bfloat16*>(a.out);
   d.partial = partial;
   d.lse = lse;
-  const dim3 grid(static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads),
+  d.seq_fastest = plan.decode_seq_fastest;
+  const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  KernelFor(a.head_dim, plan.rows, plan.decode_unroll)<<<grid, kThreads, 0, stream>>>(d);
+  KernelFor(plan, a.head_dim)<<<grid, kThreads, 0, stream>>>(d);
   CUDA_CHECK_LAUNCH();
   if (plan.num_splits > 1) {
     switch (a.head_dim) {

@@ -36,10 +36,15 @@ void LaunchDecodeAttention(const PagedAttentionArgs& args, const PagedAttentionP
 // Enabled: starts from LOOM_ATTN_DECODE (unset or non-zero = on).
 void SetDecodeAttentionEnabled(bool enabled);
 bool DecodeAttentionEnabled();
-// Forces the split count (0 = automatic); still capped by the key range.
-void SetDecodeAttentionSplits(int splits);
-// Keys per lane group per iteration: 2, 4, or 8 for GQA <= 4 (0 = automatic: 4 for GQA <= 4,
-// else 2; an unsupported value is automatic).
-void SetDecodeAttentionUnroll(int keys);
+// Kernel variants and split count, for tests and the benchmark's A/B (defaults: automatic).
+struct DecodeAttentionTuning {
+  int splits = 0;  // > 0: forced split count (at most 64)
+  // Keys per lane group per iteration: 2, 4, or 8 for GQA <= 4 (otherwise automatic: 4 for
+  // GQA <= 4, else 2).
+  int unroll = 0;
+  int prefetch = 1;          // 0: no K/V prefetch of the next iteration
+  bool seq_fastest = false;  // launch order: a kv head's sequences adjacent (the old order)
+};
+void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning);
 
 }  // namespace loom::cuda
