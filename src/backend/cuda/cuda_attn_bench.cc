@@ -2,7 +2,7 @@
 // head_dim 128, block size 16), random bf16 pools, page tables drawn from a shuffled block
 // permutation. For each case (batch x context) it runs the generic kernel ("old",
 // LOOM_ATTN_DECODE=0 path) and the decode kernel (automatic plan, then variants: keys per
-// iteration, prefetch, launch order, forced splits)
+// iteration, prefetch, forced splits)
 // and prints per call: median microseconds (cudaEvents around each call, after warmup), KV bytes
 // read / time, and the ratio to the HBM read bandwidth measured in the same run by a read-only
 // reduction over 4 GiB. Small cases rotate over several disjoint page tables so that consecutive
@@ -80,12 +80,10 @@ void Apply(const Variant& v) {
   cuda::SetDecodeAttentionTuning(v.tuning);
 }
 
-cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, bool seq_fastest = false,
-                                   int splits = 0) {
+cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, int splits = 0) {
   cuda::DecodeAttentionTuning t;
   t.unroll = unroll;
   t.prefetch = prefetch;
-  t.seq_fastest = seq_fastest;
   t.splits = splits;
   return t;
 }
@@ -189,17 +187,14 @@ int Run(int timed_calls) {
         {"decode auto", true, {}},
         {"u2 prefetch", true, Tuning(2, 1)},
         {"u4 prefetch", true, Tuning(4, 1)},
-        {"u8 prefetch", true, Tuning(8, 1)},
         {"u2 no-prefetch", true, Tuning(2, 0)},
         {"u4 no-prefetch", true, Tuning(4, 0)},
-        {"u4 pf seq-order", true, Tuning(4, 1, true)},
-        {"u2 pf seq-order", true, Tuning(2, 1, true)},
     };
     for (int sp : {1, 2, 3, 4, 8, 16, 32, 64}) {
       if (int64_t{c.batch} * kKvHeads * sp <= 8 * 132) {
         for (int u : {2, 4}) {
           variants.push_back({"u" + std::to_string(u) + " pf splits " + std::to_string(sp), true,
-                              Tuning(u, 1, false, sp)});
+                              Tuning(u, 1, sp)});
         }
       }
     }
