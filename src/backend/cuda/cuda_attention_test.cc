@@ -246,20 +246,27 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
     const Inputs in = Prepare(sc, seed++);
     const std::vector<float> ref = RunOn(cpu_, false, in);
     // Automatic splits, no split, odd splits, and more splits than some sequences have keys;
-    // every kernel variant (keys per iteration x prefetch).
-    const std::pair<int, int> variants[] = {{0, 1}, {2, 1}, {2, 0}, {4, 0}};
+    // every kernel variant (CUDA-core: keys per iteration x prefetch; tensor-core, which
+    // serves head_dim 64 / 128 and leaves 256 to the CUDA-core kernel: tiles x prefetch).
+    struct Variant {
+      int mma, unroll, prefetch;
+    };
+    const Variant variants[] = {{0, 0, 1}, {0, 2, 1}, {0, 2, 0}, {0, 4, 0},
+                                {1, 1, 1}, {1, 1, 0}, {1, 2, 0}};
     for (int splits : {0, 1, 3, 64}) {
-      for (auto [unroll, prefetch] : variants) {
+      for (const Variant& v : variants) {
         cuda::DecodeAttentionTuning t;
         t.splits = splits;
-        t.unroll = unroll;
-        t.prefetch = prefetch;
+        t.unroll = v.unroll;
+        t.prefetch = v.prefetch;
+        t.mma = v.mma;
         cuda::SetDecodeAttentionTuning(t);
         const double err = NormalizedError(RunOn(*gpu_, true, in), ref);
-        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", unroll " << unroll
-                                    << ", prefetch " << prefetch;
-        if (unroll == 0) {
-          std::printf("  %-40s splits %2d  normalized error %.2e\n", sc.name, splits, err);
+        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", mma " << v.mma
+                                    << ", unroll " << v.unroll << ", prefetch " << v.prefetch;
+        if (v.unroll == 0 || (v.mma == 1 && v.unroll == 1 && v.prefetch == 1)) {
+          std::printf("  %-40s %s splits %2d  normalized error %.2e\n", sc.name,
+                      v.mma ? "mma " : "cuda", splits, err);
         }
       }
     }
@@ -281,9 +288,11 @@ TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
   cuda::SetDecodeAttentionEnabled(true);
   for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
     const Inputs batch_in = Prepare(base, 500);
-    for (int splits : {1, 4}) {
+    const std::pair<int, int> configs[] = {{0, 1}, {0, 4}, {1, 1}, {1, 4}};  // (mma, splits)
+    for (auto [mma, splits] : configs) {
       cuda::DecodeAttentionTuning t;
       t.splits = splits;
+      t.mma = mma;
       cuda::SetDecodeAttentionTuning(t);
       const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
       const int64_t row = int64_t{base.num_heads} * base.head_dim;
@@ -294,7 +303,8 @@ TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
         ASSERT_EQ(static_cast<int64_t>(single.size()), row);
         const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
                                        batched.begin() + static_cast<int64_t>(i + 1) * row);
-        EXPECT_TRUE(slice == single) << base.name << ", splits " << splits << ", sequence " << i
+        EXPECT_TRUE(slice == single) << base.name << ", mma " << mma << ", splits " << splits
+                                     << ", sequence " << i
                                      << " (context " << base.seqs[i].prefix + 1 << ")";
       }
     }

@@ -80,8 +80,9 @@ void Apply(const Variant& v) {
   cuda::SetDecodeAttentionTuning(v.tuning);
 }
 
-cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, int splits = 0) {
+cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, int splits = 0, int mma = 0) {
   cuda::DecodeAttentionTuning t;
+  t.mma = mma;
   t.unroll = unroll;
   t.prefetch = prefetch;
   t.splits = splits;
@@ -189,6 +190,9 @@ int Run(int timed_calls) {
         {"u4 prefetch", true, Tuning(4, 1)},
         {"u2 no-prefetch", true, Tuning(2, 0)},
         {"u4 no-prefetch", true, Tuning(4, 0)},
+        {"mma 1 tile pf", true, Tuning(1, 1, 0, 1)},
+        {"mma 1 tile", true, Tuning(1, 0, 0, 1)},
+        {"mma 2 tiles", true, Tuning(2, 0, 0, 1)},
     };
     for (int sp : {1, 2, 3, 4, 8, 16, 32, 64}) {
       if (int64_t{c.batch} * kKvHeads * sp <= 8 * 132) {

@@ -25,6 +25,10 @@ bool g_enabled = [] {
   return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
 }();
 DecodeAttentionTuning g_tuning;
+const bool g_mma_env = [] {
+  const char* v = std::getenv("LOOM_ATTN_DECODE_MMA");
+  return v != nullptr && std::atoi(v) != 0;
+}();
 
 // n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
 // the runtime block size would be ~20 instructions per key.
@@ -185,6 +189,47 @@ __device__ __forceinline__ void Scores(const float (&q)[G][8], const uint4 (&kr)
   }
 }
 
+// A scaled q.k (times the softmax scale, and log2(e) unless soft-capped) as the exp2-domain
+// logit: soft-capped if asked, -inf for a key outside the range.
+__device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool valid) {
+  if (a.softcap > 0.f) dot = a.softcap * tanhf(dot / a.softcap) * kLog2e;
+  return valid ? dot : -INFINITY;
+}
+
+// The block's result from each warp's (max, sum, unnormalized output) of rows [0, group) in
+// shared memory: merged over the warps, then the bf16 output row, or (split-KV) the normalized
+// partial row and its log2-sum-exp. Call after a __syncthreads.
+template <int D, int G>
+__device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a,
+                                                 const float (&acc_s)[kWarps][G][D],
+                                                 const float (&m_s)[kWarps][G],
+                                                 const float (&l_s)[kWarps][G], int64_t row0,
+                                                 int split) {
+  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, m_s[w][r]);
+    const float base = SafeBase(m);
+    float l = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float e = exp2f(m_s[w][r] - base);
+      l += l_s[w][r] * e;
+      acc += acc_s[w][r][d] * e;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
+    const int64_t row = row0 + r;
+    if (a.num_splits == 1) {
+      a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
+    } else {
+      const int64_t prow = split * a.num_rows + row;
+      a.partial[prow * D + d] = acc * inv;
+      if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+    }
+  }
+}
+
 // D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
 // written); U: keys per lane group per iteration (U K and U V loads in flight per lane); PF:
 // prefetch the next iteration's K/V (twice the loads in flight).
@@ -278,13 +323,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
     Scores<D, G, U>(q, kr, sc);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const bool valid = p0 + u < keys.end;
 #pragma unroll
-      for (int r = 0; r < G; ++r) {
-        float v = sc[r][u];
-        if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap) * kLog2e;
-        sc[r][u] = valid ? v : -INFINITY;
-      }
+      for (int r = 0; r < G; ++r) sc[r][u] = Logit(a, sc[r][u], p0 + u < keys.end);
     }
     float vf[U][8];
 #pragma unroll
@@ -314,30 +354,225 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
     }
   }
   __syncthreads();
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+}
 
-  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    float m = -INFINITY;
+// ---- Tensor-core variant (opt-in: DecodeAttentionTuning::mma / LOOM_ATTN_DECODE_MMA=1) ----
+//
+// q.K and P.V on mma.sync (bf16 in, f32 accumulate), so a key costs a few mma instructions per
+// warp instead of ~70 FMAs/conversions/shuffles per lane. A warp takes 8 keys per mma tile:
+//   S = Q K^T, m16n8k16: M = query rows (the GQA group; rows 8..15 zero), N = 8 keys, K = 16
+//     dims. Lane (r = lane / 4, t = lane % 4) supplies Q row r and K row "key r" of the tile,
+//     16 contiguous bytes at a time: the dot product does not care which physical dims a k-step
+//     covers as long as A and B agree, so k-step 2j takes physical dims 32j + 8t + {0..3} and
+//     k-step 2j + 1 dims 32j + 8t + {4..7}. The result: lane (r, t) holds row r's logits of
+//     keys 2t and 2t + 1.
+//   O += P V, m16n8k8: M = query rows, N = 8 output dims, K = the tile's 8 keys. The A fragment
+//     (row r, keys 2t, 2t + 1) is exactly S's accumulator layout, rounded to bf16. The B
+//     fragment needs V[keys 2t, 2t + 1][one dim per lane r]: lane (r, t) loads 16 contiguous
+//     bytes of V for keys 2t and 2t + 1 at dims 64c + 8r .. + 7 and pairs the two keys' values
+//     per dim with a byte permute; output tile j = 8c + e then holds dims 64c + 8n + e for
+//     columns n.
+// Per-row online softmax in registers (a row's 8 keys are spread over the 4 lanes of equal r:
+// two shuffles), the same cross-warp merge and split-KV output as the CUDA-core kernel. One
+// numerics difference: P enters P.V rounded to bf16 (2^-9 relative per weight, f32 sums); the
+// CUDA-core kernel keeps P in f32.
+// TILES: 8-key tiles per warp per iteration (one softmax update for all of them); PF: prefetch
+// the next iteration's K/V. head_dim 64 or 128 (256 would need 64 accumulator registers).
+
+// c[0..1] += A (rows 0..7 only) x B over 16 k; rows 8..15 are zero and their outputs dropped.
+__device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0,
+                                       uint32_t b1) {
+  [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %10, %10};\n"
+      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+      : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+// c[0..1] += A (rows 0..7 only) x B over 8 k.
+__device__ __forceinline__ void MmaK8(float (&c)[2], uint32_t a, uint32_t b) {
+  [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %7, %7};\n"
+      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+      : "r"(a), "r"(0u), "r"(b), "f"(0.f));
+}
+
+__device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// bf16 element e of x (low half) and of y (high half): one B register of P.V.
+__device__ __forceinline__ uint32_t PairDim(const uint4& x, const uint4& y, int e) {
+  const uint32_t wx = Word(x, e / 2), wy = Word(y, e / 2);
+  return (e & 1) ? __byte_perm(wx, wy, 0x7632) : __byte_perm(wx, wy, 0x5410);
+}
+
+template <int D, int TILES, bool PF>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs a) {
+  constexpr int kKSteps = D / 16;           // k-steps of q.K
+  constexpr int kKVecs = D / 32;            // 16-byte K loads per lane per key
+  constexpr int kVVecs = D / 64;            // 16-byte V loads per lane per key
+  constexpr int kOutTiles = D / 8;          // P.V output tiles of 8 dims
+  constexpr int KB = kWarps * 8 * TILES;    // keys per block iteration
+  constexpr int G = 8;                      // rows of the mma tiles (the group is <= 8)
+  __shared__ float acc_s[kWarps][G][D];
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+
+  const int x = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int s = x / a.num_kv_heads, g = x % a.num_kv_heads;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int r = lane / 4, t = lane % 4;
+  const int tok = a.query_start[s];
+  if (a.query_start[s + 1] == tok) return;  // no query token for this sequence this step
+  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
+  const int64_t row0 = int64_t{tok} * a.num_heads + int64_t{g} * a.group;
+
+  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above).
+  uint32_t qa[kKSteps][2];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, m_s[w][r]);
-    const float base = SafeBase(m);
-    float l = 0.f, acc = 0.f;
+  for (int j = 0; j < kKVecs; ++j) {
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (r < a.group) w = reinterpret_cast<const uint4*>(a.q + (row0 + r) * D + 32 * j + 8 * t)[0];
+    qa[2 * j][0] = w.x;
+    qa[2 * j][1] = w.y;
+    qa[2 * j + 1][0] = w.z;
+    qa[2 * j + 1][1] = w.w;
+  }
+
+  // Pool rows (-1: outside the range) of the keys this lane loads in an iteration: K of key r
+  // and V of keys 2t, 2t + 1 of every tile; looked up one iteration ahead of the loads.
+  const int32_t* pages = a.page_indices + a.page_indptr[s];
+  const int bs = a.block_size.d;
+  auto pool_row = [&](int p) -> int64_t {
+    if (p >= keys.end) return -1;
+    const int idx = Div(a.block_size, p);
+    return (int64_t{pages[idx]} * bs + (p - idx * bs)) * a.num_kv_heads + g;
+  };
+  int64_t k_row[TILES], v_row[TILES][2];
+  auto lookup = [&](int wbase) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float e = exp2f(m_s[w][r] - base);
-      l += l_s[w][r] * e;
-      acc += acc_s[w][r][d] * e;
+    for (int i = 0; i < TILES; ++i) {
+      k_row[i] = pool_row(wbase + 8 * i + r);
+      v_row[i][0] = pool_row(wbase + 8 * i + 2 * t);
+      v_row[i][1] = pool_row(wbase + 8 * i + 2 * t + 1);
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
-    const int64_t row = row0 + r;
-    if (a.num_splits == 1) {
-      a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
+  };
+  // Streaming 16-byte loads; zeros for keys outside the range (their P is 0, 0 * 0 is no NaN).
+  auto load = [&](uint4 (&kr)[TILES][kKVecs], uint4 (&vr)[TILES][2][kVVecs]) {
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+      for (int j = 0; j < kKVecs; ++j) {
+        kr[i][j] = k_row[i] < 0 ? make_uint4(0, 0, 0, 0)
+                                : __ldcs(reinterpret_cast<const uint4*>(
+                                      a.k_pool + k_row[i] * D + 32 * j + 8 * t));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int c = 0; c < kVVecs; ++c) {
+          vr[i][h][c] = v_row[i][h] < 0 ? make_uint4(0, 0, 0, 0)
+                                        : __ldcs(reinterpret_cast<const uint4*>(
+                                              a.v_pool + v_row[i][h] * D + 64 * c + 8 * r));
+        }
+      }
+    }
+  };
+
+  float m = -INFINITY, l = 0.f;  // row r's running max and this lane's share of its sum
+  float o[kOutTiles][2];
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) o[j][0] = o[j][1] = 0.f;
+
+  const int wstart = keys.begin + warp * 8 * TILES;
+  uint4 kr[TILES][kKVecs], vr[TILES][2][kVVecs];
+  lookup(wstart);
+  if constexpr (PF) {
+    load(kr, vr);
+    lookup(wstart + KB);
+  }
+  // The loop bound is per warp: mma and the shuffles need the whole warp.
+  for (int wbase = wstart; wbase < keys.end; wbase += KB) {
+    [[maybe_unused]] uint4 kn[TILES][kKVecs], vn[TILES][2][kVVecs];
+    if constexpr (PF) {
+      load(kn, vn);
+      lookup(wbase + 2 * KB);
     } else {
-      const int64_t prow = split * a.num_rows + row;
-      a.partial[prow * D + d] = acc * inv;
-      if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+      load(kr, vr);
+      lookup(wbase + KB);
+    }
+    // Logits of row r for keys 8i + 2t and 8i + 2t + 1 of each tile.
+    float sc[TILES][2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      float c[2] = {0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        const uint4& w = kr[i][ks / 2];
+        MmaK16(c, qa[ks][0], qa[ks][1], ks % 2 ? w.z : w.x, ks % 2 ? w.w : w.y);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sc[i][h] = Logit(a, c[h] * a.q_scale, wbase + 8 * i + 2 * t + h < keys.end);
+        mx = fmaxf(mx, sc[i][h]);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float base = SafeBase(m_new);
+    const float alpha = exp2f(m - base);
+    m = m_new;
+    l *= alpha;
+#pragma unroll
+    for (int j = 0; j < kOutTiles; ++j) {
+      o[j][0] *= alpha;
+      o[j][1] *= alpha;
+    }
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      const float p0 = exp2f(sc[i][0] - base), p1 = exp2f(sc[i][1] - base);
+      l += p0 + p1;
+      const __nv_bfloat162 pp = __floats2bfloat162_rn(p0, p1);
+      const uint32_t pa = *reinterpret_cast<const uint32_t*>(&pp);
+#pragma unroll
+      for (int j = 0; j < kOutTiles; ++j) {
+        MmaK8(o[j], pa, PairDim(vr[i][0][j / 8], vr[i][1][j / 8], j % 8));
+      }
+    }
+    if constexpr (PF) {
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+        for (int j = 0; j < kKVecs; ++j) kr[i][j] = kn[i][j];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int c = 0; c < kVVecs; ++c) vr[i][h][c] = vn[i][h][c];
+        }
+      }
     }
   }
+
+  // Row r's sum over its 4 lanes; output column n of tile j = 8c + e is dim 64c + 8n + e, and
+  // this lane holds columns 2t and 2t + 1.
+  l += __shfl_xor_sync(kFullMask, l, 1);
+  l += __shfl_xor_sync(kFullMask, l, 2);
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) {
+    const int d0 = 64 * (j / 8) + 8 * (2 * t) + j % 8;
+    acc_s[warp][r][d0] = o[j][0];
+    acc_s[warp][r][d0 + 8] = o[j][1];
+  }
+  if (t == 0) {
+    m_s[warp][r] = m;
+    l_s[warp][r] = l;
+  }
+  __syncthreads();
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
 }
 
 // Merges the splits' normalized partial rows by their log2-sum-exps: one warp per output row,
@@ -392,7 +627,19 @@ KernelFn KernelForDim(int rows, int unroll, bool prefetch) {
   return prefetch ? KernelForUnroll<D, true>(rows, unroll) : KernelForUnroll<D, false>(rows, unroll);
 }
 
+// Two tiles with prefetch would spill (255 registers at head_dim 128): PlanDecodeAttention
+// never asks for it.
+template <int D>
+KernelFn MmaKernelForDim(int tiles, bool prefetch) {
+  if (tiles == 2) return DecodeAttentionMmaKernel<D, 2, false>;
+  return prefetch ? DecodeAttentionMmaKernel<D, 1, true> : DecodeAttentionMmaKernel<D, 1, false>;
+}
+
 KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
+  if (p.decode_mma) {
+    return head_dim == 64 ? MmaKernelForDim<64>(p.decode_unroll, p.decode_prefetch)
+                          : MmaKernelForDim<128>(p.decode_unroll, p.decode_prefetch);
+  }
   switch (head_dim) {
     case 64: return KernelForDim<64>(p.rows, p.decode_unroll, p.decode_prefetch);
     case 128: return KernelForDim<128>(p.rows, p.decode_unroll, p.decode_prefetch);
@@ -405,7 +652,7 @@ int RowCapacity(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4
 
 // Resident blocks per SM of a kernel instance (registers / shared memory bound it), cached.
 int ResidentBlocks(KernelFn fn) {
-  constexpr int kCache = 32;
+  constexpr int kCache = 64;  // more than the instances
   static KernelFn fns[kCache];
   static int counts[kCache];
   for (int i = 0; i < kCache; ++i) {
@@ -478,6 +725,13 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   // registers.
   p.decode_unroll = t.unroll == 2 || t.unroll == 4 ? t.unroll : group <= 4 ? 4 : 2;
   p.decode_prefetch = t.prefetch != 0;
+  // Tensor-core variant (not measured yet, hence opt-in): head_dim 64 / 128; unroll = 8-key
+  // tiles per warp per iteration, 1 or 2.
+  p.decode_mma = (t.mma < 0 ? g_mma_env : t.mma != 0) && a.head_dim <= 128;
+  if (p.decode_mma) {
+    p.decode_unroll = t.unroll == 2 ? 2 : 1;
+    p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
+  }
   if (t.splits > 0) {
     p.num_splits = std::min(t.splits, kMaxSplits);
   } else {

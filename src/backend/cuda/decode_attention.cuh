@@ -47,6 +47,10 @@ struct DecodeAttentionTuning {
   int splits = 0;  // > 0: forced split count (at most 64)
   int unroll = 0;    // keys per lane group per iteration, 2 or 4 (else: 4 for GQA <= 4, else 2)
   int prefetch = 1;  // 0: no K/V prefetch of the next iteration
+  // 1: the tensor-core kernel (head_dim 64 / 128; unroll then means 8-key tiles per warp per
+  // iteration, 1 or 2, prefetch only with 1); 0: the CUDA-core kernel; -1: LOOM_ATTN_DECODE_MMA
+  // (unset = 0). Not yet run on a GPU, hence off by default.
+  int mma = -1;
 };
 void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning);
 
