@@ -1,15 +1,18 @@
 // CUDA paged attention (and StoreKv) vs the CPU backend on the same bf16 K/V: mixed prefill /
 // decode batches, cached prefixes, shuffled pages, block sizes that divide nothing, GQA ratios
-// 1/2/4/8, head dims 64/128/256, sliding windows, soft-capping, split-KV decode. Skips without
-// a GPU.
+// 1/2/4/8, head dims 64/128/256, sliding windows, soft-capping, split-KV decode; the decode
+// kernel (decode_attention.cuh) on awkward contexts with automatic and forced splits, and batched
+// rows equal to the same sequence run alone. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/paged_attention.cuh"
 
 namespace loom {
@@ -25,8 +28,9 @@ using cuda_test::Poison;
 using cuda_test::RandBf16;
 
 struct SeqSpec {
-  int prefix;  // tokens already cached
-  int q_len;   // tokens of this step
+  int prefix;        // tokens already cached
+  int q_len;         // tokens of this step
+  int data_id = -1;  // picks the sequence's random q/K/V (-1: its index in the batch)
 };
 
 struct Scenario {
@@ -97,27 +101,52 @@ AttentionMeta MakeMeta(Backend& be, const HostStep& h, const std::vector<int32_t
 
 class CudaAttentionTest : public cuda_test::GpuTest {
  protected:
-  // Returns the normalized error of the GPU output vs the CPU's.
-  double Run(const Scenario& sc, unsigned seed) {
+  // Host inputs of a scenario. Every value is drawn from `seed` and each sequence's data_id (not
+  // its position in the batch), so a sequence run alone sees the same q/K/V as in a batch.
+  struct Inputs {
+    Scenario sc;
+    HostStep h;
+    std::vector<float> qv, new_k, new_v, old_k, old_v;
+    std::vector<int32_t> old_slots;
+  };
+
+  static Inputs Prepare(const Scenario& sc, unsigned seed) {
+    Inputs in;
+    in.sc = sc;
     std::mt19937 rng(seed);
-    const HostStep h = BuildStep(sc, rng);
+    in.h = BuildStep(sc, rng);
+    const int64_t wkv = int64_t{sc.num_kv_heads} * sc.head_dim;
+    const int64_t wq = int64_t{sc.num_heads} * sc.head_dim;
+    // The step's own K/V rows (the tail of every sequence) are written by StoreKv with the
+    // step's slot_mapping; the prefix rows by an earlier "store" step.
+    size_t slot = 0;
+    for (size_t i = 0; i < sc.seqs.size(); ++i) {
+      const SeqSpec& sq = sc.seqs[i];
+      const int id = sq.data_id >= 0 ? sq.data_id : static_cast<int>(i);
+      std::mt19937 data_rng(seed * 7919u + static_cast<unsigned>(id));
+      const int kv = sq.prefix + sq.q_len;
+      const std::vector<float> k = RandBf16(data_rng, kv * wkv), v = RandBf16(data_rng, kv * wkv);
+      const std::vector<float> qs = RandBf16(data_rng, sq.q_len * wq);
+      in.qv.insert(in.qv.end(), qs.begin(), qs.end());
+      for (int p = 0; p < kv; ++p, ++slot) {
+        const bool is_new = in.h.all_is_new[slot] != 0;
+        auto& dk = is_new ? in.new_k : in.old_k;
+        auto& dv = is_new ? in.new_v : in.old_v;
+        dk.insert(dk.end(), k.begin() + p * wkv, k.begin() + (p + 1) * wkv);
+        dv.insert(dv.end(), v.begin() + p * wkv, v.begin() + (p + 1) * wkv);
+        if (!is_new) in.old_slots.push_back(in.h.all_slots[slot]);
+      }
+    }
+    return in;
+  }
+
+  // The attention output of the prepared inputs on one backend.
+  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in) {
+    const Scenario& sc = in.sc;
+    const HostStep& h = in.h;
     const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
     const int64_t n = h.query_start.back();
-    const int64_t all = static_cast<int64_t>(h.all_slots.size());
     const int64_t wkv = int64_t{KVH} * D, wq = int64_t{H} * D;
-    std::vector<float> kv_k = RandBf16(rng, all * wkv), kv_v = RandBf16(rng, all * wkv);
-    std::vector<float> qv = RandBf16(rng, n * wq);
-    // The step's own K/V rows (the tail of every sequence), written by StoreKv with the step's
-    // slot_mapping; the prefix rows by an earlier "store" step.
-    std::vector<float> new_k, new_v, old_k, old_v;
-    std::vector<int32_t> old_slots;
-    for (int64_t i = 0; i < all; ++i) {
-      auto& dk = h.all_is_new[static_cast<size_t>(i)] ? new_k : old_k;
-      auto& dv = h.all_is_new[static_cast<size_t>(i)] ? new_v : old_v;
-      dk.insert(dk.end(), kv_k.begin() + i * wkv, kv_k.begin() + (i + 1) * wkv);
-      dv.insert(dv.end(), kv_v.begin() + i * wkv, kv_v.begin() + (i + 1) * wkv);
-      if (!h.all_is_new[static_cast<size_t>(i)]) old_slots.push_back(h.all_slots[static_cast<size_t>(i)]);
-    }
     AttentionParams p;
     p.num_heads = H;
     p.num_kv_heads = KVH;
@@ -126,32 +155,33 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     p.sliding_window = sc.window;
     p.logit_softcap = sc.softcap;
     const Shape pool{h.num_blocks, sc.block_size, KVH, D};
-    const int64_t n_old = static_cast<int64_t>(old_slots.size());
+    const int64_t n_old = static_cast<int64_t>(in.old_slots.size());
 
-    auto run = [&](Backend& be, bool gpu) {
-      KvLayer layer{be.Alloc(DType::kBF16, pool), be.Alloc(DType::kBF16, pool)};
-      auto rows = [&](const std::vector<float>& v, int64_t r) {
-        Tensor t = HostF32(Shape{std::max<int64_t>(r, 1), wkv},
-                           v.empty() ? std::vector<float>(static_cast<size_t>(wkv)) : v);
-        Tensor u = gpu ? be.Upload(t) : t;
-        return u.Slice(0, r);
-      };
-      if (n_old > 0) {
-        AttentionMeta store = MakeMeta(be, h, old_slots, sc.block_size);
-        be.StoreKv(rows(old_k, n_old), rows(old_v, n_old), store, layer);
-      }
-      AttentionMeta meta = MakeMeta(be, h, h.slot_mapping, sc.block_size);
-      be.StoreKv(rows(new_k, n), rows(new_v, n), meta, layer);
-      Tensor q = HostF32(Shape{n, wq}, qv);
-      if (gpu) q = be.Upload(q);
-      Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
-      if (gpu) Poison(*gpu_, out);
-      be.Attention(q, layer, meta, p, out);
-      return gpu ? GpuValues(*gpu_, out) : CpuValues(out);
+    KvLayer layer{be.Alloc(DType::kBF16, pool), be.Alloc(DType::kBF16, pool)};
+    auto rows = [&](const std::vector<float>& v, int64_t r) {
+      Tensor t = HostF32(Shape{std::max<int64_t>(r, 1), wkv},
+                         v.empty() ? std::vector<float>(static_cast<size_t>(wkv)) : v);
+      Tensor u = gpu ? be.Upload(t) : t;
+      return u.Slice(0, r);
     };
-    const std::vector<float> ref = run(cpu_, false);
-    const std::vector<float> got = run(*gpu_, true);
-    return NormalizedError(got, ref);
+    if (n_old > 0) {
+      AttentionMeta store = MakeMeta(be, h, in.old_slots, sc.block_size);
+      be.StoreKv(rows(in.old_k, n_old), rows(in.old_v, n_old), store, layer);
+    }
+    AttentionMeta meta = MakeMeta(be, h, h.slot_mapping, sc.block_size);
+    be.StoreKv(rows(in.new_k, n), rows(in.new_v, n), meta, layer);
+    Tensor q = HostF32(Shape{n, wq}, in.qv);
+    if (gpu) q = be.Upload(q);
+    Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
+    if (gpu) Poison(*gpu_, out);
+    be.Attention(q, layer, meta, p, out);
+    return gpu ? GpuValues(*gpu_, out) : CpuValues(out);
+  }
+
+  // Returns the normalized error of the GPU output vs the CPU's.
+  double Run(const Scenario& sc, unsigned seed) {
+    const Inputs in = Prepare(sc, seed);
+    return NormalizedError(RunOn(*gpu_, true, in), RunOn(cpu_, false, in));
   }
 };
 
@@ -178,6 +208,108 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
     const double err = Run(sc, seed++);
     EXPECT_LT(err, kTolRounded) << sc.name;
     std::printf("  %-50s normalized error %.2e\n", sc.name, err);
+  }
+}
+
+// Decode-kernel tests: the switches are process-wide, so each test restores them.
+class CudaDecodeAttentionTest : public CudaAttentionTest {
+ protected:
+  void TearDown() override {
+    cuda::SetDecodeAttentionEnabled(enabled_before_);
+    cuda::SetDecodeAttentionTuning({});
+  }
+  // Decodes (q_len 1) over contexts of 1, 3, 17, 97, 1000 and 8191 keys: one key, less than a
+  // page, page + 1, several lane-group iterations, and split ranges that divide nothing.
+  static std::vector<SeqSpec> AwkwardContexts() {
+    std::vector<SeqSpec> seqs;
+    for (int ctx : {1, 3, 17, 97, 1000, 8191}) seqs.push_back({ctx - 1, 1});
+    return seqs;
+  }
+  static std::vector<Scenario> DecodeScenarios() {
+    const std::vector<SeqSpec> ctx = AwkwardContexts();
+    return {
+        {"gqa 4, d128, block 16", 32, 8, 128, 16, 0, 0.f, ctx},
+        {"gqa 8, d64, block 7", 16, 2, 64, 7, 0, 0.f, ctx},
+        {"mha, d256, block 16", 4, 4, 256, 16, 0, 0.f, ctx},
+        {"gqa 8, d256, block 7", 8, 1, 256, 7, 0, 0.f, ctx},
+        {"gqa 4, d128, block 7, window 100", 8, 2, 128, 7, 100, 0.f, ctx},
+        {"gqa 3, d128, softcap 30", 12, 4, 128, 16, 0, 30.f, ctx},
+        {"gqa 2, d64, window 1000, softcap 50", 4, 2, 64, 16, 1000, 50.f, ctx},
+        {"mha, d128, block 7, window 1", 2, 2, 128, 7, 1, 0.f, ctx},
+    };
+  }
+  const bool enabled_before_ = cuda::DecodeAttentionEnabled();
+};
+
+TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
+  cuda::SetDecodeAttentionEnabled(true);
+  unsigned seed = 300;
+  for (const Scenario& sc : DecodeScenarios()) {
+    const Inputs in = Prepare(sc, seed++);
+    const std::vector<float> ref = RunOn(cpu_, false, in);
+    // Automatic splits, no split, odd splits, and more splits than some sequences have keys;
+    // every kernel variant (CUDA-core: keys per iteration x prefetch; tensor-core, which
+    // serves head_dim 64 / 128 and leaves 256 to the CUDA-core kernel: tiles x prefetch).
+    struct Variant {
+      int mma, unroll, prefetch;
+    };
+    const Variant variants[] = {{0, 0, 1}, {0, 2, 1}, {0, 2, 0}, {0, 4, 0},
+                                {1, 1, 1}, {1, 1, 0}, {1, 2, 0}};
+    for (int splits : {0, 1, 3, 64}) {
+      for (const Variant& v : variants) {
+        cuda::DecodeAttentionTuning t;
+        t.splits = splits;
+        t.unroll = v.unroll;
+        t.prefetch = v.prefetch;
+        t.mma = v.mma;
+        cuda::SetDecodeAttentionTuning(t);
+        const double err = NormalizedError(RunOn(*gpu_, true, in), ref);
+        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", mma " << v.mma
+                                    << ", unroll " << v.unroll << ", prefetch " << v.prefetch;
+        if (v.unroll == 0 || (v.mma == 1 && v.unroll == 1 && v.prefetch == 1)) {
+          std::printf("  %-40s %s splits %2d  normalized error %.2e\n", sc.name,
+                      v.mma ? "mma " : "cuda", splits, err);
+        }
+      }
+    }
+  }
+}
+
+// The generic kernel (LOOM_ATTN_DECODE=0) still serves decode steps correctly.
+TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
+  cuda::SetDecodeAttentionEnabled(false);
+  const Scenario sc = DecodeScenarios()[0];
+  const double err = Run(sc, 400);
+  EXPECT_LT(err, kTolRounded) << sc.name;
+  std::printf("  generic kernel, %-30s normalized error %.2e\n", sc.name, err);
+}
+
+// A sequence's output rows do not depend on the rest of the batch: bit-identical to the same
+// sequence run alone (same data, different pages), for a fixed split count.
+TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
+  cuda::SetDecodeAttentionEnabled(true);
+  for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
+    const Inputs batch_in = Prepare(base, 500);
+    const std::pair<int, int> configs[] = {{0, 1}, {0, 4}, {1, 1}, {1, 4}};  // (mma, splits)
+    for (auto [mma, splits] : configs) {
+      cuda::DecodeAttentionTuning t;
+      t.splits = splits;
+      t.mma = mma;
+      cuda::SetDecodeAttentionTuning(t);
+      const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
+      const int64_t row = int64_t{base.num_heads} * base.head_dim;
+      for (size_t i = 0; i < base.seqs.size(); ++i) {
+        Scenario one = base;
+        one.seqs = {{base.seqs[i].prefix, 1, static_cast<int>(i)}};
+        const std::vector<float> single = RunOn(*gpu_, true, Prepare(one, 500));
+        ASSERT_EQ(static_cast<int64_t>(single.size()), row);
+        const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
+                                       batched.begin() + static_cast<int64_t>(i + 1) * row);
+        EXPECT_TRUE(slice == single) << base.name << ", mma " << mma << ", splits " << splits
+                                     << ", sequence " << i
+                                     << " (context " << base.seqs[i].prefix + 1 << ")";
+      }
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/flash_prefill.cuh"
@@ -339,6 +340,8 @@ void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStre
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, bool allow_flash) {
   CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0)
       << "Attention: " << a.num_heads << " heads, " << a.num_kv_heads << " kv heads";
+  // Decode-only steps: the bandwidth-bound decode kernel (LOOM_ATTN_DECODE=0 turns it off).
+  if (DecodeAttentionApplies(a)) return PlanDecodeAttention(a, num_sms);
   const int group = a.num_heads / a.num_kv_heads;
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
@@ -392,6 +395,10 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  if (plan.decode) {
+    LaunchDecodeAttention(a, plan, partial, lse, stream);
+    return;
+  }
   LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, a.query_start, a.num_seqs,
             plan.q_per_tile, tile_start);
   if (plan.flash) {

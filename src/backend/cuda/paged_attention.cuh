@@ -58,6 +58,13 @@ struct PagedAttentionPlan {
   // of <= 4 / <= 8), else kAttnMaxRows. Fewer rows: fewer idle row iterations (the kernel is
   // issue-bound at decode) and less shared memory (more blocks per SM).
   int rows = kAttnMaxRows;
+  // Decode-only steps run the decode kernel (decode_attention.cuh) instead; its variant: keys
+  // per lane group per iteration (mma: 8-key tiles per warp), next-iteration prefetch,
+  // tensor-core kernel.
+  bool decode = false;
+  int decode_unroll = 0;
+  bool decode_prefetch = true;
+  bool decode_mma = false;
   // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
   // log-sum-exps in f32.
   int64_t tile_start_ints = 0;

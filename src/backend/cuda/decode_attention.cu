@@ -1,0 +1,795 @@
+#include "backend/cuda/decode_attention.cuh"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxSplits = 64;
+// A split of fewer keys costs more in launch/merge than it gains in parallelism (1 x 512 on
+// the H200: 8 splits of 64 keys 19.0 us, 4 of 128 keys 21.1 us).
+constexpr int kMinKeysPerSplit = 64;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// In-process switches (decode_attention.cuh).
+bool g_enabled = [] {
+  const char* v = std::getenv("LOOM_ATTN_DECODE");
+  return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
+}();
+DecodeAttentionTuning g_tuning;
+const bool g_mma_env = [] {
+  const char* v = std::getenv("LOOM_ATTN_DECODE_MMA");
+  return v != nullptr && std::atoi(v) != 0;
+}();
+
+// n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
+// the runtime block size would be ~20 instructions per key.
+struct FastDiv {
+  int d;
+  uint32_t mul, shift;
+};
+
+FastDiv MakeFastDiv(int d) {
+  uint32_t shift = 0;
+  while ((uint64_t{1} << shift) < static_cast<uint64_t>(d)) ++shift;
+  const uint64_t mul = ((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1;
+  return FastDiv{d, static_cast<uint32_t>(mul), shift};
+}
+
+__device__ __forceinline__ int Div(const FastDiv& f, int n) {
+  return static_cast<int>((__umulhi(static_cast<uint32_t>(n), f.mul) + static_cast<uint32_t>(n)) >>
+                          f.shift);
+}
+
+struct DecodeArgs {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k_pool;
+  const __nv_bfloat16* v_pool;
+  const int32_t* query_start;
+  const int32_t* kv_len;
+  const int32_t* page_indptr;
+  const int32_t* page_indices;
+  int num_heads, num_kv_heads, group, window, num_splits;
+  FastDiv block_size;
+  // Applied to q: the softmax scale, times log2(e) when there is no softcap so the dot product
+  // lands directly in the exp2 domain.
+  float q_scale;
+  float softcap;
+  int64_t num_rows;  // num_tokens * num_heads
+  __nv_bfloat16* out;
+  float* partial;
+  float* lse;
+};
+
+__device__ __forceinline__ void Bf16x8ToF32(const uint4& raw, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
+__device__ __forceinline__ float SafeBase(float m) { return m == -INFINITY ? 0.f : m; }
+
+// Per lane-group online-softmax state of G rows over the lane's 8 dims.
+template <int G>
+struct RowState {
+  float m[G], l[G], acc[G][8];
+
+  __device__ __forceinline__ void Init() {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      m[r] = -INFINITY;
+      l[r] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r][j] = 0.f;
+    }
+  }
+
+  // Folds in U keys: scores sc (log2 domain, -inf when masked) and their V slices.
+  template <int U>
+  __device__ __forceinline__ void Update(const float (&sc)[G][U], const float (&vf)[U][8]) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float mx = sc[r][0];
+#pragma unroll
+      for (int u = 1; u < U; ++u) mx = fmaxf(mx, sc[r][u]);
+      const float m_new = fmaxf(m[r], mx);
+      const float base = SafeBase(m_new);
+      const float alpha = exp2f(m[r] - base);
+      float p[U], sum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        p[u] = exp2f(sc[r][u] - base);
+        sum += p[u];
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float v = acc[r][j] * alpha;
+#pragma unroll
+        for (int u = 0; u < U; ++u) v += p[u] * vf[u][j];
+        acc[r][j] = v;
+      }
+      m[r] = m_new;
+    }
+  }
+
+  // Merges the state of the lane `offset` away (another lane group of the warp).
+  __device__ __forceinline__ void MergeXor(int offset) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      const float m_o = __shfl_xor_sync(kFullMask, m[r], offset);
+      const float l_o = __shfl_xor_sync(kFullMask, l[r], offset);
+      const float m_new = fmaxf(m[r], m_o);
+      const float base = SafeBase(m_new);
+      const float a_self = exp2f(m[r] - base), a_o = exp2f(m_o - base);
+      l[r] = l[r] * a_self + l_o * a_o;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float acc_o = __shfl_xor_sync(kFullMask, acc[r][j], offset);
+        acc[r][j] = acc[r][j] * a_self + acc_o * a_o;
+      }
+      m[r] = m_new;
+    }
+  }
+};
+
+// Key range of (sequence, split): the keys the decode token sees (causal: all kv_len keys; a
+// sliding window keeps the last `window`), cut into num_splits chunks of whole block iterations.
+struct KeyRange {
+  int begin, end;
+};
+
+__device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int num_splits,
+                                                  int split, int keys_per_iter) {
+  const int lo = window > 0 ? max(0, kv_len - window) : 0;
+  const int range = max(kv_len - lo, 0);
+  int chunk = (range + num_splits - 1) / num_splits;
+  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+  const int begin = lo + split * chunk;
+  return KeyRange{begin, min(kv_len, begin + chunk)};
+}
+
+// q . k for U keys and G rows: partial dot products over this lane's 8 dims, summed over the
+// D / 8 lanes of the key's lane group (a butterfly: every lane of the group gets the sums).
+template <int D, int G, int U>
+__device__ __forceinline__ void Scores(const float (&q)[G][8], const uint4 (&kr)[U],
+                                       float (&sc)[G][U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float kf[8];
+    Bf16x8ToF32(kr[u], kf);
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d += q[r][j] * kf[j];
+      sc[r][u] = d;
+    }
+  }
+#pragma unroll
+  for (int o = D / 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) sc[r][u] += __shfl_xor_sync(kFullMask, sc[r][u], o);
+    }
+  }
+}
+
+// A scaled q.k (times the softmax scale, and log2(e) unless soft-capped) as the exp2-domain
+// logit: soft-capped if asked, -inf for a key outside the range.
+__device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool valid) {
+  if (a.softcap > 0.f) dot = a.softcap * tanhf(dot / a.softcap) * kLog2e;
+  return valid ? dot : -INFINITY;
+}
+
+// The block's result from each warp's (max, sum, unnormalized output) of rows [0, group) in
+// shared memory: merged over the warps, then the bf16 output row, or (split-KV) the normalized
+// partial row and its log2-sum-exp. Call after a __syncthreads.
+template <int D, int G>
+__device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a,
+                                                 const float (&acc_s)[kWarps][G][D],
+                                                 const float (&m_s)[kWarps][G],
+                                                 const float (&l_s)[kWarps][G], int64_t row0,
+                                                 int split) {
+  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, m_s[w][r]);
+    const float base = SafeBase(m);
+    float l = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float e = exp2f(m_s[w][r] - base);
+      l += l_s[w][r] * e;
+      acc += acc_s[w][r][d] * e;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
+    const int64_t row = row0 + r;
+    if (a.num_splits == 1) {
+      a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
+    } else {
+      const int64_t prow = split * a.num_rows + row;
+      a.partial[prow * D + d] = acc * inv;
+      if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
+// written); U: keys per lane group per iteration (U K and U V loads in flight per lane); PF:
+// prefetch the next iteration's K/V (twice the loads in flight).
+template <int D, int G, int U, bool PF>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
+  constexpr int T = D / 8;                // lanes per key: 8 dims (16 bytes) each
+  constexpr int NG = 32 / T;              // lane groups per warp
+  constexpr int KB = kWarps * NG * U;     // keys per block iteration
+  __shared__ float acc_s[kWarps][G][D];  // per-warp results for the final merge
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+
+  // blockIdx.x enumerates (sequence, kv head), a sequence's kv heads adjacent: blocks running at
+  // the same time read neighbouring slices of the same pages. (Measured neutral against the
+  // other order on the H200, kept because it is never worse for DRAM locality.)
+  const int x = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int s = x / a.num_kv_heads, g = x % a.num_kv_heads;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int grp = lane / T, sub = lane % T;
+  const int t = a.query_start[s];
+  if (a.query_start[s + 1] == t) return;  // no query token for this sequence this step
+  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
+  const int64_t row0 = int64_t{t} * a.num_heads + int64_t{g} * a.group;  // first output row
+
+  // This lane's 8 dims of every row's query, scaled.
+  float q[G][8];
+#pragma unroll
+  for (int r = 0; r < G; ++r) {
+    if (r < a.group) {
+      Bf16x8ToF32(reinterpret_cast<const uint4*>(a.q + (row0 + r) * D)[sub], q[r]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[r][j] *= a.q_scale;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[r][j] = 0.f;
+    }
+  }
+  RowState<G> st;
+  st.Init();
+
+  // Pool row of each of the group's U keys, looked up one iteration before its K/V loads are
+  // issued, so the loads never wait on the page table.
+  const int32_t* pages = a.page_indices + a.page_indptr[s];
+  const int bs = a.block_size.d;
+  int page[U], off[U];
+  auto lookup = [&](int p0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int p = p0 + u;
+      if (p < keys.end) {
+        const int idx = Div(a.block_size, p);
+        off[u] = p - idx * bs;
+        page[u] = pages[idx];
+      }
+    }
+  };
+  // This lane's 16 bytes of K and V of keys p0 .. p0 + U - 1 (zeros past the range: their P is 0
+  // and 0 * 0 is no NaN). Streaming loads: every byte is read once per step.
+  auto load = [&](int p0, uint4 (&kr)[U], uint4 (&vr)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (p0 + u < keys.end) {
+        const int64_t row = (int64_t{page[u]} * bs + off[u]) * a.num_kv_heads + g;
+        kr[u] = __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D) + sub);
+        vr[u] = __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D) + sub);
+      }
+    }
+  };
+
+  // PF: the next iteration's K/V loads are issued before this iteration's math, so every warp
+  // keeps loads in flight while it computes (costs 8 * U registers).
+  const int first = keys.begin + (warp * NG + grp) * U;  // this group's first key
+  uint4 kr[U], vr[U];
+  lookup(first);
+  if constexpr (PF) {
+    load(first, kr, vr);
+    lookup(first + KB);
+  }
+  // The loop bound is per warp (not per group): the shuffles below need the whole warp.
+  for (int wbase = keys.begin + warp * NG * U; wbase < keys.end; wbase += KB) {
+    const int p0 = wbase + grp * U;
+    [[maybe_unused]] uint4 kn[U], vn[U];
+    if constexpr (PF) {
+      load(p0 + KB, kn, vn);
+      lookup(p0 + 2 * KB);
+    } else {
+      load(p0, kr, vr);
+      lookup(p0 + KB);
+    }
+    float sc[G][U];
+    Scores<D, G, U>(q, kr, sc);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int r = 0; r < G; ++r) sc[r][u] = Logit(a, sc[r][u], p0 + u < keys.end);
+    }
+    float vf[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) Bf16x8ToF32(vr[u], vf[u]);
+    st.template Update<U>(sc, vf);
+    if constexpr (PF) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        kr[u] = kn[u];
+        vr[u] = vn[u];
+      }
+    }
+  }
+
+  // Merge the warp's lane groups, then the warps through shared memory.
+#pragma unroll
+  for (int o = T; o < 32; o <<= 1) st.MergeXor(o);
+  if (grp == 0) {
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc_s[warp][r][sub * 8 + j] = st.acc[r][j];
+      if (lane == 0) {
+        m_s[warp][r] = st.m[r];
+        l_s[warp][r] = st.l[r];
+      }
+    }
+  }
+  __syncthreads();
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+}
+
+// ---- Tensor-core variant (opt-in: DecodeAttentionTuning::mma / LOOM_ATTN_DECODE_MMA=1) ----
+//
+// q.K and P.V on mma.sync (bf16 in, f32 accumulate), so a key costs a few mma instructions per
+// warp instead of ~70 FMAs/conversions/shuffles per lane. A warp takes 8 keys per mma tile:
+//   S = Q K^T, m16n8k16: M = query rows (the GQA group; rows 8..15 zero), N = 8 keys, K = 16
+//     dims. Lane (r = lane / 4, t = lane % 4) supplies Q row r and K row "key r" of the tile,
+//     16 contiguous bytes at a time: the dot product does not care which physical dims a k-step
+//     covers as long as A and B agree, so k-step 2j takes physical dims 32j + 8t + {0..3} and
+//     k-step 2j + 1 dims 32j + 8t + {4..7}. The result: lane (r, t) holds row r's logits of
+//     keys 2t and 2t + 1.
+//   O += P V, m16n8k8: M = query rows, N = 8 output dims, K = the tile's 8 keys. The A fragment
+//     (row r, keys 2t, 2t + 1) is exactly S's accumulator layout, rounded to bf16. The B
+//     fragment needs V[keys 2t, 2t + 1][one dim per lane r]: lane (r, t) loads 16 contiguous
+//     bytes of V for keys 2t and 2t + 1 at dims 64c + 8r .. + 7 and pairs the two keys' values
+//     per dim with a byte permute; output tile j = 8c + e then holds dims 64c + 8n + e for
+//     columns n.
+// Per-row online softmax in registers (a row's 8 keys are spread over the 4 lanes of equal r:
+// two shuffles), the same cross-warp merge and split-KV output as the CUDA-core kernel. One
+// numerics difference: P enters P.V rounded to bf16 (2^-9 relative per weight, f32 sums); the
+// CUDA-core kernel keeps P in f32.
+// TILES: 8-key tiles per warp per iteration (one softmax update for all of them); PF: prefetch
+// the next iteration's K/V. head_dim 64 or 128 (256 would need 64 accumulator registers).
+
+// c[0..1] += A (rows 0..7 only) x B over 16 k; rows 8..15 are zero and their outputs dropped.
+__device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0,
+                                       uint32_t b1) {
+  [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %10, %10};\n"
+      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+      : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+// c[0..1] += A (rows 0..7 only) x B over 8 k.
+__device__ __forceinline__ void MmaK8(float (&c)[2], uint32_t a, uint32_t b) {
+  [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %7, %7};\n"
+      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+      : "r"(a), "r"(0u), "r"(b), "f"(0.f));
+}
+
+__device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// bf16 element e of x (low half) and of y (high half): one B register of P.V.
+__device__ __forceinline__ uint32_t PairDim(const uint4& x, const uint4& y, int e) {
+  const uint32_t wx = Word(x, e / 2), wy = Word(y, e / 2);
+  return (e & 1) ? __byte_perm(wx, wy, 0x7632) : __byte_perm(wx, wy, 0x5410);
+}
+
+template <int D, int TILES, bool PF>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs a) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
+  constexpr int kKSteps = D / 16;           // k-steps of q.K
+  constexpr int kKVecs = D / 32;            // 16-byte K loads per lane per key
+  constexpr int kVVecs = D / 64;            // 16-byte V loads per lane per key
+  constexpr int kOutTiles = D / 8;          // P.V output tiles of 8 dims
+  constexpr int KB = kWarps * 8 * TILES;    // keys per block iteration
+  constexpr int G = 8;                      // rows of the mma tiles (the group is <= 8)
+  __shared__ float acc_s[kWarps][G][D];
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+
+  const int x = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int s = x / a.num_kv_heads, g = x % a.num_kv_heads;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int r = lane / 4, t = lane % 4;
+  const int tok = a.query_start[s];
+  if (a.query_start[s + 1] == tok) return;  // no query token for this sequence this step
+  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
+  const int64_t row0 = int64_t{tok} * a.num_heads + int64_t{g} * a.group;
+
+  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above).
+  uint32_t qa[kKSteps][2];
+#pragma unroll
+  for (int j = 0; j < kKVecs; ++j) {
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (r < a.group) w = reinterpret_cast<const uint4*>(a.q + (row0 + r) * D + 32 * j + 8 * t)[0];
+    qa[2 * j][0] = w.x;
+    qa[2 * j][1] = w.y;
+    qa[2 * j + 1][0] = w.z;
+    qa[2 * j + 1][1] = w.w;
+  }
+
+  // Pool rows (-1: outside the range) of the keys this lane loads in an iteration: K of key r
+  // and V of keys 2t, 2t + 1 of every tile; looked up one iteration ahead of the loads.
+  const int32_t* pages = a.page_indices + a.page_indptr[s];
+  const int bs = a.block_size.d;
+  auto pool_row = [&](int p) -> int64_t {
+    if (p >= keys.end) return -1;
+    const int idx = Div(a.block_size, p);
+    return (int64_t{pages[idx]} * bs + (p - idx * bs)) * a.num_kv_heads + g;
+  };
+  int64_t k_row[TILES], v_row[TILES][2];
+  auto lookup = [&](int wbase) {
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      k_row[i] = pool_row(wbase + 8 * i + r);
+      v_row[i][0] = pool_row(wbase + 8 * i + 2 * t);
+      v_row[i][1] = pool_row(wbase + 8 * i + 2 * t + 1);
+    }
+  };
+  // Streaming 16-byte loads; zeros for keys outside the range (their P is 0, 0 * 0 is no NaN).
+  auto load = [&](uint4 (&kr)[TILES][kKVecs], uint4 (&vr)[TILES][2][kVVecs]) {
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+      for (int j = 0; j < kKVecs; ++j) {
+        kr[i][j] = k_row[i] < 0 ? make_uint4(0, 0, 0, 0)
+                                : __ldcs(reinterpret_cast<const uint4*>(
+                                      a.k_pool + k_row[i] * D + 32 * j + 8 * t));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int c = 0; c < kVVecs; ++c) {
+          vr[i][h][c] = v_row[i][h] < 0 ? make_uint4(0, 0, 0, 0)
+                                        : __ldcs(reinterpret_cast<const uint4*>(
+                                              a.v_pool + v_row[i][h] * D + 64 * c + 8 * r));
+        }
+      }
+    }
+  };
+
+  float m = -INFINITY, l = 0.f;  // row r's running max and this lane's share of its sum
+  float o[kOutTiles][2];
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) o[j][0] = o[j][1] = 0.f;
+
+  const int wstart = keys.begin + warp * 8 * TILES;
+  uint4 kr[TILES][kKVecs], vr[TILES][2][kVVecs];
+  lookup(wstart);
+  if constexpr (PF) {
+    load(kr, vr);
+    lookup(wstart + KB);
+  }
+  // The loop bound is per warp: mma and the shuffles need the whole warp.
+  for (int wbase = wstart; wbase < keys.end; wbase += KB) {
+    [[maybe_unused]] uint4 kn[TILES][kKVecs], vn[TILES][2][kVVecs];
+    if constexpr (PF) {
+      load(kn, vn);
+      lookup(wbase + 2 * KB);
+    } else {
+      load(kr, vr);
+      lookup(wbase + KB);
+    }
+    // Logits of row r for keys 8i + 2t and 8i + 2t + 1 of each tile.
+    float sc[TILES][2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      float c[2] = {0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        const uint4& w = kr[i][ks / 2];
+        MmaK16(c, qa[ks][0], qa[ks][1], ks % 2 ? w.z : w.x, ks % 2 ? w.w : w.y);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sc[i][h] = Logit(a, c[h] * a.q_scale, wbase + 8 * i + 2 * t + h < keys.end);
+        mx = fmaxf(mx, sc[i][h]);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float base = SafeBase(m_new);
+    const float alpha = exp2f(m - base);
+    m = m_new;
+    l *= alpha;
+#pragma unroll
+    for (int j = 0; j < kOutTiles; ++j) {
+      o[j][0] *= alpha;
+      o[j][1] *= alpha;
+    }
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      const float p0 = exp2f(sc[i][0] - base), p1 = exp2f(sc[i][1] - base);
+      l += p0 + p1;
+      const __nv_bfloat162 pp = __floats2bfloat162_rn(p0, p1);
+      const uint32_t pa = *reinterpret_cast<const uint32_t*>(&pp);
+#pragma unroll
+      for (int j = 0; j < kOutTiles; ++j) {
+        MmaK8(o[j], pa, PairDim(vr[i][0][j / 8], vr[i][1][j / 8], j % 8));
+      }
+    }
+    if constexpr (PF) {
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+        for (int j = 0; j < kKVecs; ++j) kr[i][j] = kn[i][j];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int c = 0; c < kVVecs; ++c) vr[i][h][c] = vn[i][h][c];
+        }
+      }
+    }
+  }
+
+  // Row r's sum over its 4 lanes; output column n of tile j = 8c + e is dim 64c + 8n + e, and
+  // this lane holds columns 2t and 2t + 1.
+  l += __shfl_xor_sync(kFullMask, l, 1);
+  l += __shfl_xor_sync(kFullMask, l, 2);
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) {
+    const int d0 = 64 * (j / 8) + 8 * (2 * t) + j % 8;
+    acc_s[warp][r][d0] = o[j][0];
+    acc_s[warp][r][d0 + 8] = o[j][1];
+  }
+  if (t == 0) {
+    m_s[warp][r] = m;
+    l_s[warp][r] = l;
+  }
+  __syncthreads();
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+}
+
+// Merges the splits' normalized partial rows by their log2-sum-exps: one warp per output row,
+// D / 32 dims per lane. Splits with an empty key range (lse = -inf) are skipped unread.
+constexpr int kCombineRowsPerBlock = 4;
+
+template <int D>
+__global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
+    DecodeCombineKernel(const float* partial, const float* lse, int num_splits, int64_t num_rows,
+                        __nv_bfloat16* out) {
+  PdlWait();  // launched with PDL (launch.cuh)
+  PdlLaunchDependents();
+  constexpr int kPer = D / 32;
+  const int64_t row = int64_t{blockIdx.x} * kCombineRowsPerBlock + threadIdx.x / 32;
+  if (row >= num_rows) return;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float m = -INFINITY;
+  for (int sp = 0; sp < num_splits; ++sp) m = fmaxf(m, lse[sp * num_rows + row]);
+  const float base = SafeBase(m);
+  float acc[kPer] = {}, wsum = 0.f;
+  for (int sp = 0; sp < num_splits; ++sp) {
+    const float e = lse[sp * num_rows + row];
+    if (e == -INFINITY) continue;
+    const float w = exp2f(e - base);
+    wsum += w;
+    const float* src = partial + (sp * num_rows + row) * D + lane * kPer;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] += w * src[j];
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) out[row * D + lane * kPer + j] = __float2bfloat16_rn(acc[j] * inv);
+}
+
+using KernelFn = void (*)(DecodeArgs);
+
+template <int D, int U, bool PF>
+KernelFn KernelForRows(int rows) {
+  switch (rows) {
+    case 1: return DecodeAttentionKernel<D, 1, U, PF>;
+    case 2: return DecodeAttentionKernel<D, 2, U, PF>;
+    case 4: return DecodeAttentionKernel<D, 4, U, PF>;
+    default: return DecodeAttentionKernel<D, 8, U, PF>;
+  }
+}
+
+template <int D, bool PF>
+KernelFn KernelForUnroll(int rows, int unroll) {
+  return unroll == 2 ? KernelForRows<D, 2, PF>(rows) : KernelForRows<D, 4, PF>(rows);
+}
+
+template <int D>
+KernelFn KernelForDim(int rows, int unroll, bool prefetch) {
+  return prefetch ? KernelForUnroll<D, true>(rows, unroll) : KernelForUnroll<D, false>(rows, unroll);
+}
+
+// Two tiles with prefetch would spill (255 registers at head_dim 128): PlanDecodeAttention
+// never asks for it.
+template <int D>
+KernelFn MmaKernelForDim(int tiles, bool prefetch) {
+  if (tiles == 2) return DecodeAttentionMmaKernel<D, 2, false>;
+  return prefetch ? DecodeAttentionMmaKernel<D, 1, true> : DecodeAttentionMmaKernel<D, 1, false>;
+}
+
+KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
+  if (p.decode_mma) {
+    return head_dim == 64 ? MmaKernelForDim<64>(p.decode_unroll, p.decode_prefetch)
+                          : MmaKernelForDim<128>(p.decode_unroll, p.decode_prefetch);
+  }
+  switch (head_dim) {
+    case 64: return KernelForDim<64>(p.rows, p.decode_unroll, p.decode_prefetch);
+    case 128: return KernelForDim<128>(p.rows, p.decode_unroll, p.decode_prefetch);
+    default: return KernelForDim<256>(p.rows, p.decode_unroll, p.decode_prefetch);
+  }
+}
+
+// Rows held per lane: the GQA group rounded up to an instantiated size.
+int RowCapacity(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
+
+// Resident blocks per SM of a kernel instance (registers / shared memory bound it), cached.
+int ResidentBlocks(KernelFn fn) {
+  constexpr int kCache = 64;  // more than the instances
+  static KernelFn fns[kCache];
+  static int counts[kCache];
+  for (int i = 0; i < kCache; ++i) {
+    if (fns[i] == fn) return counts[i];
+    if (fns[i] == nullptr) {
+      int n = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0) != cudaSuccess) {
+        // No usable device (a host-only plan test): plan for 2 blocks/SM, do not cache.
+        (void)cudaGetLastError();
+        return 2;
+      }
+      fns[i] = fn;
+      counts[i] = std::max(n, 1);
+      return counts[i];
+    }
+  }
+  return 1;
+}
+
+// Fewest splits whose blocks fill the GPU's resident-block slots to >= 85 % averaged over their
+// waves (equal-length sequences assumed; a last wave a third full idles most SMs for its whole
+// duration), at least kMinKeysPerSplit keys each. H200, 64 x 8192 at 3 blocks/SM: 512 blocks =
+// 1.3 waves -> 2 splits (2.47 TB/s vs 2.12 unsplit); 8 x 4096 -> 6 (1.95 TB/s; 4: 1.69, 8: 1.52).
+int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len) {
+  const int64_t most = std::clamp<int64_t>(max_kv_len / kMinKeysPerSplit, 1, kMaxSplits);
+  int best = 1;
+  double best_eff = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t n = blocks * s;
+    const double eff = static_cast<double>(n) / static_cast<double>(wave * ((n + wave - 1) / wave));
+    if (eff >= 0.85) return static_cast<int>(s);
+    if (eff > best_eff + 1e-9) {
+      best_eff = eff;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+template <int D>
+void LaunchCombine(const float* partial, const float* lse, int num_splits, int64_t num_rows,
+                   __nv_bfloat16* out, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) /
+                                            kCombineRowsPerBlock);
+  LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream,
+            partial, lse, num_splits, num_rows, out);
+}
+
+}  // namespace
+
+void SetDecodeAttentionEnabled(bool enabled) { g_enabled = enabled; }
+bool DecodeAttentionEnabled() { return g_enabled; }
+void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning) { g_tuning = tuning; }
+
+bool DecodeAttentionApplies(const PagedAttentionArgs& a) {
+  if (!g_enabled || a.max_query_len > 1 || a.block_size <= 0) return false;
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
+  if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return false;
+  return a.num_heads / a.num_kv_heads <= 8;
+}
+
+PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms) {
+  const int group = a.num_heads / a.num_kv_heads;
+  PagedAttentionPlan p;
+  p.decode = true;
+  p.q_per_tile = 1;
+  p.rows = RowCapacity(group);
+  p.grid_tiles = a.num_seqs;
+  p.tile_start_ints = a.num_seqs + 1;  // unused by this kernel; the caller allocates it anyway
+  const DecodeAttentionTuning& t = g_tuning;
+  // 4 keys per iteration with prefetch: the fastest variant at GQA 4 on the H200 (64 x 8192:
+  // 2.47 TB/s vs 1.69 for 2 keys, 1.95 without prefetch). GQA 8 x 4 keys would need > 255
+  // registers.
+  p.decode_unroll = t.unroll == 2 || t.unroll == 4 ? t.unroll : group <= 4 ? 4 : 2;
+  p.decode_prefetch = t.prefetch != 0;
+  // Tensor-core variant (not measured yet, hence opt-in): head_dim 64 / 128; unroll = 8-key
+  // tiles per warp per iteration, 1 or 2.
+  p.decode_mma = (t.mma < 0 ? g_mma_env : t.mma != 0) && a.head_dim <= 128;
+  if (p.decode_mma) {
+    p.decode_unroll = t.unroll == 2 ? 2 : 1;
+    p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
+  }
+  if (t.splits > 0) {
+    p.num_splits = std::min(t.splits, kMaxSplits);
+  } else {
+    const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
+    const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
+    p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
+  }
+  if (p.num_splits > 1) {
+    const int64_t rows = int64_t{a.num_tokens} * a.num_heads;
+    p.partial_floats = p.num_splits * rows * a.head_dim;
+    p.lse_floats = p.num_splits * rows;
+  }
+  return p;
+}
+
+void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
+                           float* partial, float* lse, cudaStream_t stream) {
+  if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  DecodeArgs d;
+  d.q = static_cast<const __nv_bfloat16*>(a.q);
+  d.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
+  d.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
+  d.query_start = a.query_start;
+  d.kv_len = a.kv_len;
+  d.page_indptr = a.page_indptr;
+  d.page_indices = a.page_indices;
+  d.num_heads = a.num_heads;
+  d.num_kv_heads = a.num_kv_heads;
+  d.group = a.num_heads / a.num_kv_heads;
+  d.window = a.sliding_window;
+  d.num_splits = plan.num_splits;
+  d.block_size = MakeFastDiv(a.block_size);
+  d.q_scale = a.softcap > 0.f ? a.scale : a.scale * kLog2e;
+  d.softcap = a.softcap;
+  d.num_rows = int64_t{a.num_tokens} * a.num_heads;
+  d.out = static_cast<__nv_bfloat16*>(a.out);
+  d.partial = partial;
+  d.lse = lse;
+  const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
+                  static_cast<unsigned>(plan.num_splits));
+  LaunchPdl(KernelFor(plan, a.head_dim), grid, dim3(kThreads), 0, stream, d);
+  if (plan.num_splits > 1) {
+    switch (a.head_dim) {
+      case 64: LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+      case 128: LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+      default: LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+    }
+  }
+}
+
+}  // namespace loom::cuda
