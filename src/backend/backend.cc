@@ -36,10 +36,24 @@ Tensor Backend::ConcatRows(const std::vector<Tensor>& parts) {
   return Upload(host);
 }
 
-void Backend::AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
-                         float weight_offset, const Tensor& out) {
-  Add(x, delta, x);
-  RmsNorm(x, w, eps, weight_offset, out);
+void Backend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& acc) {
+  Tensor out = AllocScratch(acc.dtype(), acc.shape());
+  MatMul(x, w, bias, out);
+  Add(acc, out, acc);
+}
+
+void Backend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w,
+                            const Tensor& bias, const Tensor& out) {
+  Tensor h = AllocScratch(x.dtype(), x.shape());
+  RmsNorm(x, norm.w, norm.eps, norm.weight_offset, h);
+  MatMul(h, w, bias, out);
+}
+
+void Backend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
+                                 GatedAct act, const Tensor& out) {
+  Tensor h = AllocScratch(x.dtype(), x.shape());
+  RmsNorm(x, norm.w, norm.eps, norm.weight_offset, h);
+  MatMulGated(h, w_gate_up, act, out);
 }
 
 void Backend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,

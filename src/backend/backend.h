@@ -152,10 +152,18 @@ class Backend {
   // ConcatRows, so KV sizing sees it as free). No-op on CPU.
   virtual void TrimMemory() {}
 
-  // x = x + delta; out = RmsNorm(x) (the residual add feeding the next sub-block's norm).
-  //   x, delta, out [n, d]; w [d]. x is updated in place; out must not alias x or delta.
-  virtual void AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
-                          float weight_offset, const Tensor& out);
+  // acc += x @ w^T (+ bias): a projection that feeds the residual stream.
+  //   x [n, k]; w [m, k]; bias [m] or undefined; acc [n, m] (act dtype).
+  virtual void MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& acc);
+
+  // out = RmsNorm(x) @ w^T (+ bias): a sub-block's input norm and its projection, the normed rows
+  // not necessarily materialized. x [n, hidden] (not modified); norm.w [hidden]; w [m, hidden].
+  struct NormSpec {
+    Tensor w;
+    float eps = 0.f, weight_offset = 0.f;
+  };
+  virtual void RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w,
+                             const Tensor& bias, const Tensor& out);
 
   // The attention block's input half after one fused projection qkv = [q | k | v]:
   //   q_out = rope(q_norm(q)); the k rows rope(k_norm(k)) and the v rows go to their slots of
@@ -180,6 +188,9 @@ class Backend {
   enum class GatedAct { kSilu, kGeluTanh };
   virtual void MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act,
                            const Tensor& out);
+  // MatMulGated of RmsNorm(x) (as RmsNormMatMul).
+  virtual void RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
+                                  GatedAct act, const Tensor& out);
 
   // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
   // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.

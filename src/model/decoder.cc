@@ -81,21 +81,51 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   const Backend::GatedAct gated_act =
       c.activation == Activation::kSilu ? Backend::GatedAct::kSilu : Backend::GatedAct::kGeluTanh;
 
+  // On backends that prefer fused ops (CUDA) and with no sink, each sub-block's input norm is
+  // folded into the projection that reads it (RmsNormMatMul*) and each output projection adds
+  // straight into the residual stream (MatMulAdd): at batch 1 these are single GEMV launches.
+  // Otherwise every activation is materialized (the CPU reference; a sink's debugging dumps).
+  // Sandwich norms (Gemma) normalize a projection's output before the add, so that half always
+  // takes the materialized path.
+  const bool fold = sink == nullptr && be.prefers_fused_projections();
+  auto norm_spec = [&](const Tensor& w) {
+    return Backend::NormSpec{w, c.rms_norm_eps, norm_offset};
+  };
+  auto norm_x = [&](const Tensor& w, const std::string& name) {
+    be.RmsNorm(x, w, c.rms_norm_eps, norm_offset, h);
+    emit(name, h);
+  };
+  // x += proj(in) @ w^T (+ bias), through `post_norm` first when the model has sandwich norms.
+  auto add_projection = [&](const Tensor& in, const Tensor& w, const Tensor& bias,
+                            const Tensor& post_norm, const std::string& name) {
+    if (fold && !c.sandwich_norm) {
+      be.MatMulAdd(in, w, bias, x);
+      return;
+    }
+    be.MatMul(in, w, bias, o);
+    if (c.sandwich_norm) be.RmsNorm(o, post_norm, c.rms_norm_eps, norm_offset, o);
+    emit(name, o);
+    be.Add(x, o, x);
+  };
+
   be.Embed(weights_.embed, in.token_ids, c.embed_scale, x);
   emit("embed", x);
-  // Each sub-block's residual add is fused with the next sub-block's input norm (AddRmsNorm):
-  // h holds the normed input of the sub-block about to run.
-  be.RmsNorm(x, l0.attn_norm, c.rms_norm_eps, norm_offset, h);
 
   for (int i = 0; i < c.num_layers; ++i) {
     const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
     const std::string li = "." + std::to_string(i);
     const KvLayer& layer_kv = kv[static_cast<size_t>(i)];
-    emit("attn_norm" + li, h);
     const bool sliding = c.is_sliding(i);
     const RopeTable& rope = sliding ? rope_local_ : rope_global_;
+
+    // Attention: q, and this step's k / v rows into the cache.
     if (fused_qkv) {
-      be.MatMul(h, l.wqkv, l.bqkv, qkv);
+      if (fold) {
+        be.RmsNormMatMul(x, norm_spec(l.attn_norm), l.wqkv, l.bqkv, qkv);
+      } else {
+        norm_x(l.attn_norm, "attn_norm" + li);
+        be.MatMul(h, l.wqkv, l.bqkv, qkv);
+      }
       Backend::QkvLayout layout;
       layout.num_heads = c.num_heads;
       layout.num_kv_heads = c.num_kv_heads;
@@ -108,6 +138,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
       layout.norm_offset = norm_offset;
       be.QkvRopeStore(qkv, in.positions, rope, layout, in.meta, layer_kv, q);
     } else {
+      norm_x(l.attn_norm, "attn_norm" + li);
       be.MatMul(h, l.wq, l.bq, q);
       be.MatMul(h, l.wk, l.bk, k);
       be.MatMul(h, l.wv, l.bv, v);
@@ -129,15 +160,16 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     ap.sliding_window = c.layer_window[static_cast<size_t>(i)];
     ap.logit_softcap = c.attn_logit_softcap;
     be.Attention(q, layer_kv, in.meta, ap, attn);
-    be.MatMul(attn, l.wo, l.bo, o);
-    if (c.sandwich_norm) be.RmsNorm(o, l.post_attn_norm, c.rms_norm_eps, norm_offset, o);
-    emit("attn_out" + li, o);
-    be.AddRmsNorm(x, o, l.ffn_norm, c.rms_norm_eps, norm_offset, h);
+    add_projection(attn, l.wo, l.bo, l.post_attn_norm, "attn_out" + li);
 
-    emit("ffn_norm" + li, h);
-    if (fused_gate_up) {
+    // MLP: gate = act(x W_gate) * (x W_up), then x += gate W_down.
+    if (fused_gate_up && fold) {
+      be.RmsNormMatMulGated(x, norm_spec(l.ffn_norm), l.w_gate_up, gated_act, gate);
+    } else if (fused_gate_up) {
+      norm_x(l.ffn_norm, "ffn_norm" + li);
       be.MatMulGated(h, l.w_gate_up, gated_act, gate);
     } else {
+      norm_x(l.ffn_norm, "ffn_norm" + li);
       be.MatMul(h, l.w_gate, Tensor(), gate);
       be.MatMul(h, l.w_up, Tensor(), up);
       if (gated_act == Backend::GatedAct::kSilu) {
@@ -146,15 +178,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
         be.GeluTanhMul(gate, up, gate);
       }
     }
-    be.MatMul(gate, l.w_down, Tensor(), o);
-    if (c.sandwich_norm) be.RmsNorm(o, l.post_ffn_norm, c.rms_norm_eps, norm_offset, o);
-    emit("ffn_out" + li, o);
-    if (i + 1 < c.num_layers) {
-      const LayerWeights& next = weights_.layers[static_cast<size_t>(i) + 1];
-      be.AddRmsNorm(x, o, next.attn_norm, c.rms_norm_eps, norm_offset, h);
-    } else {
-      be.Add(x, o, x);
-    }
+    add_projection(gate, l.w_down, Tensor(), l.post_ffn_norm, "ffn_out" + li);
     emit("hidden" + li, x);
   }
 

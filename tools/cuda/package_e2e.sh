@@ -7,13 +7,14 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 build=${BUILD:-$root/build-cuda2}
 out=$root/.dev/cuda2-bin
-ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_prefill_bench
+ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_prefill_bench cuda_attn_bench
 rm -rf "$out"
 mkdir -p "$out/lib"
 strip -o "$out/loom" "$build/src/cli/loom"
 strip -o "$out/cuda_graph_runner_test" "$build/src/runtime/cuda_graph_runner_test"
 strip -o "$out/cuda_backend_test" "$build/src/backend/cuda/cuda_backend_test"
 strip -o "$out/cuda_prefill_bench" "$build/src/backend/cuda/cuda_prefill_bench"
+strip -o "$out/cuda_attn_bench" "$build/src/backend/cuda/cuda_attn_bench"
 for lib in $(ldd "$out/loom" "$out/cuda_graph_runner_test" "$out/cuda_backend_test" | awk '/=>/ {print $3}' | sort -u); do
   case $(basename "$lib") in
     libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++* | \

@@ -64,8 +64,9 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype,
-                                          const void* x, const void* w, void* out) {
-  const Key key{n, m, k, static_cast<int>(out_dtype)};
+                                          bool accumulate, const void* x, const void* w,
+                                          void* out) {
+  const Key key{n, m, k, static_cast<int>(out_dtype), accumulate};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
@@ -91,10 +92,13 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws, sizeof ws));
   // LOOM_CUBLASLT_TUNE=N (N > 1): time cuBLASLt's first N heuristic candidates on the real
-  // operands (not while the stream captures a graph) and keep the fastest.
+  // operands (not while the stream captures a graph, and not when accumulating: the trial runs
+  // would add into `out` repeatedly) and keep the fastest.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  const int tune = capturing == cudaStreamCaptureStatusNone ? EnvInt("LOOM_CUBLASLT_TUNE", 1) : 1;
+  const int tune = capturing == cudaStreamCaptureStatusNone && !accumulate
+                       ? EnvInt("LOOM_CUBLASLT_TUNE", 1)
+                       : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(tune, 1)));
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
@@ -158,11 +162,11 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
 }
 
 void CublasLtGemm::Run(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                       int64_t m, int64_t k) {
+                       int64_t m, int64_t k, bool accumulate) {
   CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16) << DTypeName(out_dtype);
   if (n == 0 || m == 0) return;
-  Plan& p = GetPlan(n, m, k, out_dtype, x, w, out);
-  const float alpha = 1.f, beta = 0.f;
+  Plan& p = GetPlan(n, m, k, out_dtype, accumulate, x, w, out);
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c,
                               &p.algo, workspace_.data(), kWorkspaceBytes, stream_));
 }

@@ -27,18 +27,19 @@ class CublasLtGemm {
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-  // x [n, k] bf16, w [m, k] bf16, out [n, m] bf16 or f32 (device pointers, 16-byte aligned
-  // for the fast kernels). Enqueued on the stream.
+  // out = x @ w^T, or out += x @ w^T when `accumulate` (beta = 1: one rounding of the f32 sum
+  // plus the old value). x [n, k] bf16, w [m, k] bf16, out [n, m] bf16 or f32 (device pointers,
+  // 16-byte aligned for the fast kernels). Enqueued on the stream.
   void Run(const void* x, const void* w, void* out, DType out_dtype, int64_t n, int64_t m,
-           int64_t k);
+           int64_t k, bool accumulate = false);
 
   size_t num_cached_plans() const { return plans_.size(); }
 
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int>;
-  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, const void* x, const void* w,
-                void* out);
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;
+  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, bool accumulate, const void* x,
+                const void* w, void* out);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;

@@ -293,24 +293,85 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float wei
                       out.data(), stream());
 }
 
-void CudaBackend::AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
-                             float weight_offset, const Tensor& out) {
+void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias,
+                            const Tensor& acc) {
+  const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   {
-    LOOM_PROFILE_OP("add+rmsnorm " + Sh(x), 4 * x.nbytes());
-    CheckAct(x, "AddRmsNorm", "x");
-    CheckAct(delta, "AddRmsNorm", "delta");
-    CheckAct(out, "AddRmsNorm", "out");
-    CheckFloat(w, "AddRmsNorm", "w");
-    CHECK(delta.shape() == x.shape() && out.shape() == x.shape() && w.numel() == x.cols() &&
-          out.data() != x.data() && out.data() != delta.data())
-        << "AddRmsNorm: x " << Describe(x) << " delta " << Describe(delta) << " w " << Describe(w)
-        << " out " << Describe(out);
-    if (cuda::LaunchAddRmsNorm(x.data(), delta.data(), w.data(), w.dtype(), eps, weight_offset,
-                               x.rows(), x.cols(), out.data(), stream())) {
+    LOOM_PROFILE_OP("matmul_add n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                        " k=" + std::to_string(k),
+                    w.nbytes() + x.nbytes() + 2 * acc.nbytes());
+    CheckAct(x, "MatMulAdd", "x");
+    CheckAct(w, "MatMulAdd", "w");
+    CheckAct(acc, "MatMulAdd", "acc");
+    CHECK(w.cols() == k && acc.rows() == n && acc.cols() == m)
+        << "MatMulAdd: x " << Describe(x) << " w " << Describe(w) << " acc " << Describe(acc);
+    if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
+      if (n <= options_.small_batch_gemm_rows &&
+          cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+        cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k,
+                                   stream(), cuda::GemvEpilogue::kAddTo);
+      } else {
+        gemm_->Run(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, /*accumulate=*/true);
+      }
       return;
     }
   }
-  Backend::AddRmsNorm(x, delta, w, eps, weight_offset, out);
+  Backend::MatMulAdd(x, w, bias, acc);
+}
+
+// The GEMV norm prologue when it applies (one row, bf16 x, f32 norm weights of x's width).
+bool CudaBackend::GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
+                              cuda::GemvNorm* out) const {
+  if (x.rows() > options_.small_batch_gemm_rows || norm.w.dtype() != DType::kF32 ||
+      norm.w.numel() != x.cols() ||
+      !cuda::SmallBatchGemmNormApplies(x.data(), w.data(), x.rows(), x.cols())) {
+    return false;
+  }
+  out->w = norm.w.data_as<const float>();
+  out->eps = norm.eps;
+  out->offset = norm.weight_offset;
+  return true;
+}
+
+void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w,
+                                const Tensor& bias, const Tensor& out) {
+  cuda::GemvNorm gn;
+  if (!bias.defined() && out.dtype() == DType::kBF16 && GemvNormFor(x, norm, w, &gn)) {
+    LOOM_PROFILE_OP("rmsnorm_matmul(gemv) m=" + std::to_string(w.rows()) + " k=" +
+                        std::to_string(x.cols()),
+                    w.nbytes() + x.nbytes() + out.nbytes());
+    CheckAct(w, "RmsNormMatMul", "w");
+    CheckAct(out, "RmsNormMatMul", "out");
+    CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
+        << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
+    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), DType::kBF16, x.rows(), w.rows(),
+                               x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn);
+    return;
+  }
+  Backend::RmsNormMatMul(x, norm, w, bias, out);
+}
+
+void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm,
+                                     const Tensor& w_gate_up, GatedAct act, const Tensor& out) {
+  cuda::GemvNorm gn;
+  if (GemvNormFor(x, norm, w_gate_up, &gn)) {
+    LOOM_PROFILE_OP("rmsnorm_matmul_gated(gemv) m=" + std::to_string(w_gate_up.rows()) + " k=" +
+                        std::to_string(x.cols()),
+                    w_gate_up.nbytes() + x.nbytes() + out.nbytes());
+    CheckAct(w_gate_up, "RmsNormMatMulGated", "w_gate_up");
+    CheckAct(out, "RmsNormMatMulGated", "out");
+    CHECK(w_gate_up.cols() == x.cols() && w_gate_up.rows() == 2 * out.cols() &&
+          out.rows() == x.rows())
+        << "RmsNormMatMulGated: x " << Describe(x) << " w " << Describe(w_gate_up) << " out "
+        << Describe(out);
+    cuda::LaunchSmallBatchGemm(
+        x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(), w_gate_up.rows(),
+        x.cols(), stream(),
+        act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul,
+        &gn);
+    return;
+  }
+  Backend::RmsNormMatMulGated(x, norm, w_gate_up, act, out);
 }
 
 void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,

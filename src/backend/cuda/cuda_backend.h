@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cuda/small_batch_gemm.cuh"
 #include "base/status.h"
 
 namespace loom::cuda {
@@ -92,8 +93,12 @@ class CudaBackend final : public Backend {
   bool prefers_fused_projections() const override;
   Tensor ConcatRows(const std::vector<Tensor>& parts) override;
   void TrimMemory() override;
-  void AddRmsNorm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
-                  float weight_offset, const Tensor& out) override;
+  void MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias,
+                 const Tensor& acc) override;
+  void RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w, const Tensor& bias,
+                     const Tensor& out) override;
+  void RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
+                          GatedAct act, const Tensor& out) override;
   void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
                     const QkvLayout& layout, const AttentionMeta& meta, const KvLayer& layer,
                     const Tensor& q_out) override;
@@ -116,6 +121,9 @@ class CudaBackend final : public Backend {
 
  private:
   CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop);
+  // Fills *out and returns true when the small-batch GEMV can RMSNorm x in its prologue.
+  bool GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
+                   cuda::GemvNorm* out) const;
 
   CudaBackendOptions options_;
   int device_;

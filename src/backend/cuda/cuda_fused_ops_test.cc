@@ -24,26 +24,85 @@ using cuda_test::RandBf16;
 
 class CudaFusedOpsTest : public cuda_test::GpuTest {};
 
-// d: the vectorized kernel's three block sizes (<= 1024, <= 4096, <= 8192, <= 16384 columns),
-// ragged vector counts per thread, and d % 8 != 0 (the unfused fallback).
-TEST_F(CudaFusedOpsTest, AddRmsNormMatchesAddThenNorm) {
+// The vectorized norm kernel's block sizes (<= 1024, <= 4096, <= 8192, <= 16384 columns),
+// ragged vector counts per thread, and d % 8 != 0 (the strided kernel); in place too.
+TEST_F(CudaFusedOpsTest, RmsNormVectorizedAndStrided) {
   std::mt19937 rng(11);
   for (int64_t d : {8, 136, 1024, 4096, 5120, 8200, 16384, 17}) {
     for (int64_t n : {1, 3, 64}) {
+      std::vector<float> xv = RandBf16(rng, n * d), wv = RandBf16(rng, d, 0.3f);
+      Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, d});
+      cpu_.RmsNorm(HostF32(Shape{n, d}, xv), HostF32(Shape{d}, wv), 1e-5f, 1.f, cout);
+      Tensor gx = gpu_->Upload(HostF32(Shape{n, d}, xv));
+      gpu_->RmsNorm(gx, gpu_->Upload(HostF32(Shape{d}, wv)), 1e-5f, 1.f, gx);  // in place
+      EXPECT_LT(NormalizedError(GpuValues(*gpu_, gx), CpuValues(cout)), kTolRounded)
+          << "d " << d << " n " << n;
+    }
+  }
+}
+
+// x + x @ w^T through the GEMV epilogue (n <= 8, every warps-per-column split), cuBLASLt's
+// beta = 1 (n > 8), and the composed default (bias).
+TEST_F(CudaFusedOpsTest, MatMulAddMatchesMatMulThenAdd) {
+  std::mt19937 rng(15);
+  for (int64_t n : {1, 3, 8, 9, 64}) {
+    for (int64_t m : {64, 1000, 4096}) {
+      for (bool bias : {false, true}) {
+        const int64_t k = 512;
+        std::vector<float> xv = RandBf16(rng, n * k), wv = RandBf16(rng, m * k, 0.05f),
+                           av = RandBf16(rng, n * m), bv = RandBf16(rng, m);
+        Tensor cacc = HostF32(Shape{n, m}, av);
+        cpu_.MatMulAdd(HostF32(Shape{n, k}, xv), HostF32(Shape{m, k}, wv),
+                       bias ? HostF32(Shape{m}, bv) : Tensor(), cacc);
+        Tensor gacc = gpu_->Upload(HostF32(Shape{n, m}, av));
+        gpu_->MatMulAdd(gpu_->Upload(HostF32(Shape{n, k}, xv)),
+                        gpu_->Upload(HostF32(Shape{m, k}, wv)),
+                        bias ? gpu_->Upload(HostF32(Shape{m}, bv)) : Tensor(), gacc);
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gacc), CpuValues(cacc)), kTolReRounded)
+            << "n " << n << " m " << m << " bias " << bias;
+      }
+    }
+  }
+}
+
+// RmsNorm(x) @ w^T (plain and gated): n = 1 takes the GEMV norm prologue (k up to 8192; 8200 is
+// past its shared-memory row, so it falls back), n > 1 the norm kernel + GEMV / GEMM.
+TEST_F(CudaFusedOpsTest, RmsNormMatMulMatchesNormThenMatMul) {
+  std::mt19937 rng(16);
+  for (int64_t n : {1, 2, 9}) {
+    for (int64_t k : {64, 2048, 8192, 8200}) {
+      const int64_t m = 96;
       for (float offset : {0.f, 1.f}) {
-        std::vector<float> xv = RandBf16(rng, n * d), dv = RandBf16(rng, n * d, 0.5f);
-        std::vector<float> wv = RandBf16(rng, d, 0.3f);
-        Tensor cx = HostF32(Shape{n, d}, xv), cout = cpu_.Alloc(DType::kF32, Shape{n, d});
-        cpu_.AddRmsNorm(cx, HostF32(Shape{n, d}, dv), HostF32(Shape{d}, wv), 1e-5f, offset, cout);
-        Tensor gx = gpu_->Upload(HostF32(Shape{n, d}, xv));
-        Tensor gd = gpu_->Upload(HostF32(Shape{n, d}, dv));
-        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, d});
+        std::vector<float> xv = RandBf16(rng, n * k), nw = RandBf16(rng, k, 0.3f),
+                           wv = RandBf16(rng, 2 * m * k, 0.05f);
+        const Backend::NormSpec cn{HostF32(Shape{k}, nw), 1e-5f, offset};
+        const Backend::NormSpec gn{gpu_->Upload(HostF32(Shape{k}, nw)), 1e-5f, offset};
+        // Plain.
+        Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, 2 * m});
+        cpu_.RmsNormMatMul(HostF32(Shape{n, k}, xv), cn, HostF32(Shape{2 * m, k}, wv), Tensor(),
+                           cout);
+        Tensor gx = gpu_->Upload(HostF32(Shape{n, k}, xv));
+        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, 2 * m});
         Poison(*gpu_, gout);
-        gpu_->AddRmsNorm(gx, gd, gpu_->Upload(HostF32(Shape{d}, wv)), 1e-5f, offset, gout);
-        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gx), CpuValues(cx)), kTolRounded)
-            << "x, d " << d << " n " << n;
+        gpu_->RmsNormMatMul(gx, gn, gpu_->Upload(HostF32(Shape{2 * m, k}, wv)), Tensor(), gout);
         EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
-            << "out, d " << d << " n " << n << " offset " << offset;
+            << "plain: n " << n << " k " << k << " offset " << offset;
+        EXPECT_EQ(GpuValues(*gpu_, gx), xv) << "x must not change";
+        // Gated (rows [0, m) are gate, [m, 2m) up, fused in each backend's layout).
+        std::vector<float> g(wv.begin(), wv.begin() + m * k), u(wv.begin() + m * k, wv.end());
+        Tensor cg = cpu_.Alloc(DType::kF32, Shape{n, m});
+        cpu_.RmsNormMatMulGated(
+            HostF32(Shape{n, k}, xv), cn,
+            cpu_.FuseGateUp(HostF32(Shape{m, k}, g), HostF32(Shape{m, k}, u)),
+            Backend::GatedAct::kSilu, cg);
+        Tensor gg = gpu_->AllocScratch(DType::kBF16, Shape{n, m});
+        Poison(*gpu_, gg);
+        gpu_->RmsNormMatMulGated(gx, gn,
+                                 gpu_->FuseGateUp(gpu_->Upload(HostF32(Shape{m, k}, g)),
+                                                  gpu_->Upload(HostF32(Shape{m, k}, u))),
+                                 Backend::GatedAct::kSilu, gg);
+        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gg), CpuValues(cg)), kTolReRounded)
+            << "gated: n " << n << " k " << k << " offset " << offset;
       }
     }
   }

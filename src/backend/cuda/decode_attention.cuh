@@ -15,11 +15,11 @@
 //
 // bf16 q/out/pools; head_dim in {64, 128, 256}; GQA group <= 8.
 //
-// Where it stands (H200, Llama-3.1-8B heads, cuda_attn_bench): 64 x 8192 reads KV at 2.47 TB/s,
-// 55 % of the measured 4.51 TB/s HBM read bandwidth (generic kernel: 1.59 TB/s). ncu: 168
-// registers -> 3 blocks (12 warps) per SM, SM issue ~57 % busy, DRAM 41 % (at ncu's 1.5 GHz):
-// both instruction-heavy (f32 FMAs, bf16 conversions and the lane-group shuffle reductions per
-// key) and short of loads in flight. Tensor-core q.K / P.V would cut both.
+// Tensor-core variant (the default for head_dim 64 / 128): q.K^T and P.V with mma.sync (GQA rows
+// padded to the mma's 8-row tiles; P rounded to bf16 for P.V, as the prefill kernel does), two
+// 8-key tiles per warp per iteration. H200, Llama-3.1-8B heads (cuda_attn_bench): 64 x 8192
+// reads KV at 4.04 TB/s, 90 % of the measured 4.49 TB/s HBM read rate (CUDA-core variant 2.01,
+// generic kernel 1.59). The CUDA-core variant serves head_dim 256 and LOOM_ATTN_DECODE_MMA=0.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -48,8 +48,8 @@ struct DecodeAttentionTuning {
   int unroll = 0;    // keys per lane group per iteration, 2 or 4 (else: 4 for GQA <= 4, else 2)
   int prefetch = 1;  // 0: no K/V prefetch of the next iteration
   // 1: the tensor-core kernel (head_dim 64 / 128; unroll then means 8-key tiles per warp per
-  // iteration, 1 or 2, prefetch only with 1); 0: the CUDA-core kernel; -1: LOOM_ATTN_DECODE_MMA
-  // (unset = 0). Not yet run on a GPU, hence off by default.
+  // iteration, 1 or 2 (default), prefetch only with 1); 0: the CUDA-core kernel; -1:
+  // LOOM_ATTN_DECODE_MMA (unset = 1).
   int mma = -1;
 };
 void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning);

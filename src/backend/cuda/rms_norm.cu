@@ -31,17 +31,16 @@ __global__ void RmsNormKernel(const __nv_bfloat16* x, const W* w, float eps, flo
 // Vectorized row norm for d % 8 == 0, d <= 8 * kVecs * kThreads, 16-byte aligned rows: every
 // thread loads its (up to kVecs) 16-byte vectors at once, so a row costs one memory round trip
 // instead of one per loop iteration (at batch 1 a norm is a single block: latency is its cost).
-// kAdd: x = bf16(x + delta) first (written back), as Add then RmsNorm would.
 constexpr int kVecs = 4;
 
-template <typename W, int kThreads, bool kAdd>
+template <typename W, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    RmsNormVecKernel(__nv_bfloat16* x, const __nv_bfloat16* delta, const W* w, float eps,
-                     float offset, int d, __nv_bfloat16* out) {
+    RmsNormVecKernel(const __nv_bfloat16* x, const W* w, float eps, float offset, int d,
+                     __nv_bfloat16* out) {
   PdlWait();
   PdlLaunchDependents();
   const int vecs = d / 8;
-  uint4* xr = reinterpret_cast<uint4*>(x + int64_t{blockIdx.x} * d);
+  const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t{blockIdx.x} * d);
   float v[kVecs][8];
   float ss = 0.f;
 #pragma unroll
@@ -49,13 +48,6 @@ __global__ void __launch_bounds__(kThreads)
     const int i = static_cast<int>(threadIdx.x) + u * kThreads;
     if (i >= vecs) continue;
     UnpackBf16x8(xr[i], v[u]);
-    if constexpr (kAdd) {
-      float dv[8];
-      UnpackBf16x8(reinterpret_cast<const uint4*>(delta + int64_t{blockIdx.x} * d)[i], dv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[u][e] = __bfloat162float(__float2bfloat16_rn(v[u][e] + dv[e]));
-      xr[i] = PackBf16x8(v[u]);
-    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[u][e] * v[u][e];
   }
@@ -75,28 +67,24 @@ __global__ void __launch_bounds__(kThreads)
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename W, bool kAdd>
-bool TryVec(void* x, const void* delta, const void* w, float eps, float offset, int64_t rows,
-            int64_t d, void* out, cudaStream_t stream) {
-  if (d % 8 != 0 || !Aligned16(x) || !Aligned16(out) || (kAdd && !Aligned16(delta))) return false;
-  auto* px = static_cast<__nv_bfloat16*>(x);
-  const auto* pd = static_cast<const __nv_bfloat16*>(delta);
+template <typename W>
+bool TryVec(const void* x, const void* w, float eps, float offset, int64_t rows, int64_t d,
+            void* out, cudaStream_t stream) {
+  if (d % 8 != 0 || !Aligned16(x) || !Aligned16(out)) return false;
+  const auto* px = static_cast<const __nv_bfloat16*>(x);
   const auto* pw = static_cast<const W*>(w);
   auto* po = static_cast<__nv_bfloat16*>(out);
   const dim3 grid(static_cast<unsigned>(rows));
   const int vecs = static_cast<int>(d / 8);
+  const int di = static_cast<int>(d);
   if (vecs <= 32 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 32, kAdd>, grid, dim3(32), 0, stream, px, pd, pw, eps, offset,
-              static_cast<int>(d), po);
+    LaunchPdl(RmsNormVecKernel<W, 32>, grid, dim3(32), 0, stream, px, pw, eps, offset, di, po);
   } else if (vecs <= 128 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 128, kAdd>, grid, dim3(128), 0, stream, px, pd, pw, eps, offset,
-              static_cast<int>(d), po);
+    LaunchPdl(RmsNormVecKernel<W, 128>, grid, dim3(128), 0, stream, px, pw, eps, offset, di, po);
   } else if (vecs <= 256 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 256, kAdd>, grid, dim3(256), 0, stream, px, pd, pw, eps, offset,
-              static_cast<int>(d), po);
+    LaunchPdl(RmsNormVecKernel<W, 256>, grid, dim3(256), 0, stream, px, pw, eps, offset, di, po);
   } else if (vecs <= 512 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 512, kAdd>, grid, dim3(512), 0, stream, px, pd, pw, eps, offset,
-              static_cast<int>(d), po);
+    LaunchPdl(RmsNormVecKernel<W, 512>, grid, dim3(512), 0, stream, px, pw, eps, offset, di, po);
   } else {
     return false;
   }
@@ -106,9 +94,7 @@ bool TryVec(void* x, const void* delta, const void* w, float eps, float offset, 
 template <typename W>
 void Run(const void* x, const void* w, float eps, float offset, int64_t rows, int64_t d, void* out,
          cudaStream_t stream) {
-  if (TryVec<W, false>(const_cast<void*>(x), nullptr, w, eps, offset, rows, d, out, stream)) {
-    return;
-  }
+  if (TryVec<W>(x, w, eps, offset, rows, d, out, stream)) return;
   const auto* px = static_cast<const __nv_bfloat16*>(x);
   const auto* pw = static_cast<const W*>(w);
   auto* po = static_cast<__nv_bfloat16*>(out);
@@ -132,19 +118,6 @@ void LaunchRmsNorm(const void* x, const void* w, DType w_dtype, float eps, float
                                    << DTypeName(w_dtype);
     Run<__nv_bfloat16>(x, w, eps, weight_offset, rows, d, out, stream);
   }
-}
-
-bool LaunchAddRmsNorm(void* x, const void* delta, const void* w, DType w_dtype, float eps,
-                      float weight_offset, int64_t rows, int64_t d, void* out,
-                      cudaStream_t stream) {
-  if (rows == 0) return true;
-  if (w_dtype == DType::kF32) {
-    return TryVec<float, true>(x, delta, w, eps, weight_offset, rows, d, out, stream);
-  }
-  if (w_dtype == DType::kBF16) {
-    return TryVec<__nv_bfloat16, true>(x, delta, w, eps, weight_offset, rows, d, out, stream);
-  }
-  return false;
 }
 
 }  // namespace loom::cuda

@@ -8,7 +8,18 @@ namespace loom::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 4;
+
+// out[r, col] for the column sum `v` of row r under epilogue Epi (kNone / kAddTo).
+template <typename Out, GemvEpilogue Epi>
+__device__ __forceinline__ void StoreColumn(Out* out, int64_t index, float v) {
+  if constexpr (Epi == GemvEpilogue::kAddTo) {
+    out[index] = FromF32<Out>(ToF32(out[index]) + v);  // this warp owns out[index]
+  } else {
+    out[index] = FromF32<Out>(v);
+  }
+}
 
 // The epilogue when a column's sum needs other warps: split columns (S > 1) or gated pairs.
 // Column sums meet in shared memory: warp c * S + p holds part p of the block's column c.
@@ -29,10 +40,10 @@ __device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out*
     for (int p = 0; p < S; ++p) sum += partial[c * S + p][r];
     return sum;
   };
-  if constexpr (Epi == GemvEpilogue::kNone) {
+  if constexpr (Epi == GemvEpilogue::kNone || Epi == GemvEpilogue::kAddTo) {
     if (part == 0 && lane == 0 && col < m) {
 #pragma unroll
-      for (int r = 0; r < N; ++r) out[r * m + col] = FromF32<Out>(column_sum(warp / S, r));
+      for (int r = 0; r < N; ++r) StoreColumn<Out, Epi>(out, r * m + col, column_sum(warp / S, r));
     }
   } else {
     static_assert(kCols % 2 == 0, "a (gate, up) pair must sit in one block");
@@ -49,6 +60,32 @@ __device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out*
   }
 }
 
+// The input prologue (n = 1): the block normalizes x (RMSNorm with `norm`) into shared memory
+// as bf16, as a materialized RmsNorm output would be rounded, and returns it as the GEMV's x.
+// Every block repeats this small reduction (x is one hidden-size row, read from L2) instead of
+// waiting for a separate norm kernel.
+__device__ __forceinline__ const uint4* NormalizeInput(const uint4* x, int64_t k_vec,
+                                                       const GemvNorm& norm, uint4* xs) {
+  float ss = 0.f;
+  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
+    float f[8];
+    UnpackBf16x8(x[v], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
+  }
+  const float total = BlockSum<kThreads>(ss);
+  const float inv = rsqrtf(total / static_cast<float>(k_vec * 8) + norm.eps);
+  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
+    float f[8];
+    UnpackBf16x8(x[v], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * (norm.w[v * 8 + e] + norm.offset);
+    xs[v] = PackBf16x8(f);
+  }
+  __syncthreads();
+  return xs;
+}
+
 // S warps share one output column (each takes every S-th 512-byte chunk of the row; partial sums
 // meet in shared memory), so a block of kWarps warps computes kWarps / S columns. S > 1 puts
 // enough blocks and loads in flight on the GPU when m is small (k/v projections: m = 512..1024).
@@ -56,13 +93,14 @@ __device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out*
 // Launched with PDL (launch.cuh): the first kUnroll weight vectors of every thread are loaded
 // before PdlWait (weights are never written by a step), so the block starts with its loads in
 // flight while the kernel that produces x is still finishing.
-// Epi: GemvEpilogue::kNone writes the m columns; kSiluMul / kGeluTanhMul read w's rows as
-// (gate, up) pairs (FuseGateUp's interleaved layout) and write act(gate) * up to m / 2 columns:
-// the pair sits in one block (kCols is even), so the activation costs no extra launch.
-template <int N, int S, typename Out, GemvEpilogue Epi>
-__global__ void __launch_bounds__(kWarps * 32)
+// Epi: kNone writes the m columns; kAddTo adds them to out (a residual stream); kSiluMul /
+// kGeluTanhMul read w's rows as (gate, up) pairs (FuseGateUp's interleaved layout) and write
+// act(gate) * up to m / 2 columns: the pair sits in one block (kCols is even).
+// kNorm (N = 1): x is RMSNorm'ed in the prologue (NormalizeInput).
+template <int N, int S, typename Out, GemvEpilogue Epi, bool kNorm>
+__global__ void __launch_bounds__(kThreads)
     SmallBatchGemmKernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* out,
-                         int64_t m, int64_t k_vec) {
+                         int64_t m, int64_t k_vec, GemvNorm norm) {
   constexpr int kCols = kWarps / S;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part = warp % S;
@@ -78,6 +116,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   PdlWait();
   PdlLaunchDependents();
+  if constexpr (kNorm) {
+    static_assert(N == 1, "the norm prologue holds one row");
+    __shared__ uint4 xs[kGemvNormMaxK / 8];
+    x = NormalizeInput(x, k_vec, norm, xs);
+  }
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.f;
@@ -113,66 +156,73 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  if constexpr (S == 1 && Epi == GemvEpilogue::kNone) {
+  if constexpr (S == 1 && (Epi == GemvEpilogue::kNone || Epi == GemvEpilogue::kAddTo)) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
       const float sum = WarpSum(acc[r]);
-      if (lane == 0 && col < m) out[r * m + col] = FromF32<Out>(sum);
+      if (lane == 0 && col < m) StoreColumn<Out, Epi>(out, r * m + col, sum);
     }
   } else {
     SharedMemoryEpilogue<N, S, Out, Epi>(acc, out, m, col, lane, warp, part);
   }
 }
 
-template <int N, int S, GemvEpilogue Epi>
-void LaunchNS(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
-              cudaStream_t stream) {
+struct Call {
+  const void* x;
+  const void* w;
+  void* out;
+  DType out_dtype;
+  int64_t m, k;
+  GemvNorm norm;
+  cudaStream_t stream;
+};
+
+template <int N, int S, GemvEpilogue Epi, bool kNorm>
+void LaunchNS(const Call& c) {
   constexpr int kCols = kWarps / S;
-  const unsigned blocks = static_cast<unsigned>((m + kCols - 1) / kCols);
-  const auto* xv = static_cast<const uint4*>(x);
-  const auto* wv = static_cast<const uint4*>(w);
-  if (out_dtype == DType::kF32) {
-    LaunchPdl(SmallBatchGemmKernel<N, S, float, Epi>, dim3(blocks), dim3(kWarps * 32), 0, stream,
-              xv, wv, static_cast<float*>(out), m, k / 8);
-  } else {
-    LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi>, dim3(blocks), dim3(kWarps * 32), 0,
-              stream, xv, wv, static_cast<__nv_bfloat16*>(out), m, k / 8);
+  const unsigned blocks = static_cast<unsigned>((c.m + kCols - 1) / kCols);
+  const auto* xv = static_cast<const uint4*>(c.x);
+  const auto* wv = static_cast<const uint4*>(c.w);
+  if constexpr (Epi == GemvEpilogue::kNone) {
+    if (c.out_dtype == DType::kF32) {
+      LaunchPdl(SmallBatchGemmKernel<N, S, float, Epi, kNorm>, dim3(blocks), dim3(kThreads), 0,
+                c.stream, xv, wv, static_cast<float*>(c.out), c.m, c.k / 8, c.norm);
+      return;
+    }
   }
+  LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi, kNorm>, dim3(blocks), dim3(kThreads),
+            0, c.stream, xv, wv, static_cast<__nv_bfloat16*>(c.out), c.m, c.k / 8, c.norm);
 }
 
 // Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200
 // (m * S / kWarps >= 528), so small-m GEMVs do not leave SMs idle. Gated epilogues stop at 4
 // (a block must hold whole (gate, up) pairs).
-template <int N, GemvEpilogue Epi>
-void LaunchN(const void* x, const void* w, void* out, DType out_dtype, int64_t m, int64_t k,
-             cudaStream_t stream) {
+template <int N, GemvEpilogue Epi, bool kNorm>
+void LaunchN(const Call& c) {
   if constexpr (N == 1) {
     constexpr int64_t kWantBlocks = 528;
-    if (m * 1 >= kWantBlocks * kWarps) return LaunchNS<1, 1, Epi>(x, w, out, out_dtype, m, k, stream);
-    if (m * 2 >= kWantBlocks * kWarps) return LaunchNS<1, 2, Epi>(x, w, out, out_dtype, m, k, stream);
-    if (Epi != GemvEpilogue::kNone || m * 4 >= kWantBlocks * kWarps) {
-      return LaunchNS<1, 4, Epi>(x, w, out, out_dtype, m, k, stream);
-    }
-    if constexpr (Epi == GemvEpilogue::kNone) {
-      return LaunchNS<1, 8, Epi>(x, w, out, out_dtype, m, k, stream);
-    }
+    constexpr bool kGated = Epi == GemvEpilogue::kSiluMul || Epi == GemvEpilogue::kGeluTanhMul;
+    if (c.m * 1 >= kWantBlocks * kWarps) return LaunchNS<1, 1, Epi, kNorm>(c);
+    if (c.m * 2 >= kWantBlocks * kWarps) return LaunchNS<1, 2, Epi, kNorm>(c);
+    if (kGated || c.m * 4 >= kWantBlocks * kWarps) return LaunchNS<1, 4, Epi, kNorm>(c);
+    if constexpr (!kGated) return LaunchNS<1, 8, Epi, kNorm>(c);
   } else {
-    LaunchNS<N, 1, Epi>(x, w, out, out_dtype, m, k, stream);
+    LaunchNS<N, 1, Epi, false>(c);
   }
 }
 
 template <GemvEpilogue Epi>
-void LaunchRows(const void* x, const void* w, void* out, DType out_dtype, int64_t n, int64_t m,
-                int64_t k, cudaStream_t stream) {
+void LaunchRows(const Call& c, int64_t n, bool norm) {
+  if (norm) return LaunchN<1, Epi, true>(c);
   switch (n) {
-    case 1: LaunchN<1, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 2: LaunchN<2, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 3: LaunchN<3, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 4: LaunchN<4, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 5: LaunchN<5, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 6: LaunchN<6, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    case 7: LaunchN<7, Epi>(x, w, out, out_dtype, m, k, stream); break;
-    default: LaunchN<8, Epi>(x, w, out, out_dtype, m, k, stream); break;
+    case 1: LaunchN<1, Epi, false>(c); break;
+    case 2: LaunchN<2, Epi, false>(c); break;
+    case 3: LaunchN<3, Epi, false>(c); break;
+    case 4: LaunchN<4, Epi, false>(c); break;
+    case 5: LaunchN<5, Epi, false>(c); break;
+    case 6: LaunchN<6, Epi, false>(c); break;
+    case 7: LaunchN<7, Epi, false>(c); break;
+    default: LaunchN<8, Epi, false>(c); break;
   }
 }
 
@@ -183,21 +233,30 @@ bool SmallBatchGemmApplies(const void* x, const void* w, int64_t n, int64_t k) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
+bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t k) {
+  return n == 1 && k <= kGemvNormMaxK && SmallBatchGemmApplies(x, w, n, k);
+}
+
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue) {
+                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue,
+                          const GemvNorm* norm) {
   CHECK(SmallBatchGemmApplies(x, w, n, k)) << "SmallBatchGemm: n " << n << " k " << k;
-  CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16) << DTypeName(out_dtype);
+  CHECK(norm == nullptr || SmallBatchGemmNormApplies(x, w, n, k))
+      << "SmallBatchGemm norm prologue: n " << n << " k " << k;
+  CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
+      << "SmallBatchGemm: out " << DTypeName(out_dtype);
+  const Call c{x, w, out, out_dtype, m, k, norm != nullptr ? *norm : GemvNorm{}, stream};
+  const bool normed = norm != nullptr;
   switch (epilogue) {
-    case GemvEpilogue::kNone:
-      LaunchRows<GemvEpilogue::kNone>(x, w, out, out_dtype, n, m, k, stream);
-      break;
+    case GemvEpilogue::kNone: LaunchRows<GemvEpilogue::kNone>(c, n, normed); break;
+    case GemvEpilogue::kAddTo: LaunchRows<GemvEpilogue::kAddTo>(c, n, normed); break;
     case GemvEpilogue::kSiluMul:
-      CHECK(m % 2 == 0 && out_dtype == DType::kBF16) << "SmallBatchGemm gated: m " << m;
-      LaunchRows<GemvEpilogue::kSiluMul>(x, w, out, out_dtype, n, m, k, stream);
+      CHECK_EQ(m % 2, 0) << "SmallBatchGemm gated: m " << m;
+      LaunchRows<GemvEpilogue::kSiluMul>(c, n, normed);
       break;
     case GemvEpilogue::kGeluTanhMul:
-      CHECK(m % 2 == 0 && out_dtype == DType::kBF16) << "SmallBatchGemm gated: m " << m;
-      LaunchRows<GemvEpilogue::kGeluTanhMul>(x, w, out, out_dtype, n, m, k, stream);
+      CHECK_EQ(m % 2, 0) << "SmallBatchGemm gated: m " << m;
+      LaunchRows<GemvEpilogue::kGeluTanhMul>(c, n, normed);
       break;
   }
 }

@@ -20,12 +20,25 @@ inline constexpr int kSmallBatchMaxRows = 8;
 // True when LaunchSmallBatchGemm accepts these arguments.
 bool SmallBatchGemmApplies(const void* x, const void* w, int64_t n, int64_t k);
 
-// kNone: out [n, m]. kSiluMul / kGeluTanhMul: w's rows are (gate, up) pairs (rows 2j, 2j + 1,
-// CudaBackend::FuseGateUp's layout) and out [n, m / 2] = act(gate) * up, bf16.
-enum class GemvEpilogue { kNone, kSiluMul, kGeluTanhMul };
+// kNone: out [n, m]. kAddTo: out [n, m] += x @ w^T (bf16; a residual stream). kSiluMul /
+// kGeluTanhMul: w's rows are (gate, up) pairs (rows 2j, 2j + 1, CudaBackend::FuseGateUp's layout)
+// and out [n, m / 2] = act(gate) * up, bf16.
+enum class GemvEpilogue { kNone, kAddTo, kSiluMul, kGeluTanhMul };
 
+// RMSNorm applied to x (one row) inside the kernel: x / rms(x) * (w + offset), rounded to bf16.
+inline constexpr int64_t kGemvNormMaxK = 8192;  // the normalized row lives in shared memory
+struct GemvNorm {
+  const float* w = nullptr;  // [k] f32
+  float eps = 0.f, offset = 0.f;
+};
+
+// True when LaunchSmallBatchGemm accepts `norm` for these arguments (n = 1, k <= kGemvNormMaxK).
+bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t k);
+
+// out_dtype f32 only with kNone. norm: null, or RMSNorm x first (SmallBatchGemmNormApplies).
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
                           int64_t m, int64_t k, cudaStream_t stream,
-                          GemvEpilogue epilogue = GemvEpilogue::kNone);
+                          GemvEpilogue epilogue = GemvEpilogue::kNone,
+                          const GemvNorm* norm = nullptr);
 
 }  // namespace loom::cuda
