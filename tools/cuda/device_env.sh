@@ -1,8 +1,9 @@
 # Sourced on the GPU machine by the tools/cuda/run_*_on_device.sh scripts, from the repository
-# root, with $bin set to the package folder (see package_e2e.sh): unpacks its xz'd shared
-# libraries, puts them and the machine's CUDA libraries on LD_LIBRARY_PATH, and links the source
-# directory the binaries were built in ($LOOM_BUILT_IN, default /work/main: the tests read
+# root, with $bin set to the package folder (see package_e2e.sh): unpacks its xz'd binaries and
+# shared libraries, puts them and the machine's CUDA libraries on LD_LIBRARY_PATH, and links the
+# source directory the binaries were built in ($LOOM_BUILT_IN, default /work/main: the tests read
 # models/default under it) to this checkout.
+[ -f "$bin/bins.tar.xz" ] && [ ! -f "$bin/loom" ] && tar xJf "$bin/bins.tar.xz" -C "$bin"
 libs=/tmp/$(basename "$bin")-lib
 [ -d "$bin/lib" ] || [ -d "$libs/lib" ] || { mkdir -p "$libs" && tar xJf "$bin/lib.tar.xz" -C "$libs"; }
 cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||

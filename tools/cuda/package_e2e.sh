@@ -24,4 +24,7 @@ for lib in $(ldd "$out/loom" "$out/cuda_graph_runner_test" "$out/cuda_backend_te
 done
 # xz: OpenBLAS alone is 36 MB and the device tool carries at most 64 MiB with the tree.
 tar cJf "$out/lib.tar.xz" -C "$out" lib && rm -rf "$out/lib"
+# The binaries too (device_env.sh unpacks them there).
+bins=(loom cuda_graph_runner_test cuda_backend_test cuda_prefill_bench cuda_attn_bench)
+tar cJf "$out/bins.tar.xz" -C "$out" "${bins[@]}" && (cd "$out" && rm -f "${bins[@]}")
 du -sh "$out"
