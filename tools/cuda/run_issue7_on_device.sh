@@ -32,4 +32,4 @@ for m in llama-3.2-1b llama-3.1-8b; do
     timeout 150 python3 bench/hf_decode_peer.py bench/configs/$m.json --batch $bs 2>> "$out/hf.err" | tail -1
   done
 done
-[ "${HF_COMPILE:-1}" = 1 ] && timeout 150 python3 bench/hf_decode_peer.py bench/configs/llama-3.2-1b.json --batch 1 --compile 2>> "$out/hf.err" | tail -1
+[ "${HF_COMPILE:-0}" = 1 ] && timeout 150 python3 bench/hf_decode_peer.py bench/configs/llama-3.2-1b.json --batch 1 --compile 2>> "$out/hf.err" | tail -1
