@@ -50,22 +50,13 @@ __device__ __forceinline__ int Div(const FastDiv& f, int n) {
                           f.shift);
 }
 
-struct DecodeArgs {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k_pool;
-  const __nv_bfloat16* v_pool;
-  const int32_t* query_start;
-  const int32_t* kv_len;
-  const int32_t* page_indptr;
-  const int32_t* page_indices;
-  int num_heads, num_kv_heads, group, window, num_splits;
+struct DecodeArgs : PagedKernelTables {
+  int num_splits;
   FastDiv block_size;
   // Applied to q: the softmax scale, times log2(e) when there is no softcap so the dot product
   // lands directly in the exp2 domain.
   float q_scale;
-  float softcap;
   int64_t num_rows;  // num_tokens * num_heads
-  __nv_bfloat16* out;
   float* partial;
   float* lse;
 };
@@ -751,11 +742,7 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
     const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
     p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
   }
-  if (p.num_splits > 1) {
-    const int64_t rows = int64_t{a.num_tokens} * a.num_heads;
-    p.partial_floats = p.num_splits * rows * a.head_dim;
-    p.lse_floats = p.num_splits * rows;
-  }
+  SizeSplitScratch(a, &p);
   return p;
 }
 
@@ -763,23 +750,11 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
                            float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   DecodeArgs d;
-  d.q = static_cast<const __nv_bfloat16*>(a.q);
-  d.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
-  d.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
-  d.query_start = a.query_start;
-  d.kv_len = a.kv_len;
-  d.page_indptr = a.page_indptr;
-  d.page_indices = a.page_indices;
-  d.num_heads = a.num_heads;
-  d.num_kv_heads = a.num_kv_heads;
-  d.group = a.num_heads / a.num_kv_heads;
-  d.window = a.sliding_window;
+  static_cast<PagedKernelTables&>(d) = KernelTables(a);
   d.num_splits = plan.num_splits;
   d.block_size = MakeFastDiv(a.block_size);
   d.q_scale = a.softcap > 0.f ? a.scale : a.scale * kLog2e;
-  d.softcap = a.softcap;
   d.num_rows = int64_t{a.num_tokens} * a.num_heads;
-  d.out = static_cast<__nv_bfloat16*>(a.out);
   d.partial = partial;
   d.lse = lse;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),

@@ -33,18 +33,10 @@ struct Shape {
   static constexpr size_t kSmemBytes = size_t{kRows + 4 * kKeys} * kStride * sizeof(bf16);
 };
 
-struct FlashArgs {
-  const bf16* q;
-  const bf16* k_pool;
-  const bf16* v_pool;
-  const int32_t* query_start;
-  const int32_t* kv_len;
-  const int32_t* page_indptr;
-  const int32_t* page_indices;
+struct FlashArgs : PagedKernelTables {
   const int32_t* tile_start;
-  int num_seqs, num_heads, num_kv_heads, group, block_size, q_per_tile, window;
-  float scale, softcap;
-  bf16* out;
+  int num_seqs, block_size, q_per_tile;
+  float scale;
 };
 
 // ---- PTX wrappers ----
@@ -549,24 +541,12 @@ void LaunchFlashPrefill(const PagedAttentionArgs& a, FlashPrefillTile tile,
                         const int32_t* tile_start, int grid_tiles, cudaStream_t stream) {
   CHECK(grid_tiles <= 65535) << "FlashPrefill: " << grid_tiles << " query tiles";
   FlashArgs fa;
-  fa.q = static_cast<const bf16*>(a.q);
-  fa.k_pool = static_cast<const bf16*>(a.k_pool);
-  fa.v_pool = static_cast<const bf16*>(a.v_pool);
-  fa.query_start = a.query_start;
-  fa.kv_len = a.kv_len;
-  fa.page_indptr = a.page_indptr;
-  fa.page_indices = a.page_indices;
+  static_cast<PagedKernelTables&>(fa) = KernelTables(a);
   fa.tile_start = tile_start;
   fa.num_seqs = a.num_seqs;
-  fa.num_heads = a.num_heads;
-  fa.num_kv_heads = a.num_kv_heads;
-  fa.group = a.num_heads / a.num_kv_heads;
   fa.block_size = a.block_size;
   fa.q_per_tile = FlashPrefillTokensPerTile(fa.group, tile);
-  fa.window = a.sliding_window;
   fa.scale = a.scale;
-  fa.softcap = a.softcap;
-  fa.out = static_cast<bf16*>(a.out);
   if (grid_tiles <= 0) return;
   const int kvh = a.num_kv_heads, d = a.head_dim;
   if (tile.warps == 4 && tile.m_tiles == 1) {

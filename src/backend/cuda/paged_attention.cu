@@ -19,19 +19,11 @@ constexpr int kSmallRows = 8;  // decode tiles: q_per_tile 1 x GQA group <= 8
 constexpr int kTinyRows = 4;   // ... group <= 4 (Llama 3, Qwen3, Gemma 3)
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct KernelArgs {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k_pool;
-  const __nv_bfloat16* v_pool;
-  const int32_t* query_start;
-  const int32_t* kv_len;
-  const int32_t* page_indptr;
-  const int32_t* page_indices;
+struct KernelArgs : PagedKernelTables {
   const int32_t* tile_start;
-  int num_seqs, num_heads, num_kv_heads, group, block_size, q_per_tile, num_splits, window;
-  float scale, softcap;
+  int num_seqs, block_size, q_per_tile, num_splits;
+  float scale;
   int64_t num_rows;  // num_tokens * num_heads
-  __nv_bfloat16* out;
   float* partial;
   float* lse;
 };
@@ -337,6 +329,31 @@ void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStre
 
 }  // namespace
 
+PagedKernelTables KernelTables(const PagedAttentionArgs& a) {
+  PagedKernelTables t;
+  t.q = static_cast<const __nv_bfloat16*>(a.q);
+  t.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
+  t.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
+  t.query_start = a.query_start;
+  t.kv_len = a.kv_len;
+  t.page_indptr = a.page_indptr;
+  t.page_indices = a.page_indices;
+  t.num_heads = a.num_heads;
+  t.num_kv_heads = a.num_kv_heads;
+  t.group = a.num_heads / a.num_kv_heads;
+  t.window = a.sliding_window;
+  t.softcap = a.softcap;
+  t.out = static_cast<__nv_bfloat16*>(a.out);
+  return t;
+}
+
+void SizeSplitScratch(const PagedAttentionArgs& a, PagedAttentionPlan* p) {
+  if (p->num_splits <= 1) return;
+  const int64_t rows = int64_t{a.num_tokens} * a.num_heads;
+  p->partial_floats = p->num_splits * rows * a.head_dim;
+  p->lse_floats = p->num_splits * rows;
+}
+
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, bool allow_flash) {
   CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0)
       << "Attention: " << a.num_heads << " heads, " << a.num_kv_heads << " kv heads";
@@ -384,11 +401,7 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
     const int64_t key_tiles = (a.max_kv_len + kKeyTile - 1) / kKeyTile;
     p.num_splits = static_cast<int>(std::clamp<int64_t>(std::min(want, key_tiles), 1, 32));
   }
-  if (p.num_splits > 1) {
-    const int64_t rows = int64_t{a.num_tokens} * a.num_heads;
-    p.partial_floats = p.num_splits * rows * a.head_dim;
-    p.lse_floats = p.num_splits * rows;
-  }
+  SizeSplitScratch(a, &p);
   return p;
 }
 
@@ -406,26 +419,14 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
     return;
   }
   KernelArgs ka;
-  ka.q = static_cast<const __nv_bfloat16*>(a.q);
-  ka.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
-  ka.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
-  ka.query_start = a.query_start;
-  ka.kv_len = a.kv_len;
-  ka.page_indptr = a.page_indptr;
-  ka.page_indices = a.page_indices;
+  static_cast<PagedKernelTables&>(ka) = KernelTables(a);
   ka.tile_start = tile_start;
   ka.num_seqs = a.num_seqs;
-  ka.num_heads = a.num_heads;
-  ka.num_kv_heads = a.num_kv_heads;
-  ka.group = a.num_heads / a.num_kv_heads;
   ka.block_size = a.block_size;
   ka.q_per_tile = plan.q_per_tile;
   ka.num_splits = plan.num_splits;
-  ka.window = a.sliding_window;
   ka.scale = a.scale;
-  ka.softcap = a.softcap;
   ka.num_rows = int64_t{a.num_tokens} * a.num_heads;
-  ka.out = static_cast<__nv_bfloat16*>(a.out);
   ka.partial = partial;
   ka.lse = lse;
   switch (a.head_dim) {

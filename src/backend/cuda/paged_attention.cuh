@@ -16,6 +16,7 @@
 // bf16 q/out/pools; head_dim in {32, 64, 80, 96, 128, 256}; group <= kMaxRows.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -46,6 +47,22 @@ struct FlashPrefillTile {
   int m_tiles = 1;
 };
 
+// What every attention kernel reads, as typed device pointers plus the head geometry: the
+// kernels' own argument structs extend it (one place converts PagedAttentionArgs).
+struct PagedKernelTables {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k_pool;
+  const __nv_bfloat16* v_pool;
+  const int32_t* query_start;
+  const int32_t* kv_len;
+  const int32_t* page_indptr;
+  const int32_t* page_indices;
+  int num_heads, num_kv_heads, group, window;
+  float softcap;
+  __nv_bfloat16* out;
+};
+PagedKernelTables KernelTables(const PagedAttentionArgs& args);
+
 struct PagedAttentionPlan {
   // Tensor-core prefill kernel (flash_prefill.cuh) instead of PagedAttentionKernel: steps with a
   // query longer than one token, head_dim 64/128/256. LOOM_ATTN_PREFILL=0 turns it off (A/B).
@@ -73,6 +90,9 @@ struct PagedAttentionPlan {
 };
 
 // allow_flash = false: always PagedAttentionKernel (the benchmark's old-vs-new A/B).
+// Sets plan->partial_floats / lse_floats for plan->num_splits (none when it is 1).
+void SizeSplitScratch(const PagedAttentionArgs& args, PagedAttentionPlan* plan);
+
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms,
                                       bool allow_flash = true);
 
