@@ -140,9 +140,11 @@ class Backend {
   // ---- fused ops (a device backend overrides them with one kernel each; the defaults compose the
   // ops above, so the CPU backend's numerics stay those of the unfused sequence) ----
 
-  // Whether the model should fuse q/k/v and gate/up projection weights into one matrix each at
-  // load (one GEMV instead of three / two at small batch; ConcatRows, FuseGateUp).
-  virtual bool prefers_fused_projections() const { return false; }
+  // Whether the model should use the fused ops below: fuse q/k/v and gate/up projection weights
+  // at load (one GEMV instead of three / two at small batch; ConcatRows, FuseGateUp) and fold
+  // norms and residual adds into the projections (RmsNormMatMul*, MatMulAdd). The defaults
+  // compose the unfused ops, so a backend that says no (the CPU) keeps the unfused numerics.
+  virtual bool prefers_fused_ops() const { return false; }
   // A new tensor holding the rows of `parts` one after another (same dtype and columns; 1-D
   // parts are concatenated as vectors). Used once at load to fuse projection weights.
   virtual Tensor ConcatRows(const std::vector<Tensor>& parts);

@@ -25,7 +25,7 @@ RopeTable MakeRopeTable(const ModelConfig& cfg, const RopeConfig& rc, Backend* b
 Model::Model(ModelConfig config, Weights weights, ModelInfo info, Backend* backend)
     : config_(std::move(config)), weights_(std::move(weights)), info_(std::move(info)),
       backend_(backend) {
-  if (backend_->prefers_fused_projections()) FuseProjections(&weights_, backend_);
+  if (backend_->prefers_fused_ops()) FuseProjections(&weights_, backend_);
   rope_global_ = MakeRopeTable(config_, config_.rope, backend_);
   rope_local_ = MakeRopeTable(config_, config_.rope_local, backend_);
 }
@@ -87,7 +87,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   // Otherwise every activation is materialized (the CPU reference; a sink's debugging dumps).
   // Sandwich norms (Gemma) normalize a projection's output before the add, so that half always
   // takes the materialized path.
-  const bool fold = sink == nullptr && be.prefers_fused_projections();
+  const bool fold = sink == nullptr && be.prefers_fused_ops();
   auto norm_spec = [&](const Tensor& w) {
     return Backend::NormSpec{w, c.rms_norm_eps, norm_offset};
   };

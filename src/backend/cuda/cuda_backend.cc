@@ -154,7 +154,7 @@ Tensor CudaBackend::AllocScratch(DType dtype, Shape shape) {
   return Tensor(dtype, shape, allocator_->NewBuffer(bytes));
 }
 
-bool CudaBackend::prefers_fused_projections() const {
+bool CudaBackend::prefers_fused_ops() const {
   static const bool fuse = [] {
     const char* v = std::getenv("LOOM_CUDA_FUSE");
     return v == nullptr || v[0] != '0';

@@ -89,8 +89,9 @@ class CudaBackend final : public Backend {
   void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;
-  // Fused ops (one kernel each; LOOM_CUDA_FUSE=0 turns fused weights off for A/B runs).
-  bool prefers_fused_projections() const override;
+  // Fused ops (one kernel each; LOOM_CUDA_FUSE=0 turns fused weights and folded ops off for A/B
+  // runs).
+  bool prefers_fused_ops() const override;
   Tensor ConcatRows(const std::vector<Tensor>& parts) override;
   void TrimMemory() override;
   void MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias,
