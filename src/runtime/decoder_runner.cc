@@ -46,7 +46,8 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
   Backend* be = model_->backend();
   ForwardInput in = UploadForwardBatch(hb, block_size_, be);
   const int64_t num_rows = static_cast<int64_t>(hb.sample_rows.size());
-  Tensor logits = be->Alloc(DType::kF32, Shape{std::max<int64_t>(num_rows, 1), vocab_size()});
+  Tensor logits =
+      be->AllocScratch(DType::kF32, Shape{std::max<int64_t>(num_rows, 1), vocab_size()});
   RETURN_IF_ERROR(model_->Forward(in, kv_, logits, sink_));
   std::vector<int32_t> logits_rows(static_cast<size_t>(num_rows));
   for (int32_t k = 0; k < static_cast<int32_t>(num_rows); ++k) logits_rows[k] = k;
@@ -100,7 +101,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
   } else {
     Tensor idx = HostTensor(DType::kI32, Shape{h});
     std::memcpy(idx.data(), host_rows.data(), host_rows.size() * sizeof(int32_t));
-    Tensor packed = be->Alloc(DType::kF32, Shape{h, vocab});
+    Tensor packed = be->AllocScratch(DType::kF32, Shape{h, vocab});
     be->GatherRows(logits, be->Upload(idx), packed);
     be->CopyToHost(packed, dst);
   }

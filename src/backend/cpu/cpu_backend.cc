@@ -46,6 +46,8 @@ Tensor CpuBackend::Alloc(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor CpuBackend::AllocScratch(DType dtype, Shape shape) { return HostTensor(dtype, shape); }
+
 Tensor CpuBackend::Upload(const Tensor& host) {
   CHECK(host.device() == Device::kCpu) << "Upload: " << host.DebugString();
   return host;

@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
   const char* isa() const { return kernels_.isa; }
 
   Tensor Alloc(DType dtype, Shape shape) override;
+  Tensor AllocScratch(DType dtype, Shape shape) override;  // not zero-filled
   Tensor Upload(const Tensor& host) override;
   void CopyToHost(const Tensor& src, void* dst) override;
   void CopyFromHost(const void* src, const Tensor& dst) override;
