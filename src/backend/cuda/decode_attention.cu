@@ -61,16 +61,6 @@ struct DecodeArgs : PagedKernelTables {
   float* lse;
 };
 
-__device__ __forceinline__ void Bf16x8ToF32(const uint4& raw, float (&f)[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-
 // exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
 __device__ __forceinline__ float SafeBase(float m) { return m == -INFINITY ? 0.f : m; }
 
@@ -162,7 +152,7 @@ __device__ __forceinline__ void Scores(const float (&q)[G][8], const uint4 (&kr)
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     float kf[8];
-    Bf16x8ToF32(kr[u], kf);
+    UnpackBf16x8(kr[u], kf);
 #pragma unroll
     for (int r = 0; r < G; ++r) {
       float d = 0.f;
@@ -252,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
 #pragma unroll
   for (int r = 0; r < G; ++r) {
     if (r < a.group) {
-      Bf16x8ToF32(reinterpret_cast<const uint4*>(a.q + (row0 + r) * D)[sub], q[r]);
+      UnpackBf16x8(reinterpret_cast<const uint4*>(a.q + (row0 + r) * D)[sub], q[r]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) q[r][j] *= a.q_scale;
     } else {
@@ -322,7 +312,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
     }
     float vf[U][8];
 #pragma unroll
-    for (int u = 0; u < U; ++u) Bf16x8ToF32(vr[u], vf[u]);
+    for (int u = 0; u < U; ++u) UnpackBf16x8(vr[u], vf[u]);
     st.template Update<U>(sc, vf);
     if constexpr (PF) {
 #pragma unroll

@@ -51,6 +51,21 @@ struct GeluTanhMulOp {
     return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
   }
 };
+// The sequence a query tile belongs to: the last s with tile_start[s] <= tile (tile_start is
+// the attention kernels' prefix sum of tiles per sequence, num_seqs >= 1 entries).
+__device__ __forceinline__ int SequenceOfTile(const int32_t* tile_start, int num_seqs, int tile) {
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tile_start[mid] <= tile) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // 16-byte vectors of 8 bf16 <-> 8 floats.
 __device__ __forceinline__ void UnpackBf16x8(const uint4& v, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);

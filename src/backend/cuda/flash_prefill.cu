@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/flash_prefill.cuh"
 
 namespace loom::cuda {
@@ -113,22 +114,14 @@ __device__ __forceinline__ bool FindTile(const FlashArgs& a, Tile& t) {
   const int total = a.tile_start[a.num_seqs];
   if (static_cast<int>(blockIdx.y) >= total) return false;
   const int tile = total - 1 - static_cast<int>(blockIdx.y);
-  int lo = 0, hi = a.num_seqs - 1;  // the last sequence whose first tile is <= tile
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (a.tile_start[mid] <= tile) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const int q0 = a.query_start[lo];
-  const int q_len = a.query_start[lo + 1] - q0;
-  t.seq = lo;
-  t.t0 = q0 + (tile - a.tile_start[lo]) * a.q_per_tile;
+  const int s = SequenceOfTile(a.tile_start, a.num_seqs, tile);
+  const int q0 = a.query_start[s];
+  const int q_len = a.query_start[s + 1] - q0;
+  t.seq = s;
+  t.t0 = q0 + (tile - a.tile_start[s]) * a.q_per_tile;
   const int ntok = min(a.q_per_tile, q0 + q_len - t.t0);
   t.rows = ntok * a.group;
-  t.pos0 = a.kv_len[lo] - q_len + (t.t0 - q0);
+  t.pos0 = a.kv_len[s] - q_len + (t.t0 - q0);
   t.k_lo = a.window > 0 ? max(0, t.pos0 - a.window + 1) : 0;
   t.k_hi = t.pos0 + ntok;
   return true;

@@ -81,16 +81,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
 
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   if (tile >= a.tile_start[a.num_seqs]) return;
-  int lo = 0, hi = a.num_seqs - 1;  // the last sequence whose first tile is <= tile
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (a.tile_start[mid] <= tile) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const int s = lo;
+  const int s = SequenceOfTile(a.tile_start, a.num_seqs, tile);
   const int q0 = a.query_start[s];
   const int q_len = a.query_start[s + 1] - q0;
   const int t0 = q0 + (tile - a.tile_start[s]) * a.q_per_tile;
