@@ -268,8 +268,7 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
   const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
-  if (n <= options_.small_batch_gemm_rows &&
-      cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+  if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream());
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
@@ -306,8 +305,7 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
     CHECK(w.cols() == k && acc.rows() == n && acc.cols() == m)
         << "MatMulAdd: x " << Describe(x) << " w " << Describe(w) << " acc " << Describe(acc);
     if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
-      if (n <= options_.small_batch_gemm_rows &&
-          cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+      if (UseGemv(x, w)) {
         cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k,
                                    stream(), cuda::GemvEpilogue::kAddTo);
       } else {
@@ -319,11 +317,15 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
   Backend::MatMulAdd(x, w, bias, acc);
 }
 
+bool CudaBackend::UseGemv(const Tensor& x, const Tensor& w) const {
+  return x.rows() <= options_.small_batch_gemm_rows &&
+         cuda::SmallBatchGemmApplies(x.data(), w.data(), x.rows(), x.cols());
+}
+
 // The GEMV norm prologue when it applies (one row, bf16 x, f32 norm weights of x's width).
 bool CudaBackend::GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                               cuda::GemvNorm* out) const {
-  if (x.rows() > options_.small_batch_gemm_rows || norm.w.dtype() != DType::kF32 ||
-      norm.w.numel() != x.cols() ||
+  if (!UseGemv(x, w) || norm.w.dtype() != DType::kF32 || norm.w.numel() != x.cols() ||
       !cuda::SmallBatchGemmNormApplies(x.data(), w.data(), x.rows(), x.cols())) {
     return false;
   }
@@ -452,7 +454,7 @@ void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, co
   CHECK(w.cols() == k && w.rows() == 2 * f && out.rows() == n)
       << "MatMulGated: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   const bool gelu = act == GatedAct::kGeluTanh;
-  if (n <= options_.small_batch_gemm_rows && cuda::SmallBatchGemmApplies(x.data(), w.data(), n, k)) {
+  if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(
         x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(),
         gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul);

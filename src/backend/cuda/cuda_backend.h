@@ -122,6 +122,8 @@ class CudaBackend final : public Backend {
 
  private:
   CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop);
+  // Whether x @ w^T takes the small-batch GEMV (at most small_batch_gemm_rows rows, aligned).
+  bool UseGemv(const Tensor& x, const Tensor& w) const;
   // Fills *out and returns true when the small-batch GEMV can RMSNorm x in its prologue.
   bool GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                    cuda::GemvNorm* out) const;
