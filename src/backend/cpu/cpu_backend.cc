@@ -107,13 +107,15 @@ void CpuBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   const float* pa = a.data_as<const float>();
   const float* pb = b.data_as<const float>();
   float* po = out.data_as<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] + pb[i];
+  const int64_t count = a.numel();
+  for (int64_t i = 0; i < count; ++i) po[i] = pa[i] + pb[i];
 }
 
 void CpuBackend::Scale(const Tensor& x, float s) {
   CheckF32(x, "Scale", "x");
   float* p = x.data_as<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] *= s;
+  const int64_t count = x.numel();
+  for (int64_t i = 0; i < count; ++i) p[i] *= s;
 }
 
 void CpuBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable& rope,

@@ -40,15 +40,25 @@ struct ActQ8Row {
 // Quantizes x [k] (k % 32 == 0) into qs [k], d [k / 32], ds [k / 32].
 void QuantizeActRow(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
 
+// Memory a kernel call prefetches while it runs, spread evenly over its k: MatMul points each
+// call at its share of the next tile, so that a tile met by several calls (one per group of
+// activation rows) brings the next one in at an even rate instead of all during the first call.
+// Empty: no prefetch. A prefetch past the end of the weights is harmless.
+struct DotPrefetch {
+  const char* p = nullptr;
+  int64_t bytes = 0;
+};
+
 // w: kDotTileRows row pointers (may repeat; each row is k elements of the kernel's dtype).
 // x: num_x activation rows, 1 <= num_x <= kDotMaxActRows (CHECKed by the caller, not here):
 //    f32 [k] pointers for plain dtypes, ActQ8Row for quantized dtypes.
+// pf: see DotPrefetch (the scalar kernels ignore it).
 // out: [num_x][kDotTileRows] floats, out[a * kDotTileRows + r] = dot(w[r], x[a]); bit-identical
 //    to what a call with x[a] alone writes to out[r].
 using DotTileF = void (*)(const void* const* w, const float* const* x, int num_x, int64_t k,
-                          float* out);
+                          DotPrefetch pf, float* out);
 using DotTileQ = void (*)(const void* const* w, const ActQ8Row* x, int num_x, int64_t k,
-                          float* out);
+                          DotPrefetch pf, float* out);
 
 struct DotKernels {
   const char* isa;  // "avx512", "avx2" or "scalar"
@@ -87,9 +97,9 @@ inline DotTileQ QuantKernel(const DotKernels& k, DType t) {
 const DotKernels& ScalarDotKernels();
 // Null when the CPU lacks AVX2 + FMA + F16C.
 const DotKernels* Avx2DotKernels();
-// Null unless the CPU has AVX2 + FMA + F16C + AVX-512F/VL/BW/VNNI. Quantized-weight kernels
-// compiled for AVX-512 with VNNI int8 dots (same 8-lane vectors and order: bit-identical to AVX2),
-// plain-dtype kernels AVX2's (dot_kernels_avx512.cc says why).
+// Null unless the CPU has AVX2 + FMA + F16C + AVX-512F/VL/BW/VNNI. The same kernels compiled for
+// AVX-512 (VNNI int8 dots, 32 ymm registers; same 8-lane vectors and order: bit-identical to
+// AVX2), with more activation rows per call; one-row calls stay AVX2's (dot_kernels_avx512.cc).
 const DotKernels* Avx512DotKernels();
 // The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
 // variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for

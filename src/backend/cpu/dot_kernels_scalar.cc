@@ -143,11 +143,13 @@ void DotQ6_K(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
 
 // The DotTileF / DotTileQ signatures over the one-row kernels above.
 template <void (*Dot1)(const void* const*, const float*, int64_t, float*)>
-void PlainRows(const void* const* w, const float* const* x, int num_x, int64_t k, float* out) {
+void PlainRows(const void* const* w, const float* const* x, int num_x, int64_t k, DotPrefetch,
+               float* out) {
   for (int a = 0; a < num_x; ++a) Dot1(w, x[a], k, out + a * R);
 }
 template <void (*Dot1)(const void* const*, const ActQ8Row&, int64_t, float*)>
-void QuantRows(const void* const* w, const ActQ8Row* x, int num_x, int64_t k, float* out) {
+void QuantRows(const void* const* w, const ActQ8Row* x, int num_x, int64_t k, DotPrefetch,
+               float* out) {
   for (int a = 0; a < num_x; ++a) Dot1(w, x[a], k, out + a * R);
 }
 

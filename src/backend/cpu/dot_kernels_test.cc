@@ -55,11 +55,11 @@ struct TileCase {
     if (IsQuantized(dtype)) {
       const DotTileQ quant = QuantKernel(isa, dtype);
       ASSERT_NE(quant, nullptr);
-      quant(tiles[tile], acts + a0, num_x, k, out);
+      quant(tiles[tile], acts + a0, num_x, k, DotPrefetch{}, out);
     } else {
       const DotTileF plain = PlainKernel(isa, dtype);
       ASSERT_NE(plain, nullptr);
-      plain(tiles[tile], xs + a0, num_x, k, out);
+      plain(tiles[tile], xs + a0, num_x, k, DotPrefetch{}, out);
     }
   }
 

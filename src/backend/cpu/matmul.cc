@@ -103,24 +103,36 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
         rows[r] = wbase + static_cast<size_t>(j0 + std::min<int64_t>(r, valid - 1)) * row_bytes;
       }
       float tile_out[kDotMaxActRows * kDotTileRows];  // [num_x][kDotTileRows]
+      // The next tile (tiles are consecutive rows), an even share per group: one call bringing
+      // all of it in while the others find theirs cached made the stream bursty (134M F16,
+      // concurrency 8, 2 threads: 438-482 -> 475-539 tok/s).
+      const char* next_tile = wbase + static_cast<size_t>(j0 + kDotTileRows) * row_bytes;
+      const int64_t tile_bytes = kDotTileRows * static_cast<int64_t>(row_bytes);
       int64_t i = i0;
       for (int64_t g = 0; g < num_groups; ++g) {
         const int num_x = static_cast<int>(g < num_big ? small + 1 : small);
+        const int64_t pf_begin = g * tile_bytes / num_groups;
+        const DotPrefetch pf{next_tile + pf_begin, (g + 1) * tile_bytes / num_groups - pf_begin};
         if (quant != nullptr) {
           ActQ8Row acts[kDotMaxActRows];
           for (int a = 0; a < num_x; ++a) {
             acts[a] = ActQ8Row{act_qs_.data() + (i + a) * k, act_d_.data() + (i + a) * (k / 32),
                                act_ds_.data() + (i + a) * (k / 32)};
           }
-          (num_x == 1 ? quant1 : quant)(rows, acts, num_x, k, tile_out);
+          (num_x == 1 ? quant1 : quant)(rows, acts, num_x, k, pf, tile_out);
         } else {
           const float* xs[kDotMaxActRows];
           for (int a = 0; a < num_x; ++a) xs[a] = x + (i + a) * k;
-          (num_x == 1 ? plain1 : plain)(rows, xs, num_x, k, tile_out);
+          (num_x == 1 ? plain1 : plain)(rows, xs, num_x, k, pf, tile_out);
         }
         for (int a = 0; a < num_x; ++a) {
           const float* row_out = tile_out + a * kDotTileRows;
-          for (int64_t r = 0; r < valid; ++r) out[(i + a) * m + j0 + r] = row_out[r];
+          float* dst = out + (i + a) * m + j0;
+          if (valid == kDotTileRows) {  // a fixed-size copy, not a memcpy call per row
+            for (int r = 0; r < kDotTileRows; ++r) dst[r] = row_out[r];
+          } else {
+            for (int64_t r = 0; r < valid; ++r) dst[r] = row_out[r];
+          }
         }
         i += num_x;
       }
