@@ -84,9 +84,12 @@ class Backend {
   // A new tensor whose contents are unspecified until written: for activations that every op
   // overwrites in full (on CUDA it saves a memset launch per tensor per step).
   virtual Tensor AllocScratch(DType dtype, Shape shape) { return Alloc(dtype, shape); }
-  // Makes a host tensor usable by this backend. The CPU backend returns it as is (zero-copy, so
-  // mmap'd weights stay mmap'd); device backends copy.
+  // Makes a host tensor usable by this backend. The CPU backend returns it as is (zero-copy);
+  // device backends copy.
   virtual Tensor Upload(const Tensor& host) = 0;
+  // Upload for a model weight, which lives as long as the model and is read every step. The
+  // default is Upload; the CPU backend copies it into huge-page memory (cpu_backend.cc).
+  virtual Tensor UploadWeight(const Tensor& host) { return Upload(host); }
   // Copies src (on this device) into host memory `dst` of src.nbytes() bytes. Synchronous.
   virtual void CopyToHost(const Tensor& src, void* dst) = 0;
   // Copies `src` (dst.nbytes() bytes of host memory) into dst (on this device).

@@ -83,6 +83,10 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "(benchmarks; no tokenizer; MODEL is ignored)");
   app->add_flag("!--no-cuda-graphs", cuda_graphs,
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
+  app->add_flag("--mmap", mmap_weights,
+                "CPU: read the weights in place from the file mapping instead of copying them "
+                "into huge-page memory at load (less memory while the file is in the page cache; "
+                "decode is slower through 4 KiB pages)");
   app->add_flag("!--no-device-sampling", device_sampling,
                 "CUDA: copy every sampled row's logits to the host, greedy rows too (A/B, debug)");
 }
@@ -135,7 +139,12 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
                                    "with -DLOOM_CUDA=ON on a machine with nvcc)");
   }
 #endif
-  if (!use_cuda) s->backend = std::make_unique<CpuBackend>(threads);
+  if (!use_cuda) {
+    CpuBackendOptions cpu;
+    cpu.num_threads = threads;
+    cpu.weights_in_huge_pages = !flags.mmap_weights;
+    s->backend = std::make_unique<CpuBackend>(cpu);
+  }
   std::unique_ptr<Model> model;
   if (dummy) {
     ASSIGN_OR_RETURN(model, MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0));

@@ -63,7 +63,7 @@ class Loader {
       largest_ = t.nbytes();
       main_dtype_ = t.dtype();
     }
-    return backend_->Upload(t);
+    return backend_->UploadWeight(t);
   }
 
   static Tensor ToF32(const Tensor& t) {

@@ -1,5 +1,6 @@
 // CpuBackend: the reference Backend (backend.h) on x86 CPUs. f32 activations; weights in any
-// DType decoded inside the kernels (mmap'd weights are used in place); K/V pools in f32, f16 or
+// DType decoded inside the kernels, copied at load into huge-page memory (UploadWeight; or used
+// in place from the file mapping with weights_in_huge_pages = false); K/V pools in f32, f16 or
 // bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX2+FMA+F16C, with
 // AVX-512 VNNI ones for quantized weights where the CPU has it (bit-identical to AVX2), selected
 // at runtime (LOOM_CPU_ISA=avx2|scalar caps it); portable scalar fallbacks (same numerics up to
@@ -14,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/dot_kernels.h"
@@ -29,6 +31,9 @@ struct CpuBackendOptions {
   // MatMul with at least this many rows dequantizes weight tiles and uses OpenBLAS sgemm
   // (faster prefill, not batch-invariant); 0 = never.
   int blas_min_rows = 0;
+  // Weights are copied out of the file mapping into memory backed by 2 MiB pages (UploadWeight;
+  // see cpu_backend.cc); false: used in place from the mapping (4 KiB page-cache pages).
+  bool weights_in_huge_pages = true;
 };
 
 class CpuBackend final : public Backend {
@@ -45,6 +50,7 @@ class CpuBackend final : public Backend {
   Tensor Alloc(DType dtype, Shape shape) override;
   Tensor AllocScratch(DType dtype, Shape shape) override;  // not zero-filled
   Tensor Upload(const Tensor& host) override;
+  Tensor UploadWeight(const Tensor& host) override;
   void CopyToHost(const Tensor& src, void* dst) override;
   void CopyFromHost(const void* src, const Tensor& dst) override;
 
@@ -71,6 +77,9 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   const cpu::DotKernels& kernels_;
   cpu::CpuMatMul matmul_;
+  // UploadWeight's arena: the chunk it fills and the bytes used of it.
+  std::shared_ptr<void> weight_chunk_;
+  size_t weight_chunk_size_ = 0, weight_chunk_used_ = 0;
 };
 
 }  // namespace loom

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 
 #include "backend/cpu/cpu_test_util.h"
 
@@ -32,6 +36,43 @@ TEST(CpuBackendTest, NameAllocAndCopies) {
   backend.CopyToHost(t, back.data());
   EXPECT_EQ(back, src);
   EXPECT_EQ(backend.Upload(t).data(), t.data());  // zero-copy
+}
+
+// UploadWeight copies weights into one arena (64-byte aligned, bytes intact, each tensor its own
+// range, kept alive by its tensors alone), or hands them back as they are with
+// weights_in_huge_pages = false. Whether the kernel backs the arena with huge pages depends on
+// the machine's THP mode; when THP is off the weights stay where they are.
+TEST(CpuBackendTest, UploadWeightCopiesIntoAnArenaOrKeepsTheMapping) {
+  std::mt19937 rng(5);
+  std::vector<Tensor> weights;
+  for (int64_t rows : {3, 64, 1000}) {
+    weights.push_back(MakeTensor(DType::kF16, Shape{rows, 37}, RandomFloats(rng, rows * 37)));
+  }
+  std::vector<Tensor> copies;
+  {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 1});
+    for (const Tensor& w : weights) copies.push_back(backend.UploadWeight(w));
+  }  // the backend is gone; the copies keep their arena
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  const bool copied = !mode.empty() && mode.find("[never]") == std::string::npos;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& w = weights[i];
+    const Tensor& c = copies[i];
+    ASSERT_EQ(c.shape(), w.shape());
+    ASSERT_EQ(c.dtype(), w.dtype());
+    EXPECT_EQ(std::memcmp(c.data(), w.data(), w.nbytes()), 0);
+    EXPECT_EQ(c.data() != w.data(), copied);
+    if (copied) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(c.data()) % 64, 0u);
+      if (i > 0) {  // consecutive ranges of one arena, no overlap
+        const char* prev = static_cast<const char*>(copies[i - 1].data());
+        EXPECT_GE(static_cast<const char*>(c.data()), prev + copies[i - 1].nbytes());
+      }
+    }
+  }
+  CpuBackend in_place(CpuBackendOptions{.num_threads = 1, .weights_in_huge_pages = false});
+  EXPECT_EQ(in_place.UploadWeight(weights[2]).data(), weights[2].data());
 }
 
 TEST(CpuBackendTest, EmbedEveryDtype) {
