@@ -41,6 +41,7 @@ struct ModelFlags {
   bool cuda_graphs = true;       // CUDA: replay decode-only steps from CUDA graphs
   bool device_sampling = true;   // CUDA: greedy rows' argmax on the device (ids, not logits)
   bool mmap_weights = false;     // CPU: weights used in place from the file mapping (--mmap)
+  bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations
 
   // Registers the flags on `app`. `with_model_positional` adds MODEL as a positional argument.
   void Add(CLI::App* app, bool with_model_positional = true);

@@ -35,7 +35,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : options_(options),
       kernels_(options.kernels != nullptr ? *options.kernels
                                           : cpu::SelectDotKernels(options.force_scalar)),
-      matmul_(kernels_, options.num_threads, options.blas_min_rows) {
+      matmul_(kernels_, options.num_threads, options.blas_min_rows, options.bf16_activations) {
   CHECK_GE(options_.num_threads, 1);
 }
 

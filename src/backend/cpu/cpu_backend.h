@@ -34,6 +34,11 @@ struct CpuBackendOptions {
   // Weights are copied out of the file mapping into memory backed by 2 MiB pages (UploadWeight;
   // see cpu_backend.cc); false: used in place from the mapping (4 KiB page-cache pages).
   bool weights_in_huge_pages = true;
+  // bf16 weights meet activations rounded to bf16 (AVX512-BF16 dot products, dot_kernels.h's
+  // DotTileB) instead of f32 FMAs: twice the multiply-adds per instruction, for batched decode;
+  // numerics no longer those of the f32 reference (still batch-invariant). Ignored without
+  // AVX512-BF16. The CLI's --bf16-activations.
+  bool bf16_activations = false;
 };
 
 class CpuBackend final : public Backend {

@@ -59,6 +59,12 @@ using DotTileF = void (*)(const void* const* w, const float* const* x, int num_x
                           DotPrefetch pf, float* out);
 using DotTileQ = void (*)(const void* const* w, const ActQ8Row* x, int num_x, int64_t k,
                           DotPrefetch pf, float* out);
+// bf16 weights x bf16 activation rows (x: num_x bf16 [k] pointers), f32 accumulation: the opt-in
+// bf16-activation mode (CpuBackendOptions::bf16_activations). Not the f32 numerics above: x is
+// rounded to bf16 first, and each f32 lane accumulates bf16 products in pairs (AVX512-BF16
+// vdpbf16ps). Still row-independent: a row's result is the same alone or in any batch.
+using DotTileB = void (*)(const void* const* w, const uint16_t* const* x, int num_x, int64_t k,
+                          DotPrefetch pf, float* out);
 
 struct DotKernels {
   const char* isa;  // "avx512", "avx2" or "scalar"
@@ -73,6 +79,10 @@ struct DotKernels {
   // When set, MatMul's one-row calls use this set's kernels instead (the same bits; chosen by
   // measurement, see dot_kernels_avx512.cc).
   const DotKernels* one_row = nullptr;
+  // bf16 weights with bf16 activations (dot_kernels_bf16.cc); null unless the CPU has
+  // AVX512-BF16. bf16_act_rows: its activation rows per call.
+  DotTileB bf16_bf16act = nullptr;
+  int bf16_act_rows = 0;
 };
 
 // The set's kernel for weight dtype t; null when t is not plain (resp. quantized).
@@ -101,6 +111,8 @@ const DotKernels* Avx2DotKernels();
 // AVX-512 (VNNI int8 dots, 32 ymm registers; same 8-lane vectors and order: bit-identical to
 // AVX2), with more activation rows per call; one-row calls stay AVX2's (dot_kernels_avx512.cc).
 const DotKernels* Avx512DotKernels();
+// The bf16-activation kernel for this CPU (AVX512-BF16 + VL), or null.
+DotTileB Bf16ActDotKernel();
 // The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
 // variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for
 // A/B measurements); unset, empty or "auto": the best.

@@ -45,6 +45,8 @@ const DotKernels* Avx512DotKernels() {
               s.plain_act_rows = 4;
               s.quant_act_rows = 4;  // measured: 3, 4 and 8 equal within noise at concurrency 8
               s.one_row = Avx2DotKernels();
+              s.bf16_bf16act = Bf16ActDotKernel();
+              s.bf16_act_rows = 6;  // its largest instance (24 accumulators of 32 registers)
               return s;
             }())
           : std::nullopt;

@@ -25,8 +25,10 @@ namespace loom::cpu {
 
 class CpuMatMul {
  public:
-  // num_threads >= 1; blas_min_rows = 0 disables the BLAS path.
-  CpuMatMul(const DotKernels& kernels, int num_threads, int blas_min_rows);
+  // num_threads >= 1; blas_min_rows = 0 disables the BLAS path. bf16_activations: bf16 weights
+  // go through kernels.bf16_bf16act with x rounded to bf16 (when the set has that kernel).
+  CpuMatMul(const DotKernels& kernels, int num_threads, int blas_min_rows,
+            bool bf16_activations = false);
 
   // Computes out (shapes above; CHECKed). Not thread-safe (uses scratch buffers).
   void Run(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out);
@@ -38,9 +40,13 @@ class CpuMatMul {
   const DotKernels& kernels_;
   int num_threads_;
   int blas_min_rows_;
+  bool bf16_activations_;
+  // Activation rows rounded to bf16 for the bf16-activation kernel: [n, k].
+  std::vector<uint16_t> act_bf16_;
   // Activation rows quantized to q8 blocks for quantized weights: [n, k], [n, k/32], [n, k/32].
   std::vector<int8_t> act_qs_;
   std::vector<float> act_d_, act_ds_;
+  std::vector<ActQ8Row> act_rows_q8_;  // [n] views of the above
   // Per-thread f32 tiles of dequantized weights for the BLAS path.
   std::vector<std::vector<float>> blas_tiles_;
 };

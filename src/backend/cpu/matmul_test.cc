@@ -229,6 +229,44 @@ TEST_P(MatMulTest, BlasPathMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatMulTest, ::testing::ValuesIn(kAllWeightTypes),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
+// bf16 activations (CpuBackendOptions::bf16_activations, AVX512-BF16): x is rounded to bf16,
+// the products are then exact in f32, and the kernel sums them in f32. So the result is within
+// the f32-summation bound of the exact dot of w with bf16(x); every batch size and thread count
+// gives each row its solo bits; and weights other than bf16 keep the f32 path's exact bits.
+TEST(MatMulTest, Bf16ActivationsRoundXThenSumInF32BatchInvariantly) {
+  if (cpu::Bf16ActDotKernel() == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  std::mt19937 rng(11);
+  CpuBackend one(CpuBackendOptions{.num_threads = 1, .bf16_activations = true});
+  CpuBackend two(CpuBackendOptions{.num_threads = 2, .bf16_activations = true});
+  for (int64_t k : {16, 40, 771, 2048}) {
+    const int64_t m = 23, n = 19;
+    MatMulCase c = MakeCase(rng, DType::kBF16, n, m, k, /*bias=*/false);
+    MatMulCase rounded = c;  // the reference sees bf16(x)
+    for (float& v : rounded.xv) v = Bf16ToF32(F32ToBf16(v));
+    two.MatMul(c.x, c.w, c.bias, c.out);
+    rounded.out = c.out;
+    ExpectMatchesReference(rounded, /*quantized_act=*/false, "bf16 act k=" + std::to_string(k));
+    Tensor solo_out = HostTensor(DType::kF32, Shape{1, m});
+    for (int64_t i = 0; i < n; ++i) {
+      one.MatMul(c.x.Slice(i, 1), c.w, c.bias, solo_out);
+      EXPECT_EQ(std::memcmp(solo_out.data(), c.out.data_as<float>() + i * m, m * 4), 0)
+          << "k=" << k << " row " << i;
+    }
+    for (int64_t rows = 2; rows <= n; ++rows) {
+      Tensor out = HostTensor(DType::kF32, Shape{rows, m});
+      one.MatMul(c.x.Slice(0, rows), c.w, c.bias, out);
+      EXPECT_EQ(std::memcmp(out.data(), c.out.data(), static_cast<size_t>(rows * m * 4)), 0)
+          << "k=" << k << " n=" << rows;
+    }
+  }
+  // f16 weights are not affected by the option.
+  MatMulCase f = MakeCase(rng, DType::kF16, 5, 9, 64, /*bias=*/false);
+  Tensor plain_out = HostTensor(DType::kF32, Shape{5, 9});
+  CpuBackend(1).MatMul(f.x, f.w, f.bias, plain_out);
+  one.MatMul(f.x, f.w, f.bias, f.out);
+  EXPECT_EQ(std::memcmp(plain_out.data(), f.out.data(), 5 * 9 * 4), 0);
+}
+
 TEST(MatMulTest, QuantizedEqualsDequantizedF32WithinActivationRounding) {
   // The quantized kernel vs an f32 MatMul on the same weights dequantized to f32: they differ
   // only by the q8 rounding of x (bounded per element by Tolerances' q_err) and f32 rounding.
