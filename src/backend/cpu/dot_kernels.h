@@ -83,6 +83,8 @@ struct DotKernels {
   // AVX512-BF16. bf16_act_rows: its activation rows per call.
   DotTileB bf16_bf16act = nullptr;
   int bf16_act_rows = 0;
+  // F32ToBf16 over `count` floats (bit-identical), to round x for bf16_bf16act.
+  void (*round_bf16)(const float* x, uint16_t* out, int64_t count) = nullptr;
 };
 
 // The set's kernel for weight dtype t; null when t is not plain (resp. quantized).
@@ -111,8 +113,11 @@ const DotKernels* Avx2DotKernels();
 // AVX-512 (VNNI int8 dots, 32 ymm registers; same 8-lane vectors and order: bit-identical to
 // AVX2), with more activation rows per call; one-row calls stay AVX2's (dot_kernels_avx512.cc).
 const DotKernels* Avx512DotKernels();
-// The bf16-activation kernel for this CPU (AVX512-BF16 + VL), or null.
+// The bf16-activation kernel for this CPU (AVX512-BF16 + VL), or null; and its vectorized
+// F32ToBf16 rounding of x (null alike).
 DotTileB Bf16ActDotKernel();
+using Bf16RoundFn = void (*)(const float* x, uint16_t* out, int64_t count);
+Bf16RoundFn Bf16RoundRowsKernel();
 // The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
 // variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for
 // A/B measurements); unset, empty or "auto": the best.

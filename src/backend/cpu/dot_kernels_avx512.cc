@@ -47,6 +47,7 @@ const DotKernels* Avx512DotKernels() {
               s.one_row = Avx2DotKernels();
               s.bf16_bf16act = Bf16ActDotKernel();
               s.bf16_act_rows = 6;  // its largest instance (24 accumulators of 32 registers)
+              s.round_bf16 = Bf16RoundRowsKernel();
               return s;
             }())
           : std::nullopt;

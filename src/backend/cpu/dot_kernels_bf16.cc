@@ -76,7 +76,34 @@ LOOM_BF16_TARGET void DotBf16ActRows(const void* const* w, const uint16_t* const
   }
 }
 
+// F32ToBf16 (round to nearest even, NaN kept quiet) 16 floats at a time in the same integer
+// steps, so the bits are F32ToBf16's for every input (denormals included, unlike
+// vcvtneps2bf16). AVX2 integer ops: GCC 12's 512-bit shift intrinsics trip -Wmaybe-uninitialized.
+LOOM_BF16_TARGET inline __m256i RoundToBf16x8(__m256i b) {
+  const __m256i abs_bits = _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(abs_bits, _mm256_set1_epi32(0x7f800000));  // both >= 0
+  const __m256i hi = _mm256_srli_epi32(b, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  return _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+LOOM_BF16_TARGET void RoundRowsToBf16(const float* x, uint16_t* out, int64_t count) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i lo = RoundToBf16x8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m256i hi =
+        RoundToBf16x8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8)));
+    // packus works within 128-bit lanes: [lo0-3 hi0-3 lo4-7 hi4-7] -> lanes 0, 2, 1, 3.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+  for (; i < count; ++i) out[i] = F32ToBf16(x[i]);
+}
+
 }  // namespace
+
+Bf16RoundFn Bf16RoundRowsKernel() { return Bf16ActDotKernel() != nullptr ? RoundRowsToBf16 : nullptr; }
 
 DotTileB Bf16ActDotKernel() {
   static const bool ok = __builtin_cpu_supports("avx512f") &&

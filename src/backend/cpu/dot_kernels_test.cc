@@ -145,6 +145,28 @@ TEST(DotKernelsTest, QuantizeActEqualsScalarBitExactly) {
   }
 }
 
+// The bf16-activation path's vector rounding equals F32ToBf16 bit for bit: ties to even, NaNs
+// (kept quiet), infinities, denormals, signed zeros, the largest finite values, any count.
+TEST(DotKernelsTest, Bf16RoundingEqualsScalarBitExactly) {
+  const Bf16RoundFn round = Bf16RoundRowsKernel();
+  if (round == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  std::mt19937 rng(3);
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                0x7f800001u, 0xffbfffffu, 0x00000001u, 0x807fffffu, 0x3f808000u,
+                                0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x00008000u,
+                                0x00018000u, 0x7f7f8000u};
+  for (int i = 0; i < 1000; ++i) bits.push_back(static_cast<uint32_t>(rng()));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  for (size_t count : {bits.size(), size_t{16}, size_t{17}, size_t{5}}) {
+    std::vector<uint16_t> got(count, 0xdead);
+    round(x.data(), got.data(), static_cast<int64_t>(count));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], F32ToBf16(x[i])) << "bits 0x" << std::hex << bits[i] << " count " << count;
+    }
+  }
+}
+
 TEST(DotKernelsTest, ActRowsPerCallAreInRange) {
   for (const DotKernels* isa : AllIsas()) {
     EXPECT_GE(isa->plain_act_rows, 1) << isa->isa;

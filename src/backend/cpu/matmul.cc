@@ -160,8 +160,8 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
   CHECK(job.plain != nullptr || job.quant != nullptr || job.bf16act != nullptr)
       << "MatMul: unsupported weight dtype " << DTypeName(wt);
   if (job.bf16act != nullptr) {
+    CHECK(kernels_.round_bf16 != nullptr) << "MatMul: bf16 activations without a rounding kernel";
     act_bf16_.resize(static_cast<size_t>(n * k));
-    for (int64_t e = 0; e < n * k; ++e) act_bf16_[static_cast<size_t>(e)] = F32ToBf16(x[e]);
     job.x_bf16 = act_bf16_.data();
   }
   if (job.quant != nullptr) {
@@ -199,6 +199,11 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
 #pragma omp parallel num_threads(num_threads_)
   {
     const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    if (job.bf16act != nullptr) {  // every thread rounds a share of x's rows, all read them all
+      const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
+      kernels_.round_bf16(x + r0 * k, act_bf16_.data() + r0 * k, (r1 - r0) * k);
+#pragma omp barrier
+    }
     const int64_t t0 = num_tiles * tid / nt, t1 = num_tiles * (tid + 1) / nt;
     if (vex) {
       RunTileRangeAvx2(job, t0, t1);
