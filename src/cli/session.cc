@@ -84,7 +84,8 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_flag("!--no-cuda-graphs", cuda_graphs,
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   app->add_flag("!--no-device-sampling", device_sampling,
-                "CUDA: copy every sampled row's logits to the host, greedy rows too (A/B, debug)");
+                "CUDA: copy every sampled row's logits to the host, greedy rows and plain "
+                "temperature/top-k/top-p/min-p draws too (A/B, debug)");
 }
 
 

@@ -39,7 +39,8 @@ struct ModelFlags {
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;
   bool cuda_graphs = true;       // CUDA: replay decode-only steps from CUDA graphs
-  bool device_sampling = true;   // CUDA: greedy rows' argmax on the device (ids, not logits)
+  bool device_sampling = true;   // CUDA: greedy argmax and plain draws on the device (ids, not
+                                 // logits)
 
   // Registers the flags on `app`. `with_model_positional` adds MODEL as a positional argument.
   void Add(CLI::App* app, bool with_model_positional = true);
