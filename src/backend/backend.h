@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "backend/draw_params.h"
 #include "tensor/tensor.h"
 
 namespace loom {
@@ -209,6 +211,25 @@ class Backend {
     (void)x;
     (void)out;
     CHECK(false) << name() << " has no ArgmaxRows";
+  }
+  // Whether SampleRows takes rows of `vocab` entries. The CPU backend leaves draws to the host.
+  virtual bool has_sample_rows(int64_t vocab) const {
+    (void)vocab;
+    return false;
+  }
+  // out[i] = the token Sampler::SampleRow draws from row rows[i] of x under params[i] for a row
+  // that IsPlainDraw accepts (same kept set, same CounterUniform(seed, step, 0); a different
+  // token only where float summation order moves a boundary), or kArgmaxNaN / kArgmaxNone (a NaN
+  // logit / every logit -inf). x [m, vocab] f32 on this device; rows, params [n] on the host
+  // (rows[i] in [0, m)), read before it returns; out [n] i32 on this device. Precondition:
+  // has_sample_rows(vocab).
+  virtual void SampleRows(const Tensor& x, std::span<const int32_t> rows,
+                          std::span<const DrawParams> params, const Tensor& out) {
+    (void)x;
+    (void)rows;
+    (void)params;
+    (void)out;
+    CHECK(false) << name() << " has no SampleRows";
   }
 };
 

@@ -39,7 +39,8 @@ struct ModelFlags {
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;
   bool cuda_graphs = true;       // CUDA: replay decode-only steps from CUDA graphs
-  bool device_sampling = true;   // CUDA: greedy rows' argmax on the device (ids, not logits)
+  bool device_sampling = true;   // CUDA: greedy argmax and plain draws on the device (ids, not
+                                 // logits)
   bool mmap_weights = false;     // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations
 

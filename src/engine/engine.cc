@@ -208,16 +208,25 @@ bool Engine::Step() {
     }
   }
 
-  // Plain greedy rows need only their argmax: a device runner returns those as token ids and
-  // copies only the other rows' logits (IsPlainGreedy says when that equals SampleRow's choice).
-  std::vector<RowSampling> modes;
+  // Plain greedy rows need only their argmax and plain draws only their token: a device runner
+  // returns those as token ids and copies only the other rows' logits (IsPlainGreedy and
+  // IsPlainDraw say when that equals SampleRow's choice).
+  std::vector<RowSpec> modes;
   modes.reserve(static_cast<size_t>(plan.num_sampled));
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
     const int num_output = scheduler_->Find(seq.request_id)->num_output_tokens();
-    modes.push_back(IsPlainGreedy(live_.at(seq.request_id).params, num_output)
-                        ? RowSampling::kGreedy
-                        : RowSampling::kLogits);
+    const Live& live = live_.at(seq.request_id);
+    const SamplingParams& p = live.params;
+    RowSpec& r = modes.emplace_back();
+    if (IsPlainGreedy(p, num_output)) {
+      r.mode = RowSampling::kGreedy;
+    } else if (IsPlainDraw(p, num_output)) {
+      r.mode = RowSampling::kDraw;
+      // step: SampleRow's counter, the request's output tokens so far.
+      r.draw = DrawParams{p.temperature, p.top_k,   p.top_p,
+                          p.min_p,       live.seed, static_cast<uint64_t>(num_output)};
+    }
   }
   StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);
   ++steps_;
@@ -263,8 +272,8 @@ bool Engine::Step() {
       // A greedy row without logprobs is one argmax pass, several times cheaper than a draw.
       const bool argmax_only = live.params.greedy() && live.params.num_logprobs < 0;
       host_work_logits += argmax_only ? vocab_size_ / 8 : vocab_size_;
-    } else {  // sampled by the runner: the greedy choice, or the sampler's error for the row
-      CHECK(modes[row] == RowSampling::kGreedy && t < vocab_size_ &&
+    } else {  // sampled by the runner: SampleRow's choice, or its error for the row
+      CHECK(modes[row].mode != RowSampling::kLogits && t < vocab_size_ &&
             (t >= 0 || t == kTokenNaN || t == kTokenNone))
           << "the runner returned token " << t << " for row " << row;
       if (t == kTokenNaN) {

@@ -1,7 +1,9 @@
 // Engine: one thread owns the scheduler, the KV cache manager, the sampler and the runner, and
 // loops  plan = schedule() → logits = runner.Execute(plan) → sample → update  (ARCHITECTURE §1).
-// Plain greedy rows (IsPlainGreedy) are handed to the runner's ExecuteAndSample as kGreedy: a
-// device runner returns their argmax instead of logits, with the same tokens and errors. The
+// Plain greedy rows (IsPlainGreedy) are handed to the runner's ExecuteAndSample as kGreedy and
+// plain draws (IsPlainDraw: temperature, top-k/p, min-p only) as kDraw with their seed and step: a
+// device runner returns their tokens instead of logits, with SampleRow's tokens (for a draw, up
+// to float summation order at a boundary: sample_rows.cu) and errors. The
 // other rows are sampled on the host, split over up to config.num_sampling_threads threads (the
 // engine thread and a pool it owns) when the step has enough logits; the tokens are the same
 // whatever the split (SampleHostRows).

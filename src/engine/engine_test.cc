@@ -91,21 +91,28 @@ class FakeRunner : public ModelRunner {
   int fail_steps_ = 0;
 };
 
-// A runner that takes the argmax of greedy rows itself, as the CUDA DecoderRunner does on the
-// device (the host sampler's rules: lowest id on ties, NaN and all -inf reported), and returns
-// only the other rows' logits.
-class GreedyFakeRunner final : public FakeRunner {
+// A runner that samples kGreedy and kDraw rows itself, as the CUDA DecoderRunner does on the
+// device, and returns only the other rows' logits. Greedy: the host sampler's argmax rules
+// (lowest id on ties, NaN and all -inf reported). Draws: a Sampler of its own given only what
+// RowSpec::draw carries (the step as that many placeholder output tokens), so a wrong seed, step
+// or parameter the engine hands over changes the tokens.
+class DeviceFakeRunner final : public FakeRunner {
  public:
   using FakeRunner::FakeRunner;
 
   StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
-                                        std::span<const RowSampling> rows) override {
+                                        std::span<const RowSpec> rows) override {
     ASSIGN_OR_RETURN(std::vector<float> all, Execute(plan));
     CHECK_EQ(all.size(), rows.size() * vocab_);
     StepOutput out;
     for (size_t k = 0; k < rows.size(); ++k) {
-      const float* row = all.data() + k * vocab_;
-      if (rows[k] != RowSampling::kGreedy) {
+      float* row = all.data() + k * vocab_;
+      if (rows[k].mode == RowSampling::kDraw) {
+        ++draw_rows_;
+        out.tokens.push_back(Draw(rows[k].draw, std::span<float>(row, vocab_)));
+        continue;
+      }
+      if (rows[k].mode != RowSampling::kGreedy) {
         out.tokens.push_back(kTokenOnHost);
         out.owned.insert(out.owned.end(), row, row + vocab_);
         continue;
@@ -128,6 +135,25 @@ class GreedyFakeRunner final : public FakeRunner {
   }
 
   int greedy_rows_ = 0;
+  int draw_rows_ = 0;
+
+ private:
+  int32_t Draw(const DrawParams& d, std::span<float> row) {
+    SamplingParams params;
+    params.temperature = d.temperature;
+    params.top_k = d.top_k;
+    params.top_p = d.top_p;
+    params.min_p = d.min_p;
+    const std::vector<TokenId> output(d.step, 0);
+    SampleContext ctx;
+    ctx.params = &params;
+    ctx.output = output;
+    ctx.seed = d.seed;
+    Sampler sampler(vocab_);
+    StatusOr<SampleResult> r = sampler.SampleRow(row, ctx);
+    if (r.ok()) return r->token;
+    return r.status().message().find("NaN") != std::string::npos ? kTokenNaN : kTokenNone;
+  }
 };
 
 struct Result {
@@ -392,9 +418,22 @@ TEST(EngineTest, ARequestsOwnFailureDoesNotStopTheOthers) {
 }
 
 // Rows a runner samples itself (plain greedy only) give exactly what the host sampler gives;
-// rows needing logprobs, penalties, bias, min_tokens masking or a draw still reach the host.
-TEST(EngineTest, RunnerSideGreedyMatchesHostSampling) {
+// rows needing logprobs, penalties, bias, min_tokens masking or XTC still reach the host; plain
+// draws (temperature, top-k/p, min-p) come back as tokens with their seed and step.
+TEST(EngineTest, RunnerSideSamplingMatchesHostSampling) {
   std::vector<Request> work = Workload();  // greedy + logprobs and sampled: all host rows
+  for (int i = 0; i < 4; ++i) {  // plain draws; one masks EOS (host rows) for its first 3 tokens
+    Request r;
+    r.prompt = Prompt(5, 6 + i, 30 + i);
+    r.params.max_tokens = 12;
+    r.params.seed = 700 + i;
+    r.params.temperature = 0.6f + 0.2f * i;
+    r.params.top_k = i == 1 ? 7 : 0;
+    r.params.top_p = i == 2 ? 0.8f : 1.0f;
+    r.params.min_p = i == 3 ? 0.05f : 0.0f;
+    r.params.min_tokens = i == 0 ? 3 : 0;
+    work.push_back(r);
+  }
   for (int i = 0; i < 3; ++i) {
     Request r;
     r.prompt = Prompt(5, 4 + i, 20 + i);
@@ -414,8 +453,8 @@ TEST(EngineTest, RunnerSideGreedyMatchesHostSampling) {
 
   Made host = Make(BaseConfig(64));
   const std::vector<Result> want = RunAll(*host.engine, work);
-  auto runner = std::make_unique<GreedyFakeRunner>(64, 4, 256);
-  GreedyFakeRunner* raw = runner.get();
+  auto runner = std::make_unique<DeviceFakeRunner>(64, 4, 256);
+  DeviceFakeRunner* raw = runner.get();
   auto engine = Engine::Create(BaseConfig(64), std::move(runner));
   ASSERT_TRUE(engine.ok());
   const std::vector<Result> got = RunAll(**engine, work);
@@ -429,6 +468,7 @@ TEST(EngineTest, RunnerSideGreedyMatchesHostSampling) {
   }
   EXPECT_EQ(got.back().error.message(), "sampling failed: the model produced NaN logits");
   EXPECT_GT(raw->greedy_rows_, 10);
+  EXPECT_GT(raw->draw_rows_, 30);
 }
 
 // Host rows of a step split over several sampling threads give exactly what one thread gives,

@@ -18,13 +18,13 @@ DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int b
 StatusOr<std::vector<float>> DecoderRunner::Execute(const StepPlan& plan) {
   size_t num_sampled = 0;
   for (const ScheduledSeq& s : plan.seqs) num_sampled += s.sample && !s.tokens.empty() ? 1 : 0;
-  const std::vector<RowSampling> rows(num_sampled, RowSampling::kLogits);
+  const std::vector<RowSpec> rows(num_sampled);  // every row kLogits
   ASSIGN_OR_RETURN(StepOutput out, ExecuteAndSample(plan, rows));
   return std::vector<float>(out.logits.begin(), out.logits.end());
 }
 
 StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
-                                                     std::span<const RowSampling> rows) {
+                                                     std::span<const RowSpec> rows) {
   ASSIGN_OR_RETURN(std::vector<SeqSlice> slices, PlanSlices(plan, num_blocks_, block_size_));
   std::vector<int32_t> seq_of_sampled;  // plan.seqs index of each sampled row
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -55,7 +55,7 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
 }
 
 StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,
-                               std::span<const RowSampling> rows) {
+                               std::span<const RowSpec> rows) {
   Backend* be = model_->backend();
   const int64_t vocab = vocab_size();
   const size_t n = logits_rows.size();
@@ -63,23 +63,41 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
   out.tokens.assign(n, kTokenOnHost);
   if (n == 0) return out;
 
-  // Greedy rows: argmax where the logits are; one i32 per row comes back.
+  // Rows sampled where the logits are: one i32 each comes back, all in one copy of
+  //   ids = [ argmax of logits rows 0 .. argmax_rows | the draws, in plan order ].
+  auto greedy_here = [&](size_t k) {
+    return device_sampling_ && rows[k].mode == RowSampling::kGreedy && be->has_argmax_rows();
+  };
+  auto draw_here = [&](size_t k) {
+    return device_sampling_ && rows[k].mode == RowSampling::kDraw && be->has_sample_rows(vocab);
+  };
   int64_t argmax_rows = 0;  // rows [0, argmax_rows) of `logits` cover every greedy row
-  if (device_sampling_ && be->has_argmax_rows()) {
-    for (size_t k = 0; k < n; ++k) {
-      if (rows[k] == RowSampling::kGreedy) {
-        argmax_rows = std::max<int64_t>(argmax_rows, logits_rows[k] + 1);
-      }
+  std::vector<int32_t> draw_rows;
+  std::vector<DrawParams> draws;
+  for (size_t k = 0; k < n; ++k) {
+    if (greedy_here(k)) argmax_rows = std::max<int64_t>(argmax_rows, logits_rows[k] + 1);
+    if (draw_here(k)) {
+      draw_rows.push_back(logits_rows[k]);
+      draws.push_back(rows[k].draw);
     }
   }
-  if (argmax_rows > 0) {
-    Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows});
-    be->ArgmaxRows(logits.Slice(0, argmax_rows), ids);
-    std::vector<int32_t> host_ids(static_cast<size_t>(argmax_rows));
+  const int64_t num_draws = static_cast<int64_t>(draws.size());
+  if (argmax_rows + num_draws > 0) {
+    Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows + num_draws});
+    if (argmax_rows > 0) be->ArgmaxRows(logits.Slice(0, argmax_rows), ids.Slice(0, argmax_rows));
+    if (num_draws > 0) be->SampleRows(logits, draw_rows, draws, ids.Slice(argmax_rows, num_draws));
+    std::vector<int32_t> host_ids(static_cast<size_t>(argmax_rows + num_draws));
     be->CopyToHost(ids, host_ids.data());
+    int64_t next_draw = argmax_rows;
     for (size_t k = 0; k < n; ++k) {
-      if (rows[k] != RowSampling::kGreedy) continue;
-      const int32_t t = host_ids[static_cast<size_t>(logits_rows[k])];
+      int32_t t;
+      if (greedy_here(k)) {
+        t = host_ids[static_cast<size_t>(logits_rows[k])];
+      } else if (draw_here(k)) {
+        t = host_ids[static_cast<size_t>(next_draw++)];
+      } else {
+        continue;
+      }
       out.tokens[k] = t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone;
       ++rows_sampled_on_device_;
     }

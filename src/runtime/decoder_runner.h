@@ -2,9 +2,9 @@
 // pools; turns each StepPlan into flat inputs once (forward_batch.h) and runs one forward.
 //
 // Output. The logits stay on the backend's device until the step's rows are known: on a backend
-// with ArgmaxRows (CUDA), kGreedy rows come back as token ids (one i32 each) and only the other
-// rows' logits are copied, into reusable host staging (page-locked on CUDA). On the CPU backend
-// every row is returned as logits, exactly as Execute.
+// with ArgmaxRows / SampleRows (CUDA), kGreedy and kDraw rows come back as token ids (one i32
+// each, one copy for all) and only the other rows' logits are copied, into reusable host staging
+// (page-locked on CUDA). On the CPU backend every row is returned as logits, exactly as Execute.
 #pragma once
 
 #include <memory>
@@ -36,7 +36,7 @@ class DecoderRunner final : public ModelRunner {
   // See the file comment. `rows` must have one entry per sampled row (seqs with sample == true
   // and at least one token), else InternalError.
   StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
-                                        std::span<const RowSampling> rows) override;
+                                        std::span<const RowSpec> rows) override;
   int vocab_size() const override { return model_->config().vocab_size; }
   int max_model_len() const override { return model_->config().max_position_embeddings; }
 
@@ -52,7 +52,7 @@ class DecoderRunner final : public ModelRunner {
   void set_step_accelerator(std::unique_ptr<StepAccelerator> a) { accelerator_ = std::move(a); }
   StepAccelerator* step_accelerator() const { return accelerator_.get(); }
   // false: ExecuteAndSample returns every row's logits even where the backend could take the
-  // argmax (A/B measurements, debugging). Default true.
+  // argmax or the draw (A/B measurements, debugging). Default true.
   void set_device_sampling(bool on) { device_sampling_ = on; }
   // Sampled rows returned as token ids by ExecuteAndSample since construction (tests, stats).
   int64_t rows_sampled_on_device() const { return rows_sampled_on_device_; }
@@ -61,7 +61,7 @@ class DecoderRunner final : public ModelRunner {
   // Turns device logits into the step's output: `logits_rows[k]` is the row of `logits` that
   // holds sampled row k.
   StepOutput Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,
-                  std::span<const RowSampling> rows);
+                  std::span<const RowSpec> rows);
   // Host staging of at least `floats` f32, grown (never shrunk) on demand.
   float* Staging(size_t floats);
 

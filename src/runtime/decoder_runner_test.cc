@@ -71,7 +71,8 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   EXPECT_EQ(*got, *want);
 }
 
-// The CPU backend has no ArgmaxRows: kGreedy rows come back as logits, the same as Execute's.
+// The CPU backend has no ArgmaxRows / SampleRows: kGreedy and kDraw rows come back as logits, the
+// same as Execute's.
 TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
   CpuBackend be(1);
   DecoderRunner plain(test_models::TinyLlama(&be), 4, 4, DType::kF32);
@@ -84,14 +85,17 @@ TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
   auto want = plain.Execute(p);
   ASSERT_TRUE(want.ok());
   ASSERT_EQ(want->size(), 64u);
-  const std::vector<RowSampling> modes = {RowSampling::kGreedy, RowSampling::kLogits};
+  std::vector<RowSpec> modes(2);
+  modes[0].mode = RowSampling::kGreedy;
+  modes[1].mode = RowSampling::kDraw;
+  modes[1].draw.temperature = 0.8f;
   auto got = runner.ExecuteAndSample(p, modes);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->tokens, (std::vector<int32_t>{kTokenOnHost, kTokenOnHost}));
   EXPECT_EQ(std::vector<float>(got->logits.begin(), got->logits.end()), *want);
   EXPECT_EQ(runner.rows_sampled_on_device(), 0);
 
-  const std::vector<RowSampling> one = {RowSampling::kGreedy};
+  const std::vector<RowSpec> one = {RowSpec{RowSampling::kGreedy, {}}};
   EXPECT_EQ(runner.ExecuteAndSample(p, one).status().code(), StatusCode::kInternal);
 }
 

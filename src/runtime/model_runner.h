@@ -7,22 +7,30 @@
 #include <span>
 #include <vector>
 
+#include "backend/draw_params.h"
 #include "base/status.h"
 #include "sched/step_plan.h"
 
 namespace loom {
 
-// What the engine needs back for one sampled row (ModelRunner::ExecuteAndSample).
+// What the engine needs back for one sampled row (ModelRunner::ExecuteAndSample). The runner may
+// always return the logits instead (kTokenOnHost).
 enum class RowSampling : uint8_t {
   kLogits,  // the row's logits: the engine's Sampler runs on the host
-  kGreedy,  // only the argmax of the unmodified logits (see IsPlainGreedy in sample/sampler.h);
-            // the runner may still return the logits instead
+  kGreedy,  // only the argmax of the unmodified logits (see IsPlainGreedy in sample/sampler.h)
+  kDraw,    // only the seeded draw RowSpec::draw describes (see IsPlainDraw in sample/sampler.h)
+};
+
+// One sampled row of ExecuteAndSample.
+struct RowSpec {
+  RowSampling mode = RowSampling::kLogits;
+  DrawParams draw;  // kDraw only
 };
 
 // StepOutput::tokens entries that are not token ids.
 inline constexpr int32_t kTokenOnHost = -1;  // the row's logits are in StepOutput::logits
-inline constexpr int32_t kTokenNaN = -2;     // greedy on the runner: the row holds a NaN logit
-inline constexpr int32_t kTokenNone = -3;    // greedy on the runner: every logit is -inf
+inline constexpr int32_t kTokenNaN = -2;     // sampled on the runner: the row holds a NaN logit
+inline constexpr int32_t kTokenNone = -3;    // sampled on the runner: every logit is -inf
 
 // Move-only: `logits` may point into `owned`, whose buffer a move keeps but a copy would not.
 struct StepOutput {
@@ -32,8 +40,8 @@ struct StepOutput {
   StepOutput(const StepOutput&) = delete;
   StepOutput& operator=(const StepOutput&) = delete;
 
-  // [number of sampled rows], plan order: the argmax token of a kGreedy row the runner sampled
-  // itself (lowest id on ties, as the host sampler), or one of the kToken* codes above.
+  // [number of sampled rows], plan order: the token of a kGreedy / kDraw row the runner sampled
+  // itself (the host sampler's choice), or one of the kToken* codes above.
   std::vector<int32_t> tokens;
   // f32 [number of rows with tokens[k] == kTokenOnHost, vocab] row-major, in plan order. Points
   // into runner-owned memory (or into `owned`); writable (the sampler uses it as scratch) and
@@ -54,11 +62,11 @@ class ModelRunner {
   virtual StatusOr<std::vector<float>> Execute(const StepPlan& plan) = 0;
 
   // Execute, where `rows` [plan.num_sampled] says per sampled row what the engine needs: a
-  // runner that can take the argmax where the logits live (on the device) returns kGreedy rows
+  // runner that can sample where the logits live (on the device) returns kGreedy / kDraw rows
   // as token ids and copies only the other rows' logits to the host. The default returns every
   // row's logits (from Execute). Same KV writes and errors as Execute.
   virtual StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
-                                                std::span<const RowSampling> rows) {
+                                                std::span<const RowSpec> rows) {
     ASSIGN_OR_RETURN(std::vector<float> logits, Execute(plan));
     StepOutput out;
     out.tokens.assign(rows.size(), kTokenOnHost);

@@ -15,13 +15,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // Higher probability first; equal probabilities by lower id, so the order is total.
 template <typename C>
 bool Before(const C& a, const C& b) {
@@ -58,12 +51,15 @@ float MaxOf(std::span<const float> row) {
   return mx;
 }
 
-}  // namespace
-
-double CounterUniform(uint64_t seed, uint64_t counter, uint64_t stream) {
-  uint64_t x = SplitMix64(seed ^ SplitMix64(counter ^ SplitMix64(stream + 0x5851F42D4C957F2Dull)));
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
+// Mirrors SampleRow: no step before the greedy choice or the temperature edits the row (bias,
+// penalties, min_tokens masking) or needs the raw logits (logprobs).
+bool UnmodifiedRow(const SamplingParams& params, int num_output_tokens) {
+  return params.logit_bias.empty() && params.repetition_penalty == 1.0f &&
+         params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f &&
+         params.num_logprobs < 0 && num_output_tokens >= params.min_tokens;
 }
+
+}  // namespace
 
 void ApplyLogitBias(const SamplingParams& params, std::span<float> logits) {
   for (const auto& [id, bias] : params.logit_bias) {
@@ -97,10 +93,12 @@ void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> promp
 }
 
 bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens) {
-  // Mirrors SampleRow: every step that could edit the row before the argmax is off.
-  return params.greedy() && params.logit_bias.empty() && params.repetition_penalty == 1.0f &&
-         params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f &&
-         params.num_logprobs < 0 && num_output_tokens >= params.min_tokens;
+  return params.greedy() && UnmodifiedRow(params, num_output_tokens);
+}
+
+bool IsPlainDraw(const SamplingParams& params, int num_output_tokens) {
+  return !params.greedy() && params.temperature > 0.0f && params.xtc_probability == 0.0f &&
+         UnmodifiedRow(params, num_output_tokens);
 }
 
 Sampler::Sampler(int vocab_size) : vocab_size_(vocab_size) { CHECK_GT(vocab_size, 0); }

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
 #include "base/status.h"
 #include "kv/kv_types.h"
 #include "sample/sampling_params.h"
@@ -44,9 +45,6 @@ struct SampleContext {
   std::span<const TokenId> eos_token_ids;
 };
 
-// A uniform double in [0, 1) that depends only on (seed, counter, stream).
-double CounterUniform(uint64_t seed, uint64_t counter, uint64_t stream);
-
 // The steps, exposed for tests. `logits` is one row [vocab_size], modified in place.
 void ApplyLogitBias(const SamplingParams& params, std::span<float> logits);
 // Repetition (HF style: positive logits divided by r, negative multiplied, over the set of
@@ -61,6 +59,13 @@ void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> promp
 // logit_bias, no penalties, no logprobs, and no min_tokens masking at this step. Such a row needs
 // only its argmax, which a device runner can take without copying the logits.
 bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens);
+
+// True when SampleRow's choice for such a row depends only on the unmodified logits, the
+// temperature, top_k, top_p, min_p and CounterUniform(seed, num_output_tokens, 0): a draw
+// (temperature > 0, top_k != 1) with no logit_bias, no penalties, no XTC, no logprobs and no
+// min_tokens masking at this step. A device runner can draw such a row where the logits are
+// (Backend::SampleRows) and return one token id instead of the row.
+bool IsPlainDraw(const SamplingParams& params, int num_output_tokens);
 
 class Sampler {
  public:

@@ -242,6 +242,91 @@ TEST(SamplerTest, BadRowsAreErrorsNotCrashes) {
   EXPECT_FALSE(sampler.SampleRow(row, {&p, {}, {}, 0, {}}).ok());
 }
 
+// CounterUniform moved to base/counter_uniform.h (shared with the device sampler): the same
+// values as the sampler's own definition before the move (printed with %a from it).
+TEST(SamplerTest, CounterUniformKeepsItsValues) {
+  struct Case {
+    uint64_t seed, counter, stream;
+    double want;
+  };
+  const Case cases[] = {
+      {0, 0, 0, 0x1.b853db2890e25p-1},
+      {1, 0, 0, 0x1.070b04f4def1p-1},
+      {0, 1, 0, 0x1.aa31acccc7389p-1},
+      {0, 0, 1, 0x1.2b2d423e4ea04p-1},
+      {42, 7, 0, 0x1.2c0fadec7fdd8p-3},
+      {42, 7, 1, 0x1.da4883bcca1f2p-2},
+      {0xFFFFFFFFFFFFFFFFull, 123456789, 0, 0x1.784d9e9d9d47dp-1},
+      {1234, 1000000, 0, 0x1.05aa1a8046804p-1},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(CounterUniform(c.seed, c.counter, c.stream), c.want)
+        << c.seed << " " << c.counter << " " << c.stream;
+  }
+}
+
+// Which rows a device runner may sample without the logits: plain greedy (argmax) and plain
+// draws (temperature, top-k, top-p, min-p); anything that edits the row, needs the raw logits or
+// draws a second uniform (XTC) stays on the host.
+TEST(SamplerTest, PlainGreedyAndPlainDrawPredicates) {
+  struct Case {
+    const char* name;
+    void (*edit)(SamplingParams&);
+    int num_output;
+    bool greedy, draw;
+  };
+  const Case cases[] = {
+      {"temperature 0", [](SamplingParams& p) { p.temperature = 0; }, 0, true, false},
+      {"top_k 1", [](SamplingParams& p) { p.top_k = 1; }, 0, true, false},
+      {"default draw", [](SamplingParams&) {}, 0, false, true},
+      {"top-k/p, min-p",
+       [](SamplingParams& p) {
+         p.temperature = 0.8f;
+         p.top_k = 40;
+         p.top_p = 0.9f;
+         p.min_p = 0.05f;
+       },
+       5, false, true},
+      {"seeded", [](SamplingParams& p) { p.seed = 3; }, 0, false, true},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{1, 1.0f}};
+       },
+       0, false, false},
+      {"greedy + bias",
+       [](SamplingParams& p) {
+         p.temperature = 0;
+         p.logit_bias = {{1, 1.0f}};
+       },
+       0, false, false},
+      {"repetition", [](SamplingParams& p) { p.repetition_penalty = 1.1f; }, 0, false, false},
+      {"presence", [](SamplingParams& p) { p.presence_penalty = 0.5f; }, 0, false, false},
+      {"frequency", [](SamplingParams& p) { p.frequency_penalty = -0.5f; }, 0, false, false},
+      {"logprobs", [](SamplingParams& p) { p.num_logprobs = 0; }, 0, false, false},
+      {"greedy + logprobs",
+       [](SamplingParams& p) {
+         p.temperature = 0;
+         p.num_logprobs = 2;
+       },
+       0, false, false},
+      {"xtc", [](SamplingParams& p) { p.xtc_probability = 0.5f; }, 0, false, false},
+      {"min_tokens masking", [](SamplingParams& p) { p.min_tokens = 3; }, 2, false, false},
+      {"min_tokens reached", [](SamplingParams& p) { p.min_tokens = 3; }, 3, false, true},
+      {"greedy, min_tokens masking",
+       [](SamplingParams& p) {
+         p.temperature = 0;
+         p.min_tokens = 1;
+       },
+       0, false, false},
+  };
+  for (const Case& c : cases) {
+    SamplingParams p;
+    c.edit(p);
+    EXPECT_EQ(IsPlainGreedy(p, c.num_output), c.greedy) << c.name;
+    EXPECT_EQ(IsPlainDraw(p, c.num_output), c.draw) << c.name;
+  }
+}
+
 // FNV-1a over the bytes of `v`.
 template <typename T>
 void HashInto(uint64_t& h, const T& v) {

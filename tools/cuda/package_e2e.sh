@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds loom and cuda_graph_runner_test here (nvcc + g++, BUILD=build-cuda2 by default) and
+# Builds loom and the CUDA tests here (nvcc + g++, BUILD=build-cuda2 by default) and
 # collects them, with the shared libraries the GPU machine's image may lack, into .dev/cuda2-bin
 # (git-ignored) for the device tool: run(command="bash tools/cuda/run_e2e_on_device.sh",
 # carry=[".dev/cuda2-bin"]).
@@ -7,11 +7,13 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 build=${BUILD:-$root/build-cuda2}
 out=$root/.dev/cuda2-bin
-ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_prefill_bench cuda_attn_bench
+ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_sampling_test \
+  cuda_prefill_bench cuda_attn_bench
 rm -rf "$out"
 mkdir -p "$out/lib"
 strip -o "$out/loom" "$build/src/cli/loom"
 strip -o "$out/cuda_graph_runner_test" "$build/src/runtime/cuda_graph_runner_test"
+strip -o "$out/cuda_sampling_test" "$build/src/runtime/cuda_sampling_test"
 strip -o "$out/cuda_backend_test" "$build/src/backend/cuda/cuda_backend_test"
 strip -o "$out/cuda_prefill_bench" "$build/src/backend/cuda/cuda_prefill_bench"
 strip -o "$out/cuda_attn_bench" "$build/src/backend/cuda/cuda_attn_bench"
@@ -25,6 +27,7 @@ done
 # xz: OpenBLAS alone is 36 MB and the device tool carries at most 64 MiB with the tree.
 tar cJf "$out/lib.tar.xz" -C "$out" lib && rm -rf "$out/lib"
 # The binaries too (device_env.sh unpacks them there).
-bins=(loom cuda_graph_runner_test cuda_backend_test cuda_prefill_bench cuda_attn_bench)
+bins=(loom cuda_graph_runner_test cuda_sampling_test cuda_backend_test cuda_prefill_bench
+      cuda_attn_bench)
 tar cJf "$out/bins.tar.xz" -C "$out" "${bins[@]}" && (cd "$out" && rm -f "${bins[@]}")
 du -sh "$out"

@@ -18,6 +18,7 @@
 #include "backend/cuda/rms_norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/rows.cuh"
+#include "backend/cuda/sample_rows.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 #include "tensor/quant.h"
 
@@ -665,6 +666,44 @@ void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
       scratch_bytes > 0 ? allocator_->NewBuffer(scratch_bytes) : nullptr;
   cuda::LaunchArgmaxRows(x.data(), x.dtype(), x.rows(), x.cols(), num_sms_,
                          scratch != nullptr ? scratch->data() : nullptr, out.data_as<int32_t>(),
+                         stream());
+}
+
+bool CudaBackend::has_sample_rows(int64_t vocab) const {
+  return vocab > 0 && vocab <= cuda::SampleRowsMaxVocab();
+}
+
+void CudaBackend::SampleRows(const Tensor& x, std::span<const int32_t> rows,
+                             std::span<const DrawParams> params, const Tensor& out) {
+  LOOM_PROFILE_OP("sample " + Sh(x) + " x" + std::to_string(rows.size()),
+                  static_cast<int64_t>(rows.size()) * x.row_bytes());
+  CheckDevice(x, "SampleRows", "x");
+  CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "SampleRows: x " << Describe(x);
+  CHECK_EQ(rows.size(), params.size()) << "SampleRows: rows and params";
+  const int64_t n = static_cast<int64_t>(rows.size());
+  CheckI32(out, n, "SampleRows", "out");
+  if (n == 0) return;
+  CHECK(has_sample_rows(x.cols())) << "SampleRows: vocab " << x.cols();
+  // One upload of every row's task: [n] DrawTask, as i32 words.
+  static_assert(sizeof(cuda::DrawTask) % sizeof(int32_t) == 0);
+  Tensor host = HostTensor(
+      DType::kI32, Shape{n * static_cast<int64_t>(sizeof(cuda::DrawTask) / sizeof(int32_t))});
+  auto* tasks = static_cast<cuda::DrawTask*>(host.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const DrawParams& p = params[i];
+    CHECK(rows[i] >= 0 && rows[i] < x.rows())
+        << "SampleRows: row " << rows[i] << " of " << x.rows();
+    CHECK(p.temperature > 0.0f && p.top_p > 0.0f && p.top_p <= 1.0f && p.min_p >= 0.0f &&
+          p.min_p <= 1.0f)
+        << "SampleRows: unvalidated parameters (temperature " << p.temperature << ", top_p "
+        << p.top_p << ", min_p " << p.min_p << ")";
+    tasks[i] = cuda::DrawTask{p, rows[i]};
+  }
+  // Freed right after the enqueue (as ArgmaxRows' scratch): reused only by later work on this
+  // stream.
+  const Tensor dev = Upload(host);
+  cuda::LaunchSampleRows(x.data_as<const float>(), x.cols(),
+                         static_cast<const cuda::DrawTask*>(dev.data()), n, out.data_as<int32_t>(),
                          stream());
 }
 
