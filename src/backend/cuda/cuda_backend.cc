@@ -25,10 +25,6 @@
 namespace loom {
 namespace {
 
-// Split-arrival counters reserved at construction (before any CUDA-graph capture): enough for
-// 256 decode sequences x 64 kv heads; SplitDoneCounters grows them outside captures.
-constexpr int64_t kSplitDoneReserve = int64_t{1} << 14;
-
 // Elements converted per staging round trip in Upload (64 MB of f32).
 constexpr int64_t kUploadChunkElems = int64_t{16} << 20;
 
@@ -113,7 +109,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
   stream_ = std::make_unique<cuda::CudaStream>();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
   prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
-  SplitDoneCounters(kSplitDoneReserve);  // before any graph capture: 256 sequences x 64 kv heads
 }
 
 CudaBackend::~CudaBackend() {
@@ -605,23 +600,7 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   }
   cuda::LaunchPagedAttention(a, plan, tile_start.data_as<int32_t>(),
                              partial.defined() ? partial.data_as<float>() : nullptr,
-                             lse.defined() ? lse.data_as<float>() : nullptr, stream(),
-                             SplitDoneCounters(plan.split_done_ints));
-}
-
-int32_t* CudaBackend::SplitDoneCounters(int64_t count) {
-  if (count <= 0) return nullptr;
-  if (count > split_done_ints_) {
-    // Grown outside graph capture only (a capture would record the zero-fill as a node and the
-    // buffer would outlive nothing); during a capture the combine kernel merges instead.
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
-    if (status != cudaStreamCaptureStatusNone) return nullptr;
-    const int64_t ints = std::max(count, kSplitDoneReserve);
-    split_done_ = Alloc(DType::kI32, Shape{ints});  // zero-filled; the kernels keep it zero
-    split_done_ints_ = ints;
-  }
-  return split_done_.data_as<int32_t>();
+                             lse.defined() ? lse.data_as<float>() : nullptr, stream());
 }
 
 void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {

@@ -130,9 +130,6 @@ class CudaBackend final : public Backend {
   // Fills *out and returns true when the small-batch GEMV can RMSNorm x in its prologue.
   bool GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                    cuda::GemvNorm* out) const;
-  // At least `count` zeroed split-arrival counters for the decode attention's in-kernel merge
-  // (paged_attention.cuh), or null (count 0, or a capture in progress would have to grow them).
-  int32_t* SplitDoneCounters(int64_t count);
 
   CudaBackendOptions options_;
   int device_;
@@ -142,8 +139,6 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
-  Tensor split_done_;  // SplitDoneCounters' buffer
-  int64_t split_done_ints_ = 0;
 };
 
 }  // namespace loom

@@ -59,9 +59,6 @@ struct DecodeArgs : PagedKernelTables {
   int64_t num_rows;  // num_tokens * num_heads
   float* partial;
   float* lse;
-  // Per (sequence, kv head) arrival counters for the in-kernel merge of the splits (zero between
-  // launches), or null: DecodeCombineKernel merges them.
-  int32_t* split_done;
 };
 
 // exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
@@ -181,43 +178,6 @@ __device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool vali
   return valid ? dot : -INFINITY;
 }
 
-// The in-kernel merge of the splits (DecodeArgs::split_done): every split block publishes its
-// partial rows, then counts itself in; the one that arrives last for its (sequence, kv head)
-// merges all splits' rows the way DecodeCombineKernel does and resets the counter for the next
-// launch. Saves the combine kernel's launch and its slot in the dependent-launch chain (one per
-// layer per decode step). The partials of other blocks are read with ld.global.cg (L2), never
-// through this SM's L1.
-template <int D>
-__device__ __forceinline__ void MergeSplitsIfLast(const DecodeArgs& a, int64_t row0) {
-  __shared__ bool last;
-  __threadfence();  // this block's partial / lse writes are visible device-wide before counting
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int prev = atomicAdd(a.split_done + blockIdx.x, 1);
-    last = prev == a.num_splits - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    const int64_t row = row0 + r;
-    float m = -INFINITY;
-    for (int sp = 0; sp < a.num_splits; ++sp) m = fmaxf(m, __ldcg(a.lse + sp * a.num_rows + row));
-    const float base = SafeBase(m);
-    float acc = 0.f, wsum = 0.f;
-    for (int sp = 0; sp < a.num_splits; ++sp) {
-      const float e = __ldcg(a.lse + sp * a.num_rows + row);
-      if (e == -INFINITY) continue;
-      const float w = exp2f(e - base);
-      wsum += w;
-      acc += w * __ldcg(a.partial + (sp * a.num_rows + row) * D + d);
-    }
-    a.out[row * D + d] = __float2bfloat16_rn(wsum > 0.f ? acc / wsum : 0.f);
-  }
-  if (threadIdx.x == 0) a.split_done[blockIdx.x] = 0;  // ready for the next launch
-}
-
 // The block's result from each warp's (max, sum, unnormalized output) of rows [0, group) in
 // shared memory: merged over the warps, then the bf16 output row, or (split-KV) the normalized
 // partial row and its log2-sum-exp. Call after a __syncthreads.
@@ -250,7 +210,6 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a,
       if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
     }
   }
-  if (a.num_splits > 1 && a.split_done != nullptr) MergeSplitsIfLast<D>(a, row0);
 }
 
 // D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
@@ -774,12 +733,11 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
     p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
   }
   SizeSplitScratch(a, &p);
-  if (p.num_splits > 1) p.split_done_ints = int64_t{a.num_seqs} * a.num_kv_heads;
   return p;
 }
 
 void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
-                           float* partial, float* lse, cudaStream_t stream, int32_t* split_done) {
+                           float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   DecodeArgs d;
   static_cast<PagedKernelTables&>(d) = KernelTables(a);
@@ -789,11 +747,10 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.num_rows = int64_t{a.num_tokens} * a.num_heads;
   d.partial = partial;
   d.lse = lse;
-  d.split_done = plan.num_splits > 1 ? split_done : nullptr;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
   LaunchPdl(KernelFor(plan, a.head_dim), grid, dim3(kThreads), 0, stream, d);
-  if (plan.num_splits > 1 && d.split_done == nullptr) {
+  if (plan.num_splits > 1) {
     switch (a.head_dim) {
       case 64: LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
       case 128: LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;

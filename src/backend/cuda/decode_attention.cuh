@@ -35,11 +35,8 @@ bool DecodeAttentionApplies(const PagedAttentionArgs& args);
 // Plan for the decode kernel (plan.decode = true): split count and scratch sizes.
 PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& args, int num_sms);
 
-// split_done: plan.split_done_ints zeroed ints for the in-kernel merge, or null for the combine
-// kernel (paged_attention.cuh).
 void LaunchDecodeAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
-                           float* partial, float* lse, cudaStream_t stream,
-                           int32_t* split_done = nullptr);
+                           float* partial, float* lse, cudaStream_t stream);
 
 // In-process switches for tests and the benchmark (not thread-safe; set before planning).
 // Enabled: starts from LOOM_ATTN_DECODE (unset or non-zero = on).

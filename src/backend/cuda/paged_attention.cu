@@ -397,11 +397,10 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
 }
 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
-                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
-                          int32_t* split_done) {
+                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (plan.decode) {
-    LaunchDecodeAttention(a, plan, partial, lse, stream, split_done);
+    LaunchDecodeAttention(a, plan, partial, lse, stream);
     return;
   }
   LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, a.query_start, a.num_seqs,

@@ -87,11 +87,6 @@ struct PagedAttentionPlan {
   int64_t tile_start_ints = 0;
   int64_t partial_floats = 0;
   int64_t lse_floats = 0;
-  // Decode with num_splits > 1: one arrival counter per (sequence, kv head) lets the last split
-  // block of each merge the splits itself, instead of a combine kernel after it. The caller
-  // passes split_done with at least this many ints, all zero (the kernel leaves them zero), or
-  // null for the combine kernel.
-  int64_t split_done_ints = 0;
 };
 
 // allow_flash = false: always PagedAttentionKernel (the benchmark's old-vs-new A/B).
@@ -101,9 +96,7 @@ void SizeSplitScratch(const PagedAttentionArgs& args, PagedAttentionPlan* plan);
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms,
                                       bool allow_flash = true);
 
-// split_done: see PagedAttentionPlan::split_done_ints (null: the separate combine kernel).
 void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
-                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
-                          int32_t* split_done = nullptr);
+                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream);
 
 }  // namespace loom::cuda
