@@ -43,7 +43,9 @@ void QuantizeActRow(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
 // Memory a kernel call prefetches while it runs, spread evenly over its k: MatMul points each
 // call at its share of the next tile, so that a tile met by several calls (one per group of
 // activation rows) brings the next one in at an even rate instead of all during the first call.
-// Empty: no prefetch. A prefetch past the end of the weights is harmless.
+// One-row calls prefetch exactly that into L1; the plain and bf16-activation kernels with several
+// rows prefetch the `bytes` after it, into L2 (measured, see dot_kernels_x86.inc). Empty: no
+// prefetch. A prefetch past the end of the weights is harmless.
 struct DotPrefetch {
   const char* p = nullptr;
   int64_t bytes = 0;
