@@ -26,6 +26,10 @@ bool g_enabled = [] {
   return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
 }();
 DecodeAttentionTuning g_tuning;
+const int g_splits_env = [] {  // LOOM_ATTN_DECODE_SPLITS=N: force N splits (A/B; 0 = auto)
+  const char* v = std::getenv("LOOM_ATTN_DECODE_SPLITS");
+  return v == nullptr ? 0 : std::atoi(v);
+}();
 const bool g_mma_env = [] {  // LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
   const char* v = std::getenv("LOOM_ATTN_DECODE_MMA");
   return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
@@ -725,8 +729,8 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
     p.decode_unroll = t.unroll == 1 ? 1 : 2;
     p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
   }
-  if (t.splits > 0) {
-    p.num_splits = std::min(t.splits, kMaxSplits);
+  if (t.splits > 0 || g_splits_env > 0) {
+    p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
     const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
