@@ -79,7 +79,7 @@ const float* RowF32(const Helpers& h, DType t, const char* pool, int64_t row, in
   return buf;
 }
 
-// ---- the AVX2 path for head_dim % 8 == 0: one (query row, kv head) task, page by page ----
+// ---- the AVX2 path for head_dim % 8 == 0: (query row, block of kv heads) tasks, page by page ----
 //
 // Per page chunk (<= block_size keys): f16/bf16 rows are widened once into chunk buffers; the
 // scores of 4 keys at a time come from 4 accumulators reduced together (one horizontal tree per
@@ -230,85 +230,110 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   const float* qbase = q.data_as<const float>();
   float* obase = out.data_as<float>();
   const float cap = params.logit_softcap;
-  const int64_t num_tasks = n * KVH;
 
   const bool fast = use_avx2 && D % 8 == 0;
+  // A task is one query row and a block of consecutive kv heads, visited chunk by chunk with the
+  // heads inner: the chunk's rows of neighbouring heads are neighbouring memory, where one head
+  // per task swept the whole context at a 3 KB stride (134M, f32 KV). About 2 tasks per thread:
+  // the whole row per task once there are enough rows. Every (head, row) is computed exactly as
+  // before, so the bits do not depend on the blocking. Measured (dev VM, 134M F16, decode tok/s):
+  // 1 thread, 1 row, 1024-token context: 68-70 with 12 heads a task vs 57-58 with 1; 2 threads,
+  // 1 row: 93-98 with 3 (4 tasks) vs 83-86; 2 threads, 8 rows, 512 tokens: 310-322 with 12 vs
+  // 192-204.
+  const int64_t want_blocks = std::clamp<int64_t>((2 * num_threads + n - 1) / n, 1, KVH);
+  const int hb = static_cast<int>((KVH + want_blocks - 1) / want_blocks);
+  const int64_t nblk = (KVH + hb - 1) / hb;
+  const int64_t num_btasks = n * nblk;
 #pragma omp parallel num_threads(num_threads)
   {
-    TaskScratch ts(group, D, bs);
+    TaskScratch ts(group * hb, D, bs);
+    std::vector<const float*> krows(static_cast<size_t>(hb * bs)), vrows(static_cast<size_t>(hb * bs));
+    std::vector<float> kchunk(static_cast<size_t>(hb) * bs * D), vchunk(static_cast<size_t>(hb) * bs * D);
     std::vector<float> kbuf(static_cast<size_t>(D)), vbuf(static_cast<size_t>(D));
     float* acc = ts.acc.data();
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < num_tasks; ++task) {
-      const int64_t t = task / KVH;
-      const int g = static_cast<int>(task % KVH);
+    for (int64_t task = 0; task < num_btasks; ++task) {
+      const int64_t t = task / nblk;
+      const int g0 = static_cast<int>(task % nblk) * hb;
+      const int ng = std::min(KVH, g0 + hb) - g0;
       const int s = token_seq[static_cast<size_t>(t)];
       const int32_t q_len = qstart[s + 1] - qstart[s];
       const int64_t pos = kv_len[s] - q_len + (t - qstart[s]);
       const int64_t first =
           params.sliding_window > 0 ? std::max<int64_t>(0, pos - params.sliding_window + 1) : 0;
       const int32_t* seq_pages = pages + indptr[s];
-      std::fill(ts.acc.begin(), ts.acc.end(), 0.0f);
-      std::fill(ts.m.begin(), ts.m.end(), -std::numeric_limits<float>::infinity());
-      std::fill(ts.l.begin(), ts.l.end(), 0.0f);
-      const float* qg = qbase + t * H * D + static_cast<int64_t>(g) * group * D;
+      const int rows = ng * group;  // (kv head, group head) pairs of this task
+      std::fill(ts.acc.begin(), ts.acc.begin() + rows * D, 0.0f);
+      std::fill(ts.m.begin(), ts.m.begin() + rows, -std::numeric_limits<float>::infinity());
+      std::fill(ts.l.begin(), ts.l.begin() + rows, 0.0f);
+      const float* qg = qbase + t * H * D + static_cast<int64_t>(g0) * group * D;
       for (int64_t p = first; p <= pos;) {
         const int64_t block = seq_pages[p / bs];
         CHECK(block >= 0 && block < num_blocks) << "Attention: block id " << block;
         const int64_t end = std::min(pos + 1, (p / bs + 1) * bs);
         const int cnt = static_cast<int>(end - p);
-        const int64_t row0 = (block * bs + p % bs) * KVH + g;  // row of position p, kv head g
-        // Raw scores of this page's chunk for every head of the group (one key load per key).
-        if (fast) {
-          ChunkRows(kv_t, kbase, row0, KVH, cnt, D, ts.kchunk.data(), ts.krows.data());
-          ChunkRows(kv_t, vbase, row0, KVH, cnt, D, ts.vchunk.data(), ts.vrows.data());
-          for (int h = 0; h < group; ++h) {
-            ScoresAvx2(qg + h * D, ts.krows.data(), cnt, D, ts.scores.data() + h * bs);
-          }
-        } else {
-          for (int c = 0; c < cnt; ++c) {
-            const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
+        for (int gi = 0; gi < ng; ++gi) {
+          const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;  // position p, kv head g
+          // Raw scores of this page's chunk for every head of the group (one key load per key).
+          if (fast) {
+            ChunkRows(kv_t, kbase, row0, KVH, cnt, D, kchunk.data() + gi * bs * D,
+                      krows.data() + gi * bs);
+            ChunkRows(kv_t, vbase, row0, KVH, cnt, D, vchunk.data() + gi * bs * D,
+                      vrows.data() + gi * bs);
             for (int h = 0; h < group; ++h) {
-              ts.scores[static_cast<size_t>(h * bs + c)] = helpers.dot(qg + h * D, kr, D);
+              ScoresAvx2(qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D,
+                         ts.scores.data() + (gi * group + h) * bs);
+            }
+          } else {
+            for (int c = 0; c < cnt; ++c) {
+              const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
+              for (int h = 0; h < group; ++h) {
+                ts.scores[static_cast<size_t>((gi * group + h) * bs + c)] =
+                    helpers.dot(qg + (gi * group + h) * D, kr, D);
+              }
             }
           }
         }
         // Online softmax per head; the fast path also adds this chunk's P @ V here.
-        for (int h = 0; h < group; ++h) {
-          float* sh = ts.scores.data() + h * bs;
-          float cm = ts.m[static_cast<size_t>(h)];
+        for (int r = 0; r < rows; ++r) {
+          float* sh = ts.scores.data() + r * bs;
+          float cm = ts.m[static_cast<size_t>(r)];
           for (int c = 0; c < cnt; ++c) {
             float sc = sh[c] * params.scale;
             if (cap > 0.0f) sc = cap * std::tanh(sc / cap);
             sh[c] = sc;
             cm = std::max(cm, sc);
           }
-          const float alpha = std::exp(ts.m[static_cast<size_t>(h)] - cm);  // 0 on the first chunk
-          float sum = ts.l[static_cast<size_t>(h)] * alpha;
+          const float alpha = std::exp(ts.m[static_cast<size_t>(r)] - cm);  // 0 on the first chunk
+          float sum = ts.l[static_cast<size_t>(r)] * alpha;
           for (int c = 0; c < cnt; ++c) {
             sh[c] = std::exp(sh[c] - cm);
             sum += sh[c];
           }
-          ts.l[static_cast<size_t>(h)] = sum;
-          ts.m[static_cast<size_t>(h)] = cm;
+          ts.l[static_cast<size_t>(r)] = sum;
+          ts.m[static_cast<size_t>(r)] = cm;
           if (fast) {
-            WeightedSumAvx2(sh, ts.vrows.data(), cnt, D, alpha, acc + h * D);
+            WeightedSumAvx2(sh, vrows.data() + (r / group) * bs, cnt, D, alpha, acc + r * D);
           } else {
-            for (int d = 0; d < D; ++d) acc[h * D + d] *= alpha;
+            for (int d = 0; d < D; ++d) acc[r * D + d] *= alpha;
           }
         }
-        for (int c = 0; c < cnt && !fast; ++c) {  // generic path: P @ V key by key
-          const float* vr = RowF32(helpers, kv_t, vbase, row0 + c * KVH, D, vbuf.data());
-          for (int h = 0; h < group; ++h) {
-            helpers.axpy(ts.scores[static_cast<size_t>(h * bs + c)], vr, acc + h * D, D);
+        for (int gi = 0; gi < ng && !fast; ++gi) {  // generic path: P @ V key by key
+          const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;
+          for (int c = 0; c < cnt; ++c) {
+            const float* vr = RowF32(helpers, kv_t, vbase, row0 + c * KVH, D, vbuf.data());
+            for (int h = 0; h < group; ++h) {
+              const int r = gi * group + h;
+              helpers.axpy(ts.scores[static_cast<size_t>(r * bs + c)], vr, acc + r * D, D);
+            }
           }
         }
         p = end;
       }
-      for (int h = 0; h < group; ++h) {
-        float* o = obase + t * H * D + static_cast<int64_t>(g * group + h) * D;
-        const float inv = 1.0f / ts.l[static_cast<size_t>(h)];
-        for (int d = 0; d < D; ++d) o[d] = acc[h * D + d] * inv;
+      for (int r = 0; r < rows; ++r) {
+        float* o = obase + t * H * D + (static_cast<int64_t>(g0) * group + r) * D;
+        const float inv = 1.0f / ts.l[static_cast<size_t>(r)];
+        for (int d = 0; d < D; ++d) o[d] = acc[r * D + d] * inv;
       }
     }
   }
