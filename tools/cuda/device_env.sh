@@ -11,3 +11,16 @@ cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
 export LD_LIBRARY_PATH=$PWD/$bin/lib:$libs/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 built_in=${LOOM_BUILT_IN:-/work/main}
 [ -e "$built_in" ] || { mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; }
+# The default model's 200 greedy ids from the same prompt on CUDA and on the CPU, compared:
+# prints "generate default 200 greedy ids, cuda<$1> vs cpu: identical|DIFFERENT", then with $2
+# the first $2 bytes of the CUDA ids.
+# Needs $bin and $out.
+check_greedy_ids() {
+  local label=${1:-} ids=0,15,251,78,9,1203,44,310,72,5 dev r
+  for dev in cuda cpu; do
+    timeout 60 $bin/loom generate models/default --device $dev --ids $ids -n 200 --temp 0 \
+      --ignore-eos > "$out/gen_$dev.txt" 2> "$out/gen_$dev.err"
+  done
+  cmp -s "$out/gen_cuda.txt" "$out/gen_cpu.txt" && r=identical || r=DIFFERENT
+  echo "generate default 200 greedy ids, cuda$label vs cpu: $r${2:+; $(head -c "$2" "$out/gen_cuda.txt")}"
+}

@@ -14,13 +14,7 @@ bin=${BIN:-.dev/cuda2-bin}
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 timeout 120 $bin/cuda_backend_test 2>&1 | tee "$out/backend_test.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED|Failure" | head -20
 timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" | head
-ids=0,15,251,78,9,1203,44,310,72,5
-for dev in cuda cpu; do
-  timeout 60 $bin/loom generate models/default --device $dev --ids $ids -n 200 --temp 0 --ignore-eos \
-    > "$out/gen_$dev.txt" 2> "$out/gen_$dev.err"
-done
-cmp -s "$out/gen_cuda.txt" "$out/gen_cpu.txt" && r=identical || r=DIFFERENT
-echo "generate default 200 greedy ids, cuda vs cpu: $r"
+check_greedy_ids
 for m in qwen3-8b gemma-3-4b; do
   for f in 1 0; do
     LOOM_CUDA_FUSE=$f timeout 60 $bin/loom generate --device cuda --dummy-weights bench/configs/$m.json \

@@ -17,13 +17,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee
 timeout 60 $bin/cuda_backend_test --gtest_filter='CudaArgmax*:CudaBackendTest.AllocUploadAndCopies' \
   2>&1 | tee "$out/argmax_test.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED|OK \]"
 timeout 90 $bin/cuda_graph_runner_test 2>&1 | tee "$out/graph_test.log" | grep -E "^\[|seqs:"
-ids=0,15,251,78,9,1203,44,310,72,5
-for dev in cuda cpu; do
-  timeout 60 $bin/loom generate models/default --device $dev --ids $ids -n 200 --temp 0 --ignore-eos \
-    > "$out/gen_$dev.txt" 2> "$out/gen_$dev.err"
-done
-cmp -s "$out/gen_cuda.txt" "$out/gen_cpu.txt" && r=identical || r=DIFFERENT
-echo "generate default 200 greedy ids, cuda (device argmax) vs cpu: $r; $(head -c 100 "$out/gen_cuda.txt")"
+check_greedy_ids " (device argmax)" 100
 b() {  # model concurrency extra...
   local m=$1 c=$2; shift 2
   echo "== $m c=$c $*" | tee -a "$out/bench.log"
