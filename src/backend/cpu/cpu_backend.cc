@@ -72,15 +72,6 @@ size_t RoundUpToHugePage(size_t bytes) {
   return (bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
 }
 
-bool TransparentHugePagesAvailable() {
-  static const bool available = [] {
-    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-    std::string mode((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return !mode.empty() && mode.find("[never]") == std::string::npos;
-  }();
-  return available;
-}
-
 // `bytes` (a multiple of kHugePageBytes) of address space at a 2 MiB boundary, or null.
 std::shared_ptr<void> MapHugeChunk(size_t bytes) {
   const size_t span = bytes + kHugePageBytes;
@@ -103,6 +94,15 @@ Tensor CpuBackend::Alloc(DType dtype, Shape shape) {
   Tensor t = HostTensor(dtype, shape);
   std::memset(t.data(), 0, t.nbytes());
   return t;
+}
+
+bool CpuBackend::TransparentHugePagesAvailable() {
+  static const bool available = [] {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return !mode.empty() && mode.find("[never]") == std::string::npos;
+  }();
+  return available;
 }
 
 Tensor CpuBackend::UploadWeight(const Tensor& host) {

@@ -56,6 +56,9 @@ class CpuBackend final : public Backend {
   Tensor AllocScratch(DType dtype, Shape shape) override;  // not zero-filled
   Tensor Upload(const Tensor& host) override;
   Tensor UploadWeight(const Tensor& host) override;
+  // Whether the kernel offers transparent huge pages (THP mode other than "never"); without
+  // them UploadWeight keeps weights where they are.
+  static bool TransparentHugePagesAvailable();
   void CopyToHost(const Tensor& src, void* dst) override;
   void CopyFromHost(const void* src, const Tensor& dst) override;
 

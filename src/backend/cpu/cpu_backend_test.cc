@@ -5,10 +5,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
-#include <string>
 
 #include "backend/cpu/cpu_test_util.h"
 
@@ -53,9 +50,7 @@ TEST(CpuBackendTest, UploadWeightCopiesIntoAnArenaOrKeepsTheMapping) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 1});
     for (const Tensor& w : weights) copies.push_back(backend.UploadWeight(w));
   }  // the backend is gone; the copies keep their arena
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
-  const bool copied = !mode.empty() && mode.find("[never]") == std::string::npos;
+  const bool copied = CpuBackend::TransparentHugePagesAvailable();
   for (size_t i = 0; i < weights.size(); ++i) {
     const Tensor& w = weights[i];
     const Tensor& c = copies[i];
