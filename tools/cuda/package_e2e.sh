@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 build=${BUILD:-$root/build-cuda2}
 out=$root/.dev/cuda2-bin
-ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_sampling_test \
+ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_sampling_test cuda_bench \
   cuda_prefill_bench cuda_attn_bench
 rm -rf "$out"
 mkdir -p "$out/lib"
@@ -17,6 +17,7 @@ strip -o "$out/cuda_sampling_test" "$build/src/runtime/cuda_sampling_test"
 strip -o "$out/cuda_backend_test" "$build/src/backend/cuda/cuda_backend_test"
 strip -o "$out/cuda_prefill_bench" "$build/src/backend/cuda/cuda_prefill_bench"
 strip -o "$out/cuda_attn_bench" "$build/src/backend/cuda/cuda_attn_bench"
+strip -o "$out/cuda_bench" "$build/src/backend/cuda/cuda_bench"
 for lib in $(ldd "$out/loom" "$out/cuda_graph_runner_test" "$out/cuda_backend_test" | awk '/=>/ {print $3}' | sort -u); do
   case $(basename "$lib") in
     libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++* | \
@@ -28,6 +29,6 @@ done
 tar cJf "$out/lib.tar.xz" -C "$out" lib && rm -rf "$out/lib"
 # The binaries too (device_env.sh unpacks them there).
 bins=(loom cuda_graph_runner_test cuda_sampling_test cuda_backend_test cuda_prefill_bench
-      cuda_attn_bench)
+      cuda_attn_bench cuda_bench)
 tar cJf "$out/bins.tar.xz" -C "$out" "${bins[@]}" && (cd "$out" && rm -f "${bins[@]}")
 du -sh "$out"

@@ -270,7 +270,8 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
   CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   if (UseGemv(x, w)) {
-    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream());
+    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream(),
+                               cuda::GemvEpilogue::kNone, nullptr, options_.stream_gemv);
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
   }
@@ -308,7 +309,8 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
     if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
       if (UseGemv(x, w)) {
         cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k,
-                                   stream(), cuda::GemvEpilogue::kAddTo);
+                                   stream(), cuda::GemvEpilogue::kAddTo, nullptr,
+                                   options_.stream_gemv);
       } else {
         gemm_->Run(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, /*accumulate=*/true);
       }
@@ -348,7 +350,8 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
     CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
         << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), DType::kBF16, x.rows(), w.rows(),
-                               x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn);
+                               x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn,
+                               options_.stream_gemv);
     return;
   }
   Backend::RmsNormMatMul(x, norm, w, bias, out);
@@ -371,7 +374,7 @@ void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm,
         x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(), w_gate_up.rows(),
         x.cols(), stream(),
         act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul,
-        &gn);
+        &gn, options_.stream_gemv);
     return;
   }
   Backend::RmsNormMatMulGated(x, norm, w_gate_up, act, out);
@@ -458,7 +461,8 @@ void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, co
   if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(
         x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(),
-        gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul);
+        gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul, nullptr,
+        options_.stream_gemv);
     return;
   }
   Tensor gate_up = AllocScratch(DType::kBF16, Shape{n, 2 * f});

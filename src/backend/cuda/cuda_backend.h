@@ -46,6 +46,9 @@ struct CudaBackendOptions {
   // on the H200 it beats cuBLASLt at n = 1 (157 vs 146 tok/s for 8B decode) but is 2.6x slower
   // at n = 8 (tools/cuda/NOTES.md).
   int small_batch_gemm_rows = 1;
+  // One-row GEMVs take the TMA-streamed kernel (stream_gemv.cuh) on Hopper; false = the
+  // small-batch kernel (tests of both; LOOM_GEMV_STREAM=0 turns it off process-wide).
+  bool stream_gemv = true;
 };
 
 class CudaBackend final : public Backend {
@@ -120,6 +123,7 @@ class CudaBackend final : public Backend {
   void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale);
   cudaStream_t stream() const;
   void set_small_batch_gemm_rows(int rows);
+  void set_stream_gemv(bool on) { options_.stream_gemv = on; }
   int num_sms() const { return num_sms_; }
   cuda::DeviceAllocator& allocator() { return *allocator_; }
 

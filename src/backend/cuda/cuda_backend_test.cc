@@ -156,9 +156,10 @@ TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
     int64_t m, k;
   };
   for (int64_t n : {1, 3, 8, 17, 97, 1000}) {
-    // (The last three pick 2, 4 and 1 warps per column in the n = 1 small-batch kernel.)
-    for (Case c : {Case{64, 256}, Case{1000, 136}, Case{7, 4096}, Case{4000, 64},
-                   Case{2048, 72}, Case{9000, 24}}) {
+    // (The last three pick 2, 4 and 1 warps per column in the n = 1 small-batch kernel; on
+    // Hopper n = 1 also runs the streamed GEMV, whose last case has a partial slice.)
+    for (Case c : {Case{64, 256}, Case{1000, 136}, Case{7, 4096}, Case{4000, 64}, Case{2048, 72},
+                   Case{9000, 24}, Case{33, 2056}}) {
       for (bool bias : {false, true}) {
         for (DType out_t : {DType::kBF16, DType::kF32}) {
           std::vector<float> xv = RandBf16(rng, n * c.k), wv = RandBf16(rng, c.m * c.k, 0.05f);
@@ -166,10 +167,13 @@ TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
           Tensor cpu_out = cpu_.Alloc(DType::kF32, Shape{n, c.m});
           cpu_.MatMul(HostF32(Shape{n, c.k}, xv), HostF32(Shape{c.m, c.k}, wv),
                       bias ? HostF32(Shape{c.m}, bv) : Tensor(), cpu_out);
-          // Small batches run through both kernels: the small-batch one and cuBLASLt.
-          for (int small_rows : {8, 0}) {
-            if (small_rows == 0 && n > 8) continue;
+          // Small batches run through every kernel: the streamed GEMV (n = 1), the small-batch
+          // one and cuBLASLt.
+          for (int variant : {0, 1, 2}) {
+            const int small_rows = variant == 2 ? 0 : 8;
+            if ((variant == 2 && n > 8) || (variant == 1 && n != 1)) continue;
             gpu_->set_small_batch_gemm_rows(small_rows);
+            gpu_->set_stream_gemv(variant == 0);
             Tensor out = gpu_->Alloc(out_t, Shape{n, c.m});
             Poison(*gpu_, out);
             gpu_->MatMul(gpu_->Upload(HostF32(Shape{n, c.k}, xv)),
@@ -179,9 +183,10 @@ TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
             const double tol = out_t == DType::kF32 ? 1e-5 : kTolRounded;
             EXPECT_LT(NormalizedError(GpuValues(*gpu_, out), CpuValues(cpu_out)), tol)
                 << "n " << n << " m " << c.m << " k " << c.k << " bias " << bias << " out "
-                << DTypeName(out_t) << " small_rows " << small_rows;
+                << DTypeName(out_t) << " variant " << variant;
           }
           gpu_->set_small_batch_gemm_rows(1);
+          gpu_->set_stream_gemv(true);
         }
       }
     }
@@ -193,8 +198,8 @@ TEST_F(CudaBackendTest, MatMulQuantizedWeightsDequantizedOnUpload) {
   std::normal_distribution<float> dist(0.f, 0.05f);
   const int64_t n = 17, m = 96, k = 512;
   std::vector<float> xv = RandBf16(rng, n * k);
-  for (DType wt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                   DType::kQ6_K}) {
+  for (DType wt :
+       {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     std::vector<float> wv(m * k);
     for (float& x : wv) x = dist(rng);
     Tensor w = HostTensor(wt, Shape{m, k});

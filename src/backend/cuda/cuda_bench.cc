@@ -2,6 +2,7 @@
 // weights built directly in device memory, against the H200's memory roofline.
 //
 //   cuda_bench [context_tokens=512] [timed_steps=20]
+//   cuda_bench gemv      (the batch-1 GEMV table only)
 //
 // Prints: the measured device-to-device copy bandwidth; per-shape batch-1 GEMM bandwidth;
 // decode steps of batch 1, 8 and 64 (each sequence has `context_tokens` random tokens in the
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -48,12 +50,13 @@ void GemvBench(CudaBackend& be) {
     const char* name;
     int64_t m, k;
   };
-  std::printf("\nbatch-1 GEMM (cuBLASLt, bf16):\n");
-  for (Shape2 s : {Shape2{"q/o 4096x4096", 4096, 4096}, Shape2{"k/v 1024x4096", 1024, 4096},
-                   Shape2{"gate/up 14336x4096", 14336, 4096},
-                   Shape2{"down 4096x14336", 4096, 14336},
-                   Shape2{"lm_head 128256x4096", 128256, 4096}}) {
-    // Several weight copies so consecutive runs do not hit L2.
+  std::printf("\nbatch-1 GEMM (bf16; back to back, 8 weight copies so L2 does not hold them):\n");
+  for (Shape2 s :
+       {Shape2{"8B q/o 4096x4096", 4096, 4096}, Shape2{"8B qkv 6144x4096", 6144, 4096},
+        Shape2{"8B gate_up 28672x4096", 28672, 4096}, Shape2{"8B down 4096x14336", 4096, 14336},
+        Shape2{"8B lm_head 128256x4096", 128256, 4096}, Shape2{"1B o 2048x2048", 2048, 2048},
+        Shape2{"1B qkv 3072x2048", 3072, 2048}, Shape2{"1B gate_up 16384x2048", 16384, 2048},
+        Shape2{"1B down 2048x8192", 2048, 8192}}) {
     const int copies = 8;
     std::vector<Tensor> ws;
     for (int i = 0; i < copies; ++i) {
@@ -63,9 +66,10 @@ void GemvBench(CudaBackend& be) {
     Tensor x = be.Alloc(DType::kBF16, Shape{1, s.k});
     be.FillUniform(x, 1, -1.f, 2.f);
     Tensor out = be.Alloc(DType::kBF16, Shape{1, s.m});
-    std::printf("  %-22s", s.name);
-    for (int small_rows : {0, 8}) {
-      be.set_small_batch_gemm_rows(small_rows);
+    std::printf("  %-24s", s.name);
+    for (int variant : {0, 1, 2}) {  // cuBLASLt, small-batch kernel, streamed GEMV
+      be.set_small_batch_gemm_rows(variant == 0 ? 0 : 8);
+      be.set_stream_gemv(variant == 2);
       for (int i = 0; i < copies; ++i) be.MatMul(x, ws[static_cast<size_t>(i)], Tensor(), out);
       cuda::CudaEvent start, stop;
       start.Record(be.stream());
@@ -76,11 +80,13 @@ void GemvBench(CudaBackend& be) {
       stop.Record(be.stream());
       stop.Synchronize();
       const double us = stop.MillisSince(start) * 1e3 / reps;
-      std::printf("  %s %8.1f us %5.0f GB/s", small_rows ? "small-batch" : "cuBLASLt", us,
-                  s.m * s.k * 2 / (us * 1e3));
+      static const char* const kNames[] = {"cuBLASLt", "small-batch", "streamed"};
+      std::printf("  %s %7.1f us %5.0f GB/s", kNames[variant], us, s.m * s.k * 2 / (us * 1e3));
     }
     std::printf("\n");
   }
+  be.set_small_batch_gemm_rows(1);
+  be.set_stream_gemv(true);
 }
 
 }  // namespace
@@ -88,7 +94,8 @@ void GemvBench(CudaBackend& be) {
 
 int main(int argc, char** argv) {
   using namespace loom;
-  const int context = argc > 1 ? std::atoi(argv[1]) : 512;
+  const bool gemv_only = argc > 1 && std::string(argv[1]) == "gemv";
+  const int context = argc > 1 && !gemv_only ? std::atoi(argv[1]) : 512;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const int warmup = 3;
   if (CudaBackend::DeviceCount() == 0) {
@@ -102,6 +109,7 @@ int main(int argc, char** argv) {
   const double copy_bw = MeasureCopyBandwidth(be);
   std::printf("device-to-device copy: %.2f TB/s (read + write)\n", copy_bw / 1e12);
   GemvBench(be);
+  if (gemv_only) return 0;
 
   const ModelConfig cfg = Llama31_8BConfig();
   auto t0 = std::chrono::steady_clock::now();
@@ -112,9 +120,10 @@ int main(int argc, char** argv) {
   const Weights& w = model->weights();
   const double weight_bytes = static_cast<double>(w.total_bytes);
   const double read_bytes = weight_bytes - static_cast<double>(w.embed.nbytes());
-  std::printf("\nLlama-3.1-8B shapes, random bf16 weights: %.2f GB (built in %.2f s); %.2f GB "
-              "read per decode step (all but the embedding)\n",
-              weight_bytes / 1e9, build_s, read_bytes / 1e9);
+  std::printf(
+      "\nLlama-3.1-8B shapes, random bf16 weights: %.2f GB (built in %.2f s); %.2f GB "
+      "read per decode step (all but the embedding)\n",
+      weight_bytes / 1e9, build_s, read_bytes / 1e9);
 
   const int max_batch = 64;
   const int tokens_per_seq = context + warmup + steps + 1;
@@ -140,7 +149,8 @@ int main(int argc, char** argv) {
     be.set_small_batch_gemm_rows(conf.small_rows);
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
     for (int s = 0; s < batch; ++s) {
-      for (int p = 0; p < pages_per_seq; ++p) tables[static_cast<size_t>(s)].push_back(s * pages_per_seq + p);
+      for (int p = 0; p < pages_per_seq; ++p)
+        tables[static_cast<size_t>(s)].push_back(s * pages_per_seq + p);
     }
     std::vector<std::vector<int32_t>> tok(static_cast<size_t>(batch), std::vector<int32_t>(1));
     double wall_ms = 0, gpu_ms = 0;

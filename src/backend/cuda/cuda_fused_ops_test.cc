@@ -54,12 +54,16 @@ TEST_F(CudaFusedOpsTest, MatMulAddMatchesMatMulThenAdd) {
         Tensor cacc = HostF32(Shape{n, m}, av);
         cpu_.MatMulAdd(HostF32(Shape{n, k}, xv), HostF32(Shape{m, k}, wv),
                        bias ? HostF32(Shape{m}, bv) : Tensor(), cacc);
-        Tensor gacc = gpu_->Upload(HostF32(Shape{n, m}, av));
-        gpu_->MatMulAdd(gpu_->Upload(HostF32(Shape{n, k}, xv)),
-                        gpu_->Upload(HostF32(Shape{m, k}, wv)),
-                        bias ? gpu_->Upload(HostF32(Shape{m}, bv)) : Tensor(), gacc);
-        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gacc), CpuValues(cacc)), kTolReRounded)
-            << "n " << n << " m " << m << " bias " << bias;
+        for (bool streamed : {true, false}) {  // n = 1: the streamed GEMV or the small-batch one
+          gpu_->set_stream_gemv(streamed);
+          Tensor gacc = gpu_->Upload(HostF32(Shape{n, m}, av));
+          gpu_->MatMulAdd(gpu_->Upload(HostF32(Shape{n, k}, xv)),
+                          gpu_->Upload(HostF32(Shape{m, k}, wv)),
+                          bias ? gpu_->Upload(HostF32(Shape{m}, bv)) : Tensor(), gacc);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, gacc), CpuValues(cacc)), kTolReRounded)
+              << "n " << n << " m " << m << " bias " << bias << " streamed " << streamed;
+        }
+        gpu_->set_stream_gemv(true);
       }
     }
   }
@@ -73,36 +77,39 @@ TEST_F(CudaFusedOpsTest, RmsNormMatMulMatchesNormThenMatMul) {
     for (int64_t k : {64, 2048, 8192, 8200}) {
       const int64_t m = 96;
       for (float offset : {0.f, 1.f}) {
-        std::vector<float> xv = RandBf16(rng, n * k), nw = RandBf16(rng, k, 0.3f),
-                           wv = RandBf16(rng, 2 * m * k, 0.05f);
-        const Backend::NormSpec cn{HostF32(Shape{k}, nw), 1e-5f, offset};
-        const Backend::NormSpec gn{gpu_->Upload(HostF32(Shape{k}, nw)), 1e-5f, offset};
-        // Plain.
-        Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, 2 * m});
-        cpu_.RmsNormMatMul(HostF32(Shape{n, k}, xv), cn, HostF32(Shape{2 * m, k}, wv), Tensor(),
-                           cout);
-        Tensor gx = gpu_->Upload(HostF32(Shape{n, k}, xv));
-        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, 2 * m});
-        Poison(*gpu_, gout);
-        gpu_->RmsNormMatMul(gx, gn, gpu_->Upload(HostF32(Shape{2 * m, k}, wv)), Tensor(), gout);
-        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
-            << "plain: n " << n << " k " << k << " offset " << offset;
-        EXPECT_EQ(GpuValues(*gpu_, gx), xv) << "x must not change";
-        // Gated (rows [0, m) are gate, [m, 2m) up, fused in each backend's layout).
-        std::vector<float> g(wv.begin(), wv.begin() + m * k), u(wv.begin() + m * k, wv.end());
-        Tensor cg = cpu_.Alloc(DType::kF32, Shape{n, m});
-        cpu_.RmsNormMatMulGated(
-            HostF32(Shape{n, k}, xv), cn,
-            cpu_.FuseGateUp(HostF32(Shape{m, k}, g), HostF32(Shape{m, k}, u)),
-            Backend::GatedAct::kSilu, cg);
-        Tensor gg = gpu_->AllocScratch(DType::kBF16, Shape{n, m});
-        Poison(*gpu_, gg);
-        gpu_->RmsNormMatMulGated(gx, gn,
-                                 gpu_->FuseGateUp(gpu_->Upload(HostF32(Shape{m, k}, g)),
-                                                  gpu_->Upload(HostF32(Shape{m, k}, u))),
-                                 Backend::GatedAct::kSilu, gg);
-        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gg), CpuValues(cg)), kTolReRounded)
-            << "gated: n " << n << " k " << k << " offset " << offset;
+        for (bool streamed : {true, false}) {  // n = 1: the streamed GEMV or the small-batch one
+          gpu_->set_stream_gemv(streamed);
+          std::vector<float> xv = RandBf16(rng, n * k), nw = RandBf16(rng, k, 0.3f),
+                             wv = RandBf16(rng, 2 * m * k, 0.05f);
+          const Backend::NormSpec cn{HostF32(Shape{k}, nw), 1e-5f, offset};
+          const Backend::NormSpec gn{gpu_->Upload(HostF32(Shape{k}, nw)), 1e-5f, offset};
+          // Plain.
+          Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, 2 * m});
+          cpu_.RmsNormMatMul(HostF32(Shape{n, k}, xv), cn, HostF32(Shape{2 * m, k}, wv), Tensor(),
+                             cout);
+          Tensor gx = gpu_->Upload(HostF32(Shape{n, k}, xv));
+          Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, 2 * m});
+          Poison(*gpu_, gout);
+          gpu_->RmsNormMatMul(gx, gn, gpu_->Upload(HostF32(Shape{2 * m, k}, wv)), Tensor(), gout);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
+              << "plain: n " << n << " k " << k << " offset " << offset;
+          EXPECT_EQ(GpuValues(*gpu_, gx), xv) << "x must not change";
+          // Gated (rows [0, m) are gate, [m, 2m) up, fused in each backend's layout).
+          std::vector<float> g(wv.begin(), wv.begin() + m * k), u(wv.begin() + m * k, wv.end());
+          Tensor cg = cpu_.Alloc(DType::kF32, Shape{n, m});
+          cpu_.RmsNormMatMulGated(HostF32(Shape{n, k}, xv), cn,
+                                  cpu_.FuseGateUp(HostF32(Shape{m, k}, g), HostF32(Shape{m, k}, u)),
+                                  Backend::GatedAct::kSilu, cg);
+          Tensor gg = gpu_->AllocScratch(DType::kBF16, Shape{n, m});
+          Poison(*gpu_, gg);
+          gpu_->RmsNormMatMulGated(gx, gn,
+                                   gpu_->FuseGateUp(gpu_->Upload(HostF32(Shape{m, k}, g)),
+                                                    gpu_->Upload(HostF32(Shape{m, k}, u))),
+                                   Backend::GatedAct::kSilu, gg);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, gg), CpuValues(cg)), kTolReRounded)
+              << "gated: n " << n << " k " << k << " offset " << offset << " streamed " << streamed;
+        }
+        gpu_->set_stream_gemv(true);
       }
     }
   }
@@ -161,8 +168,8 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
         meta.slot_mapping = upload(HostI32(slots));
         KvLayer layer{upload(HostF32(pool, kpool)), upload(HostF32(pool, vpool))};
         Tensor q = be.Alloc(be.act_dtype(), Shape{n, q_dim});
-        be.QkvRopeStore(upload(HostF32(Shape{n, width}, qkv)), upload(HostI32(pos)), rope, l,
-                        meta, layer, q);
+        be.QkvRopeStore(upload(HostF32(Shape{n, width}, qkv)), upload(HostI32(pos)), rope, l, meta,
+                        layer, q);
         return std::vector<Tensor>{q, layer.k, layer.v};
       };
       std::vector<Tensor> ref = run(cpu_, [](const Tensor& t) { return t; });
@@ -171,8 +178,8 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
       const char* what[] = {"q", "k pool", "v pool"};
       for (int i = 0; i < 3; ++i) {
         EXPECT_LT(NormalizedError(GpuValues(*gpu_, got[i]), CpuValues(ref[i])), tol)
-            << what[i] << ": heads " << c.heads << "/" << c.kv_heads << " d " << c.head_dim
-            << " n " << n;
+            << what[i] << ": heads " << c.heads << "/" << c.kv_heads << " d " << c.head_dim << " n "
+            << n;
       }
       // The v rows are copies and untouched slots keep their values: exact.
       EXPECT_EQ(GpuValues(*gpu_, got[2]), CpuValues(ref[2]));
@@ -186,8 +193,10 @@ TEST_F(CudaFusedOpsTest, MatMulGatedMatchesGemmThenActivation) {
   std::mt19937 rng(13);
   for (auto act : {Backend::GatedAct::kSilu, Backend::GatedAct::kGeluTanh}) {
     for (int64_t n : {1, 3, 8, 9, 64}) {
-      for (int64_t f : {96, 1000, 8192}) {
-        const int64_t k = f == 8192 ? 2048 : 64;
+      for (int64_t f : {96, 1000, 1003, 8192}) {
+        // f 1003, k 2056: a partial last row group and a partial last slice in the batch-1
+        // streamed GEMV (stream_gemv.cu).
+        const int64_t k = f == 8192 ? 2048 : (f == 1003 ? 2056 : 64);
         std::vector<float> xv = RandBf16(rng, n * k), gv = RandBf16(rng, f * k, 0.1f),
                            uv = RandBf16(rng, f * k, 0.1f);
         Tensor cout = cpu_.Alloc(DType::kF32, Shape{n, f});
@@ -196,11 +205,16 @@ TEST_F(CudaFusedOpsTest, MatMulGatedMatchesGemmThenActivation) {
                          cout);
         Tensor w = gpu_->FuseGateUp(gpu_->Upload(HostF32(Shape{f, k}, gv)),
                                     gpu_->Upload(HostF32(Shape{f, k}, uv)));
-        Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, f});
-        Poison(*gpu_, gout);
-        gpu_->MatMulGated(gpu_->Upload(HostF32(Shape{n, k}, xv)), w, act, gout);
-        EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
-            << "n " << n << " f " << f << " gelu " << (act == Backend::GatedAct::kGeluTanh);
+        for (bool streamed : {true, false}) {  // n = 1: the streamed GEMV or the small-batch one
+          gpu_->set_stream_gemv(streamed);
+          Tensor gout = gpu_->AllocScratch(DType::kBF16, Shape{n, f});
+          Poison(*gpu_, gout);
+          gpu_->MatMulGated(gpu_->Upload(HostF32(Shape{n, k}, xv)), w, act, gout);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
+              << "n " << n << " f " << f << " gelu " << (act == Backend::GatedAct::kGeluTanh)
+              << " streamed " << streamed;
+        }
+        gpu_->set_stream_gemv(true);
       }
     }
   }
@@ -218,8 +232,8 @@ TEST_F(CudaFusedOpsTest, ConcatRowsIsExact) {
   want.insert(want.end(), c.begin(), c.end());
   EXPECT_EQ(GpuValues(*gpu_, m), want);
   // 1-D (biases, f32).
-  Tensor v = gpu_->ConcatRows(
-      {gpu_->Upload(HostF32(Shape{3}, {1.f, 2.f, 3.f})), gpu_->Upload(HostF32(Shape{2}, {4.f, 5.f}))});
+  Tensor v = gpu_->ConcatRows({gpu_->Upload(HostF32(Shape{3}, {1.f, 2.f, 3.f})),
+                               gpu_->Upload(HostF32(Shape{2}, {4.f, 5.f}))});
   ASSERT_EQ(v.shape(), (Shape{5}));
   EXPECT_EQ(GpuValues(*gpu_, v), (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
   // The CPU default gives the same layout.

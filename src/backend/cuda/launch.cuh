@@ -28,18 +28,22 @@
 
 namespace loom::cuda {
 
+// True on a Hopper-or-newer current device, unless the environment variable `off_switch` is
+// set to 0 (the A/B switches of Hopper-only paths).
+inline bool HopperPathEnabled(const char* off_switch) {
+  const char* v = std::getenv(off_switch);
+  if (v != nullptr && v[0] == '0') return false;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
 inline bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOOM_CUDA_PDL");
-    if (v != nullptr && v[0] == '0') return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return major >= 9;
-  }();
+  static const bool enabled = HopperPathEnabled("LOOM_CUDA_PDL");
   return enabled;
 }
 

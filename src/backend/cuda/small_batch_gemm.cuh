@@ -36,9 +36,9 @@ struct GemvNorm {
 bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t k);
 
 // out_dtype f32 only with kNone. norm: null, or RMSNorm x first (SmallBatchGemmNormApplies).
+// stream_batch1: n = 1 takes the TMA-streamed GEMV (stream_gemv.cuh) where it applies.
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream,
-                          GemvEpilogue epilogue = GemvEpilogue::kNone,
-                          const GemvNorm* norm = nullptr);
+                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue,
+                          const GemvNorm* norm, bool stream_batch1);
 
 }  // namespace loom::cuda

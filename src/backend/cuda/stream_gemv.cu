@@ -1,0 +1,321 @@
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/stream_gemv.cuh"
+
+namespace loom::cuda {
+namespace {
+
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumers = kConsumerWarps * 32;
+constexpr int kThreads = kConsumers + 32;  // + the producer warp
+// A stage: 8 rows x 2048 columns (16 rows x 1024 when gated), 4 KB (2 KB) bulk copies. H200,
+// back-to-back GEMVs: 16 KB stages with 2 KB copies cap near 3.3 TB/s whatever the ring depth,
+// 32 KB with the copies spread over the producer warp's lanes reach 4.1-4.4 TB/s (cuda_bench gemv).
+constexpr int kStageBytes = 32768;
+constexpr int kMaxStages = 5;        // the ring: LOOM_GEMV_RING_KB (default 128: 4 stages)
+constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
+
+// --- mbarrier and bulk-copy primitives (sm_90) ---
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
+}
+
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(SmemAddress(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// Global -> shared bulk copy completing on `bar`; the weights are read once, so they go into L2
+// as first to evict (the activations and KV stay).
+__device__ __forceinline__ void BulkCopy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                         uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(SmemAddress(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddress(bar)), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void ConsumerSync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kConsumerBarrier), "n"(kConsumers) : "memory");
+}
+
+// Sum over the consumer threads (the producer warp does not take part).
+__device__ __forceinline__ float ConsumerSum(float v, float* scratch) {
+  v = WarpSum(v);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  ConsumerSync();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kConsumerWarps; ++i) total += scratch[i];
+  return total;
+}
+
+// The layout a launch shares between producer and consumers. Rows go in groups of
+// kConsumerWarps * R (R rows per consumer warp); a stage holds one group's rows over a slice of
+// `slice` columns (the last slice may be shorter), row r of the group at r * slice elements.
+template <int R>
+struct Plan {
+  static constexpr int kGroupRows = kConsumerWarps * R;
+  static constexpr int kSlice = kStageBytes / 2 / kGroupRows;  // bf16 columns per row per stage
+  int m, k, slices;
+  int first_group, stages;  // this block's run
+
+  __device__ Plan(int m_, int k_) : m(m_), k(k_), slices((k_ + kSlice - 1) / kSlice) {
+    const int groups = (m + kGroupRows - 1) / kGroupRows;
+    const int b = blockIdx.x, g = gridDim.x;
+    first_group = static_cast<int>(int64_t{groups} * b / g);
+    const int end = static_cast<int>(int64_t{groups} * (b + 1) / g);
+    stages = (end - first_group) * slices;
+  }
+  __device__ int Group(int s) const { return first_group + s / slices; }
+  __device__ int Column(int s) const { return s % slices * kSlice; }
+  __device__ int Width(int s) const { return min(kSlice, k - Column(s)); }
+};
+
+template <int R>
+__device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16* w, uint8_t* ring,
+                                        int stages, uint64_t* full, uint64_t* empty, int lane) {
+  const uint64_t policy = EvictFirstPolicy();
+  for (int s = 0; s < plan.stages; ++s) {
+    const int slot = s % stages;
+    if (s >= stages) MbarWait(&empty[slot], (s / stages - 1) & 1);
+    const int row0 = plan.Group(s) * Plan<R>::kGroupRows;
+    const int rows = min(Plan<R>::kGroupRows, plan.m - row0);
+    const int col = plan.Column(s);
+    const uint32_t bytes = static_cast<uint32_t>(plan.Width(s)) * 2;
+    if (lane == 0) MbarArriveExpectTx(&full[slot], bytes * rows);
+    uint8_t* stage = ring + slot * kStageBytes;
+    for (int r = lane; r < rows; r += 32) {  // the copies spread over the warp's lanes
+      BulkCopy(stage + r * (Plan<R>::kSlice * 2), w + (int64_t{row0} + r) * plan.k + col, bytes,
+               &full[slot], policy);
+    }
+  }
+}
+
+template <typename Out, GemvEpilogue Epi>
+__device__ __forceinline__ void Store(Out* out, int64_t row, float v) {
+  if constexpr (Epi == GemvEpilogue::kAddTo) {
+    out[row] = FromF32<Out>(ToF32(out[row]) + v);
+  } else {
+    out[row] = FromF32<Out>(v);
+  }
+}
+
+// x (normalized when kNorm, like the small-batch kernel's prologue) into shared memory as bf16.
+template <bool kNorm>
+__device__ __forceinline__ void StageInput(const uint4* x, int k_vec, const GemvNorm& norm,
+                                           uint4* xs, float* scratch) {
+  const int t = threadIdx.x;
+  if constexpr (kNorm) {
+    float ss = 0.f;
+    for (int v = t; v < k_vec; v += kConsumers) {
+      float f[8];
+      UnpackBf16x8(x[v], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
+    }
+    const float total = ConsumerSum(ss, scratch);
+    const float inv = rsqrtf(total / static_cast<float>(k_vec * 8) + norm.eps);
+    for (int v = t; v < k_vec; v += kConsumers) {
+      float f[8];
+      UnpackBf16x8(x[v], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * (norm.w[v * 8 + e] + norm.offset);
+      xs[v] = PackBf16x8(f);
+    }
+  } else {
+    for (int v = t; v < k_vec; v += kConsumers) xs[v] = x[v];
+  }
+  ConsumerSync();
+}
+
+// R = 1: consumer warp c owns row (group * 8 + c). R = 2 (gated epilogues): rows
+// (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout.
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 1)
+    StreamGemvKernel(const uint4* __restrict__ x, const __nv_bfloat16* __restrict__ w, Out* out,
+                     int m, int k, int stages, GemvNorm norm) {
+  using P = Plan<R>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t full[kMaxStages];
+  __shared__ __align__(8) uint64_t empty[kMaxStages];
+  __shared__ float scratch[kConsumerWarps];
+  uint8_t* ring = smem;
+  uint4* xs = reinterpret_cast<uint4*>(smem + stages * kStageBytes);
+
+  const P plan(m, k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) {
+      MbarInit(&full[i], 1);
+      MbarInit(&empty[i], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {  // the producer: no PdlWait, it reads only weights
+    Produce(plan, w, ring, stages, full, empty, lane);
+    return;
+  }
+
+  PdlWait();  // x and out are written by earlier kernels
+  PdlLaunchDependents();
+  const int k_vec = k / 8;
+  StageInput<kNorm>(x, k_vec, norm, xs, scratch);
+
+  float acc[R][2];  // two chains per row
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = 0.f;
+  for (int s = 0; s < plan.stages; ++s) {
+    const int slot = s % stages;
+    MbarWait(&full[slot], (s / stages) & 1);
+    const int row0 = plan.Group(s) * P::kGroupRows + warp * R;
+    const int units = plan.Width(s) / 8;
+    const uint4* xv = xs + plan.Column(s) / 8;
+    const uint4* stage = reinterpret_cast<const uint4*>(ring + slot * kStageBytes);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (row0 + r >= m) continue;
+      const uint4* wv = stage + (warp * R + r) * (P::kSlice / 8);
+#pragma unroll 4
+      for (int u = lane; u < units; u += 32) {
+        float wf[8], xf[8];
+        UnpackBf16x8(wv[u], wf);
+        UnpackBf16x8(xv[u], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e & 1] += wf[e] * xf[e];
+      }
+    }
+    __syncwarp();
+    if (lane == 0) MbarArrive(&empty[slot]);
+    if (s % plan.slices != plan.slices - 1) continue;
+    // The group's last slice: the rows are complete.
+    float sum[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      sum[r] = WarpSum(acc[r][0] + acc[r][1]);
+      acc[r][0] = acc[r][1] = 0.f;
+    }
+    if (lane != 0) continue;
+    if constexpr (R == 1) {
+      if (row0 < m) Store<Out, Epi>(out, row0, sum[0]);
+    } else {
+      if (row0 + 1 < m) {
+        const float v = Epi == GemvEpilogue::kSiluMul ? SiluMulOp{}(sum[0], sum[1])
+                                                      : GeluTanhMulOp{}(sum[0], sum[1]);
+        out[row0 / 2] = FromF32<Out>(v);
+      }
+    }
+  }
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm>
+void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm& norm,
+            cudaStream_t stream) {
+  auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm>;
+  static const bool configured = [&] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+    return true;
+  }();
+  (void)configured;
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  constexpr int64_t kGroupRows = Plan<R>::kGroupRows;
+  const int64_t groups = (m + kGroupRows - 1) / kGroupRows;
+  const unsigned blocks = static_cast<unsigned>(groups < sms ? groups : sms);
+  static const int ring_bytes =
+      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 128), 64, kMaxStages * kStageBytes / 1024) * 1024;
+  const int stages = std::clamp(ring_bytes / kStageBytes, 2, kMaxStages);
+  const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
+  LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
+            static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
+            static_cast<int>(k), stages, norm);
+}
+
+template <int R, typename Out, GemvEpilogue Epi>
+void LaunchNorm(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm* norm,
+                cudaStream_t stream) {
+  if (norm != nullptr) return Launch<R, Out, Epi, true>(x, w, out, m, k, *norm, stream);
+  Launch<R, Out, Epi, false>(x, w, out, m, k, GemvNorm{}, stream);
+}
+
+bool StreamGemvEnabled() {
+  static const bool enabled = HopperPathEnabled("LOOM_GEMV_STREAM");
+  return enabled;
+}
+
+}  // namespace
+
+bool StreamGemvApplies(const void* x, const void* w, int64_t k) {
+  return StreamGemvEnabled() && k % 8 == 0 && k > 0 && k <= kStreamGemvMaxK &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
+                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm) {
+  CHECK(StreamGemvApplies(x, w, k)) << "StreamGemv: k " << k;
+  CHECK(m > 0 && m * k < (int64_t{1} << 40) && m < (int64_t{1} << 31)) << "StreamGemv: m " << m;
+  CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
+      << "StreamGemv: out " << DTypeName(out_dtype);
+  using Bf16 = __nv_bfloat16;
+  switch (epilogue) {
+    case GemvEpilogue::kNone:
+      if (out_dtype == DType::kF32) {
+        return LaunchNorm<1, float, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);
+      }
+      return LaunchNorm<1, Bf16, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);
+    case GemvEpilogue::kAddTo:
+      return LaunchNorm<1, Bf16, GemvEpilogue::kAddTo>(x, w, out, m, k, norm, stream);
+    case GemvEpilogue::kSiluMul:
+      CHECK_EQ(m % 2, 0) << "StreamGemv gated: m " << m;
+      return LaunchNorm<2, Bf16, GemvEpilogue::kSiluMul>(x, w, out, m, k, norm, stream);
+    case GemvEpilogue::kGeluTanhMul:
+      CHECK_EQ(m % 2, 0) << "StreamGemv gated: m " << m;
+      return LaunchNorm<2, Bf16, GemvEpilogue::kGeluTanhMul>(x, w, out, m, k, norm, stream);
+  }
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,37 @@
+// out[m] = x[k] @ w[m, k]^T for one row of x (batch-1 decode): a GEMV whose weight stream does
+// not wait for anything.
+//
+// One block per SM (grid = min(row groups, SMs)), each owning a contiguous run of row groups.
+// A producer warp streams the block's weight slices with bulk async copies (TMA,
+// cp.async.bulk, 4 KB per row slice, 2 KB gated) into a ring of 32 KB shared-memory stages tracked
+// by mbarriers (LOOM_GEMV_RING_KB, default 128); eight consumer warps take one row each (two for
+// the gated epilogues: the (gate, up) pair) and dot the stage with x, which they keep in shared
+// memory. The producer never waits on the previous kernel: weights are never written by a step, so
+// under PDL (launch.cuh) the ring fills while the kernel before is still running, and the HBM
+// stream runs through what used to be a launch and ramp-up bubble. The consumers wait (PdlWait)
+// before they read x or write out.
+//
+// Same contract as LaunchSmallBatchGemm with n = 1 (epilogues, norm prologue); the summation
+// order differs from the small-batch kernel (f32 accumulation either way).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/small_batch_gemm.cuh"
+#include "tensor/dtype.h"
+
+namespace loom::cuda {
+
+// x lives in shared memory next to the ring: k up to this.
+inline constexpr int64_t kStreamGemvMaxK = 24576;
+
+// True when LaunchStreamGemv accepts these arguments (Hopper or newer, LOOM_GEMV_STREAM not 0,
+// k % 8 == 0, k <= kStreamGemvMaxK, x and w 16-byte aligned).
+bool StreamGemvApplies(const void* x, const void* w, int64_t k);
+
+void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
+                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm);
+
+}  // namespace loom::cuda
