@@ -44,7 +44,7 @@ struct Scenario {
 // Host arrays of one attention step plus the "store everything" step that fills the cache.
 struct HostStep {
   std::vector<int32_t> query_start{0}, kv_len, page_indptr{0}, page_indices, slot_mapping;
-  std::vector<int32_t> all_slots;  // slots of every cached token, prefix and new, seq by seq
+  std::vector<int32_t> all_slots;   // slots of every cached token, prefix and new, seq by seq
   std::vector<int32_t> all_is_new;  // 1 where all_slots' token belongs to this step
   int max_query_len = 0, max_kv_len = 0, num_blocks = 0;
 };
@@ -67,8 +67,8 @@ HostStep BuildStep(const Scenario& sc, std::mt19937& rng) {
                                ids.begin() + static_cast<int64_t>(next) + pages);
     next += static_cast<size_t>(pages);
     for (int p = 0; p < kv; ++p) {
-      const int32_t slot = table[static_cast<size_t>(p / sc.block_size)] * sc.block_size +
-                           p % sc.block_size;
+      const int32_t slot =
+          table[static_cast<size_t>(p / sc.block_size)] * sc.block_size + p % sc.block_size;
       h.all_slots.push_back(slot);
       h.all_is_new.push_back(p >= s.prefix);
       if (p >= s.prefix) h.slot_mapping.push_back(slot);
@@ -187,9 +187,21 @@ class CudaAttentionTest : public cuda_test::GpuTest {
 
 TEST_F(CudaAttentionTest, MatchesCpu) {
   std::vector<Scenario> scenarios = {
-      {"decode batch, split-KV, gqa 4", 32, 8, 128, 16, 0, 0.f,
+      {"decode batch, split-KV, gqa 4",
+       32,
+       8,
+       128,
+       16,
+       0,
+       0.f,
        {{0, 1}, {2, 1}, {16, 1}, {37, 1}, {999, 1}}},
-      {"mixed prefill/decode, gqa 8, d64", 16, 2, 64, 16, 0, 0.f,
+      {"mixed prefill/decode, gqa 8, d64",
+       16,
+       2,
+       64,
+       16,
+       0,
+       0.f,
        {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}}},
       {"1000-token prefill, mha", 4, 4, 128, 16, 0, 0.f, {{0, 1000}}},
       {"d256, gqa 2, softcap, window", 8, 4, 256, 16, 7, 50.f, {{3, 17}, {40, 1}, {0, 97}}},
@@ -255,20 +267,34 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
     };
     const Variant variants[] = {{0, 0, 1}, {0, 2, 1}, {0, 2, 0}, {0, 4, 0},
                                 {1, 1, 1}, {1, 1, 0}, {1, 2, 0}};
-    for (int splits : {0, 1, 3, 64}) {
+    // Splits 3, 12 and 16 merge in a thread-block cluster on Hopper (12 and 16: non-portable
+    // cluster sizes) or in the combine kernel (cluster 0); 64 always takes the combine kernel.
+    for (int splits : {0, 1, 3, 12, 16, 64}) {
       for (const Variant& v : variants) {
-        cuda::DecodeAttentionTuning t;
-        t.splits = splits;
-        t.unroll = v.unroll;
-        t.prefetch = v.prefetch;
-        t.mma = v.mma;
-        cuda::SetDecodeAttentionTuning(t);
-        const double err = NormalizedError(RunOn(*gpu_, true, in), ref);
-        EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << splits << ", mma " << v.mma
-                                    << ", unroll " << v.unroll << ", prefetch " << v.prefetch;
-        if (v.unroll == 0 || (v.mma == 1 && v.unroll == 1 && v.prefetch == 1)) {
-          std::printf("  %-40s %s splits %2d  normalized error %.2e\n", sc.name,
-                      v.mma ? "mma " : "cuda", splits, err);
+        std::vector<float> clustered;
+        for (int cluster : {1, 0}) {
+          if (cluster == 0 && (splits == 1 || splits == 64)) continue;
+          cuda::DecodeAttentionTuning t;
+          t.splits = splits;
+          t.unroll = v.unroll;
+          t.prefetch = v.prefetch;
+          t.mma = v.mma;
+          t.cluster = cluster;
+          cuda::SetDecodeAttentionTuning(t);
+          const std::vector<float> out = RunOn(*gpu_, true, in);
+          const double err = NormalizedError(out, ref);
+          if (cluster == 1) clustered = out;
+          if (cluster == 0 && splits != 0) {  // the same merge arithmetic in either place
+            EXPECT_TRUE(out == clustered) << sc.name << ", splits " << splits << ", mma " << v.mma
+                                          << ": cluster merge != combine kernel";
+          }
+          EXPECT_LT(err, kTolRounded)
+              << sc.name << ", splits " << splits << ", mma " << v.mma << ", unroll " << v.unroll
+              << ", prefetch " << v.prefetch << ", cluster " << cluster;
+          if (v.unroll == 0 || (v.mma == 1 && v.unroll == 1 && v.prefetch == 1)) {
+            std::printf("  %-40s %s splits %2d cluster %d  normalized error %.2e\n", sc.name,
+                        v.mma ? "mma " : "cuda", splits, cluster, err);
+          }
         }
       }
     }
@@ -305,9 +331,9 @@ TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
         ASSERT_EQ(static_cast<int64_t>(single.size()), row);
         const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
                                        batched.begin() + static_cast<int64_t>(i + 1) * row);
-        EXPECT_TRUE(slice == single) << base.name << ", mma " << mma << ", splits " << splits
-                                     << ", sequence " << i
-                                     << " (context " << base.seqs[i].prefix + 1 << ")";
+        EXPECT_TRUE(slice == single)
+            << base.name << ", mma " << mma << ", splits " << splits << ", sequence " << i
+            << " (context " << base.seqs[i].prefix + 1 << ")";
       }
     }
   }
@@ -335,7 +361,13 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
       {"mha, d256, window 50, chunk on prefix", 4, 4, 256, 7, 50, 0.f, {{150, 90}, {0, 5}}},
       {"gqa 3 (126-row tiles), window 17", 12, 4, 128, 16, 17, 0.f, {{0, 260}}},
       {"softcap 50 + window 64, gqa 4", 32, 8, 128, 16, 64, 50.f, {{10, 300}}},
-      {"mixed: prefills, chunks and decodes", 32, 8, 128, 16, 0, 0.f,
+      {"mixed: prefills, chunks and decodes",
+       32,
+       8,
+       128,
+       16,
+       0,
+       0.f,
        {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}, {64, 64}, {0, 129}, {999, 2}}},
   };
   unsigned seed = 500;

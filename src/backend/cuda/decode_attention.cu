@@ -1,5 +1,7 @@
 #include "backend/cuda/decode_attention.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +32,9 @@ const int g_splits_env = [] {  // LOOM_ATTN_DECODE_SPLITS=N: force N splits (A/B
   const char* v = std::getenv("LOOM_ATTN_DECODE_SPLITS");
   return v == nullptr ? 0 : std::atoi(v);
 }();
+// Splits merged in a cluster: 2..kMaxClusterSplits (more than the 8 portable blocks per cluster
+// needs cudaFuncAttributeNonPortableClusterSizeAllowed; the H200 takes 16).
+constexpr int kMaxClusterSplits = 16;
 const bool g_mma_env = [] {  // LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
   const char* v = std::getenv("LOOM_ATTN_DECODE_MMA");
   return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
@@ -63,6 +68,7 @@ struct DecodeArgs : PagedKernelTables {
   int64_t num_rows;  // num_tokens * num_heads
   float* partial;
   float* lse;
+  int cluster_merge;  // the splits are one thread-block cluster (StoreBlockResult)
 };
 
 // exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
@@ -138,8 +144,8 @@ struct KeyRange {
   int begin, end;
 };
 
-__device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int num_splits,
-                                                  int split, int keys_per_iter) {
+__device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int num_splits, int split,
+                                                  int keys_per_iter) {
   const int lo = window > 0 ? max(0, kv_len - window) : 0;
   const int range = max(kv_len - lo, 0);
   int chunk = (range + num_splits - 1) / num_splits;
@@ -185,12 +191,59 @@ __device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool vali
 // The block's result from each warp's (max, sum, unnormalized output) of rows [0, group) in
 // shared memory: merged over the warps, then the bf16 output row, or (split-KV) the normalized
 // partial row and its log2-sum-exp. Call after a __syncthreads.
+// The splits of one (sequence, kv head) as a thread-block cluster (rank = split): after every
+// block has put its normalized rows and log2-sum-exps in shared memory, the cluster's blocks
+// share the output elements and merge the splits' values the way DecodeCombineKernel does (same
+// order, same arithmetic: bit-identical to it), reading the other blocks' shared memory.
 template <int D, int G>
-__device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a,
-                                                 const float (&acc_s)[kWarps][G][D],
+__device__ __forceinline__ void ClusterMerge(const DecodeArgs& a, float (&rows)[G][D],
+                                             float (&lse_s)[G], int64_t row0) {
+  namespace cg = cooperative_groups;
+  __shared__ float lse_all[kMaxClusterSplits][G];
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's rows are in place
+  const int splits = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int t = static_cast<int>(threadIdx.x);
+  // Every split's log2-sum-exps, one remote load per thread (kThreads >= 16 x 8).
+  if (t < splits * G) lse_all[t / G][t % G] = *cluster.map_shared_rank(&lse_s[t % G], t / G);
+  __syncthreads();
+  for (int i = rank * kThreads + t; i < a.group * D; i += splits * kThreads) {
+    const int r = i / D, d = i % D;
+    // The splits' values first, all loads in flight together (remote loads are slow one by one).
+    float v[kMaxClusterSplits];
+#pragma unroll
+    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
+      v[sp] = sp < splits ? *cluster.map_shared_rank(&rows[r][d], sp) : 0.f;
+    }
+    float m = -INFINITY;
+    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, lse_all[sp][r]);
+    const float base = SafeBase(m);
+    float acc = 0.f, wsum = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
+      const float e = sp < splits ? lse_all[sp][r] : -INFINITY;
+      if (e == -INFINITY) continue;
+      const float w = exp2f(e - base);
+      wsum += w;
+      acc += w * v[sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    a.out[(row0 + r) * D + d] = __float2bfloat16_rn(acc * inv);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+// The block's result: its warps' (max, sum, P.V) merged per row, written as the output row
+// (one split), as a normalized partial row and its log2-sum-exp for the combine kernel, or, when
+// the splits are a cluster, merged with the other splits' rows in distributed shared memory
+// (ClusterMerge).
+template <int D, int G>
+__device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&acc_s)[kWarps][G][D],
                                                  const float (&m_s)[kWarps][G],
                                                  const float (&l_s)[kWarps][G], int64_t row0,
                                                  int split) {
+  __shared__ float lse_s[G];
   for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
     const int r = i / D, d = i % D;
     float m = -INFINITY;
@@ -205,15 +258,20 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a,
       acc += acc_s[w][r][d] * e;
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
+    const float lse = l > 0.f ? m + log2f(l) : -INFINITY;
     const int64_t row = row0 + r;
     if (a.num_splits == 1) {
       a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
+    } else if (a.cluster_merge) {
+      acc_s[0][r][d] = acc * inv;  // this thread alone reads and writes (r, d)
+      if (d == 0) lse_s[r] = lse;
     } else {
       const int64_t prow = split * a.num_rows + row;
       a.partial[prow * D + d] = acc * inv;
-      if (d == 0) a.lse[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+      if (d == 0) a.lse[prow] = lse;
     }
   }
+  if (a.num_splits > 1 && a.cluster_merge) ClusterMerge<D, G>(a, acc_s[0], lse_s, row0);
 }
 
 // D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
@@ -223,9 +281,9 @@ template <int D, int G, int U, bool PF>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) {
   PdlWait();  // launched with PDL (launch.cuh)
   PdlLaunchDependents();
-  constexpr int T = D / 8;                // lanes per key: 8 dims (16 bytes) each
-  constexpr int NG = 32 / T;              // lane groups per warp
-  constexpr int KB = kWarps * NG * U;     // keys per block iteration
+  constexpr int T = D / 8;               // lanes per key: 8 dims (16 bytes) each
+  constexpr int NG = 32 / T;             // lane groups per warp
+  constexpr int KB = kWarps * NG * U;    // keys per block iteration
   __shared__ float acc_s[kWarps][G][D];  // per-warp results for the final merge
   __shared__ float m_s[kWarps][G], l_s[kWarps][G];
 
@@ -275,7 +333,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
   };
   // This lane's 16 bytes of K and V of keys p0 .. p0 + U - 1 (zeros past the range: their P is 0
   // and 0 * 0 is no NaN). Streaming loads: every byte is read once per step.
-  auto load = [&](int p0, uint4 (&kr)[U], uint4 (&vr)[U]) {
+  auto load = [&](int p0, uint4(&kr)[U], uint4(&vr)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
@@ -401,12 +459,12 @@ template <int D, int TILES, bool PF>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs a) {
   PdlWait();  // launched with PDL (launch.cuh)
   PdlLaunchDependents();
-  constexpr int kKSteps = D / 16;           // k-steps of q.K
-  constexpr int kKVecs = D / 32;            // 16-byte K loads per lane per key
-  constexpr int kVVecs = D / 64;            // 16-byte V loads per lane per key
-  constexpr int kOutTiles = D / 8;          // P.V output tiles of 8 dims
-  constexpr int KB = kWarps * 8 * TILES;    // keys per block iteration
-  constexpr int G = 8;                      // rows of the mma tiles (the group is <= 8)
+  constexpr int kKSteps = D / 16;         // k-steps of q.K
+  constexpr int kKVecs = D / 32;          // 16-byte K loads per lane per key
+  constexpr int kVVecs = D / 64;          // 16-byte V loads per lane per key
+  constexpr int kOutTiles = D / 8;        // P.V output tiles of 8 dims
+  constexpr int KB = kWarps * 8 * TILES;  // keys per block iteration
+  constexpr int G = 8;                    // rows of the mma tiles (the group is <= 8)
   __shared__ float acc_s[kWarps][G][D];
   __shared__ float m_s[kWarps][G], l_s[kWarps][G];
 
@@ -450,14 +508,15 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
     }
   };
   // Streaming 16-byte loads; zeros for keys outside the range (their P is 0, 0 * 0 is no NaN).
-  auto load = [&](uint4 (&kr)[TILES][kKVecs], uint4 (&vr)[TILES][2][kVVecs]) {
+  auto load = [&](uint4(&kr)[TILES][kKVecs], uint4(&vr)[TILES][2][kVVecs]) {
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
 #pragma unroll
       for (int j = 0; j < kKVecs; ++j) {
-        kr[i][j] = k_row[i] < 0 ? make_uint4(0, 0, 0, 0)
-                                : __ldcs(reinterpret_cast<const uint4*>(
-                                      a.k_pool + k_row[i] * D + 32 * j + 8 * t));
+        kr[i][j] =
+            k_row[i] < 0
+                ? make_uint4(0, 0, 0, 0)
+                : __ldcs(reinterpret_cast<const uint4*>(a.k_pool + k_row[i] * D + 32 * j + 8 * t));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -602,10 +661,14 @@ using KernelFn = void (*)(DecodeArgs);
 template <int D, int U, bool PF>
 KernelFn KernelForRows(int rows) {
   switch (rows) {
-    case 1: return DecodeAttentionKernel<D, 1, U, PF>;
-    case 2: return DecodeAttentionKernel<D, 2, U, PF>;
-    case 4: return DecodeAttentionKernel<D, 4, U, PF>;
-    default: return DecodeAttentionKernel<D, 8, U, PF>;
+    case 1:
+      return DecodeAttentionKernel<D, 1, U, PF>;
+    case 2:
+      return DecodeAttentionKernel<D, 2, U, PF>;
+    case 4:
+      return DecodeAttentionKernel<D, 4, U, PF>;
+    default:
+      return DecodeAttentionKernel<D, 8, U, PF>;
   }
 }
 
@@ -616,7 +679,8 @@ KernelFn KernelForUnroll(int rows, int unroll) {
 
 template <int D>
 KernelFn KernelForDim(int rows, int unroll, bool prefetch) {
-  return prefetch ? KernelForUnroll<D, true>(rows, unroll) : KernelForUnroll<D, false>(rows, unroll);
+  return prefetch ? KernelForUnroll<D, true>(rows, unroll)
+                  : KernelForUnroll<D, false>(rows, unroll);
 }
 
 // Two tiles with prefetch would spill (255 registers at head_dim 128): PlanDecodeAttention
@@ -633,9 +697,12 @@ KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
                           : MmaKernelForDim<128>(p.decode_unroll, p.decode_prefetch);
   }
   switch (head_dim) {
-    case 64: return KernelForDim<64>(p.rows, p.decode_unroll, p.decode_prefetch);
-    case 128: return KernelForDim<128>(p.rows, p.decode_unroll, p.decode_prefetch);
-    default: return KernelForDim<256>(p.rows, p.decode_unroll, p.decode_prefetch);
+    case 64:
+      return KernelForDim<64>(p.rows, p.decode_unroll, p.decode_prefetch);
+    case 128:
+      return KernelForDim<128>(p.rows, p.decode_unroll, p.decode_prefetch);
+    default:
+      return KernelForDim<256>(p.rows, p.decode_unroll, p.decode_prefetch);
   }
 }
 
@@ -668,8 +735,8 @@ int ResidentBlocks(KernelFn fn) {
 // waves (equal-length sequences assumed; a last wave a third full idles most SMs for its whole
 // duration), at least kMinKeysPerSplit keys each. H200, 64 x 8192 at 3 blocks/SM: 512 blocks =
 // 1.3 waves -> 2 splits (2.47 TB/s vs 2.12 unsplit); 8 x 4096 -> 6 (1.95 TB/s; 4: 1.69, 8: 1.52).
-int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len) {
-  const int64_t most = std::clamp<int64_t>(max_kv_len / kMinKeysPerSplit, 1, kMaxSplits);
+int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len, int max_splits) {
+  const int64_t most = std::clamp<int64_t>(max_kv_len / kMinKeysPerSplit, 1, max_splits);
   int best = 1;
   double best_eff = 0;
   for (int64_t s = 1; s <= most; ++s) {
@@ -684,11 +751,26 @@ int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len) {
   return best;
 }
 
+// Lets `fn` launch in clusters of up to kMaxClusterSplits blocks (once per kernel instance).
+void AllowLargeClusters(KernelFn fn) {
+  constexpr int kCache = 64;  // more than the instances
+  static KernelFn done[kCache];
+  for (int i = 0; i < kCache; ++i) {
+    if (done[i] == fn) return;
+    if (done[i] == nullptr) {
+      CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      done[i] = fn;
+      return;
+    }
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+}
+
 template <int D>
 void LaunchCombine(const float* partial, const float* lse, int num_splits, int64_t num_rows,
                    __nv_bfloat16* out, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) /
-                                            kCombineRowsPerBlock);
+  const auto blocks =
+      static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
   LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream,
             partial, lse, num_splits, num_rows, out);
 }
@@ -729,12 +811,24 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
     p.decode_unroll = t.unroll == 1 ? 1 : 2;
     p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
   }
+  static const bool cluster_env = HopperPathEnabled("LOOM_ATTN_CLUSTER_MERGE");
+  const bool cluster = t.cluster < 0 ? cluster_env : t.cluster != 0;
   if (t.splits > 0 || g_splits_env > 0) {
     p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
+    p.decode_cluster = cluster && p.num_splits > 1 && p.num_splits <= kMaxClusterSplits;
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
     const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
-    p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len) : 1;
+    // Clusters when every split block of the step fits one block per SM (batch 1 with 8 kv
+    // heads: 8 x 16): H200, 1B batch 1 1,056-1,093 vs 992-1,000 tok/s with 64 splits and the
+    // combine kernel; at batch 8 (64 x 7 blocks) clusters were 5-7 % slower.
+    if (cluster && blocks > 0) {
+      p.num_splits = ChooseSplits(blocks, wave, a.max_kv_len, kMaxClusterSplits);
+      p.decode_cluster = p.num_splits > 1 && blocks * p.num_splits <= num_sms;
+    }
+    if (!p.decode_cluster) {
+      p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len, kMaxSplits) : 1;
+    }
   }
   SizeSplitScratch(a, &p);
   return p;
@@ -751,14 +845,28 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.num_rows = int64_t{a.num_tokens} * a.num_heads;
   d.partial = partial;
   d.lse = lse;
+  d.cluster_merge = plan.decode_cluster ? 1 : 0;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  LaunchPdl(KernelFor(plan, a.head_dim), grid, dim3(kThreads), 0, stream, d);
+  const KernelFn kernel = KernelFor(plan, a.head_dim);
+  if (plan.decode_cluster) {
+    AllowLargeClusters(kernel);
+    LaunchPdlCluster(kernel, grid, dim3(kThreads), 0, stream,
+                     dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
+    return;
+  }
+  LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, d);
   if (plan.num_splits > 1) {
     switch (a.head_dim) {
-      case 64: LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
-      case 128: LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
-      default: LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream); break;
+      case 64:
+        LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        break;
+      case 128:
+        LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        break;
+      default:
+        LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        break;
     }
   }
 }

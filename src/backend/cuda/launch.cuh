@@ -59,21 +59,39 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when enabled.
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when enabled, in
+// thread-block clusters of `cluster` blocks when that is more than one (Hopper+).
 template <typename... Params, typename... Args>
-void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-               cudaStream_t stream, Args... args) {
+void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, dim3 cluster, Args... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (PdlEnabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n].val.clusterDim.z = cluster.z;
+    ++n;
+  }
   config.attrs = attr;
-  config.numAttrs = PdlEnabled() ? 1 : 0;
+  config.numAttrs = n;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+template <typename... Params, typename... Args>
+void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+               Args... args) {
+  LaunchPdlCluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), args...);
 }
 
 }  // namespace loom::cuda

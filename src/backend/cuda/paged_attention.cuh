@@ -82,6 +82,10 @@ struct PagedAttentionPlan {
   int decode_unroll = 0;
   bool decode_prefetch = true;
   bool decode_mma = false;
+  // Decode splits (2..16) merged inside the attention kernel: the splits of a (sequence, kv
+  // head) run as one thread-block cluster and meet in distributed shared memory, so no combine
+  // kernel and no partial rows in global memory (Hopper; decode_attention.cuh).
+  bool decode_cluster = false;
   // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
   // log-sum-exps in f32.
   int64_t tile_start_ints = 0;
