@@ -16,7 +16,9 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 // back-to-back GEMVs: 16 KB stages with 2 KB copies cap near 3.3 TB/s whatever the ring depth,
 // 32 KB with the copies spread over the producer warp's lanes reach 4.1-4.4 TB/s (cuda_bench gemv).
 constexpr int kStageBytes = 32768;
-constexpr int kMaxStages = 5;        // the ring: LOOM_GEMV_RING_KB (default 128: 4 stages)
+// The ring: LOOM_GEMV_RING_KB (default 160: 5 stages). H200, engine batch 1 (1B / 8B tok/s):
+// 64 KB 752 / 150, 96 KB 849-864 / 192-194, 128 KB 1,035 / 241-242, 160 KB 1,038-1,050 / 241-243.
+constexpr int kMaxStages = 5;
 constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
 
 // --- mbarrier and bulk-copy primitives (sm_90) ---
@@ -267,7 +269,7 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const int64_t groups = (m + kGroupRows - 1) / kGroupRows;
   const unsigned blocks = static_cast<unsigned>(groups < sms ? groups : sms);
   static const int ring_bytes =
-      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 128), 64, kMaxStages * kStageBytes / 1024) * 1024;
+      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 160), 64, kMaxStages * kStageBytes / 1024) * 1024;
   const int stages = std::clamp(ring_bytes / kStageBytes, 2, kMaxStages);
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
   LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
