@@ -56,6 +56,15 @@ void Backend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Te
   MatMulGated(h, w_gate_up, act, out);
 }
 
+void Backend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, const Tensor& w_qkv,
+                                  const Tensor& bias, const Tensor& positions,
+                                  const RopeTable& rope, const QkvLayout& layout,
+                                  const AttentionMeta& meta, const KvLayer& layer,
+                                  const Tensor& qkv, const Tensor& q_out) {
+  RmsNormMatMul(x, norm, w_qkv, bias, qkv);
+  QkvRopeStore(qkv, positions, rope, layout, meta, layer, q_out);
+}
+
 void Backend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
                            const QkvLayout& l, const AttentionMeta& meta, const KvLayer& layer,
                            const Tensor& q_out) {

@@ -68,7 +68,7 @@ struct RopeTable {
   Tensor inv_freq;             // [rotary_dim / 2] f32 on the backend's device
   int rotary_dim = 0;          // <= head_dim; dims past it are left untouched
   float attention_factor = 1;  // yarn: cos/sin are multiplied by this
-  bool interleaved = false;    // false: rotate halves (HF/NeoX); true: pairs (2i, 2i+1) (GGUF llama)
+  bool interleaved = false;  // false: rotate halves (HF/NeoX); true: pairs (2i, 2i+1) (GGUF llama)
 };
 
 class Backend {
@@ -185,6 +185,13 @@ class Backend {
   virtual void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
                             const QkvLayout& layout, const AttentionMeta& meta,
                             const KvLayer& layer, const Tensor& q_out);
+  // RmsNormMatMul(x, norm, w_qkv, bias, qkv) then QkvRopeStore(qkv, ...): one launch on CUDA at
+  // batch 1 (the GEMV's epilogue does the rope and the stores). qkv is scratch for the default.
+  virtual void RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, const Tensor& w_qkv,
+                                   const Tensor& bias, const Tensor& positions,
+                                   const RopeTable& rope, const QkvLayout& layout,
+                                   const AttentionMeta& meta, const KvLayer& layer,
+                                   const Tensor& qkv, const Tensor& q_out);
 
   // The gated MLP's input projections fused into one weight, in this backend's layout (the
   // default: gate rows, then up rows, as ConcatRows and as Phi-3 checkpoints store them).

@@ -23,7 +23,9 @@ RopeTable MakeRopeTable(const ModelConfig& cfg, const RopeConfig& rc, Backend* b
 }  // namespace
 
 Model::Model(ModelConfig config, Weights weights, ModelInfo info, Backend* backend)
-    : config_(std::move(config)), weights_(std::move(weights)), info_(std::move(info)),
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      info_(std::move(info)),
       backend_(backend) {
   if (backend_->prefers_fused_ops()) FuseProjections(&weights_, backend_);
   rope_global_ = MakeRopeTable(config_, config_.rope, backend_);
@@ -68,8 +70,8 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   const LayerWeights& l0 = weights_.layers.front();
   const bool fused_qkv = l0.wqkv.defined(), fused_gate_up = l0.w_gate_up.defined();
   auto scratch = [&](int64_t cols) { return be.AllocScratch(act, Shape{n, cols}); };
-  Tensor x = scratch(d);     // residual stream
-  Tensor h = scratch(d);     // normed input of a sub-block
+  Tensor x = scratch(d);  // residual stream
+  Tensor h = scratch(d);  // normed input of a sub-block
   Tensor q = scratch(q_dim);
   Tensor attn = scratch(q_dim);
   Tensor o = scratch(d);
@@ -120,12 +122,6 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
 
     // Attention: q, and this step's k / v rows into the cache.
     if (fused_qkv) {
-      if (fold) {
-        be.RmsNormMatMul(x, norm_spec(l.attn_norm), l.wqkv, l.bqkv, qkv);
-      } else {
-        norm_x(l.attn_norm, "attn_norm" + li);
-        be.MatMul(h, l.wqkv, l.bqkv, qkv);
-      }
       Backend::QkvLayout layout;
       layout.num_heads = c.num_heads;
       layout.num_kv_heads = c.num_kv_heads;
@@ -136,7 +132,14 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
       }
       layout.eps = c.rms_norm_eps;
       layout.norm_offset = norm_offset;
-      be.QkvRopeStore(qkv, in.positions, rope, layout, in.meta, layer_kv, q);
+      if (fold) {
+        be.RmsNormQkvRopeStore(x, norm_spec(l.attn_norm), l.wqkv, l.bqkv, in.positions, rope,
+                               layout, in.meta, layer_kv, qkv, q);
+      } else {
+        norm_x(l.attn_norm, "attn_norm" + li);
+        be.MatMul(h, l.wqkv, l.bqkv, qkv);
+        be.QkvRopeStore(qkv, in.positions, rope, layout, in.meta, layer_kv, q);
+      }
     } else {
       norm_x(l.attn_norm, "attn_norm" + li);
       be.MatMul(h, l.wq, l.bq, q);

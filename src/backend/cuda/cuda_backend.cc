@@ -20,6 +20,7 @@
 #include "backend/cuda/rows.cuh"
 #include "backend/cuda/sample_rows.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
+#include "backend/cuda/stream_gemv.cuh"
 #include "tensor/quant.h"
 
 namespace loom {
@@ -298,9 +299,9 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
                             const Tensor& acc) {
   const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   {
-    LOOM_PROFILE_OP("matmul_add n=" + std::to_string(n) + " m=" + std::to_string(m) +
-                        " k=" + std::to_string(k),
-                    w.nbytes() + x.nbytes() + 2 * acc.nbytes());
+    LOOM_PROFILE_OP(
+        "matmul_add n=" + std::to_string(n) + " m=" + std::to_string(m) + " k=" + std::to_string(k),
+        w.nbytes() + x.nbytes() + 2 * acc.nbytes());
     CheckAct(x, "MatMulAdd", "x");
     CheckAct(w, "MatMulAdd", "w");
     CheckAct(acc, "MatMulAdd", "acc");
@@ -308,9 +309,8 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
         << "MatMulAdd: x " << Describe(x) << " w " << Describe(w) << " acc " << Describe(acc);
     if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
       if (UseGemv(x, w)) {
-        cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k,
-                                   stream(), cuda::GemvEpilogue::kAddTo, nullptr,
-                                   options_.stream_gemv);
+        cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, stream(),
+                                   cuda::GemvEpilogue::kAddTo, nullptr, options_.stream_gemv);
       } else {
         gemm_->Run(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, /*accumulate=*/true);
       }
@@ -342,9 +342,9 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
                                 const Tensor& bias, const Tensor& out) {
   cuda::GemvNorm gn;
   if (!bias.defined() && out.dtype() == DType::kBF16 && GemvNormFor(x, norm, w, &gn)) {
-    LOOM_PROFILE_OP("rmsnorm_matmul(gemv) m=" + std::to_string(w.rows()) + " k=" +
-                        std::to_string(x.cols()),
-                    w.nbytes() + x.nbytes() + out.nbytes());
+    LOOM_PROFILE_OP(
+        "rmsnorm_matmul(gemv) m=" + std::to_string(w.rows()) + " k=" + std::to_string(x.cols()),
+        w.nbytes() + x.nbytes() + out.nbytes());
     CheckAct(w, "RmsNormMatMul", "w");
     CheckAct(out, "RmsNormMatMul", "out");
     CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
@@ -357,12 +357,12 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
   Backend::RmsNormMatMul(x, norm, w, bias, out);
 }
 
-void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm,
-                                     const Tensor& w_gate_up, GatedAct act, const Tensor& out) {
+void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
+                                     GatedAct act, const Tensor& out) {
   cuda::GemvNorm gn;
   if (GemvNormFor(x, norm, w_gate_up, &gn)) {
-    LOOM_PROFILE_OP("rmsnorm_matmul_gated(gemv) m=" + std::to_string(w_gate_up.rows()) + " k=" +
-                        std::to_string(x.cols()),
+    LOOM_PROFILE_OP("rmsnorm_matmul_gated(gemv) m=" + std::to_string(w_gate_up.rows()) +
+                        " k=" + std::to_string(x.cols()),
                     w_gate_up.nbytes() + x.nbytes() + out.nbytes());
     CheckAct(w_gate_up, "RmsNormMatMulGated", "w_gate_up");
     CheckAct(out, "RmsNormMatMulGated", "out");
@@ -370,26 +370,25 @@ void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm,
           out.rows() == x.rows())
         << "RmsNormMatMulGated: x " << Describe(x) << " w " << Describe(w_gate_up) << " out "
         << Describe(out);
-    cuda::LaunchSmallBatchGemm(
-        x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(), w_gate_up.rows(),
-        x.cols(), stream(),
-        act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul,
-        &gn, options_.stream_gemv);
+    cuda::LaunchSmallBatchGemm(x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(),
+                               w_gate_up.rows(), x.cols(), stream(),
+                               act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul
+                                                          : cuda::GemvEpilogue::kSiluMul,
+                               &gn, options_.stream_gemv);
     return;
   }
   Backend::RmsNormMatMulGated(x, norm, w_gate_up, act, out);
 }
 
-void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
-                               const QkvLayout& l, const AttentionMeta& meta,
-                               const KvLayer& layer, const Tensor& q_out) {
-  LOOM_PROFILE_OP("qkv_rope_store " + Sh(qkv), 2 * qkv.nbytes());
-  const int64_t n = qkv.rows(), D = l.head_dim;
-  CheckAct(qkv, "QkvRopeStore", "qkv");
+cuda::QkvRopeStoreArgs CudaBackend::RopeStoreArgs(int64_t qkv_cols, int64_t n,
+                                                  const Tensor& positions, const RopeTable& rope,
+                                                  const QkvLayout& l, const AttentionMeta& meta,
+                                                  const KvLayer& layer, const Tensor& q_out) const {
+  const int64_t D = l.head_dim;
   CheckAct(q_out, "QkvRopeStore", "q_out");
-  CHECK(qkv.cols() == (l.num_heads + 2 * int64_t{l.num_kv_heads}) * D && q_out.rows() == n &&
+  CHECK(qkv_cols == (l.num_heads + 2 * int64_t{l.num_kv_heads}) * D && q_out.rows() == n &&
         q_out.cols() == l.num_heads * D)
-      << "QkvRopeStore: qkv " << Describe(qkv) << " q_out " << Describe(q_out) << " for "
+      << "QkvRopeStore: qkv width " << qkv_cols << " q_out " << Describe(q_out) << " for "
       << l.num_heads << "+2x" << l.num_kv_heads << " heads x " << D;
   CheckI32(positions, n, "QkvRopeStore", "positions");
   CheckI32(meta.slot_mapping, n, "QkvRopeStore", "slot_mapping");
@@ -408,7 +407,6 @@ void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const
         << "QkvRopeStore: per-head norm " << Describe(*norm) << " (Upload keeps norms f32)";
   }
   cuda::QkvRopeStoreArgs a;
-  a.qkv = qkv.data();
   a.positions = positions.data_as<const int32_t>();
   a.inv_freq = rope.inv_freq.data_as<const float>();
   a.rotary_dim = rope.rotary_dim;
@@ -427,7 +425,43 @@ void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const
   a.q_out = q_out.data();
   a.k_pool = kp.data();
   a.v_pool = layer.v.data();
+  return a;
+}
+
+void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
+                               const QkvLayout& l, const AttentionMeta& meta, const KvLayer& layer,
+                               const Tensor& q_out) {
+  LOOM_PROFILE_OP("qkv_rope_store " + Sh(qkv), 2 * qkv.nbytes());
+  CheckAct(qkv, "QkvRopeStore", "qkv");
+  cuda::QkvRopeStoreArgs a =
+      RopeStoreArgs(qkv.cols(), qkv.rows(), positions, rope, l, meta, layer, q_out);
+  a.qkv = qkv.data();
   cuda::LaunchQkvRopeStore(a, stream());
+}
+
+void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, const Tensor& w_qkv,
+                                      const Tensor& bias, const Tensor& positions,
+                                      const RopeTable& rope, const QkvLayout& layout,
+                                      const AttentionMeta& meta, const KvLayer& layer,
+                                      const Tensor& qkv, const Tensor& q_out) {
+  cuda::GemvNorm gn;
+  if (x.rows() == 1 && !bias.defined() && options_.stream_gemv &&
+      GemvNormFor(x, norm, w_qkv, &gn)) {
+    CheckAct(w_qkv, "RmsNormQkvRopeStore", "w_qkv");
+    CHECK_EQ(w_qkv.cols(), x.cols())
+        << "RmsNormQkvRopeStore: x " << Describe(x) << " w " << Describe(w_qkv);
+    const cuda::QkvRopeStoreArgs a =
+        RopeStoreArgs(w_qkv.rows(), 1, positions, rope, layout, meta, layer, q_out);
+    if (cuda::StreamGemvRopeStoreApplies(x.data(), w_qkv.data(), x.cols(), a)) {
+      LOOM_PROFILE_OP("rmsnorm_qkv_rope_store(gemv) m=" + std::to_string(w_qkv.rows()) +
+                          " k=" + std::to_string(x.cols()),
+                      w_qkv.nbytes() + x.nbytes() + 3 * q_out.nbytes());
+      cuda::LaunchStreamGemvRopeStore(x.data(), w_qkv.data(), x.cols(), gn, a, stream());
+      return;
+    }
+  }
+  Backend::RmsNormQkvRopeStore(x, norm, w_qkv, bias, positions, rope, layout, meta, layer, qkv,
+                               q_out);
 }
 
 Tensor CudaBackend::FuseGateUp(const Tensor& w_gate, const Tensor& w_up) {
@@ -439,18 +473,19 @@ Tensor CudaBackend::FuseGateUp(const Tensor& w_gate, const Tensor& w_up) {
   const size_t rb = w_gate.row_bytes();
   Tensor out(DType::kBF16, Shape{2 * f, w_gate.cols()}, allocator_->NewBuffer(2 * rb * f));
   char* dst = static_cast<char*>(out.data());
-  CUDA_CHECK(cudaMemcpy2DAsync(dst, 2 * rb, w_gate.data(), rb, rb, f, cudaMemcpyDeviceToDevice,
+  CUDA_CHECK(
+      cudaMemcpy2DAsync(dst, 2 * rb, w_gate.data(), rb, rb, f, cudaMemcpyDeviceToDevice, stream()));
+  CUDA_CHECK(cudaMemcpy2DAsync(dst + rb, 2 * rb, w_up.data(), rb, rb, f, cudaMemcpyDeviceToDevice,
                                stream()));
-  CUDA_CHECK(cudaMemcpy2DAsync(dst + rb, 2 * rb, w_up.data(), rb, rb, f,
-                               cudaMemcpyDeviceToDevice, stream()));
   return out;
 }
 
 void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, const Tensor& out) {
-  LOOM_PROFILE_OP((x.rows() <= options_.small_batch_gemm_rows ? "matmul_gated(gemv) n=" : "matmul_gated n=") +
-                      std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) + " k=" +
-                      std::to_string(x.cols()),
-                  w.nbytes() + x.nbytes() + out.nbytes());
+  LOOM_PROFILE_OP(
+      (x.rows() <= options_.small_batch_gemm_rows ? "matmul_gated(gemv) n=" : "matmul_gated n=") +
+          std::to_string(x.rows()) + " m=" + std::to_string(w.rows()) +
+          " k=" + std::to_string(x.cols()),
+      w.nbytes() + x.nbytes() + out.nbytes());
   CheckAct(x, "MatMulGated", "x");
   CheckAct(w, "MatMulGated", "w_gate_up");
   CheckAct(out, "MatMulGated", "out");

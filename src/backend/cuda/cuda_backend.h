@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 #include "base/status.h"
 
@@ -97,8 +98,7 @@ class CudaBackend final : public Backend {
   bool prefers_fused_ops() const override;
   Tensor ConcatRows(const std::vector<Tensor>& parts) override;
   void TrimMemory() override;
-  void MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias,
-                 const Tensor& acc) override;
+  void MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& acc) override;
   void RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w, const Tensor& bias,
                      const Tensor& out) override;
   void RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
@@ -106,6 +106,10 @@ class CudaBackend final : public Backend {
   void QkvRopeStore(const Tensor& qkv, const Tensor& positions, const RopeTable& rope,
                     const QkvLayout& layout, const AttentionMeta& meta, const KvLayer& layer,
                     const Tensor& q_out) override;
+  void RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, const Tensor& w_qkv,
+                           const Tensor& bias, const Tensor& positions, const RopeTable& rope,
+                           const QkvLayout& layout, const AttentionMeta& meta, const KvLayer& layer,
+                           const Tensor& qkv, const Tensor& q_out) override;
   // (gate, up) row pairs: rows 2j and 2j + 1 are gate row j and up row j, so the small-batch GEMV
   // finds both halves of an output in one block and applies the activation in its epilogue.
   Tensor FuseGateUp(const Tensor& w_gate, const Tensor& w_up) override;
@@ -131,6 +135,11 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop);
   // Whether x @ w^T takes the small-batch GEMV (at most small_batch_gemm_rows rows, aligned).
   bool UseGemv(const Tensor& x, const Tensor& w) const;
+  // The QkvRopeStore kernel's arguments (checks shapes and dtypes).
+  cuda::QkvRopeStoreArgs RopeStoreArgs(int64_t qkv_cols, int64_t n, const Tensor& positions,
+                                       const RopeTable& rope, const QkvLayout& layout,
+                                       const AttentionMeta& meta, const KvLayer& layer,
+                                       const Tensor& q_out) const;
   // Fills *out and returns true when the small-batch GEMV can RMSNorm x in its prologue.
   bool GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                    cuda::GemvNorm* out) const;

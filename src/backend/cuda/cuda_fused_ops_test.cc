@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
@@ -115,14 +116,59 @@ TEST_F(CudaFusedOpsTest, RmsNormMatMulMatchesNormThenMatMul) {
   }
 }
 
+// A QkvRopeStore problem: head layout, rope variant and per-head norms.
+struct RopeCase {
+  int heads, kv_heads, head_dim, rotary_dim;
+  bool interleaved, qk_norm;
+  float factor, norm_offset;
+};
+
+// A case's random per-head norm weights and KV pools and its rope table, built on any backend
+// through `upload`.
+struct RopeFixture {
+  RopeFixture(const RopeCase& rc, std::mt19937& rng, int num_blocks, int block_size)
+      : c(rc), pool{num_blocks, block_size, rc.kv_heads, rc.head_dim} {
+    inv.resize(static_cast<size_t>(c.rotary_dim / 2));
+    for (size_t j = 0; j < inv.size(); ++j) {
+      inv[j] = std::pow(10000.f, -2.f * static_cast<float>(j) / c.rotary_dim);
+    }
+    qn = RandBf16(rng, c.head_dim, 0.3f);
+    kn = RandBf16(rng, c.head_dim, 0.3f);
+    kpool = RandBf16(rng, pool.numel());
+    vpool = RandBf16(rng, pool.numel());
+  }
+  template <typename Upload>
+  Backend::QkvLayout Layout(Upload upload) const {
+    Backend::QkvLayout l;
+    l.num_heads = c.heads;
+    l.num_kv_heads = c.kv_heads;
+    l.head_dim = c.head_dim;
+    if (c.qk_norm) {
+      l.q_norm = upload(HostF32(Shape{c.head_dim}, qn));
+      l.k_norm = upload(HostF32(Shape{c.head_dim}, kn));
+    }
+    l.eps = 1e-6f;
+    l.norm_offset = c.norm_offset;
+    return l;
+  }
+  template <typename Upload>
+  RopeTable Rope(Upload upload) const {
+    return RopeTable{upload(HostF32(Shape{c.rotary_dim / 2}, inv)), c.rotary_dim, c.factor,
+                     c.interleaved};
+  }
+  template <typename Upload>
+  KvLayer Pools(Upload upload) const {
+    return KvLayer{upload(HostF32(pool, kpool)), upload(HostF32(pool, vpool))};
+  }
+
+  RopeCase c;
+  Shape pool;
+  std::vector<float> inv, qn, kn, kpool, vpool;
+};
+
 TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
   std::mt19937 rng(12);
-  struct Case {
-    int heads, kv_heads, head_dim, rotary_dim;
-    bool interleaved, qk_norm;
-    float factor, norm_offset;
-  };
-  const Case cases[] = {
+  const RopeCase cases[] = {
       {32, 8, 128, 128, false, false, 1.f, 0.f},  // Llama 3
       {16, 8, 128, 128, false, true, 1.f, 0.f},   // Qwen3: per-head norms
       {8, 4, 256, 256, false, true, 1.f, 1.f},    // Gemma 3: (1 + w) norms, d 256
@@ -130,7 +176,7 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
       {6, 2, 80, 80, false, true, 1.f, 0.f},      // head_dim not a multiple of 32
   };
   const int block_size = 7, num_blocks = 9;
-  for (const Case& c : cases) {
+  for (const RopeCase& c : cases) {
     for (int64_t n : {1, 5, 23}) {
       const int64_t D = c.head_dim, q_dim = c.heads * D, kv_dim = c.kv_heads * D;
       const int64_t width = q_dim + 2 * kv_dim;
@@ -143,33 +189,15 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
         pos[t] = static_cast<int32_t>(rng() % 40000);
         slots[t] = t % 4 == 3 ? -1 : all_slots[static_cast<size_t>(t)];  // padding rows skip
       }
-      std::vector<float> inv(static_cast<size_t>(c.rotary_dim / 2));
-      for (size_t j = 0; j < inv.size(); ++j) {
-        inv[j] = std::pow(10000.f, -2.f * static_cast<float>(j) / c.rotary_dim);
-      }
-      std::vector<float> qn = RandBf16(rng, D, 0.3f), kn = RandBf16(rng, D, 0.3f);
-      const Shape pool{num_blocks, block_size, c.kv_heads, D};
-      std::vector<float> kpool = RandBf16(rng, pool.numel()), vpool = RandBf16(rng, pool.numel());
+      const RopeFixture f(c, rng, num_blocks, block_size);
 
       auto run = [&](Backend& be, auto upload) {
-        Backend::QkvLayout l;
-        l.num_heads = c.heads;
-        l.num_kv_heads = c.kv_heads;
-        l.head_dim = c.head_dim;
-        if (c.qk_norm) {
-          l.q_norm = upload(HostF32(Shape{D}, qn));
-          l.k_norm = upload(HostF32(Shape{D}, kn));
-        }
-        l.eps = 1e-6f;
-        l.norm_offset = c.norm_offset;
-        RopeTable rope{upload(HostF32(Shape{c.rotary_dim / 2}, inv)), c.rotary_dim, c.factor,
-                       c.interleaved};
         AttentionMeta meta;
         meta.slot_mapping = upload(HostI32(slots));
-        KvLayer layer{upload(HostF32(pool, kpool)), upload(HostF32(pool, vpool))};
+        KvLayer layer = f.Pools(upload);
         Tensor q = be.Alloc(be.act_dtype(), Shape{n, q_dim});
-        be.QkvRopeStore(upload(HostF32(Shape{n, width}, qkv)), upload(HostI32(pos)), rope, l, meta,
-                        layer, q);
+        be.QkvRopeStore(upload(HostF32(Shape{n, width}, qkv)), upload(HostI32(pos)), f.Rope(upload),
+                        f.Layout(upload), meta, layer, q);
         return std::vector<Tensor>{q, layer.k, layer.v};
       };
       std::vector<Tensor> ref = run(cpu_, [](const Tensor& t) { return t; });
@@ -183,6 +211,71 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
       }
       // The v rows are copies and untouched slots keep their values: exact.
       EXPECT_EQ(GpuValues(*gpu_, got[2]), CpuValues(ref[2]));
+    }
+  }
+}
+
+// RmsNorm(x) @ w_qkv^T and QkvRopeStore in one call: at n = 1 without q/k norms the streamed
+// GEMV does the rope and the stores in its epilogue, bit-identical to the two-launch sequence on
+// the same backend; elsewhere (n > 1, per-head norms) the default runs. Both vs the CPU.
+TEST_F(CudaFusedOpsTest, RmsNormQkvRopeStoreMatchesTwoLaunches) {
+  std::mt19937 rng(17);
+  const std::pair<RopeCase, int64_t> cases[] = {
+      // (heads, hidden size)
+      {{32, 8, 128, 128, false, false, 1.f, 0.f}, 512},  // Llama-3.1-8B heads
+      {{32, 8, 64, 64, false, false, 1.f, 0.f}, 2048},   // Llama-3.2-1B heads
+      {{4, 4, 96, 48, true, false, 1.2f, 0.f}, 264},     // partial, interleaved rotary, yarn
+      {{6, 2, 80, 80, false, false, 1.f, 0.f}, 136},     // head_dim not a multiple of 32
+      {{16, 8, 128, 128, false, true, 1.f, 0.f}, 256},   // Qwen3 norms: the default sequence
+  };
+  const int block_size = 7, num_blocks = 9;
+  for (const auto& [c, k] : cases) {
+    for (int64_t n : {1, 3}) {
+      for (int32_t slot0 : {11, -1}) {  // -1: a padding row, no store
+        const int64_t D = c.head_dim, q_dim = c.heads * D, kv_dim = c.kv_heads * D;
+        const int64_t width = q_dim + 2 * kv_dim;
+        std::vector<float> xv = RandBf16(rng, n * k), nw = RandBf16(rng, k, 0.3f),
+                           wv = RandBf16(rng, width * k, 0.05f);
+        std::vector<int32_t> pos(static_cast<size_t>(n)), slots(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) {
+          pos[t] = static_cast<int32_t>(rng() % 40000);
+          slots[t] = t == 0 ? slot0 : static_cast<int32_t>(20 + t);
+        }
+        const RopeFixture f(c, rng, num_blocks, block_size);
+        // fused: one RmsNormQkvRopeStore call; else RmsNormMatMul then QkvRopeStore.
+        auto run = [&](Backend& be, auto upload, bool fused) {
+          AttentionMeta meta;
+          meta.slot_mapping = upload(HostI32(slots));
+          KvLayer layer = f.Pools(upload);
+          const Backend::NormSpec norm{upload(HostF32(Shape{k}, nw)), 1e-5f, 0.f};
+          Tensor x = upload(HostF32(Shape{n, k}, xv)), w = upload(HostF32(Shape{width, k}, wv));
+          Tensor positions = upload(HostI32(pos));
+          Tensor q = be.Alloc(be.act_dtype(), Shape{n, q_dim});
+          Tensor qkv = be.Alloc(be.act_dtype(), Shape{n, width});
+          if (fused) {
+            be.RmsNormQkvRopeStore(x, norm, w, Tensor(), positions, f.Rope(upload),
+                                   f.Layout(upload), meta, layer, qkv, q);
+          } else {
+            be.RmsNormMatMul(x, norm, w, Tensor(), qkv);
+            be.QkvRopeStore(qkv, positions, f.Rope(upload), f.Layout(upload), meta, layer, q);
+          }
+          return std::vector<Tensor>{q, layer.k, layer.v};
+        };
+        auto gpu_upload = [&](const Tensor& t) { return gpu_->Upload(t); };
+        std::vector<Tensor> ref = run(
+            cpu_, [](const Tensor& t) { return t; }, true);
+        std::vector<Tensor> fused = run(*gpu_, gpu_upload, true);
+        std::vector<Tensor> two = run(*gpu_, gpu_upload, false);
+        const char* what[] = {"q", "k pool", "v pool"};
+        for (int i = 0; i < 3; ++i) {
+          const std::string where = std::string(what[i]) + ": heads " + std::to_string(c.heads) +
+                                    "/" + std::to_string(c.kv_heads) + " d " + std::to_string(D) +
+                                    " n " + std::to_string(n) + " slot " + std::to_string(slot0);
+          EXPECT_EQ(GpuValues(*gpu_, fused[i]), GpuValues(*gpu_, two[i])) << where;
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, fused[i]), CpuValues(ref[i])), kTolReRounded)
+              << where;
+        }
+      }
     }
   }
 }

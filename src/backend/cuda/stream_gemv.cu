@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/stream_gemv.cuh"
 
 namespace loom::cuda {
@@ -106,9 +107,50 @@ struct Plan {
   __device__ int Width(int s) const { return min(kSlice, k - Column(s)); }
 };
 
-template <int R>
+// The rope-store epilogue's rows: pair p of a fused [q | k | v] projection is the two rows one
+// rotation mixes (halves (i, i + rotary / 2) or interleaved (2i, 2i + 1)), or two neighbouring
+// rows past the rotary dims and in the v heads, so one warp holds both inputs of its outputs.
+struct RopePair {
+  int head, a, b;  // rows head * D + a and head * D + b
+  bool rotate;     // a rotated pair (its frequency index: rotary dims below a's half)
+  int freq;
+};
+
+__device__ __forceinline__ RopePair PairOf(const QkvRopeStoreArgs& q, int p) {
+  const int half_d = q.head_dim / 2, r2 = q.rotary_dim / 2;
+  RopePair rp;
+  rp.head = p / half_d;
+  const int i = p % half_d;
+  rp.freq = i;
+  rp.rotate = rp.head < q.num_heads + q.num_kv_heads && i < r2;
+  if (rp.rotate) {
+    rp.a = q.interleaved ? 2 * i : i;
+    rp.b = q.interleaved ? 2 * i + 1 : i + r2;
+  } else if (rp.head < q.num_heads + q.num_kv_heads) {
+    rp.a = q.rotary_dim + 2 * (i - r2);
+    rp.b = rp.a + 1;
+  } else {
+    rp.a = 2 * i;
+    rp.b = 2 * i + 1;
+  }
+  return rp;
+}
+
+// The weight row behind row slot `row` of the plan (the identity but for the rope-store pairs).
+template <bool kRope>
+__device__ __forceinline__ int64_t WeightRow(const QkvRopeStoreArgs& q, int row) {
+  if constexpr (!kRope) {
+    return row;
+  } else {
+    const RopePair rp = PairOf(q, row / 2);
+    return int64_t{rp.head} * q.head_dim + (row % 2 == 0 ? rp.a : rp.b);
+  }
+}
+
+template <int R, bool kRope>
 __device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16* w, uint8_t* ring,
-                                        int stages, uint64_t* full, uint64_t* empty, int lane) {
+                                        int stages, uint64_t* full, uint64_t* empty, int lane,
+                                        const QkvRopeStoreArgs& rope) {
   const uint64_t policy = EvictFirstPolicy();
   for (int s = 0; s < plan.stages; ++s) {
     const int slot = s % stages;
@@ -120,8 +162,8 @@ __device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16
     if (lane == 0) MbarArriveExpectTx(&full[slot], bytes * rows);
     uint8_t* stage = ring + slot * kStageBytes;
     for (int r = lane; r < rows; r += 32) {  // the copies spread over the warp's lanes
-      BulkCopy(stage + r * (Plan<R>::kSlice * 2), w + (int64_t{row0} + r) * plan.k + col, bytes,
-               &full[slot], policy);
+      BulkCopy(stage + r * (Plan<R>::kSlice * 2),
+               w + WeightRow<kRope>(rope, row0 + r) * plan.k + col, bytes, &full[slot], policy);
     }
   }
 }
@@ -163,12 +205,47 @@ __device__ __forceinline__ void StageInput(const uint4* x, int k_vec, const Gemv
   ConsumerSync();
 }
 
+// The rope-store epilogue of pair p (RopePair) from its two sums: rounded to bf16 as the
+// materialized qkv row would be, then QkvRopeStoreKernel's rotation and stores (same formula, so
+// the same bits as the projection followed by that kernel).
+__device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, float s0,
+                                              float s1) {
+  const RopePair rp = PairOf(q, p);
+  const int H = q.num_heads, KVH = q.num_kv_heads, D = q.head_dim;
+  const int32_t slot = q.slots[0];
+  const bool slot_ok = slot >= 0 && slot < q.num_slots;
+  __nv_bfloat16* dst;
+  if (rp.head < H) {
+    dst = static_cast<__nv_bfloat16*>(q.q_out) + int64_t{rp.head} * D;
+  } else if (!slot_ok) {
+    return;
+  } else if (rp.head < H + KVH) {
+    dst = static_cast<__nv_bfloat16*>(q.k_pool) + (int64_t{slot} * KVH + (rp.head - H)) * D;
+  } else {
+    dst = static_cast<__nv_bfloat16*>(q.v_pool) + (int64_t{slot} * KVH + (rp.head - H - KVH)) * D;
+  }
+  const float x0 = __bfloat162float(__float2bfloat16_rn(s0));
+  const float x1 = __bfloat162float(__float2bfloat16_rn(s1));
+  if (!rp.rotate) {
+    dst[rp.a] = __float2bfloat16_rn(x0);
+    dst[rp.b] = __float2bfloat16_rn(x1);
+    return;
+  }
+  float sn, c;
+  sincosf(static_cast<float>(q.positions[0]) * q.inv_freq[rp.freq], &sn, &c);
+  sn *= q.attention_factor;
+  c *= q.attention_factor;
+  dst[rp.a] = __float2bfloat16_rn(x0 * c - x1 * sn);
+  dst[rp.b] = __float2bfloat16_rn(x1 * c + x0 * sn);
+}
+
 // R = 1: consumer warp c owns row (group * 8 + c). R = 2 (gated epilogues): rows
-// (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout.
-template <int R, typename Out, GemvEpilogue Epi, bool kNorm>
+// (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout; with kRope, the
+// rope pair group * 8 + c of a fused q | k | v projection (RopePair), stored by RopeStorePair.
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
 __global__ void __launch_bounds__(kThreads, 1)
     StreamGemvKernel(const uint4* __restrict__ x, const __nv_bfloat16* __restrict__ w, Out* out,
-                     int m, int k, int stages, GemvNorm norm) {
+                     int m, int k, int stages, GemvNorm norm, QkvRopeStoreArgs rope) {
   using P = Plan<R>;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t full[kMaxStages];
@@ -189,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // the producer: no PdlWait, it reads only weights
-    Produce(plan, w, ring, stages, full, empty, lane);
+    Produce<R, kRope>(plan, w, ring, stages, full, empty, lane, rope);
     return;
   }
 
@@ -232,7 +309,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       acc[r][0] = acc[r][1] = 0.f;
     }
     if (lane != 0) continue;
-    if constexpr (R == 1) {
+    if constexpr (kRope) {
+      static_assert(R == 2, "a rope pair is two rows");
+      if (row0 + 1 < m) RopeStorePair(rope, row0 / 2, sum[0], sum[1]);
+    } else if constexpr (R == 1) {
       if (row0 < m) Store<Out, Epi>(out, row0, sum[0]);
     } else {
       if (row0 + 1 < m) {
@@ -249,10 +329,10 @@ int EnvInt(const char* name, int fallback) {
   return v != nullptr ? std::atoi(v) : fallback;
 }
 
-template <int R, typename Out, GemvEpilogue Epi, bool kNorm>
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
 void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm& norm,
-            cudaStream_t stream) {
-  auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm>;
+            cudaStream_t stream, const QkvRopeStoreArgs& rope = {}) {
+  auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm, kRope>;
   static const bool configured = [&] {
     CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
@@ -274,7 +354,7 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
   LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
             static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
-            static_cast<int>(k), stages, norm);
+            static_cast<int>(k), stages, norm, rope);
 }
 
 template <int R, typename Out, GemvEpilogue Epi>
@@ -318,6 +398,24 @@ void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, 
       CHECK_EQ(m % 2, 0) << "StreamGemv gated: m " << m;
       return LaunchNorm<2, Bf16, GemvEpilogue::kGeluTanhMul>(x, w, out, m, k, norm, stream);
   }
+}
+
+bool StreamGemvRopeStoreApplies(const void* x, const void* w, int64_t k,
+                                const QkvRopeStoreArgs& rope) {
+  static const bool enabled = HopperPathEnabled("LOOM_GEMV_ROPE");  // 0: two launches (A/B)
+  return enabled && StreamGemvApplies(x, w, k) && k <= kGemvNormMaxK && rope.n == 1 &&
+         rope.q_norm == nullptr && rope.k_norm == nullptr && rope.head_dim > 0 &&
+         rope.head_dim % 2 == 0 && rope.rotary_dim % 2 == 0 && rope.rotary_dim <= rope.head_dim;
+}
+
+void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const GemvNorm& norm,
+                               const QkvRopeStoreArgs& rope, cudaStream_t stream) {
+  CHECK(StreamGemvRopeStoreApplies(x, w, k, rope))
+      << "StreamGemvRopeStore: k " << k << " n " << rope.n << " head_dim " << rope.head_dim
+      << " rotary_dim " << rope.rotary_dim;
+  const int64_t m = (rope.num_heads + 2 * int64_t{rope.num_kv_heads}) * rope.head_dim;
+  Launch<2, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream,
+                                                            rope);
 }
 
 }  // namespace loom::cuda

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 #include "tensor/dtype.h"
 
@@ -33,5 +34,15 @@ bool StreamGemvApplies(const void* x, const void* w, int64_t k);
 
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
                       int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm);
+
+// One decode row through a fused [q | k | v] projection: RMSNorm(x) @ w_qkv^T, then the
+// QkvRopeStore kernel's work in the epilogue (rope.qkv unused; q to rope.q_out, k / v to their
+// slot). Each consumer warp takes the two rows one rope rotation mixes, so the output is
+// bit-identical to the streamed GEMV followed by LaunchQkvRopeStore, one launch instead of two.
+// Applies to one row (rope.n == 1) without per-head q/k norms; LOOM_GEMV_ROPE=0 turns it off.
+bool StreamGemvRopeStoreApplies(const void* x, const void* w, int64_t k,
+                                const QkvRopeStoreArgs& rope);
+void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const GemvNorm& norm,
+                               const QkvRopeStoreArgs& rope, cudaStream_t stream);
 
 }  // namespace loom::cuda
