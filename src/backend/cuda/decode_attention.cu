@@ -1,5 +1,3 @@
-#include "backend/cuda/decode_attention.cuh"
-
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -7,6 +5,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 
@@ -69,6 +68,7 @@ struct DecodeArgs : PagedKernelTables {
   float* partial;
   float* lse;
   int cluster_merge;  // the splits are one thread-block cluster (StoreBlockResult)
+  int early_kv;       // mma kernel: first K/V loads before PdlWait (LOOM_ATTN_EARLY_KV=0: after)
 };
 
 // exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
@@ -457,8 +457,6 @@ __device__ __forceinline__ uint32_t PairDim(const uint4& x, const uint4& y, int 
 
 template <int D, int TILES, bool PF>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs a) {
-  PdlWait();  // launched with PDL (launch.cuh)
-  PdlLaunchDependents();
   constexpr int kKSteps = D / 16;         // k-steps of q.K
   constexpr int kKVecs = D / 32;          // 16-byte K loads per lane per key
   constexpr int kVVecs = D / 64;          // 16-byte V loads per lane per key
@@ -472,22 +470,19 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   const int s = x / a.num_kv_heads, g = x % a.num_kv_heads;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, t = lane % 4;
+  // Launched with PDL (launch.cuh). The step's tables (query_start, kv_len, pages) come from the
+  // host before the step, and the keys before the newest were written by earlier steps: the
+  // first iteration's K/V loads go before PdlWait, under the tail of the kernel that writes q
+  // and the newest key and value (reloaded after the wait).
+  if (!a.early_kv) PdlWait();
   const int tok = a.query_start[s];
-  if (a.query_start[s + 1] == tok) return;  // no query token for this sequence this step
-  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
-  const int64_t row0 = int64_t{tok} * a.num_heads + int64_t{g} * a.group;
-
-  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above).
-  uint32_t qa[kKSteps][2];
-#pragma unroll
-  for (int j = 0; j < kKVecs; ++j) {
-    uint4 w = make_uint4(0, 0, 0, 0);
-    if (r < a.group) w = reinterpret_cast<const uint4*>(a.q + (row0 + r) * D + 32 * j + 8 * t)[0];
-    qa[2 * j][0] = w.x;
-    qa[2 * j][1] = w.y;
-    qa[2 * j + 1][0] = w.z;
-    qa[2 * j + 1][1] = w.w;
+  if (a.query_start[s + 1] == tok) {  // no query token for this sequence this step
+    PdlWait();
+    return;
   }
+  const int kv_len = a.kv_len[s];
+  const KeyRange keys = SplitKeyRange(kv_len, a.window, a.num_splits, split, KB);
+  const int64_t row0 = int64_t{tok} * a.num_heads + int64_t{g} * a.group;
 
   // Pool rows (-1: outside the range) of the keys this lane loads in an iteration: K of key r
   // and V of keys 2t, 2t + 1 of every tile; looked up one iteration ahead of the loads.
@@ -538,19 +533,53 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   const int wstart = keys.begin + warp * 8 * TILES;
   uint4 kr[TILES][kKVecs], vr[TILES][2][kVVecs];
   lookup(wstart);
-  if constexpr (PF) {
-    load(kr, vr);
-    lookup(wstart + KB);
+  load(kr, vr);
+  lookup(wstart + KB);
+
+  PdlWait();
+  PdlLaunchDependents();
+  // The newest key and value (this step's, written by the kernel before): reloaded where the
+  // first iteration holds them.
+  const int newest = kv_len - 1;
+  if (newest >= wstart && newest < wstart + 8 * TILES && newest < keys.end) {
+    const int64_t row = pool_row(newest);
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+      if (wstart + 8 * i + r == newest) {
+#pragma unroll
+        for (int j = 0; j < kKVecs; ++j) {
+          kr[i][j] = __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D + 32 * j + 8 * t));
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (wstart + 8 * i + 2 * t + h != newest) continue;
+#pragma unroll
+        for (int c = 0; c < kVVecs; ++c) {
+          vr[i][h][c] = __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D + 64 * c + 8 * r));
+        }
+      }
+    }
   }
-  // The loop bound is per warp: mma and the shuffles need the whole warp.
+  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above).
+  uint32_t qa[kKSteps][2];
+#pragma unroll
+  for (int j = 0; j < kKVecs; ++j) {
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (r < a.group) w = reinterpret_cast<const uint4*>(a.q + (row0 + r) * D + 32 * j + 8 * t)[0];
+    qa[2 * j][0] = w.x;
+    qa[2 * j][1] = w.y;
+    qa[2 * j + 1][0] = w.z;
+    qa[2 * j + 1][1] = w.w;
+  }
+
+  // The loop bound is per warp: mma and the shuffles need the whole warp. kr / vr hold this
+  // iteration's keys; with PF the next iteration's load is issued before the math.
   for (int wbase = wstart; wbase < keys.end; wbase += KB) {
     [[maybe_unused]] uint4 kn[TILES][kKVecs], vn[TILES][2][kVVecs];
     if constexpr (PF) {
       load(kn, vn);
       lookup(wbase + 2 * KB);
-    } else {
-      load(kr, vr);
-      lookup(wbase + KB);
     }
     // Logits of row r for keys 8i + 2t and 8i + 2t + 1 of each tile.
     float sc[TILES][2];
@@ -592,7 +621,12 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
         MmaK8(o[j], pa, PairDim(vr[i][0][j / 8], vr[i][1][j / 8], j % 8));
       }
     }
-    if constexpr (PF) {
+    if constexpr (!PF) {
+      if (wbase + KB < keys.end) {
+        load(kr, vr);
+        lookup(wbase + 2 * KB);
+      }
+    } else {
 #pragma unroll
       for (int i = 0; i < TILES; ++i) {
 #pragma unroll
@@ -846,6 +880,8 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.partial = partial;
   d.lse = lse;
   d.cluster_merge = plan.decode_cluster ? 1 : 0;
+  static const bool early_kv = HopperPathEnabled("LOOM_ATTN_EARLY_KV");
+  d.early_kv = early_kv ? 1 : 0;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
   const KernelFn kernel = KernelFor(plan, a.head_dim);
