@@ -10,8 +10,12 @@
 // dependencies.
 //
 // Rules for a kernel launched this way (each kernel's comment says where it waits):
-//   - before PdlWait: no read of activations, no write at all (the previous kernel may still read
-//     what this one would overwrite);
+//   - before PdlWait: no read of anything the previous kernel may write (activations; this
+//     step's new KV rows), no write at all (the previous kernel may still read what this one
+//     would overwrite). Everything older is safe: when a kernel starts, every kernel before its
+//     predecessor has completed (the predecessor only lets it start after its own PdlWait).
+//     Weights (stream_gemv.cu's producer warp never waits) and earlier steps' KV rows
+//     (decode_attention.cu's first tile) are read early this way;
 //   - every block reaches PdlWait before it exits, even blocks with no work: a kernel that could
 //     finish before its predecessor would break the ordering the kernel after it relies on;
 //   - PdlLaunchDependents goes after PdlWait, so at most two kernels overlap.
