@@ -3,6 +3,7 @@
 // 1/2/4/8, head dims 64/128/256, sliding windows, soft-capping, split-KV decode; the decode
 // kernel (decode_attention.cuh) on awkward contexts with automatic and forced splits, and batched
 // rows equal to the same sequence run alone. Skips without a GPU.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -299,6 +300,31 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
       }
     }
   }
+}
+
+// Batch 1 with 8 kv heads plans 16 splits merged in a thread-block cluster on Hopper (what the
+// H200's batch-1 figures rely on; the cluster size the device allows is queried, so a device that
+// allows fewer blocks per cluster falls back to the combine kernel instead of failing).
+TEST_F(CudaDecodeAttentionTest, BatchOnePlansClusterMerge) {
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need Hopper";
+  cuda::SetDecodeAttentionEnabled(true);
+  cuda::SetDecodeAttentionTuning({});
+  cuda::PagedAttentionArgs a{};
+  a.num_seqs = 1;
+  a.num_tokens = 1;
+  a.max_query_len = 1;
+  a.max_kv_len = 131072;  // the graph runner plans for the model's whole context
+  a.num_heads = 32;
+  a.num_kv_heads = 8;
+  a.head_dim = 128;
+  a.block_size = 16;
+  const cuda::PagedAttentionPlan plan = cuda::PlanDecodeAttention(a, gpu_->num_sms());
+  EXPECT_TRUE(plan.decode_cluster);
+  EXPECT_EQ(plan.num_splits, 16);
+  a.num_seqs = a.num_tokens = 8;  // batch 8: 64 x splits blocks do not fit one per SM
+  EXPECT_FALSE(cuda::PlanDecodeAttention(a, gpu_->num_sms()).decode_cluster);
 }
 
 // The generic kernel (LOOM_ATTN_DECODE=0) still serves decode steps correctly.

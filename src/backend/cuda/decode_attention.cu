@@ -785,19 +785,31 @@ int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len, int max_splits) {
   return best;
 }
 
-// Lets `fn` launch in clusters of up to kMaxClusterSplits blocks (once per kernel instance).
-void AllowLargeClusters(KernelFn fn) {
+// The largest cluster of `fn`'s blocks the device can run, capped at kMaxClusterSplits (more than
+// 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed, which this sets); 0 when clusters are
+// unavailable (no device, or the query fails). Cached per kernel instance.
+int MaxClusterSplits(KernelFn fn) {
   constexpr int kCache = 64;  // more than the instances
-  static KernelFn done[kCache];
+  static KernelFn fns[kCache];
+  static int sizes[kCache];
   for (int i = 0; i < kCache; ++i) {
-    if (done[i] == fn) return;
-    if (done[i] == nullptr) {
-      CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      done[i] = fn;
-      return;
+    if (fns[i] == fn) return sizes[i];
+    if (fns[i] != nullptr) continue;
+    int size = 0;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(1, kMaxClusterSplits, 1);
+    config.blockDim = dim3(kThreads);
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+            cudaSuccess ||
+        cudaOccupancyMaxPotentialClusterSize(&size, fn, &config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;  // not cached: a host-only plan test has no device
     }
+    fns[i] = fn;
+    sizes[i] = std::min(size, kMaxClusterSplits);
+    return sizes[i];
   }
-  CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  return 0;
 }
 
 template <int D>
@@ -847,17 +859,18 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   }
   static const bool cluster_env = HopperPathEnabled("LOOM_ATTN_CLUSTER_MERGE");
   const bool cluster = t.cluster < 0 ? cluster_env : t.cluster != 0;
+  const int max_cluster = cluster ? MaxClusterSplits(KernelFor(p, a.head_dim)) : 0;
   if (t.splits > 0 || g_splits_env > 0) {
     p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
-    p.decode_cluster = cluster && p.num_splits > 1 && p.num_splits <= kMaxClusterSplits;
+    p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster;
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
     const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
     // Clusters when every split block of the step fits one block per SM (batch 1 with 8 kv
     // heads: 8 x 16): H200, 1B batch 1 1,056-1,093 vs 992-1,000 tok/s with 64 splits and the
     // combine kernel; at batch 8 (64 x 7 blocks) clusters were 5-7 % slower.
-    if (cluster && blocks > 0) {
-      p.num_splits = ChooseSplits(blocks, wave, a.max_kv_len, kMaxClusterSplits);
+    if (max_cluster >= 2 && blocks > 0) {
+      p.num_splits = ChooseSplits(blocks, wave, a.max_kv_len, max_cluster);
       p.decode_cluster = p.num_splits > 1 && blocks * p.num_splits <= num_sms;
     }
     if (!p.decode_cluster) {
@@ -886,7 +899,6 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
                   static_cast<unsigned>(plan.num_splits));
   const KernelFn kernel = KernelFor(plan, a.head_dim);
   if (plan.decode_cluster) {
-    AllowLargeClusters(kernel);
     LaunchPdlCluster(kernel, grid, dim3(kThreads), 0, stream,
                      dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
     return;

@@ -112,8 +112,8 @@ struct Plan {
 // rows past the rotary dims and in the v heads, so one warp holds both inputs of its outputs.
 struct RopePair {
   int head, a, b;  // rows head * D + a and head * D + b
-  bool rotate;     // a rotated pair (its frequency index: rotary dims below a's half)
-  int freq;
+  bool rotate;     // a rotated pair (q / k heads, below the rotary dims)
+  int freq;        // its inv_freq index
 };
 
 __device__ __forceinline__ RopePair PairOf(const QkvRopeStoreArgs& q, int p) {
@@ -324,6 +324,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The dynamic shared memory a block may use on this device (the opt-in limit less 1 KB for the
+// kernel's static arrays): 226 KB on the H200; consumer parts have far less.
+int MaxDynamicSmem() {
+  static const int bytes = [] {
+    int device = 0, optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return optin - 1024;
+  }();
+  return bytes;
+}
+
+// Fewer stages than this starve the stream (96 KB: 849-864 vs 1,038-1,050 tok/s, 1B batch 1).
+constexpr int kMinStages = 3;
+
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::atoi(v) : fallback;
@@ -334,8 +353,8 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
             cudaStream_t stream, const QkvRopeStoreArgs& rope = {}) {
   auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm, kRope>;
   static const bool configured = [&] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    MaxDynamicSmem()));
     return true;
   }();
   (void)configured;
@@ -350,7 +369,8 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const unsigned blocks = static_cast<unsigned>(groups < sms ? groups : sms);
   static const int ring_bytes =
       std::clamp(EnvInt("LOOM_GEMV_RING_KB", 160), 64, kMaxStages * kStageBytes / 1024) * 1024;
-  const int stages = std::clamp(ring_bytes / kStageBytes, 2, kMaxStages);
+  const int fit = (MaxDynamicSmem() - static_cast<int>(k) * 2) / kStageBytes;  // >= kMinStages
+  const int stages = std::clamp(std::min(ring_bytes / kStageBytes, fit), 2, kMaxStages);
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
   LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
             static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
@@ -373,6 +393,7 @@ bool StreamGemvEnabled() {
 
 bool StreamGemvApplies(const void* x, const void* w, int64_t k) {
   return StreamGemvEnabled() && k % 8 == 0 && k > 0 && k <= kStreamGemvMaxK &&
+         kMinStages * kStageBytes + k * 2 <= MaxDynamicSmem() &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 

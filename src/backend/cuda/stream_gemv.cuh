@@ -29,7 +29,8 @@ namespace loom::cuda {
 inline constexpr int64_t kStreamGemvMaxK = 24576;
 
 // True when LaunchStreamGemv accepts these arguments (Hopper or newer, LOOM_GEMV_STREAM not 0,
-// k % 8 == 0, k <= kStreamGemvMaxK, x and w 16-byte aligned).
+// k % 8 == 0, k <= kStreamGemvMaxK, a 96 KB ring and x fit the device's shared memory, x and w
+// 16-byte aligned).
 bool StreamGemvApplies(const void* x, const void* w, int64_t k);
 
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
