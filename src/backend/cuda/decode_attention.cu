@@ -743,26 +743,40 @@ KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
 // Rows held per lane: the GQA group rounded up to an instantiated size.
 int RowCapacity(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
 
-// Resident blocks per SM of a kernel instance (registers / shared memory bound it), cached.
-int ResidentBlocks(KernelFn fn) {
+// A per-kernel-instance value computed once: query(fn, &value) returns false when there is no
+// usable device (a host-only plan test), and then `fallback` is returned and nothing is cached.
+template <typename Query>
+int CachedPerKernel(KernelFn fn, int fallback, Query query) {
   constexpr int kCache = 64;  // more than the instances
   static KernelFn fns[kCache];
-  static int counts[kCache];
+  static int values[kCache];
   for (int i = 0; i < kCache; ++i) {
-    if (fns[i] == fn) return counts[i];
-    if (fns[i] == nullptr) {
-      int n = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, 0) != cudaSuccess) {
-        // No usable device (a host-only plan test): plan for 2 blocks/SM, do not cache.
-        (void)cudaGetLastError();
-        return 2;
-      }
-      fns[i] = fn;
-      counts[i] = std::max(n, 1);
-      return counts[i];
+    if (fns[i] == fn) return values[i];
+    if (fns[i] != nullptr) continue;
+    int value = 0;
+    if (!query(fn, &value)) {
+      (void)cudaGetLastError();
+      return fallback;
     }
+    fns[i] = fn;
+    values[i] = value;
+    return value;
   }
-  return 1;
+  return fallback;
+}
+
+// Resident blocks per SM of a kernel instance (registers / shared memory bound it); 2 without
+// a device.
+int ResidentBlocks(KernelFn fn) {
+  // Each call site is its own lambda type, so its own cache.
+  return CachedPerKernel(fn, 2, [](KernelFn f, int* value) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, kThreads, 0) != cudaSuccess) {
+      return false;
+    }
+    *value = std::max(n, 1);
+    return true;
+  });
 }
 
 // Fewest splits whose blocks fill the GPU's resident-block slots to >= 85 % averaged over their
@@ -789,27 +803,18 @@ int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len, int max_splits) {
 // 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed, which this sets); 0 when clusters are
 // unavailable (no device, or the query fails). Cached per kernel instance.
 int MaxClusterSplits(KernelFn fn) {
-  constexpr int kCache = 64;  // more than the instances
-  static KernelFn fns[kCache];
-  static int sizes[kCache];
-  for (int i = 0; i < kCache; ++i) {
-    if (fns[i] == fn) return sizes[i];
-    if (fns[i] != nullptr) continue;
+  return CachedPerKernel(fn, 0, [](KernelFn f, int* value) {
     int size = 0;
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(1, kMaxClusterSplits, 1);
     config.blockDim = dim3(kThreads);
-    if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-            cudaSuccess ||
-        cudaOccupancyMaxPotentialClusterSize(&size, fn, &config) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;  // not cached: a host-only plan test has no device
+    if (cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaOccupancyMaxPotentialClusterSize(&size, f, &config) != cudaSuccess) {
+      return false;
     }
-    fns[i] = fn;
-    sizes[i] = std::min(size, kMaxClusterSplits);
-    return sizes[i];
-  }
-  return 0;
+    *value = std::min(size, kMaxClusterSplits);
+    return true;
+  });
 }
 
 template <int D>
