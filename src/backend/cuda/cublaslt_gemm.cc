@@ -9,16 +9,12 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_allocator.h"
+#include "base/env.h"
 
 namespace loom::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS' recommendation for Hopper
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? std::atoi(v) : fallback;
-}
 
 std::string AlgoString(const cublasLtMatmulAlgo_t& algo) {
   int id = -1, tile = -1, splitk = -1, stages = -1, reduction = -1, swizzle = -1;
@@ -96,9 +92,8 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   // would add into `out` repeatedly) and keep the fastest.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  const int tune = capturing == cudaStreamCaptureStatusNone && !accumulate
-                       ? EnvInt("LOOM_CUBLASLT_TUNE", 1)
-                       : 1;
+  const int tune =
+      capturing == cudaStreamCaptureStatusNone && !accumulate ? EnvInt("LOOM_CUBLASLT_TUNE", 1) : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(tune, 1)));
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,

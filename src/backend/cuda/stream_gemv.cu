@@ -6,6 +6,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/stream_gemv.cuh"
+#include "base/env.h"
 
 namespace loom::cuda {
 namespace {
@@ -342,11 +343,6 @@ int MaxDynamicSmem() {
 
 // Fewer stages than this starve the stream (96 KB: 849-864 vs 1,038-1,050 tok/s, 1B batch 1).
 constexpr int kMinStages = 3;
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::atoi(v) : fallback;
-}
 
 template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
 void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm& norm,
