@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -70,12 +71,21 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   logits_ = backend_->Alloc(DType::kF32, Shape{bmax_, model_.config().vocab_size});
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
   staged_ = std::make_unique<cuda::CudaEvent>();
+  const char* env = std::getenv("LOOM_GRAPH_LOOKAHEAD");
+  lookahead_max_rows_ = env != nullptr && env[0] != '\0' ? std::atoi(env) : options.lookahead_max_rows;
+  ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
+  ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
+  ids_copied_ = std::make_unique<cuda::CudaEvent>();
   staged_->Record(backend_->stream());
   backend_->Synchronize();
 }
 
 CudaGraphRunner::~CudaGraphRunner() {
   backend_->Synchronize();
+  if (replays_ > 0) {
+    LOG(INFO) << "decode graphs: " << replays_ << " steps replayed, " << lookaheads_
+              << " queued ahead (" << lookahead_hits_ << " taken)";
+  }
   graphs_.clear();
 }
 
@@ -170,6 +180,8 @@ Status CudaGraphRunner::Capture(int B) {
 }
 
 StatusOr<bool> CudaGraphRunner::TryForward(const StepPlan& plan, Tensor* logits) {
+  const bool had_lookahead = ahead_.pending;
+  ahead_.pending = false;  // this plan takes the queued step, or nothing will
   const int n = static_cast<int>(plan.seqs.size());
   if (n == 0 || n > bmax_) return false;
   for (const ScheduledSeq& s : plan.seqs) {
@@ -178,16 +190,94 @@ StatusOr<bool> CudaGraphRunner::TryForward(const StepPlan& plan, Tensor* logits)
     if (pages > max_pages_ || static_cast<int32_t>(s.block_table.size()) < pages) return false;
   }
   const int B = *std::lower_bound(batch_sizes_.begin(), batch_sizes_.end(), n);
-  if (graphs_.find(B) == graphs_.end()) RETURN_IF_ERROR(Capture(B));
+  if (had_lookahead && IsLookahead(plan, B)) {
+    ++lookahead_hits_;  // already queued by ArgmaxAndLookahead: nothing to launch
+  } else {
+    if (graphs_.find(B) == graphs_.end()) RETURN_IF_ERROR(Capture(B));
+    Launch(plan, B);
+  }
+  ++replays_;
+  last_B_ = B;
+  // Rows n..B-1 are padding. The caller's argmax / copies go on the same stream after the replay.
+  *logits = logits_.Slice(0, n);
+  return true;
+}
+
+void CudaGraphRunner::Launch(const StepPlan& plan, int B) {
   const cudaStream_t stream = backend_->stream();
   const int64_t count = Stage(plan, B);
   CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
                              cudaMemcpyHostToDevice, stream));
   staged_->Record(stream);
   CUDA_CHECK(cudaGraphLaunch(graphs_[B]->exec, stream));
-  ++replays_;
-  // Rows n..B-1 are padding. The caller's argmax / copies go on the same stream after the replay.
-  *logits = logits_.Slice(0, n);
+}
+
+bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) {
+  const int n = static_cast<int>(plan.seqs.size());
+  if (n == 0 || n > bmax_ || ids.size() != static_cast<size_t>(n) ||
+      graphs_.find(last_B_) == graphs_.end() || last_B_ < n) {
+    return false;
+  }
+  const cudaStream_t stream = backend_->stream();
+  backend_->ArgmaxRows(logits_.Slice(0, n), ids_.Slice(0, n));
+  CUDA_CHECK(cudaMemcpyAsync(ids_host_->data(), ids_.data(), static_cast<size_t>(n) * 4,
+                             cudaMemcpyDeviceToHost, stream));
+  ids_copied_->Record(stream);
+
+  // The likely next step: every sequence one token further. Queued only when each one's next
+  // position already has its block (the scheduler allocates as it goes: at a block boundary the
+  // engine must choose first), fed with this step's ids straight from the device.
+  bool ahead = n <= lookahead_max_rows_;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const int32_t pages = (s.start_pos + 1) / block_size_ + 1;
+    ahead &= s.tokens.size() == 1 && !s.last_by_length && pages <= max_pages_ &&
+             pages <= static_cast<int32_t>(s.block_table.size());
+  }
+  if (ahead) {
+    StepPlan next;
+    next.block_size = plan.block_size;
+    next.seqs = plan.seqs;
+    ahead_ = Lookahead{};
+    ahead_.B = last_B_;
+    for (ScheduledSeq& s : next.seqs) {
+      s.start_pos += 1;
+      s.tokens[0] = 0;  // replaced on the device below
+      const size_t pages = static_cast<size_t>(s.start_pos / block_size_ + 1);
+      ahead_.requests.push_back(s.request_id);
+      ahead_.positions.push_back(s.start_pos);
+      ahead_.pages.emplace_back(s.block_table.begin(), s.block_table.begin() + pages);
+    }
+    const int64_t count = Stage(next, last_B_);
+    CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
+                               cudaMemcpyHostToDevice, stream));
+    staged_->Record(stream);
+    // The tokens lead the input block (Layout::tokens == 0).
+    CUDA_CHECK(cudaMemcpyAsync(block_.data(), ids_.data(), static_cast<size_t>(n) * 4,
+                               cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaGraphLaunch(graphs_[last_B_]->exec, stream));
+    ++lookaheads_;
+  }
+  ids_copied_->Synchronize();
+  std::memcpy(ids.data(), ids_host_->data(), static_cast<size_t>(n) * 4);
+  if (ahead) {
+    ahead_.tokens.assign(ids.begin(), ids.end());
+    ahead_.pending = true;
+  }
+  return true;
+}
+
+bool CudaGraphRunner::IsLookahead(const StepPlan& plan, int B) const {
+  if (B != ahead_.B || plan.seqs.size() != ahead_.requests.size()) return false;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& s = plan.seqs[i];
+    const std::vector<BlockId>& pages = ahead_.pages[i];
+    if (s.request_id != ahead_.requests[i] || s.tokens.size() != 1 ||
+        s.tokens[0] != ahead_.tokens[i] || s.start_pos != ahead_.positions[i] ||
+        s.block_table.size() < pages.size() ||
+        !std::equal(pages.begin(), pages.end(), s.block_table.begin())) {
+      return false;
+    }
+  }
   return true;
 }
 

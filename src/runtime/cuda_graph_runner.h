@@ -20,6 +20,17 @@
 // Capture runs it inside the DeviceAllocator's private pool (device_allocator.h), so the graph's
 // activations live in blocks no later allocation can receive; graphs share the pool.
 //
+// Lookahead (greedy decode). When every row of a replayed step is greedy, ArgmaxAndLookahead
+// queues, after the argmax and its copy to the host, the step that most likely comes next: each
+// sequence one position further, its token copied on the device from this step's argmax, the
+// same pages (only when that position's block is already allocated). The host then waits for the
+// ids while the GPU already runs that step, so the engine's per-step host work and the launch
+// no longer leave the GPU idle. The next TryForward takes it when its plan is exactly that step
+// (same requests in the same order, positions, tokens and pages); any other plan discards it and
+// runs as usual. A discarded step wrote K/V only at positions no sequence has computed yet: the
+// plan that replaces it rewrites them, and a finished sequence's blocks are free (partial blocks
+// are never in the prefix cache), so nothing later reads them.
+//
 // Capture is lazy: the first decode step of each padded size runs the forward once eagerly on
 // padding-only inputs (primes cuBLASLt plans and kernel attributes), then captures and
 // instantiates. Logits of padded rows are computed and dropped.
@@ -27,6 +38,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -44,6 +56,12 @@ struct CudaGraphOptions {
   std::vector<int> batch_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int max_batch = 256;          // the engine's max_num_seqs
   int max_pages_per_seq = 0;    // 0: ceil(max_model_len / block_size)
+  // Greedy decode steps of at most this many sequences queue the next step before their ids
+  // come back (ArgmaxAndLookahead); 0: never. LOOM_GRAPH_LOOKAHEAD=N overrides it. A queued step
+  // the engine does not take (a request ended on EOS or a stop, one arrived) costs a whole step,
+  // so it pays only where such a step is rare: at batch 8 of 128-token requests it cost 8-11%
+  // (H200), at batch 1 it gains (docs/benchmarks.md).
+  int lookahead_max_rows = 1;
 };
 
 class CudaGraphRunner final : public StepAccelerator {
@@ -58,10 +76,16 @@ class CudaGraphRunner final : public StepAccelerator {
   // pages per sequence; returns false (nothing done) for every other plan. The logits it hands
   // back are rows of the graphs' static output (valid until the next replay).
   StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) override;
+  // The step's argmax, and meanwhile the next step queued (see the file comment).
+  bool ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) override;
+  void DropLookahead() override { ahead_.pending = false; }
 
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
   int64_t replays() const { return replays_; }
   int max_batch() const { return batch_sizes_.empty() ? 0 : batch_sizes_.back(); }
+  // Lookahead steps queued, and how many of them the next plan took (the rest were discarded).
+  int64_t lookaheads() const { return lookaheads_; }
+  int64_t lookahead_hits() const { return lookahead_hits_; }
 
  private:
   struct Graph;
@@ -70,6 +94,20 @@ class CudaGraphRunner final : public StepAccelerator {
   int64_t Stage(const StepPlan& plan, int B);
   Status Capture(int B);
   ForwardInput InputsFor(int B) const;
+  // Stages `plan` (padded to B) and queues its copy to the device and its graph.
+  void Launch(const StepPlan& plan, int B);
+  // Whether `plan` is exactly the queued lookahead step.
+  bool IsLookahead(const StepPlan& plan, int B) const;
+
+  // The step queued by ArgmaxAndLookahead: per row, the request, its position, its token (the
+  // previous step's id, on the device before the host knew it) and the pages staged for it.
+  struct Lookahead {
+    bool pending = false;
+    int B = 0;
+    std::vector<RequestId> requests;
+    std::vector<int32_t> positions, tokens;
+    std::vector<std::vector<BlockId>> pages;
+  };
 
   const Model& model_;
   const std::vector<KvLayer>& kv_;
@@ -88,6 +126,13 @@ class CudaGraphRunner final : public StepAccelerator {
   std::unique_ptr<cuda::CudaEvent> staged_;
   std::map<int, std::unique_ptr<Graph>> graphs_;
   int64_t replays_ = 0;
+  int lookahead_max_rows_ = 1;
+  int last_B_ = 0;                                   // the padded size of the last replay
+  Tensor ids_;                                       // i32 [bmax]: the last step's argmax
+  std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;  // i32 [bmax]
+  std::unique_ptr<cuda::CudaEvent> ids_copied_;      // recorded after ids_ -> ids_host_
+  Lookahead ahead_;
+  int64_t lookaheads_ = 0, lookahead_hits_ = 0;
 };
 
 }  // namespace loom

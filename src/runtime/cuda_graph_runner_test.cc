@@ -295,10 +295,17 @@ class CudaGraphRunnerTest : public ::testing::Test {
     const int num_blocks = 64;
     DecoderRunner eager(make(), num_blocks, kBlockSize, DType::kBF16);
     DecoderRunner graphs(make(), num_blocks, kBlockSize, DType::kBF16);
+    DecoderRunner no_lookahead(make(), num_blocks, kBlockSize, DType::kBF16);
     CudaGraphOptions opt;
     opt.max_batch = 8;
-    graphs.set_step_accelerator(std::make_unique<CudaGraphRunner>(graphs.model(), graphs.kv(),
-                                                                  kBlockSize, backend_.get(), opt));
+    opt.lookahead_max_rows = 8;  // every batch here: finishing sequences discard steps
+    auto accel = std::make_unique<CudaGraphRunner>(graphs.model(), graphs.kv(), kBlockSize,
+                                                   backend_.get(), opt);
+    const CudaGraphRunner* g = accel.get();
+    graphs.set_step_accelerator(std::move(accel));
+    opt.lookahead_max_rows = 0;
+    no_lookahead.set_step_accelerator(std::make_unique<CudaGraphRunner>(
+        no_lookahead.model(), no_lookahead.kv(), kBlockSize, backend_.get(), opt));
     const std::vector<Seq> seqs = MakeSeqs(num_seqs, eager.vocab_size(), max_new);
     double max_abs = 0;
     std::vector<std::vector<float>> logits;
@@ -306,10 +313,17 @@ class CudaGraphRunnerTest : public ::testing::Test {
     const auto want = RunGreedy(eager, seqs, &max_abs, &logits);
     EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/false), want);
     EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/true), want);
+    // All-greedy decode steps queue their successor (lookahead): most are taken; the last one
+    // of a run, and those after a sequence finishes (the batch changes), are discarded.
     EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/false), want);
+    EXPECT_GT(g->lookahead_hits(), 0);
+    EXPECT_LT(g->lookahead_hits(), g->lookaheads());
     EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/true), want);
+    EXPECT_EQ(RunRunnerGreedy(no_lookahead, seqs, /*mixed=*/false), want);
     EXPECT_GT(eager.rows_sampled_on_device(), 0);
     EXPECT_GT(graphs.rows_sampled_on_device(), 0);
+    std::printf("  %d seqs: %lld lookahead steps, %lld taken\n", num_seqs,
+                static_cast<long long>(g->lookaheads()), static_cast<long long>(g->lookahead_hits()));
   }
 
   std::unique_ptr<CudaBackend> backend_;

@@ -36,9 +36,16 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
     return InternalError("ExecuteAndSample: " + std::to_string(rows.size()) + " row modes for " +
                          std::to_string(seq_of_sampled.size()) + " sampled rows");
   }
+  if (accelerator_ != nullptr && sink_ != nullptr) accelerator_->DropLookahead();
   if (accelerator_ != nullptr && sink_ == nullptr) {
     Tensor logits;
     ASSIGN_OR_RETURN(bool done, accelerator_->TryForward(plan, &logits));
+    if (done && AllGreedyHere(rows) && rows.size() == plan.seqs.size()) {
+      // Every sequence samples greedily (row i = plan.seqs[i]): the accelerator may queue the
+      // next step while the ids come back.
+      std::vector<int32_t> ids(rows.size());
+      if (accelerator_->ArgmaxAndLookahead(plan, ids)) return GreedyOutput(ids);
+    }
     if (done) return Emit(logits, seq_of_sampled, rows);  // row i of `logits` = plan.seqs[i]
   }
   HostForwardBatch hb = BuildHostForwardBatch(slices, block_size_);
@@ -52,6 +59,22 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
   std::vector<int32_t> logits_rows(static_cast<size_t>(num_rows));
   for (int32_t k = 0; k < static_cast<int32_t>(num_rows); ++k) logits_rows[k] = k;
   return Emit(logits, logits_rows, rows);
+}
+
+bool DecoderRunner::AllGreedyHere(std::span<const RowSpec> rows) const {
+  if (!device_sampling_ || !model_->backend()->has_argmax_rows() || rows.empty()) return false;
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const RowSpec& r) { return r.mode == RowSampling::kGreedy; });
+}
+
+StepOutput DecoderRunner::GreedyOutput(std::span<const int32_t> ids) {
+  StepOutput out;
+  out.tokens.reserve(ids.size());
+  for (int32_t t : ids) {
+    out.tokens.push_back(t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone);
+  }
+  rows_sampled_on_device_ += static_cast<int64_t>(ids.size());
+  return out;
 }
 
 StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,

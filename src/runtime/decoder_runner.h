@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/model.h"
@@ -25,6 +26,20 @@ class StepAccelerator {
   // whose row i holds the logits of plan.seqs[i]'s last token (rows of seqs with sample == false
   // are unspecified); it stays valid until the next call.
   virtual StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) = 0;
+
+  // After a TryForward that returned true for `plan`, whose every row is sampled greedily
+  // (RowSampling::kGreedy; ids.size() == plan.seqs.size()): writes each row's argmax to `ids`
+  // (Backend::ArgmaxRows codes: kArgmaxNone / kArgmaxNaN) and returns true, or touches nothing
+  // and returns false (the caller takes the argmax itself). An accelerator may use the wait for
+  // the ids to queue the likely next step (every sequence one token further, fed with these ids
+  // on the device), so the device need not idle while the host handles this one; a next
+  // TryForward that asks for exactly that step gets its logits, any other plan discards it.
+  virtual bool ArgmaxAndLookahead(const StepPlan& /*plan*/, std::span<int32_t> /*ids*/) {
+    return false;
+  }
+  // Discards a queued lookahead step; the runner calls it before a step it runs without
+  // TryForward (with an activation sink).
+  virtual void DropLookahead() {}
 };
 
 class DecoderRunner final : public ModelRunner {
@@ -62,6 +77,10 @@ class DecoderRunner final : public ModelRunner {
   // holds sampled row k.
   StepOutput Emit(const Tensor& logits, const std::vector<int32_t>& logits_rows,
                   std::span<const RowSpec> rows);
+  // Whether every row is kGreedy and this backend takes argmaxes (device sampling on).
+  bool AllGreedyHere(std::span<const RowSpec> rows) const;
+  // The step's output from device argmax ids (one per sampled row, ArgmaxRows codes).
+  StepOutput GreedyOutput(std::span<const int32_t> ids);
   // Host staging of at least `floats` f32, grown (never shrunk) on demand.
   float* Staging(size_t floats);
 

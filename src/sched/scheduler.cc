@@ -124,6 +124,8 @@ ScheduledSeq Scheduler::MakeSeq(const SchedRequest& req, int num_new_tokens) con
   auto table = kv_->block_table(req.id);
   seq.block_table.assign(table.begin(), table.end());
   seq.sample = req.num_computed_tokens + num_new_tokens == req.num_tokens();
+  seq.last_by_length = seq.sample && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
+                                      req.num_tokens() + 1 >= config_.max_model_len);
   return seq;
 }
 

@@ -87,6 +87,26 @@ TEST_F(SchedulerTest, ChunkedPrefillSplitsAtTheTokenBudget) {
   EXPECT_EQ(req->num_output_tokens(), 2);
 }
 
+// The step that samples a request's last token by length says so (max_tokens; admission keeps
+// prompt + max_tokens within the context); a runner that queues the next step ahead skips such
+// rows.
+TEST_F(SchedulerTest, MarksTheLastStepByLength) {
+  SchedulerConfig cfg = Config(64, 8);
+  cfg.max_model_len = 12;
+  Init(16, cfg);
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 2), 3).ok());  // max_tokens 3
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 9), 3).ok());  // and ends at the context
+  std::vector<std::pair<bool, bool>> last;  // per step: (R1, R2)
+  for (int i = 0; i < 3; ++i) {
+    StepPlan p = Step();
+    ASSERT_EQ(p.seqs.size(), 2u);
+    EXPECT_TRUE(p.seqs[0].sample && p.seqs[1].sample);
+    last.emplace_back(p.seqs[0].last_by_length, p.seqs[1].last_by_length);
+  }
+  // Each samples outputs 1, 2, 3; the third is the last.
+  EXPECT_EQ(last, (std::vector<std::pair<bool, bool>>{{false, false}, {false, false}, {true, true}}));
+}
+
 TEST_F(SchedulerTest, DecodesFirstThenFillsTheBudgetWithAPrefillChunk) {
   Init(32, Config(8, 8));
   ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 3), 10).ok());

@@ -25,6 +25,9 @@ struct ScheduledSeq {
   int32_t start_pos = 0;             // == the request's num_computed_tokens before this step
   std::vector<BlockId> block_table;  // ALL the request's blocks, covering start_pos + n tokens
   bool sample = false;               // the last token's logits row is sampled
+  // Sampled, and the token sampled now is the request's last by length (max_tokens or the
+  // context): no step follows for it (a runner queuing the next step ahead skips it).
+  bool last_by_length = false;
 };
 
 struct StepPlan {
