@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/decode_inputs.cuh"
 #include "backend/cuda/device_allocator.h"
 #include "base/logging.h"
 
@@ -75,6 +76,9 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   lookahead_max_rows_ = env != nullptr && env[0] != '\0' ? std::atoi(env) : options.lookahead_max_rows;
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
   ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
+  void* mapped = nullptr;
+  CUDA_CHECK(cudaHostGetDevicePointer(&mapped, ids_host_->data(), 0));
+  ids_host_device_ = static_cast<int32_t*>(mapped);
   ids_copied_ = std::make_unique<cuda::CudaEvent>();
   staged_->Record(backend_->stream());
   backend_->Synchronize();
@@ -220,42 +224,39 @@ bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t
   }
   const cudaStream_t stream = backend_->stream();
   backend_->ArgmaxRows(logits_.Slice(0, n), ids_.Slice(0, n));
-  CUDA_CHECK(cudaMemcpyAsync(ids_host_->data(), ids_.data(), static_cast<size_t>(n) * 4,
-                             cudaMemcpyDeviceToHost, stream));
-  ids_copied_->Record(stream);
 
   // The likely next step: every sequence one token further. Queued only when each one's next
-  // position already has its block (the scheduler allocates as it goes: at a block boundary the
-  // engine must choose first), fed with this step's ids straight from the device.
+  // position is in the last page this step already has (the input block's page lists stay as
+  // they are; at a block boundary the scheduler allocates as it goes, so the engine must choose
+  // first), fed with this step's ids straight from the device.
   bool ahead = n <= lookahead_max_rows_;
   for (const ScheduledSeq& s : plan.seqs) {
-    const int32_t pages = (s.start_pos + 1) / block_size_ + 1;
-    ahead &= s.tokens.size() == 1 && !s.last_by_length && pages <= max_pages_ &&
-             pages <= static_cast<int32_t>(s.block_table.size());
+    ahead &= s.tokens.size() == 1 && !s.last_by_length && (s.start_pos + 1) % block_size_ != 0;
   }
   if (ahead) {
-    StepPlan next;
-    next.block_size = plan.block_size;
-    next.seqs = plan.seqs;
+    // The replayed step's inputs (its rows n..B-1 are padding) advanced in place, and the ids
+    // written to the host, by one kernel; then the same graph again.
     ahead_ = Lookahead{};
     ahead_.B = last_B_;
-    for (ScheduledSeq& s : next.seqs) {
-      s.start_pos += 1;
-      s.tokens[0] = 0;  // replaced on the device below
-      const size_t pages = static_cast<size_t>(s.start_pos / block_size_ + 1);
+    for (const ScheduledSeq& s : plan.seqs) {
+      const int32_t pos = s.start_pos + 1;
       ahead_.requests.push_back(s.request_id);
-      ahead_.positions.push_back(s.start_pos);
-      ahead_.pages.emplace_back(s.block_table.begin(), s.block_table.begin() + pages);
+      ahead_.positions.push_back(pos);
+      ahead_.pages.emplace_back(s.block_table.begin(), s.block_table.begin() + pos / block_size_ + 1);
     }
-    const int64_t count = Stage(next, last_B_);
-    CUDA_CHECK(cudaMemcpyAsync(block_.data(), staging_->data(), static_cast<size_t>(count) * 4,
-                               cudaMemcpyHostToDevice, stream));
-    staged_->Record(stream);
-    // The tokens lead the input block (Layout::tokens == 0).
-    CUDA_CHECK(cudaMemcpyAsync(block_.data(), ids_.data(), static_cast<size_t>(n) * 4,
-                               cudaMemcpyDeviceToDevice, stream));
+    const Layout L(bmax_, max_pages_);
+    int32_t* b = block_.data_as<int32_t>();
+    const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
+                                b + L.page_indptr, b + L.pages,     b + L.slots};
+    cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
+                                    ids_host_device_, stream);
+    ids_copied_->Record(stream);
     CUDA_CHECK(cudaGraphLaunch(graphs_[last_B_]->exec, stream));
     ++lookaheads_;
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(ids_host_->data(), ids_.data(), static_cast<size_t>(n) * 4,
+                               cudaMemcpyDeviceToHost, stream));
+    ids_copied_->Record(stream);
   }
   ids_copied_->Synchronize();
   std::memcpy(ids.data(), ids_host_->data(), static_cast<size_t>(n) * 4);

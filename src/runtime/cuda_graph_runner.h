@@ -20,10 +20,12 @@
 // Capture runs it inside the DeviceAllocator's private pool (device_allocator.h), so the graph's
 // activations live in blocks no later allocation can receive; graphs share the pool.
 //
-// Lookahead (greedy decode). When every row of a replayed step is greedy, ArgmaxAndLookahead
-// queues, after the argmax and its copy to the host, the step that most likely comes next: each
-// sequence one position further, its token copied on the device from this step's argmax, the
-// same pages (only when that position's block is already allocated). The host then waits for the
+// Lookahead (greedy decode, batch <= lookahead_max_rows). When every row of a replayed step is
+// greedy, ArgmaxAndLookahead queues, after the argmax, the step that most likely comes next: one
+// kernel (decode_inputs.cuh) advances the input block in place — each sequence one position
+// further in the same pages, its token this step's argmax — and writes the ids to page-locked
+// host memory, then the same graph replays (only when each next position's block is already
+// allocated). The host then waits for the
 // ids while the GPU already runs that step, so the engine's per-step host work and the launch
 // no longer leave the GPU idle. The next TryForward takes it when its plan is exactly that step
 // (same requests in the same order, positions, tokens and pages); any other plan discards it and
@@ -130,7 +132,8 @@ class CudaGraphRunner final : public StepAccelerator {
   int last_B_ = 0;                                   // the padded size of the last replay
   Tensor ids_;                                       // i32 [bmax]: the last step's argmax
   std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;  // i32 [bmax]
-  std::unique_ptr<cuda::CudaEvent> ids_copied_;      // recorded after ids_ -> ids_host_
+  int32_t* ids_host_device_ = nullptr;               // ids_host_ as the device addresses it
+  std::unique_ptr<cuda::CudaEvent> ids_copied_;      // recorded once ids_host_ holds the ids
   Lookahead ahead_;
   int64_t lookaheads_ = 0, lookahead_hits_ = 0;
 };

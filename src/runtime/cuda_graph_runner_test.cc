@@ -313,11 +313,13 @@ class CudaGraphRunnerTest : public ::testing::Test {
     const auto want = RunGreedy(eager, seqs, &max_abs, &logits);
     EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/false), want);
     EXPECT_EQ(RunRunnerGreedy(eager, seqs, /*mixed=*/true), want);
-    // All-greedy decode steps queue their successor (lookahead): most are taken; the last one
-    // of a run, and those after a sequence finishes (the batch changes), are discarded.
+    // All-greedy decode steps queue their successor (lookahead; not across a block boundary):
+    // most are taken; those before a sequence finishes (the batch changes) are discarded.
     EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/false), want);
     EXPECT_GT(g->lookahead_hits(), 0);
-    EXPECT_LT(g->lookahead_hits(), g->lookaheads());
+    if (num_seqs > 1) {
+      EXPECT_LT(g->lookahead_hits(), g->lookaheads());
+    }
     EXPECT_EQ(RunRunnerGreedy(graphs, seqs, /*mixed=*/true), want);
     EXPECT_EQ(RunRunnerGreedy(no_lookahead, seqs, /*mixed=*/false), want);
     EXPECT_GT(eager.rows_sampled_on_device(), 0);

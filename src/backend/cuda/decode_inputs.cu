@@ -1,0 +1,35 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_inputs.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace loom::cuda {
+namespace {
+
+// Launched with PDL after the argmax that writes ids (launch.cuh): everything it reads or
+// writes is touched by that kernel or the replay before it, so all of it waits.
+__global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInputs in,
+                                          int block_size, int32_t* host_ids) {
+  PdlWait();
+  PdlLaunchDependents();
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  const int32_t id = ids[i];
+  const int32_t p = in.positions[i] + 1;
+  in.tokens[i] = id;
+  in.positions[i] = p;
+  in.kv_len[i] = p + 1;
+  in.slots[i] = in.pages[in.page_indptr[i] + p / block_size] * block_size + p % block_size;
+  host_ids[i] = id;
+}
+
+}  // namespace
+
+void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
+                               int32_t* host_ids, cudaStream_t stream) {
+  if (n <= 0) return;
+  const int threads = 128;
+  LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0,
+            stream, ids, n, in, block_size, host_ids);
+}
+
+}  // namespace loom::cuda

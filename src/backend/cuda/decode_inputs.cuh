@@ -1,0 +1,29 @@
+// The next decode step's inputs from this one's, on the device (CudaGraphRunner's lookahead):
+// for rows i < n, one token further in the same pages,
+//   tokens[i] = ids[i];  positions[i] += 1;  kv_len[i] += 1;
+//   slots[i] = pages[page_indptr[i] + p / block_size] * block_size + p % block_size  (p the new
+//   position; its page must already be in row i's page list),
+// and ids[i] to host_ids (page-locked host memory the device can write, read by the host after
+// the stream reaches this kernel). Replaces a copy of the ids to the host and the next step's
+// staged upload: two transfers and their latency between two replays.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace loom::cuda {
+
+struct DecodeInputs {
+  int32_t* tokens;
+  int32_t* positions;
+  int32_t* kv_len;
+  const int32_t* page_indptr;
+  const int32_t* pages;
+  int32_t* slots;
+};
+
+void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
+                               int32_t* host_ids, cudaStream_t stream);
+
+}  // namespace loom::cuda
