@@ -73,7 +73,8 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
   staged_ = std::make_unique<cuda::CudaEvent>();
   const char* env = std::getenv("LOOM_GRAPH_LOOKAHEAD");
-  lookahead_max_rows_ = env != nullptr && env[0] != '\0' ? std::atoi(env) : options.lookahead_max_rows;
+  lookahead_max_rows_ =
+      env != nullptr && env[0] != '\0' ? std::atoi(env) : options.lookahead_max_rows;
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
   ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
   void* mapped = nullptr;
@@ -242,7 +243,8 @@ bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t
       const int32_t pos = s.start_pos + 1;
       ahead_.requests.push_back(s.request_id);
       ahead_.positions.push_back(pos);
-      ahead_.pages.emplace_back(s.block_table.begin(), s.block_table.begin() + pos / block_size_ + 1);
+      ahead_.pages.emplace_back(s.block_table.begin(),
+                                s.block_table.begin() + pos / block_size_ + 1);
     }
     const Layout L(bmax_, max_pages_);
     int32_t* b = block_.data_as<int32_t>();

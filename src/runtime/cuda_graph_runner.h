@@ -24,10 +24,10 @@
 // greedy, ArgmaxAndLookahead queues, after the argmax, the step that most likely comes next: one
 // kernel (decode_inputs.cuh) advances the input block in place — each sequence one position
 // further in the same pages, its token this step's argmax — and writes the ids to page-locked
-// host memory, then the same graph replays (only when each next position's block is already
-// allocated). The host then waits for the
-// ids while the GPU already runs that step, so the engine's per-step host work and the launch
-// no longer leave the GPU idle. The next TryForward takes it when its plan is exactly that step
+// host memory, then the same graph replays (never across a block boundary, where the page list
+// would grow, nor after a request's last step by length). The host then waits for the ids while
+// the GPU already runs that step, so the engine's per-step host work and the launch no longer
+// leave the GPU idle. The next TryForward takes it when its plan is exactly that step
 // (same requests in the same order, positions, tokens and pages); any other plan discards it and
 // runs as usual. A discarded step wrote K/V only at positions no sequence has computed yet: the
 // plan that replaces it rewrites them, and a finished sequence's blocks are free (partial blocks
@@ -61,8 +61,8 @@ struct CudaGraphOptions {
   // Greedy decode steps of at most this many sequences queue the next step before their ids
   // come back (ArgmaxAndLookahead); 0: never. LOOM_GRAPH_LOOKAHEAD=N overrides it. A queued step
   // the engine does not take (a request ended on EOS or a stop, one arrived) costs a whole step,
-  // so it pays only where such a step is rare: at batch 8 of 128-token requests it cost 8-11%
-  // (H200), at batch 1 it gains (docs/benchmarks.md).
+  // so it pays only where such a step is rare: at batch 64 of 128-token requests it cost 8-11%
+  // (H200), at batch 1 it gains 1-5% (docs/benchmarks.md).
   int lookahead_max_rows = 1;
 };
 
@@ -129,11 +129,11 @@ class CudaGraphRunner final : public StepAccelerator {
   std::map<int, std::unique_ptr<Graph>> graphs_;
   int64_t replays_ = 0;
   int lookahead_max_rows_ = 1;
-  int last_B_ = 0;                                   // the padded size of the last replay
-  Tensor ids_;                                       // i32 [bmax]: the last step's argmax
+  int last_B_ = 0;  // the padded size of the last replay
+  Tensor ids_;      // i32 [bmax]: the last step's argmax
   std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;  // i32 [bmax]
-  int32_t* ids_host_device_ = nullptr;               // ids_host_ as the device addresses it
-  std::unique_ptr<cuda::CudaEvent> ids_copied_;      // recorded once ids_host_ holds the ids
+  int32_t* ids_host_device_ = nullptr;                // ids_host_ as the device addresses it
+  std::unique_ptr<cuda::CudaEvent> ids_copied_;       // recorded once ids_host_ holds the ids
   Lookahead ahead_;
   int64_t lookaheads_ = 0, lookahead_hits_ = 0;
 };

@@ -325,7 +325,8 @@ class CudaGraphRunnerTest : public ::testing::Test {
     EXPECT_GT(eager.rows_sampled_on_device(), 0);
     EXPECT_GT(graphs.rows_sampled_on_device(), 0);
     std::printf("  %d seqs: %lld lookahead steps, %lld taken\n", num_seqs,
-                static_cast<long long>(g->lookaheads()), static_cast<long long>(g->lookahead_hits()));
+                static_cast<long long>(g->lookaheads()),
+                static_cast<long long>(g->lookahead_hits()));
   }
 
   std::unique_ptr<CudaBackend> backend_;

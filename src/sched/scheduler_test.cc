@@ -104,7 +104,8 @@ TEST_F(SchedulerTest, MarksTheLastStepByLength) {
     last.emplace_back(p.seqs[0].last_by_length, p.seqs[1].last_by_length);
   }
   // Each samples outputs 1, 2, 3; the third is the last.
-  EXPECT_EQ(last, (std::vector<std::pair<bool, bool>>{{false, false}, {false, false}, {true, true}}));
+  const std::vector<std::pair<bool, bool>> want = {{false, false}, {false, false}, {true, true}};
+  EXPECT_EQ(last, want);
 }
 
 TEST_F(SchedulerTest, DecodesFirstThenFillsTheBudgetWithAPrefillChunk) {

@@ -28,8 +28,8 @@ void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in
                                int32_t* host_ids, cudaStream_t stream) {
   if (n <= 0) return;
   const int threads = 128;
-  LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0,
-            stream, ids, n, in, block_size, host_ids);
+  LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0, stream,
+            ids, n, in, block_size, host_ids);
 }
 
 }  // namespace loom::cuda
