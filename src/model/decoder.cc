@@ -187,11 +187,18 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
 
   const int64_t r = in.num_sample_rows;
   if (r == 0) return OkStatus();
-  Tensor last = be.AllocScratch(act, Shape{r, d});
-  be.GatherRows(x, in.sample_rows.Slice(0, r), last);
-  be.RmsNorm(last, weights_.final_norm, c.rms_norm_eps, norm_offset, last);
-  emit("final_norm", last);
-  be.MatMul(last, weights_.lm_head, Tensor(), logits);
+  Tensor last = x;  // every row, in order (decode): no gather
+  if (!(in.sample_rows_all && r == n)) {
+    last = be.AllocScratch(act, Shape{r, d});
+    be.GatherRows(x, in.sample_rows.Slice(0, r), last);
+  }
+  if (fold) {  // one GEMV with the norm in its prologue at batch 1
+    be.RmsNormMatMul(last, norm_spec(weights_.final_norm), weights_.lm_head, Tensor(), logits);
+  } else {
+    be.RmsNorm(last, weights_.final_norm, c.rms_norm_eps, norm_offset, last);
+    emit("final_norm", last);
+    be.MatMul(last, weights_.lm_head, Tensor(), logits);
+  }
   if (c.final_logit_softcap > 0.f) be.SoftCap(logits, c.final_logit_softcap);
   emit("logits", logits);
   return OkStatus();

@@ -19,6 +19,9 @@ struct ForwardInput {
   Tensor positions;    // [num_tokens] i32
   Tensor sample_rows;  // [max(num_sample_rows, 1)] i32: rows of the batch whose logits are wanted
   int num_sample_rows = 0;  // 0: no logits this step (a prompt chunk that samples nothing)
+  // sample_rows is 0 .. num_tokens - 1 (every row, in order: decode steps); the forward then
+  // reads the rows in place instead of gathering them.
+  bool sample_rows_all = false;
   AttentionMeta meta;  // page tables for the step (see backend.h)
 };
 

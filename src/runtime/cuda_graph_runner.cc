@@ -102,6 +102,7 @@ ForwardInput CudaGraphRunner::InputsFor(int B) const {
   in.positions = part(L.positions, B);
   in.sample_rows = sample_rows_.Slice(0, B);
   in.num_sample_rows = B;
+  in.sample_rows_all = true;
   AttentionMeta& m = in.meta;
   m.num_seqs = B;
   m.num_tokens = B;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/engine.h"
 #include "model/dummy_weights.h"
 #include "runtime/test_models.h"
 
@@ -331,6 +332,95 @@ class CudaGraphRunnerTest : public ::testing::Test {
 
   std::unique_ptr<CudaBackend> backend_;
 };
+
+// The engine over graphs with the batch-1 lookahead vs without: the same tokens for every request
+// while the plan changes under the queued steps — the first request is aborted with a step queued
+// (whose K/V went to a block the next request's prefill takes over), a third arrives while the
+// second decodes alone (a mixed step), the last ends by max_tokens — with the scheduler and KV
+// integrity checked every step; and most queued steps were taken.
+TEST_F(CudaGraphRunnerTest, EngineLookaheadKeepsEveryRequestsTokens) {
+  struct Run {
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<FinishReason> reasons;
+    int64_t lookaheads = 0, taken = 0;
+  };
+  auto run = [&](int lookahead_rows) {
+    const ModelConfig c = test_models::GemmaLikeConfig(1001);
+    auto model = MakeDummyModelFromConfig(c, backend_.get(), DType::kBF16, 11, "test");
+    const int num_blocks = 64, block_size = 16;
+    auto runner = std::make_unique<DecoderRunner>(std::move(model), num_blocks, block_size,
+                                                  DType::kBF16);
+    CudaGraphOptions opt;
+    opt.max_batch = 4;
+    opt.lookahead_max_rows = lookahead_rows;
+    auto accel = std::make_unique<CudaGraphRunner>(runner->model(), runner->kv(), block_size,
+                                                   backend_.get(), opt);
+    const CudaGraphRunner* g = accel.get();
+    runner->set_step_accelerator(std::move(accel));
+    EngineConfig cfg;
+    cfg.num_blocks = num_blocks;
+    cfg.block_size = block_size;
+    cfg.max_batched_tokens = 256;
+    cfg.max_num_seqs = 4;
+    cfg.check_integrity_every_step = true;
+    cfg.model_fingerprint = "test";
+    cfg.kv_dtype = "bf16";
+    auto engine = Engine::Create(cfg, std::move(runner));
+    CHECK_OK(engine.status());
+    Engine& e = **engine;
+    auto request = [](int n, int first, int max_tokens) {
+      Request r;
+      for (int t = 0; t < n; ++t) r.prompt.push_back((first + 37 * t) % 1000 + 1);
+      r.params.max_tokens = max_tokens;
+      r.params.temperature = 0;
+      r.params.ignore_eos = true;
+      return r;
+    };
+    std::vector<RequestHandle> h;
+    Run out;
+    auto drain = [&] {
+      out.tokens.resize(h.size());
+      out.reasons.resize(h.size(), FinishReason::kAbort);
+      for (size_t i = 0; i < h.size(); ++i) {
+        while (auto chunk = h[i].stream->TryPop()) {
+          for (const TokenOutput& t : chunk->tokens) out.tokens[i].push_back(t.token);
+          if (chunk->finish_reason) out.reasons[i] = *chunk->finish_reason;
+        }
+      }
+    };
+    auto submit = [&](Request r) {
+      auto handle = e.Submit(std::move(r));
+      CHECK_OK(handle.status());
+      h.push_back(*handle);
+    };
+    submit(request(5, 3, 60));  // decodes alone, then is aborted
+    for (int s = 0; s < 20; ++s) e.Step();
+    e.Abort(h[0].id);
+    e.Step();                      // takes the abort in; nothing left to run
+    submit(request(21, 500, 25));  // reuses the freed blocks; decodes alone, then with the third
+    for (int s = 0; s < 12; ++s) e.Step();
+    submit(request(9, 77, 40));  // arrives while the second decodes; ends alone by max_tokens
+    while (e.Step()) drain();
+    drain();
+    out.lookaheads = g->lookaheads();
+    out.taken = g->lookahead_hits();
+    return out;
+  };
+  const Run plain = run(0);
+  const Run ahead = run(1);
+  ASSERT_EQ(plain.tokens.size(), 3u);
+  EXPECT_EQ(ahead.tokens, plain.tokens);
+  EXPECT_EQ(ahead.reasons, plain.reasons);
+  EXPECT_EQ(plain.reasons, (std::vector<FinishReason>{FinishReason::kAbort, FinishReason::kLength,
+                                                      FinishReason::kLength}));
+  EXPECT_EQ(plain.tokens[1].size(), 25u);
+  EXPECT_EQ(plain.tokens[2].size(), 40u);
+  EXPECT_EQ(plain.lookaheads, 0);
+  EXPECT_GT(ahead.taken, 20);
+  EXPECT_LT(ahead.taken, ahead.lookaheads);  // the abort and the arrival discarded some
+  std::printf("  engine: %lld lookahead steps, %lld taken\n",
+              static_cast<long long>(ahead.lookaheads), static_cast<long long>(ahead.taken));
+}
 
 TEST_F(CudaGraphRunnerTest, DefaultModelGreedyMatchesEager) {
   const std::string dir = std::string(LOOM_SOURCE_DIR) + "/models/default";

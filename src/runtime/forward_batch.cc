@@ -69,6 +69,8 @@ ForwardInput UploadForwardBatch(const HostForwardBatch& b, int block_size, Backe
   in.positions = UploadI32(b.positions, backend);
   in.sample_rows = UploadI32(b.sample_rows, backend);
   in.num_sample_rows = static_cast<int>(b.sample_rows.size());
+  // Sample rows are increasing: as many as there are tokens means every row, in order.
+  in.sample_rows_all = b.sample_rows.size() == b.token_ids.size();
   AttentionMeta& m = in.meta;
   m.num_seqs = static_cast<int>(b.kv_len.size());
   m.num_tokens = static_cast<int>(b.token_ids.size());

@@ -341,15 +341,17 @@ bool CudaBackend::GemvNormFor(const Tensor& x, const NormSpec& norm, const Tenso
 void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Tensor& w,
                                 const Tensor& bias, const Tensor& out) {
   cuda::GemvNorm gn;
-  if (!bias.defined() && out.dtype() == DType::kBF16 && GemvNormFor(x, norm, w, &gn)) {
+  // bf16 out, or f32 (logits: the final norm folded into the output projection).
+  if (!bias.defined() && (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32) &&
+      GemvNormFor(x, norm, w, &gn)) {
     LOOM_PROFILE_OP(
         "rmsnorm_matmul(gemv) m=" + std::to_string(w.rows()) + " k=" + std::to_string(x.cols()),
         w.nbytes() + x.nbytes() + out.nbytes());
     CheckAct(w, "RmsNormMatMul", "w");
-    CheckAct(out, "RmsNormMatMul", "out");
+    CheckFloat(out, "RmsNormMatMul", "out");
     CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
         << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
-    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), DType::kBF16, x.rows(), w.rows(),
+    cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), x.rows(), w.rows(),
                                x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn,
                                options_.stream_gemv);
     return;

@@ -95,6 +95,12 @@ TEST_F(CudaFusedOpsTest, RmsNormMatMulMatchesNormThenMatMul) {
           EXPECT_LT(NormalizedError(GpuValues(*gpu_, gout), CpuValues(cout)), kTolReRounded)
               << "plain: n " << n << " k " << k << " offset " << offset;
           EXPECT_EQ(GpuValues(*gpu_, gx), xv) << "x must not change";
+          // f32 out (the final norm and the logits projection).
+          Tensor gf = gpu_->AllocScratch(DType::kF32, Shape{n, 2 * m});
+          Poison(*gpu_, gf);
+          gpu_->RmsNormMatMul(gx, gn, gpu_->Upload(HostF32(Shape{2 * m, k}, wv)), Tensor(), gf);
+          EXPECT_LT(NormalizedError(GpuValues(*gpu_, gf), CpuValues(cout)), kTolReRounded)
+              << "f32 out: n " << n << " k " << k << " offset " << offset;
           // Gated (rows [0, m) are gate, [m, 2m) up, fused in each backend's layout).
           std::vector<float> g(wv.begin(), wv.begin() + m * k), u(wv.begin() + m * k, wv.end());
           Tensor cg = cpu_.Alloc(DType::kF32, Shape{n, m});
