@@ -3,13 +3,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/decode_inputs.cuh"
 #include "backend/cuda/device_allocator.h"
+#include "base/env.h"
 #include "base/logging.h"
 
 namespace loom {
@@ -72,9 +72,7 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   logits_ = backend_->Alloc(DType::kF32, Shape{bmax_, model_.config().vocab_size});
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
   staged_ = std::make_unique<cuda::CudaEvent>();
-  const char* env = std::getenv("LOOM_GRAPH_LOOKAHEAD");
-  lookahead_max_rows_ =
-      env != nullptr && env[0] != '\0' ? std::atoi(env) : options.lookahead_max_rows;
+  lookahead_max_rows_ = EnvInt("LOOM_GRAPH_LOOKAHEAD", options.lookahead_max_rows);
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
   ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
   void* mapped = nullptr;

@@ -6,6 +6,14 @@
 #include "runtime/forward_batch.h"
 
 namespace loom {
+namespace {
+
+// A device-sampled id as StepOutput::tokens holds it (Backend::ArgmaxRows codes -> kToken*).
+int32_t TokenOfArgmax(int32_t t) {
+  return t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone;
+}
+
+}  // namespace
 
 DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size,
                              DType kv_dtype)
@@ -71,7 +79,7 @@ StepOutput DecoderRunner::GreedyOutput(std::span<const int32_t> ids) {
   StepOutput out;
   out.tokens.reserve(ids.size());
   for (int32_t t : ids) {
-    out.tokens.push_back(t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone);
+    out.tokens.push_back(TokenOfArgmax(t));
   }
   rows_sampled_on_device_ += static_cast<int64_t>(ids.size());
   return out;
@@ -121,7 +129,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
       } else {
         continue;
       }
-      out.tokens[k] = t >= 0 ? t : t == Backend::kArgmaxNaN ? kTokenNaN : kTokenNone;
+      out.tokens[k] = TokenOfArgmax(t);
       ++rows_sampled_on_device_;
     }
   }

@@ -8,6 +8,7 @@
 #include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "base/env.h"
 
 namespace loom::cuda {
 namespace {
@@ -22,22 +23,15 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // In-process switches (decode_attention.cuh).
-bool g_enabled = [] {
-  const char* v = std::getenv("LOOM_ATTN_DECODE");
-  return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
-}();
+bool g_enabled = EnvInt("LOOM_ATTN_DECODE", 1) != 0;
 DecodeAttentionTuning g_tuning;
-const int g_splits_env = [] {  // LOOM_ATTN_DECODE_SPLITS=N: force N splits (A/B; 0 = auto)
-  const char* v = std::getenv("LOOM_ATTN_DECODE_SPLITS");
-  return v == nullptr ? 0 : std::atoi(v);
-}();
+// LOOM_ATTN_DECODE_SPLITS=N: force N splits (A/B; 0 = auto)
+const int g_splits_env = EnvInt("LOOM_ATTN_DECODE_SPLITS", 0);
 // Splits merged in a cluster: 2..kMaxClusterSplits (more than the 8 portable blocks per cluster
 // needs cudaFuncAttributeNonPortableClusterSizeAllowed; the H200 takes 16).
 constexpr int kMaxClusterSplits = 16;
-const bool g_mma_env = [] {  // LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
-  const char* v = std::getenv("LOOM_ATTN_DECODE_MMA");
-  return v == nullptr || v[0] == '\0' || std::atoi(v) != 0;
-}();
+// LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
+const bool g_mma_env = EnvInt("LOOM_ATTN_DECODE_MMA", 1) != 0;
 
 // n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
 // the runtime block size would be ~20 instructions per key.
