@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A random-weight GGUF in the shapes of a bench/configs/*.json Llama config, for llama.cpp as a
+speed peer of `loom bench --dummy-weights` (issue 7).
+
+llama.cpp reads it like any Llama GGUF: F16 projection and embedding weights (the same bytes per
+token as loom's bf16), F32 norms, an untied output matrix (a tied one reads the same bytes each
+step), and no tokenizer (tokenizer.ggml.model = "none" with llama.vocab_size: llama-bench feeds
+random ids). Values are N(0, 0.02) from one shared random pool, so writing an 8B file takes
+seconds; speed does not depend on them.
+
+Needs numpy and llama.cpp's gguf-py (on PYTHONPATH: the llama.cpp checkout's gguf-py folder).
+
+  python3 bench/random_gguf.py bench/configs/llama-3.1-8b.json /tmp/llama-3.1-8b-f16.gguf
+"""
+import argparse
+import json
+
+import numpy as np
+import gguf
+
+
+def tensors(c):
+    """(name, shape as numpy rows x cols, dtype) of a Llama checkpoint in llama.cpp's names."""
+    d, f, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    h, kvh = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim") or d // h
+    out = [("token_embd.weight", (v, d), np.float16)]
+    for i in range(c["num_hidden_layers"]):
+        p = f"blk.{i}."
+        out += [
+            (p + "attn_norm.weight", (d,), np.float32),
+            (p + "attn_q.weight", (h * hd, d), np.float16),
+            (p + "attn_k.weight", (kvh * hd, d), np.float16),
+            (p + "attn_v.weight", (kvh * hd, d), np.float16),
+            (p + "attn_output.weight", (d, h * hd), np.float16),
+            (p + "ffn_norm.weight", (d,), np.float32),
+            (p + "ffn_gate.weight", (f, d), np.float16),
+            (p + "ffn_up.weight", (f, d), np.float16),
+            (p + "ffn_down.weight", (d, f), np.float16),
+        ]
+    out += [("output_norm.weight", (d,), np.float32), ("output.weight", (v, d), np.float16)]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("out")
+    args = ap.parse_args()
+    with open(args.config) as fh:
+        c = json.load(fh)
+    if c.get("model_type") != "llama":
+        raise SystemExit(f"random_gguf.py: only Llama configs, not {c.get('model_type')!r}")
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    hd = c.get("head_dim") or d // h
+
+    w = gguf.GGUFWriter(args.out, "llama")
+    w.add_name(c.get("_name_or_path", args.config))
+    w.add_context_length(c.get("max_position_embeddings", 8192))
+    w.add_embedding_length(d)
+    w.add_block_count(c["num_hidden_layers"])
+    w.add_feed_forward_length(c["intermediate_size"])
+    w.add_head_count(h)
+    w.add_head_count_kv(c["num_key_value_heads"])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_freq_base(c.get("rope_theta", 10000.0))
+    w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-5))
+    w.add_vocab_size(c["vocab_size"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("none")
+
+    specs = tensors(c)
+    largest = max(int(np.prod(s)) for _, s, t in specs if t == np.float16)
+    pool = (np.random.default_rng(0).standard_normal(largest, dtype=np.float32) * 0.02).astype(
+        np.float16)
+    ones = np.ones(d, dtype=np.float32)
+    for name, shape, dtype in specs:
+        n = int(np.prod(shape))
+        w.add_tensor_info(name, shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for name, shape, dtype in specs:
+        n = int(np.prod(shape))
+        w.write_tensor_data(ones if dtype == np.float32 else pool[:n].reshape(shape))
+    w.close()
+    total = sum(int(np.prod(s)) * np.dtype(t).itemsize for _, s, t in specs)
+    print(f"{args.out}: {len(specs)} tensors, {total / 1e9:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
