@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/draw_params.h"
+#include "backend/logit_edit.h"
 #include "tensor/tensor.h"
 
 namespace loom {
@@ -207,6 +208,17 @@ class Backend {
                                   GatedAct act, const Tensor& out);
 
   // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
+  // Whether EditLogits is implemented.
+  virtual bool has_edit_logits() const { return false; }
+  // x[e.row, e.token] = ApplyLogitEdit(e, x[e.row, e.token]) for every edit (logit_bias,
+  // penalties, min_tokens masking: backend/logit_edit.h), so ArgmaxRows / SampleRows then pick
+  // what the host sampler picks from the unedited row. x [n, vocab] f32 on this device; no two
+  // edits name the same (row, token). Precondition: has_edit_logits().
+  virtual void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) {
+    (void)x;
+    (void)edits;
+    CHECK(false) << name() << " has no EditLogits";
+  }
   // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.
   virtual bool has_argmax_rows() const { return false; }
   // out[i] = the lowest j with x[i, j] == max_j x[i, j] > -inf (the host sampler's greedy choice);

@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LOOM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define LOOM_HOST_DEVICE inline
-#endif
+#include "base/host_device.h"
 
 namespace loom {
 

@@ -213,19 +213,34 @@ bool Engine::Step() {
   // IsPlainDraw say when that equals SampleRow's choice).
   std::vector<RowSpec> modes;
   modes.reserve(static_cast<size_t>(plan.num_sampled));
+  const bool edits_on_device = runner_->edits_rows_on_device();
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
     const int num_output = scheduler_->Find(seq.request_id)->num_output_tokens();
     const Live& live = live_.at(seq.request_id);
     const SamplingParams& p = live.params;
     RowSpec& r = modes.emplace_back();
+    // step: SampleRow's counter, the request's output tokens so far.
+    const DrawParams draw{p.temperature, p.top_k,   p.top_p,
+                          p.min_p,       live.seed, static_cast<uint64_t>(num_output)};
     if (IsPlainGreedy(p, num_output)) {
       r.mode = RowSampling::kGreedy;
     } else if (IsPlainDraw(p, num_output)) {
       r.mode = RowSampling::kDraw;
-      // step: SampleRow's counter, the request's output tokens so far.
-      r.draw = DrawParams{p.temperature, p.top_k,   p.top_p,
-                          p.min_p,       live.seed, static_cast<uint64_t>(num_output)};
+      r.draw = draw;
+    } else if (edits_on_device && (IsEditableGreedy(p) || IsEditableDraw(p))) {
+      // logit_bias, penalties or min_tokens masking: edited on the device, then sampled there.
+      const SchedRequest* req = scheduler_->Find(seq.request_id);
+      const std::span<const TokenId> tokens = req->tokens;
+      const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
+                              tokens.subspan(req->num_prompt_tokens), live.seed,
+                              config_.eos_token_ids};
+      if (BuildLogitEdits(ctx, vocab_size_, &r.edits)) {
+        r.mode = IsEditableGreedy(p) ? RowSampling::kGreedy : RowSampling::kDraw;
+        if (r.mode == RowSampling::kDraw) r.draw = draw;
+      } else {
+        r.edits.clear();
+      }
     }
   }
   StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);

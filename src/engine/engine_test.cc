@@ -107,6 +107,11 @@ class DeviceFakeRunner final : public FakeRunner {
     StepOutput out;
     for (size_t k = 0; k < rows.size(); ++k) {
       float* row = all.data() + k * vocab_;
+      if (rows[k].mode != RowSampling::kLogits && !rows[k].edits.empty()) {
+        CHECK(edits_) << "edits for a runner that did not ask for them";
+        ++edited_rows_;
+        for (const LogitEdit& e : rows[k].edits) row[e.token] = ApplyLogitEdit(e, row[e.token]);
+      }
       if (rows[k].mode == RowSampling::kDraw) {
         ++draw_rows_;
         out.tokens.push_back(Draw(rows[k].draw, std::span<float>(row, vocab_)));
@@ -134,8 +139,12 @@ class DeviceFakeRunner final : public FakeRunner {
     return out;
   }
 
+  bool edits_rows_on_device() const override { return edits_; }
+
+  bool edits_ = false;  // take rows with logit edits (bias, penalties, min_tokens masking)
   int greedy_rows_ = 0;
   int draw_rows_ = 0;
+  int edited_rows_ = 0;
 
  private:
   int32_t Draw(const DrawParams& d, std::span<float> row) {
@@ -417,6 +426,38 @@ TEST(EngineTest, ARequestsOwnFailureDoesNotStopTheOthers) {
   }
 }
 
+// `work` run on an engine whose runner is a DeviceFakeRunner (`edits`: it also takes rows with
+// logit edits) after the same work on one sampling every row on the host; the results must be
+// the same (checked here).
+struct DeviceRun {
+  std::unique_ptr<Engine> engine;  // owns *runner
+  DeviceFakeRunner* runner = nullptr;
+  std::vector<Result> results;
+};
+DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits) {
+  Made host = Make(BaseConfig(64));
+  const std::vector<Result> want = RunAll(*host.engine, work);
+  DeviceRun run;
+  auto fake = std::make_unique<DeviceFakeRunner>(64, 4, 256);
+  fake->edits_ = edits;
+  run.runner = fake.get();
+  auto made = Engine::Create(BaseConfig(64), std::move(fake));
+  EXPECT_TRUE(made.ok());
+  if (!made.ok()) return run;
+  run.engine = std::move(made).value();
+  run.results = RunAll(*run.engine, work);
+  const std::vector<Result>& got = run.results;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
+    EXPECT_EQ(got[i].stop_token, want[i].stop_token) << "request " << i;
+    EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
+  }
+  return run;
+}
+
 // Rows a runner samples itself (plain greedy only) give exactly what the host sampler gives;
 // rows needing logprobs, penalties, bias, min_tokens masking or XTC still reach the host; plain
 // draws (temperature, top-k/p, min-p) come back as tokens with their seed and step.
@@ -451,24 +492,47 @@ TEST(EngineTest, RunnerSideSamplingMatchesHostSampling) {
   poisoned.prompt.insert(poisoned.prompt.begin(), kPoison);
   work.push_back(poisoned);
 
-  Made host = Make(BaseConfig(64));
-  const std::vector<Result> want = RunAll(*host.engine, work);
-  auto runner = std::make_unique<DeviceFakeRunner>(64, 4, 256);
-  DeviceFakeRunner* raw = runner.get();
-  auto engine = Engine::Create(BaseConfig(64), std::move(runner));
-  ASSERT_TRUE(engine.ok());
-  const std::vector<Result> got = RunAll(**engine, work);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
-    EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
-    EXPECT_EQ(got[i].stop_token, want[i].stop_token) << "request " << i;
-    EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
-  }
-  EXPECT_EQ(got.back().error.message(), "sampling failed: the model produced NaN logits");
+  const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/false);
+  ASSERT_FALSE(run.results.empty());
+  EXPECT_EQ(run.results.back().error.message(), "sampling failed: the model produced NaN logits");
+  const DeviceFakeRunner* raw = run.runner;
   EXPECT_GT(raw->greedy_rows_, 10);
   EXPECT_GT(raw->draw_rows_, 30);
+}
+
+// Rows with logit_bias, repetition / presence / frequency penalties or min_tokens masking, sent
+// to a runner that edits rows where the logits are (RowSpec::edits), give exactly the host
+// sampler's tokens, greedy and drawn; logprobs and XTC rows still reach the host.
+TEST(EngineTest, RunnerSideEditedRowsMatchHostSampling) {
+  std::vector<Request> work;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = Prompt(6, 3 + i, 40 + i);
+    r.params.max_tokens = 14;
+    r.params.seed = 900 + i;
+    r.params.temperature = i % 2 == 0 ? 0.0f : 0.9f;
+    r.params.top_k = i == 3 ? 9 : 0;
+    if (i % 4 == 0) r.params.logit_bias = {{7, 3.0f}, {11, -2.5f}, {2, 100.0f}};
+    if (i % 4 == 1) r.params.repetition_penalty = 1.4f;
+    if (i % 4 == 2) {
+      r.params.presence_penalty = 1.5f;
+      r.params.frequency_penalty = 0.75f;
+    }
+    if (i % 4 == 3) {
+      r.params.min_tokens = 6;
+      r.params.stop_token_ids = {4};
+    }
+    work.push_back(r);
+  }
+  Request logprobs = work[1];  // stays a host row
+  logprobs.params.num_logprobs = 2;
+  work.push_back(logprobs);
+
+  const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/true);
+  const DeviceFakeRunner* raw = run.runner;
+  EXPECT_GT(raw->edited_rows_, 50);  // the 8 requests' rows, but those past min_tokens
+  EXPECT_GT(raw->greedy_rows_, 25);
+  EXPECT_GT(raw->draw_rows_, 25);
 }
 
 // Host rows of a step split over several sampling threads give exactly what one thread gives,

@@ -10,7 +10,9 @@
 //   (e) a row draws the same token alone, inside a batch of 200 others, and with the tasks
 //       reversed (every vocabulary size the kernel plans differently: 1000, 32000, 128256,
 //       151936, 262144);
-//   (f) NaN rows and all -inf rows give kArgmaxNaN / kArgmaxNone, without disturbing the batch.
+//   (f) NaN rows and all -inf rows give kArgmaxNaN / kArgmaxNone, without disturbing the batch;
+//   (g) logit edits (bias, penalties, min_tokens masking) on the device equal the host's bit for
+//       bit, and edited rows then give SampleRow's tokens.
 // DISABLED_Bench times the kernel (run with --gtest_also_run_disabled_tests). Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -392,6 +394,101 @@ TimelineRow Timeline(const Tensor& x, int vocab, int n, const Tensor& tasks, con
   }
   row.total = (last - t[0]) / 1000.0;
   return row;
+}
+
+// (g) Logit edits (bias, penalties, min_tokens masking) applied on the device give the host's
+// edited rows bit for bit; the device argmax of an edited greedy row is SampleRow's token for the
+// raw row, and an edited draw matches it as plain draws do (>= 99%, (c)).
+TEST_F(CudaSamplingTest, EditedRowsGiveTheHostSamplersTokens) {
+  std::mt19937_64 rng(9);
+  const int vocab = 128256;
+  const std::vector<TokenId> eos = {128001, 128009};
+  Sampler sampler(vocab);
+  std::vector<float> x;
+  std::vector<std::vector<float>> raw;
+  std::vector<SamplingParams> params;
+  std::vector<std::vector<TokenId>> prompts, outputs;
+  std::vector<LogitEdit> edits;
+  const int rows = 48;
+  for (int r = 0; r < rows; ++r) {
+    raw.push_back(RandomRow(rng, vocab, r % 4));
+    x.insert(x.end(), raw.back().begin(), raw.back().end());
+    SamplingParams p;
+    p.temperature = r % 2 == 0 ? 0.0f : 0.8f;
+    p.seed = 50 + r;
+    std::vector<TokenId> prompt, output;
+    // Tokens near the row's top, so the edits change the choice.
+    std::vector<int> order(static_cast<size_t>(vocab));
+    for (int v = 0; v < vocab; ++v) order[v] = v;
+    std::partial_sort(order.begin(), order.begin() + 20, order.end(),
+                      [&](int a, int b) { return raw.back()[a] > raw.back()[b]; });
+    for (int i = 0; i < 200; ++i) prompt.push_back(static_cast<TokenId>(rng() % vocab));
+    for (int i = 0; i < 12; ++i) output.push_back(order[rng() % 20]);
+    if (r % 4 == 0) p.logit_bias = {{order[0], -100.0f}, {order[5], 3.0f}, {7, 100.0f}};
+    if (r % 4 == 1) p.repetition_penalty = 1.8f;
+    if (r % 4 == 2) {
+      p.frequency_penalty = 1.5f;
+      p.presence_penalty = 0.5f;
+    }
+    if (r % 4 == 3) {
+      p.min_tokens = 20;
+      p.stop_token_ids = {order[0], order[1]};
+    }
+    prompts.push_back(prompt);
+    outputs.push_back(output);
+    params.push_back(p);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const SampleContext ctx{&params[r], prompts[r], outputs[r], static_cast<uint64_t>(50 + r), eos};
+    std::vector<LogitEdit> row_edits;
+    ASSERT_TRUE(BuildLogitEdits(ctx, vocab, &row_edits)) << r;
+    ASSERT_FALSE(row_edits.empty()) << r;
+    for (LogitEdit e : row_edits) {
+      e.row = r;
+      edits.push_back(e);
+    }
+  }
+  Tensor dev = gpu_->Alloc(DType::kF32, Shape{rows, vocab});
+  gpu_->CopyFromHost(x.data(), dev);
+  gpu_->EditLogits(dev, edits);
+  std::vector<float> edited(x.size());
+  gpu_->CopyToHost(dev, edited.data());
+  std::vector<float> want = x;
+  for (const LogitEdit& e : edits) {
+    float& l = want[static_cast<size_t>(e.row) * vocab + e.token];
+    l = ApplyLogitEdit(e, l);
+  }
+  ASSERT_EQ(std::memcmp(edited.data(), want.data(), want.size() * sizeof(float)), 0);
+
+  Tensor ids = gpu_->Alloc(DType::kI32, Shape{rows});
+  gpu_->ArgmaxRows(dev, ids);
+  std::vector<int32_t> argmax(rows);
+  gpu_->CopyToHost(ids, argmax.data());
+  std::vector<int32_t> draw_rows;
+  std::vector<DrawParams> draws;
+  for (int r = 1; r < rows; r += 2) {
+    draw_rows.push_back(r);
+    draws.push_back(DrawParams{params[r].temperature, 0, 1.0f, 0.0f, static_cast<uint64_t>(50 + r),
+                               static_cast<uint64_t>(outputs[r].size())});
+  }
+  const std::vector<int32_t> drawn = DrawOn(dev, draw_rows, draws);
+  int same = 0, changed = 0;
+  for (int r = 0; r < rows; ++r) {
+    const SampleContext ctx{&params[r], prompts[r], outputs[r], static_cast<uint64_t>(50 + r), eos};
+    std::vector<float> row = raw[r];
+    StatusOr<SampleResult> host = sampler.SampleRow(row, ctx);
+    ASSERT_TRUE(host.ok()) << r;
+    const int32_t unedited =
+        static_cast<int32_t>(std::max_element(raw[r].begin(), raw[r].end()) - raw[r].begin());
+    if (r % 2 == 0) {
+      EXPECT_EQ(argmax[r], host->token) << "greedy row " << r;
+      changed += argmax[r] != unedited;
+    } else {
+      same += drawn[static_cast<size_t>(r / 2)] == host->token;
+    }
+  }
+  EXPECT_GE(same, rows / 2 - 1);  // 24 draws: >= 99% means at most one differs
+  EXPECT_GE(changed, 6);          // the edits moved most greedy choices
 }
 
 // Kernel time vs the copy it replaces. Not a test: prints a table (docs/benchmarks.md).

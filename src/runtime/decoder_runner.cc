@@ -69,10 +69,15 @@ StatusOr<StepOutput> DecoderRunner::ExecuteAndSample(const StepPlan& plan,
   return Emit(logits, logits_rows, rows);
 }
 
+bool DecoderRunner::edits_rows_on_device() const {
+  return device_sampling_ && model_->backend()->has_edit_logits();
+}
+
 bool DecoderRunner::AllGreedyHere(std::span<const RowSpec> rows) const {
   if (!device_sampling_ || !model_->backend()->has_argmax_rows() || rows.empty()) return false;
-  return std::all_of(rows.begin(), rows.end(),
-                     [](const RowSpec& r) { return r.mode == RowSampling::kGreedy; });
+  return std::all_of(rows.begin(), rows.end(), [](const RowSpec& r) {
+    return r.mode == RowSampling::kGreedy && r.edits.empty();
+  });
 }
 
 StepOutput DecoderRunner::GreedyOutput(std::span<const int32_t> ids) {
@@ -96,11 +101,15 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
 
   // Rows sampled where the logits are: one i32 each comes back, all in one copy of
   //   ids = [ argmax of logits rows 0 .. argmax_rows | the draws, in plan order ].
+  // A row with logit edits is sampled here only if the backend applies them first.
+  auto editable = [&](size_t k) { return rows[k].edits.empty() || be->has_edit_logits(); };
   auto greedy_here = [&](size_t k) {
-    return device_sampling_ && rows[k].mode == RowSampling::kGreedy && be->has_argmax_rows();
+    return device_sampling_ && rows[k].mode == RowSampling::kGreedy && be->has_argmax_rows() &&
+           editable(k);
   };
   auto draw_here = [&](size_t k) {
-    return device_sampling_ && rows[k].mode == RowSampling::kDraw && be->has_sample_rows(vocab);
+    return device_sampling_ && rows[k].mode == RowSampling::kDraw && be->has_sample_rows(vocab) &&
+           editable(k);
   };
   int64_t argmax_rows = 0;  // rows [0, argmax_rows) of `logits` cover every greedy row
   std::vector<int32_t> draw_rows;
@@ -113,6 +122,17 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
     }
   }
   const int64_t num_draws = static_cast<int64_t>(draws.size());
+  // The edits of the rows sampled here (bias, penalties, min_tokens masking), in one launch
+  // before the argmax and the draws.
+  std::vector<LogitEdit> edits;
+  for (size_t k = 0; k < n; ++k) {
+    if (rows[k].edits.empty() || !(greedy_here(k) || draw_here(k))) continue;
+    for (LogitEdit e : rows[k].edits) {
+      e.row = logits_rows[k];
+      edits.push_back(e);
+    }
+  }
+  if (!edits.empty()) be->EditLogits(logits, edits);
   if (argmax_rows + num_draws > 0) {
     Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows + num_draws});
     if (argmax_rows > 0) be->ArgmaxRows(logits.Slice(0, argmax_rows), ids.Slice(0, argmax_rows));

@@ -69,6 +69,8 @@ class DecoderRunner final : public ModelRunner {
   // false: ExecuteAndSample returns every row's logits even where the backend could take the
   // argmax or the draw (A/B measurements, debugging). Default true.
   void set_device_sampling(bool on) { device_sampling_ = on; }
+  // Rows with logit edits are edited and sampled where the logits are when the backend can.
+  bool edits_rows_on_device() const override;
   // Sampled rows returned as token ids by ExecuteAndSample since construction (tests, stats).
   int64_t rows_sampled_on_device() const { return rows_sampled_on_device_; }
 

@@ -95,7 +95,7 @@ TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
   EXPECT_EQ(std::vector<float>(got->logits.begin(), got->logits.end()), *want);
   EXPECT_EQ(runner.rows_sampled_on_device(), 0);
 
-  const std::vector<RowSpec> one = {RowSpec{RowSampling::kGreedy, {}}};
+  const std::vector<RowSpec> one = {RowSpec{RowSampling::kGreedy, {}, {}}};
   EXPECT_EQ(runner.ExecuteAndSample(p, one).status().code(), StatusCode::kInternal);
 }
 

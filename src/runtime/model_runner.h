@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/draw_params.h"
+#include "backend/logit_edit.h"
 #include "base/status.h"
 #include "sched/step_plan.h"
 
@@ -25,6 +26,10 @@ enum class RowSampling : uint8_t {
 struct RowSpec {
   RowSampling mode = RowSampling::kLogits;
   DrawParams draw;  // kDraw only
+  // kGreedy / kDraw: the row's logit_bias, penalties and min_tokens masking
+  // (BuildLogitEdits in sample/sampler.h; LogitEdit::row unused), applied before the argmax or
+  // the draw. Only from the engine when the runner says edits_rows_on_device().
+  std::vector<LogitEdit> edits;
 };
 
 // StepOutput::tokens entries that are not token ids.
@@ -74,6 +79,10 @@ class ModelRunner {
     out.logits = std::span<float>(out.owned);
     return out;
   }
+
+  // Whether ExecuteAndSample takes kGreedy / kDraw rows with RowSpec::edits (and applies them
+  // where the logits are). If not, the engine sends such rows as kLogits.
+  virtual bool edits_rows_on_device() const { return false; }
 
   // Rows of the logits; token ids are in [0, vocab_size()).
   virtual int vocab_size() const = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -61,6 +62,10 @@ bool UnmodifiedRow(const SamplingParams& params, int num_output_tokens) {
 
 }  // namespace
 
+float PenaltySubtrahend(const SamplingParams& params, int count) {
+  return params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+}
+
 void ApplyLogitBias(const SamplingParams& params, std::span<float> logits) {
   for (const auto& [id, bias] : params.logit_bias) {
     CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "unvalidated logit_bias id";
@@ -87,13 +92,75 @@ void ApplyPenalties(const SamplingParams& params, std::span<const TokenId> promp
     for (TokenId id : output) ++counts[id];
     for (const auto& [id, n] : counts) {
       CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "token id " << id;
-      logits[id] -= params.frequency_penalty * static_cast<float>(n) + params.presence_penalty;
+      logits[id] -= PenaltySubtrahend(params, n);
     }
   }
 }
 
 bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens) {
   return params.greedy() && UnmodifiedRow(params, num_output_tokens);
+}
+
+bool IsEditableGreedy(const SamplingParams& params) {
+  return params.greedy() && params.num_logprobs < 0;
+}
+
+bool IsEditableDraw(const SamplingParams& params) {
+  return !params.greedy() && params.temperature > 0.0f && params.xtc_probability == 0.0f &&
+         params.num_logprobs < 0;
+}
+
+bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits) {
+  const SamplingParams& p = *ctx.params;
+  edits->clear();
+  std::map<TokenId, LogitEdit> by_token;  // one edit per token, each step's part merged in
+  auto at = [&](TokenId id) -> LogitEdit* {
+    if (id < 0 || id >= vocab_size) return nullptr;
+    LogitEdit& e = by_token[id];
+    e.token = id;
+    return &e;
+  };
+  for (const auto& [id, bias] : p.logit_bias) {
+    LogitEdit* e = at(id);
+    if (e == nullptr || (e->ops & LogitEdit::kBias)) return false;  // unvalidated, or listed twice
+    e->ops |= LogitEdit::kBias;
+    e->bias = bias;
+  }
+  if (p.repetition_penalty != 1.0f) {
+    for (std::span<const TokenId> part : {ctx.prompt, ctx.output}) {
+      for (TokenId id : part) {
+        LogitEdit* e = at(id);
+        if (e == nullptr) return false;
+        e->ops |= LogitEdit::kRepetition;
+        e->repetition = p.repetition_penalty;
+      }
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::map<TokenId, int> counts;
+    for (TokenId id : ctx.output) ++counts[id];
+    for (const auto& [id, n] : counts) {
+      LogitEdit* e = at(id);
+      if (e == nullptr) return false;
+      e->ops |= LogitEdit::kSubtract;
+      e->subtract = PenaltySubtrahend(p, n);
+    }
+  }
+  if (static_cast<int>(ctx.output.size()) < p.min_tokens) {
+    if (!p.ignore_eos) {
+      for (TokenId id : ctx.eos_token_ids) {
+        if (id >= 0 && id < vocab_size) at(id)->ops |= LogitEdit::kMask;
+      }
+    }
+    for (TokenId id : p.stop_token_ids) {
+      LogitEdit* e = at(id);
+      if (e == nullptr) return false;
+      e->ops |= LogitEdit::kMask;
+    }
+  }
+  edits->reserve(by_token.size());
+  for (const auto& [id, e] : by_token) edits->push_back(e);
+  return true;
 }
 
 bool IsPlainDraw(const SamplingParams& params, int num_output_tokens) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
+#include "backend/logit_edit.h"
 #include "base/status.h"
 #include "kv/kv_types.h"
 #include "sample/sampling_params.h"
@@ -66,6 +67,25 @@ bool IsPlainGreedy(const SamplingParams& params, int num_output_tokens);
 // min_tokens masking at this step. A device runner can draw such a row where the logits are
 // (Backend::SampleRows) and return one token id instead of the row.
 bool IsPlainDraw(const SamplingParams& params, int num_output_tokens);
+
+// PenaltySubtrahend(params, n): what the presence / frequency penalties subtract from the logit
+// of a token generated n > 0 times (ApplyPenalties and BuildLogitEdits share it, so both give the
+// same float).
+float PenaltySubtrahend(const SamplingParams& params, int count);
+
+// True when SampleRow's choice is the greedy argmax (IsEditableGreedy) or the plain draw
+// (IsEditableDraw, see IsPlainDraw) of the row after the edits BuildLogitEdits lists: no
+// logprobs, no XTC. A device runner can edit such a row where it is (Backend::EditLogits) and
+// sample it there.
+bool IsEditableGreedy(const SamplingParams& params);
+bool IsEditableDraw(const SamplingParams& params);
+
+// The edits SampleRow makes to a row before the greedy choice or the temperature (logit_bias,
+// penalties, min_tokens masking of EOS and stop ids), one per token, in token order, with
+// LogitEdit::row 0: applying them (ApplyLogitEdit) gives the same floats as SampleRow's steps.
+// False (and no use of `edits`) when an id is out of [0, vocab_size) or logit_bias lists one id
+// twice: such a row stays with the host sampler.
+bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits);
 
 class Sampler {
  public:

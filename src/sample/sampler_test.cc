@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -325,6 +327,95 @@ TEST(SamplerTest, PlainGreedyAndPlainDrawPredicates) {
     EXPECT_EQ(IsPlainGreedy(p, c.num_output), c.greedy) << c.name;
     EXPECT_EQ(IsPlainDraw(p, c.num_output), c.draw) << c.name;
   }
+}
+
+// BuildLogitEdits + ApplyLogitEdit reproduce SampleRow's edits exactly: the edited row equals
+// ApplyLogitBias, ApplyPenalties and the min_tokens masking bit for bit, and SampleRow's token for
+// the raw row is the greedy choice / plain draw of the edited row (what a device runner takes).
+TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
+  constexpr int kVocab = 257;
+  const Tokens eos = {3, 250, 3};  // a duplicate, as configs can list
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-6.0f, 6.0f);
+  Sampler sampler(kVocab);
+  int edited_rows = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    SamplingParams p;
+    p.temperature = trial % 3 == 0 ? 0.0f : 0.7f;
+    p.top_k = trial % 5 == 1 ? 20 : 0;
+    p.top_p = trial % 7 == 2 ? 0.8f : 1.0f;
+    p.seed = static_cast<uint64_t>(trial);
+    if (trial % 2 == 0) p.logit_bias = {{5, 2.5f}, {3, -1.0f}, {256, 100.0f}, {17, -100.0f}};
+    if (trial % 3 != 1) p.repetition_penalty = trial % 4 == 0 ? 1.3f : 0.8f;
+    if (trial % 5 != 2) p.presence_penalty = 0.5f;
+    if (trial % 4 != 3) p.frequency_penalty = trial % 2 == 0 ? -0.75f : 1.25f;
+    if (trial % 6 == 0) {
+      p.min_tokens = 4;
+      p.stop_token_ids = {17, 250};
+      p.ignore_eos = trial % 12 == 0;
+    }
+    Tokens prompt, output;
+    for (int i = 0; i < 30; ++i) prompt.push_back(static_cast<TokenId>(rng() % 40));
+    const int num_output = static_cast<int>(rng() % 8);
+    for (int i = 0; i < num_output; ++i) output.push_back(static_cast<TokenId>(rng() % 60));
+    std::vector<float> raw(kVocab);
+    for (float& l : raw) l = uni(rng);
+    raw[0] = 0.0f;
+    raw[1] = -0.0f;
+    raw[9] = -std::numeric_limits<float>::infinity();
+    const SampleContext ctx{&p, prompt, output, static_cast<uint64_t>(trial), eos};
+
+    std::vector<LogitEdit> edits;
+    ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &edits)) << trial;
+    for (size_t i = 1; i < edits.size(); ++i) ASSERT_LT(edits[i - 1].token, edits[i].token);
+    std::vector<float> edited = raw;
+    for (const LogitEdit& e : edits) edited[e.token] = ApplyLogitEdit(e, edited[e.token]);
+
+    std::vector<float> want = raw;
+    ApplyLogitBias(p, want);
+    ApplyPenalties(p, prompt, output, want);
+    if (num_output < p.min_tokens) {
+      if (!p.ignore_eos) {
+        for (TokenId id : eos) want[id] = -std::numeric_limits<float>::infinity();
+      }
+      for (TokenId id : p.stop_token_ids) want[id] = -std::numeric_limits<float>::infinity();
+    }
+    ASSERT_EQ(std::memcmp(edited.data(), want.data(), sizeof(float) * kVocab), 0) << trial;
+
+    ASSERT_TRUE(IsEditableGreedy(p) || IsEditableDraw(p)) << trial;
+    SamplingParams plain = p;  // the row's parameters once the edits are applied
+    plain.logit_bias.clear();
+    plain.repetition_penalty = 1.0f;
+    plain.presence_penalty = plain.frequency_penalty = 0.0f;
+    plain.min_tokens = 0;
+    ASSERT_TRUE(IsPlainGreedy(plain, num_output) || IsPlainDraw(plain, num_output)) << trial;
+    std::vector<float> a = raw, b = edited;
+    auto from_raw = sampler.SampleRow(a, ctx);
+    const SampleContext plain_ctx{&plain, prompt, output, static_cast<uint64_t>(trial), eos};
+    auto from_edited = sampler.SampleRow(b, plain_ctx);
+    ASSERT_TRUE(from_raw.ok() && from_edited.ok()) << trial;
+    EXPECT_EQ(from_raw->token, from_edited->token) << trial;
+    edited_rows += edits.empty() ? 0 : 1;
+  }
+  EXPECT_GT(edited_rows, 300);
+}
+
+TEST(SamplerTest, LogitEditsRefuseWhatTheHostMustDo) {
+  SamplingParams p;
+  const Tokens none;
+  std::vector<LogitEdit> edits;
+  p.logit_bias = {{4, 1.0f}, {4, 2.0f}};  // listed twice: the host adds both
+  EXPECT_FALSE(BuildLogitEdits(SampleContext{&p, none, none, 0, none}, 10, &edits));
+  p.logit_bias = {{10, 1.0f}};
+  EXPECT_FALSE(BuildLogitEdits(SampleContext{&p, none, none, 0, none}, 10, &edits));
+  p.logit_bias.clear();
+  EXPECT_TRUE(BuildLogitEdits(SampleContext{&p, none, none, 0, none}, 10, &edits));
+  EXPECT_TRUE(edits.empty());
+  p.num_logprobs = 0;  // logprobs need the raw row: never edited on the device
+  EXPECT_FALSE(IsEditableGreedy(p) || IsEditableDraw(p));
+  p.num_logprobs = -1;
+  p.xtc_probability = 0.5f;
+  EXPECT_FALSE(IsEditableDraw(p));
 }
 
 // FNV-1a over the bytes of `v`.

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/logit_edits.cuh"
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
@@ -686,6 +687,30 @@ void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
       scratch_bytes > 0 ? allocator_->NewBuffer(scratch_bytes) : nullptr;
   cuda::LaunchArgmaxRows(x.data(), x.dtype(), x.rows(), x.cols(), num_sms_,
                          scratch != nullptr ? scratch->data() : nullptr, out.data_as<int32_t>(),
+                         stream());
+}
+
+void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) {
+  LOOM_PROFILE_OP("edit_logits x" + std::to_string(edits.size()),
+                  static_cast<int64_t>(edits.size() * sizeof(LogitEdit)));
+  CheckDevice(x, "EditLogits", "x");
+  CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "EditLogits: x " << Describe(x);
+  const int64_t n = static_cast<int64_t>(edits.size());
+  if (n == 0) return;
+  static_assert(sizeof(LogitEdit) % sizeof(int32_t) == 0);
+  Tensor host =
+      HostTensor(DType::kI32, Shape{n * static_cast<int64_t>(sizeof(LogitEdit) / sizeof(int32_t))});
+  auto* dst = static_cast<LogitEdit*>(host.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const LogitEdit& e = edits[static_cast<size_t>(i)];
+    CHECK(e.row >= 0 && e.row < x.rows() && e.token >= 0 && e.token < x.cols())
+        << "EditLogits: row " << e.row << " token " << e.token << " of " << Describe(x);
+    dst[i] = e;
+  }
+  // Freed right after the enqueue (as SampleRows' tasks): reused only by later work on this
+  // stream.
+  const Tensor dev = Upload(host);
+  cuda::LaunchEditLogits(x.data_as<float>(), x.cols(), static_cast<const LogitEdit*>(dev.data()), n,
                          stream());
 }
 
