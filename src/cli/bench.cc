@@ -33,6 +33,8 @@ struct BenchFlags {
   float temperature = 0.0f;
   float top_p = 1.0f;
   int top_k = 0;
+  float frequency_penalty = 0.0f;   // decode-run penalties (0 / 1 = off): rows a device runner
+  float repetition_penalty = 1.0f;  // edits before sampling them (Backend::EditLogits)
 };
 
 template <typename T>
@@ -91,6 +93,8 @@ void RunBench(const BenchFlags& f) {
         reqs[i].params.temperature = f.temperature;
         reqs[i].params.top_p = f.top_p;
         reqs[i].params.top_k = f.top_k;
+        reqs[i].params.frequency_penalty = f.frequency_penalty;
+        reqs[i].params.repetition_penalty = f.repetition_penalty;
         reqs[i].params.seed = static_cast<uint64_t>(rep * 1000) + i;  // same draws run to run
       }
       return reqs;
@@ -162,12 +166,14 @@ void RunBench(const BenchFlags& f) {
         "\"gen_tokens\":%d,\"concurrency\":%d,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
         "\"output_tok_s\":%.2f,"
         "\"peak_rss_mb\":%.1f,\"weights_mb\":%.1f,\"decode_step_ms\":%.4f,"
-        "\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,"
+        "\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,\"frequency_penalty\":%g,"
+        "\"repetition_penalty\":%g,"
         "\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%zu,\"kv_pool_blocks\":%d,\"block_size\":%d,"
         "\"kv_pool_tokens\":%lld,\"kv_pool_mb\":%.1f",
         s.model_path.c_str(), std::string(DTypeName(s.model->weights().dtype)).c_str(),
         s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, best_prefill,
-        best_decode, best_output, rss_mb, weights_mb, step_ms, f.temperature, f.top_p, f.top_k, kv_dtype.c_str(), s.kv_bytes_per_token,
+        best_decode, best_output, rss_mb, weights_mb, step_ms, f.temperature, f.top_p, f.top_k, f.frequency_penalty,
+        f.repetition_penalty, kv_dtype.c_str(), s.kv_bytes_per_token,
         s.num_kv_blocks, block_size, pool_tokens, pool_mb);
     if (f.overhead) {
       std::printf(",\"step_ms_model\":%.4f,\"step_ms_noop\":%.4f,\"overhead_pct\":%.2f", step_ms,
@@ -193,6 +199,12 @@ void RunBench(const BenchFlags& f) {
       std::snprintf(buf, sizeof(buf), "temperature %g, top_p %g, top_k %d", f.temperature, f.top_p,
                     f.top_k);
       sampling = buf;
+    }
+    if (f.frequency_penalty != 0.0f || f.repetition_penalty != 1.0f) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), ", frequency_penalty %g, repetition_penalty %g",
+                    f.frequency_penalty, f.repetition_penalty);
+      sampling += buf;
     }
     std::printf("decode     %.2f tok/s  (%d concurrent, %d tokens each, %s)\n", best_decode,
                 f.concurrency, f.gen_tokens, sampling.c_str());
@@ -251,6 +263,12 @@ void AddBenchCommand(CLI::App& root) {
   cmd->add_option("--top-p", f->top_p, "decode-run nucleus sampling mass (1 = off)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--top-k", f->top_k, "decode-run top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--frequency-penalty", f->frequency_penalty,
+                  "decode-run frequency penalty (0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--repetition-penalty", f->repetition_penalty,
+                  "decode-run repetition penalty over prompt + output (1 = off)")
+      ->check(CLI::Range(0.01, 100.0));
   cmd->add_flag("--json", f->json, "print one JSON line");
   cmd->callback([f, cmd] {
     if (f->overhead && cmd->count("--concurrency") == 0) f->concurrency = 8;

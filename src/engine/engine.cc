@@ -217,7 +217,7 @@ bool Engine::Step() {
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
     const int num_output = scheduler_->Find(seq.request_id)->num_output_tokens();
-    const Live& live = live_.at(seq.request_id);
+    Live& live = live_.at(seq.request_id);
     const SamplingParams& p = live.params;
     RowSpec& r = modes.emplace_back();
     // step: SampleRow's counter, the request's output tokens so far.
@@ -235,7 +235,11 @@ bool Engine::Step() {
       const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
                               tokens.subspan(req->num_prompt_tokens), live.seed,
                               config_.eos_token_ids};
-      if (BuildLogitEdits(ctx, vocab_size_, &r.edits)) {
+      if (p.repetition_penalty != 1.0f && !live.prompt_ids) {
+        live.prompt_ids = SortedUniqueIds(ctx.prompt);
+      }
+      const std::vector<TokenId>* prompt_ids = live.prompt_ids ? &*live.prompt_ids : nullptr;
+      if (BuildLogitEdits(ctx, vocab_size_, &r.edits, prompt_ids)) {
         r.mode = IsEditableGreedy(p) ? RowSampling::kGreedy : RowSampling::kDraw;
         if (r.mode == RowSampling::kDraw) r.draw = draw;
       } else {

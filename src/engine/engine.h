@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -110,6 +111,9 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
+    // SortedUniqueIds of the prompt, kept for the repetition penalty's device edits (built on
+    // the first step that needs it).
+    std::optional<std::vector<TokenId>> prompt_ids;
   };
   struct Submission {
     RequestId id;

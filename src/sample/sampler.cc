@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
-#include <map>
 #include <unordered_map>
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -110,56 +110,86 @@ bool IsEditableDraw(const SamplingParams& params) {
          params.num_logprobs < 0;
 }
 
-bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits) {
+std::vector<TokenId> SortedUniqueIds(std::span<const TokenId> ids) {
+  std::vector<TokenId> out(ids.begin(), ids.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits,
+                     const std::vector<TokenId>* prompt_ids) {
   const SamplingParams& p = *ctx.params;
   edits->clear();
-  std::map<TokenId, LogitEdit> by_token;  // one edit per token, each step's part merged in
-  auto at = [&](TokenId id) -> LogitEdit* {
-    if (id < 0 || id >= vocab_size) return nullptr;
-    LogitEdit& e = by_token[id];
-    e.token = id;
-    return &e;
-  };
-  for (const auto& [id, bias] : p.logit_bias) {
-    LogitEdit* e = at(id);
-    if (e == nullptr || (e->ops & LogitEdit::kBias)) return false;  // unvalidated, or listed twice
-    e->ops |= LogitEdit::kBias;
-    e->bias = bias;
+  auto valid = [&](TokenId id) { return id >= 0 && id < vocab_size; };
+  // Each step's tokens as a sorted list, then one merge: a row's edits are built once a step for
+  // every row of a batch, on the engine thread, so no maps.
+  std::vector<std::pair<TokenId, float>> bias(p.logit_bias.begin(), p.logit_bias.end());
+  std::sort(bias.begin(), bias.end());
+  for (size_t i = 0; i < bias.size(); ++i) {
+    if (!valid(bias[i].first) || (i > 0 && bias[i].first == bias[i - 1].first)) return false;
   }
+  std::vector<TokenId> output(ctx.output.begin(), ctx.output.end());  // sorted, with repeats
+  std::sort(output.begin(), output.end());
+  if (!output.empty() && (!valid(output.front()) || !valid(output.back()))) return false;
+  std::vector<TokenId> seen;  // repetition penalty: prompt and output ids
   if (p.repetition_penalty != 1.0f) {
-    for (std::span<const TokenId> part : {ctx.prompt, ctx.output}) {
-      for (TokenId id : part) {
-        LogitEdit* e = at(id);
-        if (e == nullptr) return false;
-        e->ops |= LogitEdit::kRepetition;
-        e->repetition = p.repetition_penalty;
-      }
+    std::vector<TokenId> computed;
+    if (prompt_ids == nullptr) {
+      computed = SortedUniqueIds(ctx.prompt);
+      prompt_ids = &computed;
     }
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    std::map<TokenId, int> counts;
-    for (TokenId id : ctx.output) ++counts[id];
-    for (const auto& [id, n] : counts) {
-      LogitEdit* e = at(id);
-      if (e == nullptr) return false;
-      e->ops |= LogitEdit::kSubtract;
-      e->subtract = PenaltySubtrahend(p, n);
+    if (!prompt_ids->empty() && (!valid(prompt_ids->front()) || !valid(prompt_ids->back()))) {
+      return false;
     }
+    std::set_union(prompt_ids->begin(), prompt_ids->end(), output.begin(), output.end(),
+                   std::back_inserter(seen));
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
   }
+  const bool counts = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  std::vector<TokenId> masked;
   if (static_cast<int>(ctx.output.size()) < p.min_tokens) {
     if (!p.ignore_eos) {
       for (TokenId id : ctx.eos_token_ids) {
-        if (id >= 0 && id < vocab_size) at(id)->ops |= LogitEdit::kMask;
+        if (valid(id)) masked.push_back(id);
       }
     }
     for (TokenId id : p.stop_token_ids) {
-      LogitEdit* e = at(id);
-      if (e == nullptr) return false;
-      e->ops |= LogitEdit::kMask;
+      if (!valid(id)) return false;
+      masked.push_back(id);
+    }
+    masked = SortedUniqueIds(masked);
+  }
+  size_t ib = 0, is = 0, io = counts ? 0 : output.size(), im = 0;
+  while (true) {
+    TokenId t = vocab_size;
+    if (ib < bias.size()) t = std::min(t, bias[ib].first);
+    if (is < seen.size()) t = std::min(t, seen[is]);
+    if (io < output.size()) t = std::min(t, output[io]);
+    if (im < masked.size()) t = std::min(t, masked[im]);
+    if (t == vocab_size) break;
+    LogitEdit& e = edits->emplace_back();
+    e.token = t;
+    if (ib < bias.size() && bias[ib].first == t) {
+      e.ops |= LogitEdit::kBias;
+      e.bias = bias[ib++].second;
+    }
+    if (is < seen.size() && seen[is] == t) {
+      e.ops |= LogitEdit::kRepetition;
+      e.repetition = p.repetition_penalty;
+      ++is;
+    }
+    if (io < output.size() && output[io] == t) {
+      int n = 0;
+      for (; io < output.size() && output[io] == t; ++io) ++n;
+      e.ops |= LogitEdit::kSubtract;
+      e.subtract = PenaltySubtrahend(p, n);
+    }
+    if (im < masked.size() && masked[im] == t) {
+      e.ops |= LogitEdit::kMask;
+      ++im;
     }
   }
-  edits->reserve(by_token.size());
-  for (const auto& [id, e] : by_token) edits->push_back(e);
   return true;
 }
 

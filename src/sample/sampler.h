@@ -84,8 +84,12 @@ bool IsEditableDraw(const SamplingParams& params);
 // penalties, min_tokens masking of EOS and stop ids), one per token, in token order, with
 // LogitEdit::row 0: applying them (ApplyLogitEdit) gives the same floats as SampleRow's steps.
 // False (and no use of `edits`) when an id is out of [0, vocab_size) or logit_bias lists one id
-// twice: such a row stays with the host sampler.
-bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits);
+// twice: such a row stays with the host sampler. `prompt_ids`: SortedUniqueIds(ctx.prompt) when
+// the caller keeps it across steps (the repetition penalty's prompt part), else null.
+bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits,
+                     const std::vector<TokenId>* prompt_ids = nullptr);
+// The ids of `ids`, sorted, each once.
+std::vector<TokenId> SortedUniqueIds(std::span<const TokenId> ids);
 
 class Sampler {
  public:

@@ -368,6 +368,11 @@ TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
     std::vector<LogitEdit> edits;
     ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &edits)) << trial;
     for (size_t i = 1; i < edits.size(); ++i) ASSERT_LT(edits[i - 1].token, edits[i].token);
+    std::vector<LogitEdit> kept;  // with the prompt's id set kept across steps: the same edits
+    const std::vector<TokenId> prompt_ids = SortedUniqueIds(prompt);
+    ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &kept, &prompt_ids)) << trial;
+    ASSERT_EQ(kept.size(), edits.size()) << trial;
+    ASSERT_EQ(std::memcmp(kept.data(), edits.data(), edits.size() * sizeof(LogitEdit)), 0) << trial;
     std::vector<float> edited = raw;
     for (const LogitEdit& e : edits) edited[e.token] = ApplyLogitEdit(e, edited[e.token]);
 
