@@ -91,8 +91,9 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                 "CPU: bf16 weights meet activations rounded to bf16 (AVX512-BF16 dot products; "
                 "faster batched decode, numerics no longer exact against the f32 reference)");
   app->add_flag("!--no-device-sampling", device_sampling,
-                "CUDA: copy every sampled row's logits to the host, greedy rows and plain "
-                "temperature/top-k/top-p/min-p draws too (A/B, debug)");
+                "CUDA: copy every sampled row's logits to the host, greedy rows and "
+                "temperature/top-k/top-p/min-p draws (with or without penalties / logit_bias) "
+                "too (A/B, debug)");
 }
 
 
