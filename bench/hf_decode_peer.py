@@ -8,6 +8,12 @@ tok/s = batch * (gen - 1) / (time of the full generate - time of a 1-token gener
 prefill). Static KV cache (cache_implementation="static"); with --compile the forward runs under
 torch.compile(mode="reduce-overhead") (CUDA graphs), else eager.
 
+--compile does not run with transformers 5.17 / torch 2.11 on the H200 (2026-11-30, 1B and 8B):
+generate's StaticCache updates mutate tensors inside the captured graph ("accessing tensor output
+of CUDAGraphs that has been overwritten"); calling torch.compiler.cudagraph_mark_step_begin()
+before each forward instead makes inductor skip CUDA graphs (the cache's in-place
+cumulative_length.add_) and the process then crashed (SIGSEGV). The peer figures are eager.
+
   python3 bench/hf_decode_peer.py bench/configs/llama-3.2-1b.json --batch 1 [--compile]
 """
 import argparse
