@@ -235,15 +235,11 @@ bool Engine::Step() {
       const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
                               tokens.subspan(req->num_prompt_tokens), live.seed,
                               config_.eos_token_ids};
-      if (p.repetition_penalty != 1.0f && !live.prompt_ids) {
-        live.prompt_ids = SortedUniqueIds(ctx.prompt);
-      }
-      const std::vector<TokenId>* prompt_ids = live.prompt_ids ? &*live.prompt_ids : nullptr;
       // A row whose edits outgrow a slice of its logits (the repetition penalty over a long
       // prompt of many distinct ids) is cheaper on the host: the edit list is built on this
       // thread and uploaded, the host rows are sampled by the sampling pool.
       const size_t max_edits = std::max<size_t>(1024, static_cast<size_t>(vocab_size_) / 32);
-      if (BuildLogitEdits(ctx, vocab_size_, &r.edits, prompt_ids) && r.edits.size() <= max_edits) {
+      if (live.edit_cache.Build(ctx, vocab_size_, &r.edits) && r.edits.size() <= max_edits) {
         r.mode = IsEditableGreedy(p) ? RowSampling::kGreedy : RowSampling::kDraw;
         if (r.mode == RowSampling::kDraw) r.draw = draw;
       } else {

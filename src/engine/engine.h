@@ -111,9 +111,8 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
-    // SortedUniqueIds of the prompt, kept for the repetition penalty's device edits (built on
-    // the first step that needs it).
-    std::optional<std::vector<TokenId>> prompt_ids;
+    // The device logit edits of this request's rows, updated step by step.
+    LogitEditCache edit_cache;
   };
   struct Submission {
     RequestId id;

@@ -193,6 +193,71 @@ bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<Logit
   return true;
 }
 
+bool LogitEditCache::Rebuild(const SampleContext& ctx, int vocab_size) {
+  const SamplingParams& p = *ctx.params;
+  if (p.repetition_penalty != 1.0f && !have_prompt_ids_) {
+    prompt_ids_ = SortedUniqueIds(ctx.prompt);
+    have_prompt_ids_ = true;
+  }
+  outputs_ = -1;
+  ++rebuilds_;
+  if (!BuildLogitEdits(ctx, vocab_size, &edits_, have_prompt_ids_ ? &prompt_ids_ : nullptr)) {
+    return false;
+  }
+  counts_.assign(edits_.size(), 0);
+  for (TokenId t : ctx.output) {
+    const auto it = std::lower_bound(edits_.begin(), edits_.end(), t,
+                                     [](const LogitEdit& e, TokenId id) { return e.token < id; });
+    if (it != edits_.end() && it->token == t) ++counts_[static_cast<size_t>(it - edits_.begin())];
+  }
+  outputs_ = static_cast<int64_t>(ctx.output.size());
+  masked_ = static_cast<int>(ctx.output.size()) < p.min_tokens;
+  return true;
+}
+
+bool LogitEditCache::Build(const SampleContext& ctx, int vocab_size,
+                           std::vector<LogitEdit>* edits) {
+  const SamplingParams& p = *ctx.params;
+  const int64_t n = static_cast<int64_t>(ctx.output.size());
+  const bool masked = n < p.min_tokens;
+  const bool reuse = outputs_ >= 0 && masked == masked_ && (n == outputs_ || n == outputs_ + 1);
+  if (!reuse) {
+    if (!Rebuild(ctx, vocab_size)) return false;
+  } else if (n == outputs_ + 1) {  // one new token: its edit, and nothing else, changes
+    const TokenId t = ctx.output.back();
+    if (t < 0 || t >= vocab_size) {
+      outputs_ = -1;
+      return false;
+    }
+    const bool repetition = p.repetition_penalty != 1.0f;
+    const bool counted = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+    if (repetition || counted) {
+      auto it = std::lower_bound(edits_.begin(), edits_.end(), t,
+                                 [](const LogitEdit& e, TokenId id) { return e.token < id; });
+      size_t i = static_cast<size_t>(it - edits_.begin());
+      if (it == edits_.end() || it->token != t) {
+        LogitEdit e;
+        e.token = t;
+        edits_.insert(it, e);
+        counts_.insert(counts_.begin() + static_cast<std::ptrdiff_t>(i), 0);
+      }
+      LogitEdit& e = edits_[i];
+      ++counts_[i];
+      if (repetition) {
+        e.ops |= LogitEdit::kRepetition;
+        e.repetition = p.repetition_penalty;
+      }
+      if (counted) {
+        e.ops |= LogitEdit::kSubtract;
+        e.subtract = PenaltySubtrahend(p, counts_[i]);
+      }
+    }
+    outputs_ = n;
+  }
+  *edits = edits_;
+  return true;
+}
+
 bool IsPlainDraw(const SamplingParams& params, int num_output_tokens) {
   return !params.greedy() && params.temperature > 0.0f && params.xtc_probability == 0.0f &&
          UnmodifiedRow(params, num_output_tokens);

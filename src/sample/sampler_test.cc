@@ -405,6 +405,50 @@ TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
   EXPECT_GT(edited_rows, 300);
 }
 
+// LogitEditCache, fed one request's steps (one new output token each, now and then none, and the
+// min_tokens masking switching off on the way), gives exactly BuildLogitEdits' list every step.
+TEST(SamplerTest, LogitEditCacheFollowsBuildLogitEdits) {
+  constexpr int kVocab = 300;
+  const Tokens eos = {7, 299};
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    SamplingParams p;
+    if (trial % 3 == 0) p.logit_bias = {{4, 1.5f}, {9, -3.0f}};
+    if (trial % 4 != 1) p.repetition_penalty = 1.25f;
+    if (trial % 5 != 2) p.presence_penalty = 0.25f;
+    if (trial % 2 == 0) p.frequency_penalty = 0.5f;
+    if (trial % 6 == 3) {
+      p.min_tokens = 5;
+      p.stop_token_ids = {9, 12};
+    }
+    Tokens prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back(static_cast<TokenId>(rng() % 80));
+    Tokens output;
+    LogitEditCache cache;
+    for (int step = 0; step < 30; ++step) {
+      if (rng() % 5 != 0) output.push_back(static_cast<TokenId>(rng() % 100));  // else: no token
+      const SampleContext ctx{&p, prompt, output, 0, eos};
+      std::vector<LogitEdit> want, got;
+      ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &want));
+      ASSERT_TRUE(cache.Build(ctx, kVocab, &got));
+      ASSERT_EQ(got.size(), want.size()) << trial << " step " << step;
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(LogitEdit)), 0)
+          << trial << " step " << step;
+    }
+    // Built once, and once more where min_tokens masking switched off: the other steps updated.
+    EXPECT_EQ(cache.rebuilds(), p.min_tokens > 0 ? 2 : 1) << trial;
+  }
+  // An out-of-vocabulary new token: refused, as BuildLogitEdits refuses it.
+  SamplingParams p;
+  p.frequency_penalty = 1.0f;
+  LogitEditCache cache;
+  std::vector<LogitEdit> edits;
+  Tokens output = {1};
+  ASSERT_TRUE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10, &edits));
+  output.push_back(10);
+  EXPECT_FALSE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10, &edits));
+}
+
 TEST(SamplerTest, LogitEditsRefuseWhatTheHostMustDo) {
   SamplingParams p;
   const Tokens none;
