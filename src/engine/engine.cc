@@ -216,7 +216,8 @@ bool Engine::Step() {
   const bool edits_on_device = runner_->edits_rows_on_device();
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
-    const int num_output = scheduler_->Find(seq.request_id)->num_output_tokens();
+    const SchedRequest* req = scheduler_->Find(seq.request_id);
+    const int num_output = req->num_output_tokens();
     Live& live = live_.at(seq.request_id);
     const SamplingParams& p = live.params;
     RowSpec& r = modes.emplace_back();
@@ -230,7 +231,6 @@ bool Engine::Step() {
       r.draw = draw;
     } else if (edits_on_device && (IsEditableGreedy(p) || IsEditableDraw(p))) {
       // logit_bias, penalties or min_tokens masking: edited on the device, then sampled there.
-      const SchedRequest* req = scheduler_->Find(seq.request_id);
       const std::span<const TokenId> tokens = req->tokens;
       const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
                               tokens.subspan(req->num_prompt_tokens), live.seed,
@@ -239,11 +239,11 @@ bool Engine::Step() {
       // prompt of many distinct ids) is cheaper on the host: the edit list is built on this
       // thread and uploaded, the host rows are sampled by the sampling pool.
       const size_t max_edits = std::max<size_t>(1024, static_cast<size_t>(vocab_size_) / 32);
-      if (live.edit_cache.Build(ctx, vocab_size_, &r.edits) && r.edits.size() <= max_edits) {
+      if (live.edit_cache.Build(ctx, vocab_size_) &&
+          live.edit_cache.edits().size() <= max_edits) {
+        r.edits = live.edit_cache.edits();
         r.mode = IsEditableGreedy(p) ? RowSampling::kGreedy : RowSampling::kDraw;
         if (r.mode == RowSampling::kDraw) r.draw = draw;
-      } else {
-        r.edits.clear();
       }
     }
   }

@@ -101,15 +101,12 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
 
   // Rows sampled where the logits are: one i32 each comes back, all in one copy of
   //   ids = [ argmax of logits rows 0 .. argmax_rows | the draws, in plan order ].
-  // A row with logit edits is sampled here only if the backend applies them first.
-  auto editable = [&](size_t k) { return rows[k].edits.empty() || be->has_edit_logits(); };
+  // (Rows come with logit edits only when edits_rows_on_device(): the backend applies them.)
   auto greedy_here = [&](size_t k) {
-    return device_sampling_ && rows[k].mode == RowSampling::kGreedy && be->has_argmax_rows() &&
-           editable(k);
+    return device_sampling_ && rows[k].mode == RowSampling::kGreedy && be->has_argmax_rows();
   };
   auto draw_here = [&](size_t k) {
-    return device_sampling_ && rows[k].mode == RowSampling::kDraw && be->has_sample_rows(vocab) &&
-           editable(k);
+    return device_sampling_ && rows[k].mode == RowSampling::kDraw && be->has_sample_rows(vocab);
   };
   int64_t argmax_rows = 0;  // rows [0, argmax_rows) of `logits` cover every greedy row
   std::vector<int32_t> draw_rows;

@@ -28,8 +28,9 @@ struct RowSpec {
   DrawParams draw;  // kDraw only
   // kGreedy / kDraw: the row's logit_bias, penalties and min_tokens masking
   // (BuildLogitEdits in sample/sampler.h; LogitEdit::row unused), applied before the argmax or
-  // the draw. Only from the engine when the runner says edits_rows_on_device().
-  std::vector<LogitEdit> edits;
+  // the draw. Only from the engine when the runner says edits_rows_on_device(); points into the
+  // engine's per-request LogitEditCache, valid for the ExecuteAndSample call.
+  std::span<const LogitEdit> edits;
 };
 
 // StepOutput::tokens entries that are not token ids.

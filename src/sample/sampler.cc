@@ -215,8 +215,7 @@ bool LogitEditCache::Rebuild(const SampleContext& ctx, int vocab_size) {
   return true;
 }
 
-bool LogitEditCache::Build(const SampleContext& ctx, int vocab_size,
-                           std::vector<LogitEdit>* edits) {
+bool LogitEditCache::Build(const SampleContext& ctx, int vocab_size) {
   const SamplingParams& p = *ctx.params;
   const int64_t n = static_cast<int64_t>(ctx.output.size());
   const bool masked = n < p.min_tokens;
@@ -254,7 +253,6 @@ bool LogitEditCache::Build(const SampleContext& ctx, int vocab_size,
     }
     outputs_ = n;
   }
-  *edits = edits_;
   return true;
 }
 

@@ -99,7 +99,9 @@ std::vector<TokenId> SortedUniqueIds(std::span<const TokenId> ids);
 // BuildLogitEdits. One per request; the request's SamplingParams must not change.
 class LogitEditCache {
  public:
-  bool Build(const SampleContext& ctx, int vocab_size, std::vector<LogitEdit>* edits);
+  bool Build(const SampleContext& ctx, int vocab_size);
+  // The edits of the last Build that returned true (valid until the next Build).
+  const std::vector<LogitEdit>& edits() const { return edits_; }
   // Full rebuilds so far (the first call, masking switching off, gaps): tests.
   int64_t rebuilds() const { return rebuilds_; }
 

@@ -428,9 +428,10 @@ TEST(SamplerTest, LogitEditCacheFollowsBuildLogitEdits) {
     for (int step = 0; step < 30; ++step) {
       if (rng() % 5 != 0) output.push_back(static_cast<TokenId>(rng() % 100));  // else: no token
       const SampleContext ctx{&p, prompt, output, 0, eos};
-      std::vector<LogitEdit> want, got;
+      std::vector<LogitEdit> want;
       ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &want));
-      ASSERT_TRUE(cache.Build(ctx, kVocab, &got));
+      ASSERT_TRUE(cache.Build(ctx, kVocab));
+      const std::vector<LogitEdit>& got = cache.edits();
       ASSERT_EQ(got.size(), want.size()) << trial << " step " << step;
       ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(LogitEdit)), 0)
           << trial << " step " << step;
@@ -442,11 +443,10 @@ TEST(SamplerTest, LogitEditCacheFollowsBuildLogitEdits) {
   SamplingParams p;
   p.frequency_penalty = 1.0f;
   LogitEditCache cache;
-  std::vector<LogitEdit> edits;
   Tokens output = {1};
-  ASSERT_TRUE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10, &edits));
+  ASSERT_TRUE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10));
   output.push_back(10);
-  EXPECT_FALSE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10, &edits));
+  EXPECT_FALSE(cache.Build(SampleContext{&p, {}, output, 0, {}}, 10));
 }
 
 TEST(SamplerTest, LogitEditsRefuseWhatTheHostMustDo) {
