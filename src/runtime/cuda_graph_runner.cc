@@ -40,6 +40,8 @@ Tensor UploadIota(CudaBackend* be, int64_t n) {
 struct CudaGraphRunner::Graph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  // The graph ends with the argmax and the advance of its inputs (InGraphTail).
+  bool tail = false;
   ~Graph() {
     if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
@@ -73,6 +75,7 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
   staged_ = std::make_unique<cuda::CudaEvent>();
   lookahead_max_rows_ = EnvInt("LOOM_GRAPH_LOOKAHEAD", options.lookahead_max_rows);
+  in_graph_tail_ = EnvInt("LOOM_GRAPH_TAIL", 1) != 0 && backend_->has_argmax_rows();
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
   ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
   void* mapped = nullptr;
@@ -163,10 +166,15 @@ Status CudaGraphRunner::Capture(int B) {
   backend_->Synchronize();
 
   auto g = std::make_unique<Graph>();
+  g->tail = B == 1 && lookahead_max_rows_ >= 1 && in_graph_tail_;
   cuda::DeviceAllocator& alloc = backend_->allocator();
   alloc.BeginPrivatePool();
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  const Status st = model_.Forward(in, kv_, logits);
+  Status st = model_.Forward(in, kv_, logits);
+  if (st.ok() && g->tail) {
+    backend_->ArgmaxRows(logits.Slice(0, 1), ids_.Slice(0, 1));
+    LaunchAdvance(1);
+  }
   const cudaError_t end = cudaStreamEndCapture(stream, &g->graph);
   alloc.EndPrivatePool();
   RETURN_IF_ERROR(st);
@@ -216,6 +224,15 @@ void CudaGraphRunner::Launch(const StepPlan& plan, int B) {
   CUDA_CHECK(cudaGraphLaunch(graphs_[B]->exec, stream));
 }
 
+void CudaGraphRunner::LaunchAdvance(int n) {
+  const Layout L(bmax_, max_pages_);
+  int32_t* b = block_.data_as<int32_t>();
+  const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
+                              b + L.page_indptr, b + L.pages,     b + L.slots};
+  cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
+                                  ids_host_device_, backend_->stream());
+}
+
 bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) {
   const int n = static_cast<int>(plan.seqs.size());
   if (n == 0 || n > bmax_ || ids.size() != static_cast<size_t>(n) ||
@@ -223,7 +240,9 @@ bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t
     return false;
   }
   const cudaStream_t stream = backend_->stream();
-  backend_->ArgmaxRows(logits_.Slice(0, n), ids_.Slice(0, n));
+  // A graph with the tail already argmaxed this step and advanced its inputs (ids on the host).
+  const bool tail = graphs_[last_B_]->tail && n == 1;
+  if (!tail) backend_->ArgmaxRows(logits_.Slice(0, n), ids_.Slice(0, n));
 
   // The likely next step: every sequence one token further. Queued only when each one's next
   // position is in the last page this step already has (the input block's page lists stay as
@@ -245,15 +264,12 @@ bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t
       ahead_.pages.emplace_back(s.block_table.begin(),
                                 s.block_table.begin() + pos / block_size_ + 1);
     }
-    const Layout L(bmax_, max_pages_);
-    int32_t* b = block_.data_as<int32_t>();
-    const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
-                                b + L.page_indptr, b + L.pages,     b + L.slots};
-    cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
-                                    ids_host_device_, stream);
+    if (!tail) LaunchAdvance(n);
     ids_copied_->Record(stream);
     CUDA_CHECK(cudaGraphLaunch(graphs_[last_B_]->exec, stream));
     ++lookaheads_;
+  } else if (tail) {
+    ids_copied_->Record(stream);  // the graph's advance wrote the ids to the host
   } else {
     CUDA_CHECK(cudaMemcpyAsync(ids_host_->data(), ids_.data(), static_cast<size_t>(n) * 4,
                                cudaMemcpyDeviceToHost, stream));

@@ -33,6 +33,12 @@
 // plan that replaces it rewrites them, and a finished sequence's blocks are free (partial blocks
 // are never in the prefix cache), so nothing later reads them.
 //
+// The batch-1 graph (when lookahead is on) ends with the argmax and that advance itself, so a
+// queued step costs one graph launch instead of three kernels and a launch between replays
+// (LOOM_GRAPH_TAIL=0: they run after the graph, as for larger batches). Its advance runs on every
+// replay, also when no step is queued; any launch that is not the queued step restages the whole
+// input block first, and at a block boundary the advanced slot is -1 (nothing is written).
+//
 // Capture is lazy: the first decode step of each padded size runs the forward once eagerly on
 // padding-only inputs (primes cuBLASLt plans and kernel attributes), then captures and
 // instantiates. Logits of padded rows are computed and dropped.
@@ -98,6 +104,8 @@ class CudaGraphRunner final : public StepAccelerator {
   ForwardInput InputsFor(int B) const;
   // Stages `plan` (padded to B) and queues its copy to the device and its graph.
   void Launch(const StepPlan& plan, int B);
+  // The lookahead's advance of rows [0, n) of the input block by ids_ (decode_inputs.cuh).
+  void LaunchAdvance(int n);
   // Whether `plan` is exactly the queued lookahead step.
   bool IsLookahead(const StepPlan& plan, int B) const;
 
@@ -129,6 +137,7 @@ class CudaGraphRunner final : public StepAccelerator {
   std::map<int, std::unique_ptr<Graph>> graphs_;
   int64_t replays_ = 0;
   int lookahead_max_rows_ = 1;
+  bool in_graph_tail_ = true;  // the batch-1 graph ends with argmax + advance (LOOM_GRAPH_TAIL)
   int last_B_ = 0;  // the padded size of the last replay
   Tensor ids_;      // i32 [bmax]: the last step's argmax
   std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;  // i32 [bmax]

@@ -18,7 +18,10 @@ __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInput
   in.tokens[i] = id;
   in.positions[i] = p;
   in.kv_len[i] = p + 1;
-  in.slots[i] = in.pages[in.page_indptr[i] + p / block_size] * block_size + p % block_size;
+  const int32_t page = p / block_size, first = in.page_indptr[i];
+  in.slots[i] = page < in.page_indptr[i + 1] - first
+                    ? in.pages[first + page] * block_size + p % block_size
+                    : -1;  // a block boundary: the runner restages before such a step
   host_ids[i] = id;
 }
 

@@ -2,7 +2,7 @@
 // for rows i < n, one token further in the same pages,
 //   tokens[i] = ids[i];  positions[i] += 1;  kv_len[i] += 1;
 //   slots[i] = pages[page_indptr[i] + p / block_size] * block_size + p % block_size  (p the new
-//   position; its page must already be in row i's page list),
+//   position; -1 when its page is not in row i's page list yet: such inputs are never replayed),
 // and ids[i] to host_ids (page-locked host memory the device can write, read by the host after
 // the stream reaches this kernel). Replaces a copy of the ids to the host and the next step's
 // staged upload: two transfers and their latency between two replays.
