@@ -121,7 +121,8 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
   const int64_t num_draws = static_cast<int64_t>(draws.size());
   // The edits of the rows sampled here (bias, penalties, min_tokens masking), in one launch
   // before the argmax and the draws.
-  std::vector<LogitEdit> edits;
+  std::vector<LogitEdit>& edits = edits_;
+  edits.clear();
   for (size_t k = 0; k < n; ++k) {
     if (rows[k].edits.empty() || !(greedy_here(k) || draw_here(k))) continue;
     for (LogitEdit e : rows[k].edits) {

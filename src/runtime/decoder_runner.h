@@ -93,6 +93,7 @@ class DecoderRunner final : public ModelRunner {
   const ActivationSink* sink_ = nullptr;
   std::unique_ptr<StepAccelerator> accelerator_;
   std::shared_ptr<Buffer> staging_;  // host, AllocHostStaging: the returned logits
+  std::vector<LogitEdit> edits_;     // Emit's edits of the step, kept to reuse its allocation
   bool device_sampling_ = true;
   int64_t rows_sampled_on_device_ = 0;
 };

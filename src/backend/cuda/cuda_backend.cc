@@ -698,9 +698,17 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   const int64_t n = static_cast<int64_t>(edits.size());
   if (n == 0) return;
   static_assert(sizeof(LogitEdit) % sizeof(int32_t) == 0);
-  Tensor host =
-      HostTensor(DType::kI32, Shape{n * static_cast<int64_t>(sizeof(LogitEdit) / sizeof(int32_t))});
-  auto* dst = static_cast<LogitEdit*>(host.data());
+  const size_t bytes = static_cast<size_t>(n) * sizeof(LogitEdit);
+  // Page-locked staging, so the copy is one asynchronous DMA (a pageable source is staged by the
+  // driver first); the previous call's copy out of it has finished long before (every step
+  // waits for its ids), the event makes sure.
+  if (edit_staged_ == nullptr) edit_staged_ = std::make_unique<cuda::CudaEvent>();
+  else edit_staged_->Synchronize();
+  if (edit_staging_ == nullptr || edit_staging_->size() < bytes) {
+    const size_t grown = edit_staging_ == nullptr ? 0 : 2 * edit_staging_->size();
+    edit_staging_ = std::make_unique<cuda::PinnedHostBuffer>(std::max(bytes, grown));
+  }
+  auto* dst = static_cast<LogitEdit*>(edit_staging_->data());
   for (int64_t i = 0; i < n; ++i) {
     const LogitEdit& e = edits[static_cast<size_t>(i)];
     CHECK(e.row >= 0 && e.row < x.rows() && e.token >= 0 && e.token < x.cols())
@@ -709,7 +717,10 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   }
   // Freed right after the enqueue (as SampleRows' tasks): reused only by later work on this
   // stream.
-  const Tensor dev = Upload(host);
+  const Tensor dev(DType::kI32, Shape{n * static_cast<int64_t>(sizeof(LogitEdit) / sizeof(int32_t))},
+                   allocator_->NewBuffer(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(dev.data(), dst, bytes, cudaMemcpyHostToDevice, stream()));
+  edit_staged_->Record(stream());
   cuda::LaunchEditLogits(x.data_as<float>(), x.cols(), static_cast<const LogitEdit*>(dev.data()), n,
                          stream());
 }

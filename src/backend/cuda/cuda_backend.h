@@ -34,8 +34,10 @@
 namespace loom::cuda {
 class DeviceAllocator;
 class CublasLtGemm;
+class CudaEvent;
 class CudaStream;
 class OpProfiler;
+class PinnedHostBuffer;
 }  // namespace loom::cuda
 
 namespace loom {
@@ -154,6 +156,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
+  // EditLogits' upload: page-locked staging grown on demand, and the event after its last copy
+  // out (the next call waits for it before rewriting the staging).
+  std::unique_ptr<cuda::PinnedHostBuffer> edit_staging_;
+  std::unique_ptr<cuda::CudaEvent> edit_staged_;
 };
 
 }  // namespace loom
