@@ -40,7 +40,7 @@ Tensor UploadIota(CudaBackend* be, int64_t n) {
 struct CudaGraphRunner::Graph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  // The graph ends with the argmax and the advance of its inputs (InGraphTail).
+  // The graph ends with the argmax and the advance of its inputs (batch 1, LOOM_GRAPH_TAIL).
   bool tail = false;
   ~Graph() {
     if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
@@ -77,7 +77,7 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   lookahead_max_rows_ = EnvInt("LOOM_GRAPH_LOOKAHEAD", options.lookahead_max_rows);
   in_graph_tail_ = EnvInt("LOOM_GRAPH_TAIL", 1) != 0 && backend_->has_argmax_rows();
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
-  ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(bmax_) * 4);
+  ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(2 * bmax_) * 4);
   void* mapped = nullptr;
   CUDA_CHECK(cudaHostGetDevicePointer(&mapped, ids_host_->data(), 0));
   ids_host_device_ = static_cast<int32_t*>(mapped);
@@ -230,7 +230,7 @@ void CudaGraphRunner::LaunchAdvance(int n) {
   const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
                               b + L.page_indptr, b + L.pages,     b + L.slots};
   cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
-                                  ids_host_device_, backend_->stream());
+                                  ids_host_device_, bmax_, backend_->stream());
 }
 
 bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) {
@@ -276,7 +276,12 @@ bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t
     ids_copied_->Record(stream);
   }
   ids_copied_->Synchronize();
-  std::memcpy(ids.data(), ids_host_->data(), static_cast<size_t>(n) * 4);
+  const int32_t* host = static_cast<const int32_t*>(ids_host_->data());
+  if (ahead || tail) {  // written by the advance, at the parity of each row's position
+    for (int k = 0; k < n; ++k) ids[k] = host[(plan.seqs[k].start_pos & 1) * bmax_ + k];
+  } else {
+    std::memcpy(ids.data(), host, static_cast<size_t>(n) * 4);
+  }
   if (ahead) {
     ahead_.tokens.assign(ids.begin(), ids.end());
     ahead_.pending = true;

@@ -140,7 +140,9 @@ class CudaGraphRunner final : public StepAccelerator {
   bool in_graph_tail_ = true;  // the batch-1 graph ends with argmax + advance (LOOM_GRAPH_TAIL)
   int last_B_ = 0;  // the padded size of the last replay
   Tensor ids_;      // i32 [bmax]: the last step's argmax
-  std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;  // i32 [bmax]
+  // i32 [2 x bmax]: the D2H copy's ids at [0, n); the advance's at the parity of each row's
+  // position (decode_inputs.cuh), so a queued step's write never lands on the ids being read.
+  std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;
   int32_t* ids_host_device_ = nullptr;                // ids_host_ as the device addresses it
   std::unique_ptr<cuda::CudaEvent> ids_copied_;       // recorded once ids_host_ holds the ids
   Lookahead ahead_;

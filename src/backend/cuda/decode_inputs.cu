@@ -8,13 +8,14 @@ namespace {
 // Launched with PDL after the argmax that writes ids (launch.cuh): everything it reads or
 // writes is touched by that kernel or the replay before it, so all of it waits.
 __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInputs in,
-                                          int block_size, int32_t* host_ids) {
+                                          int block_size, int32_t* host_ids,
+                                          int host_stride) {
   PdlWait();
   PdlLaunchDependents();
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n) return;
   const int32_t id = ids[i];
-  const int32_t p = in.positions[i] + 1;
+  const int32_t pos = in.positions[i], p = pos + 1;
   in.tokens[i] = id;
   in.positions[i] = p;
   in.kv_len[i] = p + 1;
@@ -22,17 +23,17 @@ __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInput
   in.slots[i] = page < in.page_indptr[i + 1] - first
                     ? in.pages[first + page] * block_size + p % block_size
                     : -1;  // a block boundary: the runner restages before such a step
-  host_ids[i] = id;
+  host_ids[(pos & 1) * host_stride + i] = id;
 }
 
 }  // namespace
 
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
-                               int32_t* host_ids, cudaStream_t stream) {
+                               int32_t* host_ids, int host_stride, cudaStream_t stream) {
   if (n <= 0) return;
   const int threads = 128;
   LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0, stream,
-            ids, n, in, block_size, host_ids);
+            ids, n, in, block_size, host_ids, host_stride);
 }
 
 }  // namespace loom::cuda

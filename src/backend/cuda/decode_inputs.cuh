@@ -3,8 +3,9 @@
 //   tokens[i] = ids[i];  positions[i] += 1;  kv_len[i] += 1;
 //   slots[i] = pages[page_indptr[i] + p / block_size] * block_size + p % block_size  (p the new
 //   position; -1 when its page is not in row i's page list yet: such inputs are never replayed),
-// and ids[i] to host_ids (page-locked host memory the device can write, read by the host after
-// the stream reaches this kernel). Replaces a copy of the ids to the host and the next step's
+// and ids[i] to host_ids[(old position parity) * host_stride + i] (page-locked host memory the
+// device can write, read by the host after the stream reaches this kernel; the parity keeps the
+// next step's write, which may be queued behind this one, off the ids the host is reading). Replaces a copy of the ids to the host and the next step's
 // staged upload: two transfers and their latency between two replays.
 #pragma once
 
@@ -24,6 +25,6 @@ struct DecodeInputs {
 };
 
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
-                               int32_t* host_ids, cudaStream_t stream);
+                               int32_t* host_ids, int host_stride, cudaStream_t stream);
 
 }  // namespace loom::cuda
