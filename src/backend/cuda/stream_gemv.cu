@@ -178,30 +178,79 @@ __device__ __forceinline__ void Store(Out* out, int64_t row, float v) {
   }
 }
 
+// The norm prologue's per-thread share: x's 16-byte vectors t, t + kConsumers, ... (k <=
+// kGemvNormMaxK: at most kNormVecs of them).
+constexpr int kNormVecs = static_cast<int>(kGemvNormMaxK / 8 / kConsumers);
+
+// The norm weights (+ offset) of the thread's vectors, into registers. Weights are never written
+// by a step, so this goes before PdlWait and leaves one dependent round trip less after it.
+__device__ __forceinline__ void LoadNormWeights(const GemvNorm& norm, int k_vec,
+                                                float (&nw)[kNormVecs][8]) {
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < kNormVecs; ++i) {
+    const int v = t + i * kConsumers;
+    if (v >= k_vec) break;
+    const float4* w = reinterpret_cast<const float4*>(norm.w + v * 8);
+    const float4 lo = w[0], hi = w[1];
+    const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) nw[i][e] = f[e] + norm.offset;
+  }
+}
+
 // x (normalized when kNorm, like the small-batch kernel's prologue) into shared memory as bf16.
+// kNorm: x is read once into registers (the sum of squares and the scaling both use them) and
+// scaled by the weights LoadNormWeights fetched; the arithmetic is the same as reading it twice.
+// Otherwise: four loads in flight per thread before their stores.
 template <bool kNorm>
 __device__ __forceinline__ void StageInput(const uint4* x, int k_vec, const GemvNorm& norm,
-                                           uint4* xs, float* scratch) {
+                                           const float (&nw)[kNormVecs][8], uint4* xs,
+                                           float* scratch) {
   const int t = threadIdx.x;
   if constexpr (kNorm) {
+    uint4 xr[kNormVecs];
+#pragma unroll
+    for (int i = 0; i < kNormVecs; ++i) {
+      const int v = t + i * kConsumers;
+      if (v < k_vec) xr[i] = x[v];
+    }
     float ss = 0.f;
-    for (int v = t; v < k_vec; v += kConsumers) {
+#pragma unroll
+    for (int i = 0; i < kNormVecs; ++i) {
+      if (t + i * kConsumers >= k_vec) break;
       float f[8];
-      UnpackBf16x8(x[v], f);
+      UnpackBf16x8(xr[i], f);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
     }
     const float total = ConsumerSum(ss, scratch);
     const float inv = rsqrtf(total / static_cast<float>(k_vec * 8) + norm.eps);
-    for (int v = t; v < k_vec; v += kConsumers) {
-      float f[8];
-      UnpackBf16x8(x[v], f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * (norm.w[v * 8 + e] + norm.offset);
+    for (int i = 0; i < kNormVecs; ++i) {
+      const int v = t + i * kConsumers;
+      if (v >= k_vec) break;
+      float f[8];
+      UnpackBf16x8(xr[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * nw[i][e];
       xs[v] = PackBf16x8(f);
     }
   } else {
-    for (int v = t; v < k_vec; v += kConsumers) xs[v] = x[v];
+    constexpr int kBatch = 4;
+    for (int v0 = t; v0 < k_vec; v0 += kBatch * kConsumers) {
+      uint4 r[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int v = v0 + j * kConsumers;
+        if (v < k_vec) r[j] = x[v];
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int v = v0 + j * kConsumers;
+        if (v < k_vec) xs[v] = r[j];
+      }
+    }
   }
   ConsumerSync();
 }
@@ -271,10 +320,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
+  float nw[kNormVecs][8];
+  if constexpr (kNorm) LoadNormWeights(norm, k / 8, nw);
   PdlWait();  // x and out are written by earlier kernels
   PdlLaunchDependents();
   const int k_vec = k / 8;
-  StageInput<kNorm>(x, k_vec, norm, xs, scratch);
+  StageInput<kNorm>(x, k_vec, norm, nw, xs, scratch);
 
   float acc[R][2];  // two chains per row
 #pragma unroll
@@ -396,6 +447,7 @@ bool StreamGemvApplies(const void* x, const void* w, int64_t k) {
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
                       int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm) {
   CHECK(StreamGemvApplies(x, w, k)) << "StreamGemv: k " << k;
+  CHECK(norm == nullptr || k <= kGemvNormMaxK) << "StreamGemv norm prologue: k " << k;
   CHECK(m > 0 && m * k < (int64_t{1} << 40) && m < (int64_t{1} << 31)) << "StreamGemv: m " << m;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
       << "StreamGemv: out " << DTypeName(out_dtype);
