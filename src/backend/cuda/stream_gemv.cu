@@ -169,14 +169,8 @@ __device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16
   }
 }
 
-template <typename Out, GemvEpilogue Epi>
-__device__ __forceinline__ void Store(Out* out, int64_t row, float v) {
-  if constexpr (Epi == GemvEpilogue::kAddTo) {
-    out[row] = FromF32<Out>(ToF32(out[row]) + v);
-  } else {
-    out[row] = FromF32<Out>(v);
-  }
-}
+// Groups of a block's run whose epilogue inputs the kernel loads ahead (StreamGemvKernel).
+constexpr int kPreGroups = 8;
 
 // The norm prologue's per-thread share: x's 16-byte vectors t, t + kConsumers, ... (k <=
 // kGemvNormMaxK: at most kNormVecs of them).
@@ -258,11 +252,13 @@ __device__ __forceinline__ void StageInput(const uint4* x, int k_vec, const Gemv
 // The rope-store epilogue of pair p (RopePair) from its two sums: rounded to bf16 as the
 // materialized qkv row would be, then QkvRopeStoreKernel's rotation and stores (same formula, so
 // the same bits as the projection followed by that kernel).
+// `position` and `slot` are the row's (q.positions[0], q.slots[0]); `inv_freq` the pair's
+// q.inv_freq entry (all fetched ahead by the kernel).
 __device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, float s0,
-                                              float s1) {
+                                              float s1, int32_t position, int32_t slot,
+                                              float inv_freq) {
   const RopePair rp = PairOf(q, p);
   const int H = q.num_heads, KVH = q.num_kv_heads, D = q.head_dim;
-  const int32_t slot = q.slots[0];
   const bool slot_ok = slot >= 0 && slot < q.num_slots;
   __nv_bfloat16* dst;
   if (rp.head < H) {
@@ -282,7 +278,7 @@ __device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, 
     return;
   }
   float sn, c;
-  sincosf(static_cast<float>(q.positions[0]) * q.inv_freq[rp.freq], &sn, &c);
+  sincosf(static_cast<float>(position) * inv_freq, &sn, &c);
   sn *= q.attention_factor;
   c *= q.attention_factor;
   dst[rp.a] = __float2bfloat16_rn(x0 * c - x1 * sn);
@@ -322,8 +318,42 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float nw[kNormVecs][8];
   if constexpr (kNorm) LoadNormWeights(norm, k / 8, nw);
+  // What the epilogues read besides the sums, loaded ahead into registers (lane 0: the warp's
+  // row of each of the run's first kPreGroups groups; later groups load at the store) and used
+  // only at the stores, so the loads overlap the stream instead of delaying the grid's end:
+  // kRope, each pair's inv_freq (a constant table: before the wait) and the row's position and
+  // KV slot; kAddTo, the residual of the warp's row.
+  const int run_groups = plan.stages / plan.slices;
+  [[maybe_unused]] float pre[kPreGroups];
+  if constexpr (kRope) {
+#pragma unroll
+    for (int gi = 0; gi < kPreGroups; ++gi) {
+      const RopePair rp = PairOf(rope, (plan.first_group + gi) * kConsumerWarps + warp);
+      pre[gi] = lane == 0 && gi < run_groups && rp.rotate ? rope.inv_freq[rp.freq] : 0.f;
+    }
+  }
   PdlWait();  // x and out are written by earlier kernels
   PdlLaunchDependents();
+  [[maybe_unused]] int32_t position = 0, kv_slot = 0;
+  if constexpr (kRope) {
+    position = rope.positions[0];
+    kv_slot = rope.slots[0];
+  }
+  if constexpr (Epi == GemvEpilogue::kAddTo) {
+    static_assert(R == 1, "kAddTo stores one row a warp");
+#pragma unroll
+    for (int gi = 0; gi < kPreGroups; ++gi) {
+      const int row = (plan.first_group + gi) * P::kGroupRows + warp;
+      pre[gi] = lane == 0 && gi < run_groups && row < m ? ToF32(out[row]) : 0.f;
+    }
+  }
+  // pre[gi] without dynamic indexing (which would put the array in local memory).
+  [[maybe_unused]] auto pre_at = [&](int gi, float fallback) {
+    float v = fallback;
+#pragma unroll
+    for (int j = 0; j < kPreGroups; ++j) v = j == gi ? pre[j] : v;
+    return v;
+  };
   const int k_vec = k / 8;
   StageInput<kNorm>(x, k_vec, norm, nw, xs, scratch);
 
@@ -363,9 +393,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane != 0) continue;
     if constexpr (kRope) {
       static_assert(R == 2, "a rope pair is two rows");
-      if (row0 + 1 < m) RopeStorePair(rope, row0 / 2, sum[0], sum[1]);
+      if (row0 + 1 < m) {
+        const int gi = plan.Group(s) - plan.first_group, p = row0 / 2;
+        const float inv_freq =
+            gi < kPreGroups ? pre_at(gi, 0.f) : rope.inv_freq[PairOf(rope, p).freq];
+        RopeStorePair(rope, p, sum[0], sum[1], position, kv_slot, inv_freq);
+      }
     } else if constexpr (R == 1) {
-      if (row0 < m) Store<Out, Epi>(out, row0, sum[0]);
+      if (row0 < m) {
+        if constexpr (Epi == GemvEpilogue::kAddTo) {
+          const int gi = plan.Group(s) - plan.first_group;
+          const float r = gi < kPreGroups ? pre_at(gi, 0.f) : ToF32(out[row0]);
+          out[row0] = FromF32<Out>(r + sum[0]);
+        } else {
+          out[row0] = FromF32<Out>(sum[0]);
+        }
+      }
     } else {
       if (row0 + 1 < m) {
         const float v = Epi == GemvEpilogue::kSiluMul ? SiluMulOp{}(sum[0], sum[1])
