@@ -329,7 +329,9 @@ bool CudaBackend::UseGemv(const Tensor& x, const Tensor& w) const {
 // The GEMV norm prologue when it applies (one row, bf16 x, f32 norm weights of x's width).
 bool CudaBackend::GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                               cuda::GemvNorm* out) const {
+  // 16-byte aligned norm weights: the streamed GEMV loads them as float4.
   if (!UseGemv(x, w) || norm.w.dtype() != DType::kF32 || norm.w.numel() != x.cols() ||
+      reinterpret_cast<uintptr_t>(norm.w.data()) % 16 != 0 ||
       !cuda::SmallBatchGemmNormApplies(x.data(), w.data(), x.rows(), x.cols())) {
     return false;
   }
