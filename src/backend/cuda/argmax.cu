@@ -6,10 +6,12 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/ktrace.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
+LOOM_KTRACE_TU(argmax)
 namespace {
 
 constexpr int kThreads = 256;
@@ -90,7 +92,9 @@ template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     ArgmaxChunkKernel(const T* x, int64_t vocab, int64_t chunk, int splits, Best* partial,
                       int32_t* out) {
+  KTRACE_BEGIN();
   PdlWait();  // launched with PDL (launch.cuh)
+  KTRACE_WAITED();
   PdlLaunchDependents();
   const int64_t r = blockIdx.y;
   const int s = static_cast<int>(blockIdx.x);
@@ -127,12 +131,16 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     partial[r * splits + s] = b;
   }
+  KTRACE_END(kKTraceArgmaxChunk, vocab, splits);
 }
 
 // One thread per row: combines the row's `splits` chunk winners.
 __global__ void ArgmaxCombineKernel(const Best* partial, int64_t rows, int splits, int32_t* out) {
+  KTRACE_BEGIN();
   PdlWait();  // launched with PDL (launch.cuh)
+  KTRACE_WAITED();
   PdlLaunchDependents();
+  KTRACE_END(kKTraceArgmaxCombine, rows, splits);
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (r >= rows) return;
   Best b = NoBest();

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/logit_edits.cuh"
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
@@ -111,6 +112,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
   stream_ = std::make_unique<cuda::CudaStream>();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
   prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
+#if defined(LOOM_KTRACE)
+  cuda::KTraceInit();
+#endif
 }
 
 CudaBackend::~CudaBackend() {

@@ -1,5 +1,3 @@
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -7,10 +5,12 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
 #include "base/env.h"
 
 namespace loom::cuda {
+LOOM_KTRACE_TU(decode_attention)
 namespace {
 
 constexpr int kWarps = 4;
@@ -182,63 +182,96 @@ __device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool vali
   return valid ? dot : -INFINITY;
 }
 
-// The block's result from each warp's (max, sum, unnormalized output) of rows [0, group) in
-// shared memory: merged over the warps, then the bf16 output row, or (split-KV) the normalized
-// partial row and its log2-sum-exp. Call after a __syncthreads.
-// The splits of one (sequence, kv head) as a thread-block cluster (rank = split): after every
-// block has put its normalized rows and log2-sum-exps in shared memory, the cluster's blocks
-// share the output elements and merge the splits' values the way DecodeCombineKernel does (same
-// order, same arithmetic: bit-identical to it), reading the other blocks' shared memory.
-template <int D, int G>
-__device__ __forceinline__ void ClusterMerge(const DecodeArgs& a, float (&rows)[G][D],
-                                             float (&lse_s)[G], int64_t row0) {
-  namespace cg = cooperative_groups;
-  __shared__ float lse_all[kMaxClusterSplits][G];
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every split's rows are in place
-  const int splits = static_cast<int>(cluster.num_blocks());
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int t = static_cast<int>(threadIdx.x);
-  // Every split's log2-sum-exps, one remote load per thread (kThreads >= 16 x 8).
-  if (t < splits * G) lse_all[t / G][t % G] = *cluster.map_shared_rank(&lse_s[t % G], t / G);
-  __syncthreads();
-  for (int i = rank * kThreads + t; i < a.group * D; i += splits * kThreads) {
-    const int r = i / D, d = i % D;
-    // The splits' values first, all loads in flight together (remote loads are slow one by one).
-    float v[kMaxClusterSplits];
-#pragma unroll
-    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
-      v[sp] = sp < splits ? *cluster.map_shared_rank(&rows[r][d], sp) : 0.f;
-    }
-    float m = -INFINITY;
-    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, lse_all[sp][r]);
-    const float base = SafeBase(m);
-    float acc = 0.f, wsum = 0.f;
-#pragma unroll
-    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
-      const float e = sp < splits ? lse_all[sp][r] : -INFINITY;
-      if (e == -INFINITY) continue;
-      const float w = exp2f(e - base);
-      wsum += w;
-      acc += w * v[sp];
-    }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    a.out[(row0 + r) * D + d] = __float2bfloat16_rn(acc * inv);
-  }
-  cluster.sync();  // no block leaves while another still reads its shared memory
+// --- The splits of one (sequence, kv head) as a thread-block cluster (rank = split) ---
+// Every split pushes its normalized rows and log2-sum-exps into the leader's (rank 0's) shared
+// memory with st.async, which counts the bytes on the leader's mbarrier; the other blocks leave at
+// once, and the leader, when the bytes are in, merges the splits the way DecodeCombineKernel does
+// (same order, same arithmetic: bit-identical to it). The merge buffer is the kernel's dynamic
+// shared memory: MergeBufferBytes.
+// H200, 1B batch 1 (tools/cuda/ktrace.py): pulling every split's rows from the others' shared
+// memory between two cluster.sync()s took 4.3 us after the block's own result (2.6 us in the
+// first sync alone); the syncs wait on every block of the cluster and on each other.
+
+__device__ __forceinline__ uint32_t SmemU32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+
+// The address of the same shared variable in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t MapToRank(uint32_t addr, uint32_t rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+
+__device__ __forceinline__ void StAsync(uint32_t remote, float v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                   remote),
+               "r"(__float_as_uint(v)), "r"(remote_bar)
+               : "memory");
+}
+
+__device__ __forceinline__ uint64_t* MergeBarrier() {
+  __shared__ __align__(8) uint64_t bar;
+  return &bar;
+}
+
+// Called by every block of a cluster-merge launch at its start: the leader's mbarrier is set up
+// and the cluster barrier armed; ClusterMergeReady waits on it, before PdlWait where the kernel
+// allows, so the wait overlaps the previous kernel instead of the block's own critical path.
+__device__ __forceinline__ void ClusterMergeBegin(const DecodeArgs& a) {
+  if (!(a.num_splits > 1 && a.cluster_merge)) return;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemU32(MergeBarrier())));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+// Every block's ClusterMergeBegin has run: the leader's mbarrier may take remote bytes.
+__device__ __forceinline__ void ClusterMergeReady(const DecodeArgs& a) {
+  if (!(a.num_splits > 1 && a.cluster_merge)) return;
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The leader's buffer: rows [split][group * D] then lse [split][group], f32.
+__host__ __device__ constexpr int MergeRowsFloats(int splits, int group, int d) {
+  return splits * group * d;
+}
+constexpr size_t MergeBufferBytes(int splits, int group, int d) {
+  return static_cast<size_t>(MergeRowsFloats(splits, group, d) + splits * group) * 4;
+}
+// Clusters only where the buffer is at most this (16 splits x GQA 4 x head_dim 128: 33 KB), so
+// the block still fits beside a streamed GEMV's ring under PDL; MaxClusterSplits opts the kernel
+// in to it beyond the 48 KB default with its static arrays.
+constexpr size_t kMaxMergeBytes = 48 * 1024;
 
 // The block's result: its warps' (max, sum, P.V) merged per row, written as the output row
 // (one split), as a normalized partial row and its log2-sum-exp for the combine kernel, or, when
-// the splits are a cluster, merged with the other splits' rows in distributed shared memory
-// (ClusterMerge).
+// the splits are a cluster, pushed to the leader, which merges them (see above).
 template <int D, int G>
 __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&acc_s)[kWarps][G][D],
                                                  const float (&m_s)[kWarps][G],
                                                  const float (&l_s)[kWarps][G], int64_t row0,
                                                  int split) {
-  __shared__ float lse_s[G];
-  for (int i = static_cast<int>(threadIdx.x); i < a.group * D; i += kThreads) {
+  extern __shared__ float merge_buf[];
+  const bool cluster = a.num_splits > 1 && a.cluster_merge;
+  const int splits = a.num_splits, rows_n = a.group * D;
+  float* lse_buf = merge_buf + MergeRowsFloats(splits, a.group, D);
+  uint32_t remote_rows = 0, remote_lse = 0, remote_bar = 0;
+  if (cluster) {  // ClusterMergeReady has run
+    if (split != 0) {
+      remote_rows = MapToRank(SmemU32(merge_buf + split * rows_n), 0);
+      remote_lse = MapToRank(SmemU32(lse_buf + split * a.group), 0);
+      remote_bar = MapToRank(SmemU32(MergeBarrier()), 0);
+    } else if (threadIdx.x == 0) {
+      const uint32_t bytes = static_cast<uint32_t>((splits - 1) * (rows_n + a.group) * 4);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                       SmemU32(MergeBarrier())),
+                   "r"(bytes)
+                   : "memory");
+    }
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < rows_n; i += kThreads) {
     const int r = i / D, d = i % D;
     float m = -INFINITY;
 #pragma unroll
@@ -256,16 +289,69 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
     const int64_t row = row0 + r;
     if (a.num_splits == 1) {
       a.out[row * D + d] = __float2bfloat16_rn(acc * inv);
-    } else if (a.cluster_merge) {
-      acc_s[0][r][d] = acc * inv;  // this thread alone reads and writes (r, d)
-      if (d == 0) lse_s[r] = lse;
+    } else if (cluster) {
+      if (split != 0) {
+        StAsync(remote_rows + 4 * i, acc * inv, remote_bar);
+        if (d == 0) StAsync(remote_lse + 4 * r, lse, remote_bar);
+      } else {
+        merge_buf[i] = acc * inv;
+        if (d == 0) lse_buf[r] = lse;
+      }
     } else {
       const int64_t prow = split * a.num_rows + row;
       a.partial[prow * D + d] = acc * inv;
       if (d == 0) a.lse[prow] = lse;
     }
   }
-  if (a.num_splits > 1 && a.cluster_merge) ClusterMerge<D, G>(a, acc_s[0], lse_s, row0);
+  if (!cluster || split != 0) return;
+  // The leader: every other split's bytes in, then the merge.
+  const uint32_t bar = SmemU32(MergeBarrier());
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar)
+        : "memory");
+  } while (done == 0);
+  __syncthreads();  // the leader's own rows (plain stores above)
+  KTRACE_MARK(3);
+  // Each split's weight per row once (one thread per (split, row)), then every output element
+  // sums over the splits with every load issued before the sums (H200: a loop that loaded and
+  // branched split by split took 1.2 us per element, two to four elements a thread). The order
+  // and the arithmetic are the combine kernel's: an empty split (lse = -inf, skipped there) has
+  // weight 0 and a zero row here, and adding those zeros leaves both sums' bits unchanged.
+  __shared__ float w_s[kMaxClusterSplits][8];
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < splits * a.group) {
+    const int sp = t / a.group, r = t % a.group;
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kMaxClusterSplits; ++j) {
+      if (j < splits) m = fmaxf(m, lse_buf[j * a.group + r]);
+    }
+    const float e = lse_buf[sp * a.group + r];
+    w_s[sp][r] = e == -INFINITY ? 0.f : exp2f(e - SafeBase(m));
+  }
+  __syncthreads();
+  for (int i = t; i < rows_n; i += kThreads) {
+    const int r = i / D;
+    float w[kMaxClusterSplits], v[kMaxClusterSplits];
+#pragma unroll
+    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
+      w[sp] = sp < splits ? w_s[sp][r] : 0.f;
+      v[sp] = sp < splits ? merge_buf[sp * rows_n + i] : 0.f;
+    }
+    float acc = 0.f, wsum = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
+      wsum += w[sp];
+      acc += w[sp] * v[sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    a.out[(row0 + r) * D + i % D] = __float2bfloat16_rn(acc * inv);
+  }
 }
 
 // D: head_dim; G: rows held per lane (>= the GQA group; extra rows have q = 0 and are not
@@ -273,6 +359,8 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
 // prefetch the next iteration's K/V (twice the loads in flight).
 template <int D, int G, int U, bool PF>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) {
+  ClusterMergeBegin(a);
+  ClusterMergeReady(a);
   PdlWait();  // launched with PDL (launch.cuh)
   PdlLaunchDependents();
   constexpr int T = D / 8;               // lanes per key: 8 dims (16 bytes) each
@@ -468,6 +556,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   // host before the step, and the keys before the newest were written by earlier steps: the
   // first iteration's K/V loads go before PdlWait, under the tail of the kernel that writes q
   // and the newest key and value (reloaded after the wait).
+  KTRACE_BEGIN();
+  ClusterMergeBegin(a);
   if (!a.early_kv) PdlWait();
   const int tok = a.query_start[s];
   if (a.query_start[s + 1] == tok) {  // no query token for this sequence this step
@@ -530,7 +620,9 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   load(kr, vr);
   lookup(wstart + KB);
 
+  ClusterMergeReady(a);
   PdlWait();
+  KTRACE_WAITED();
   PdlLaunchDependents();
   // The newest key and value (this step's, written by the kernel before): reloaded where the
   // first iteration holds them.
@@ -634,6 +726,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
     }
   }
 
+  KTRACE_MARK(0);
   // Row r's sum over its 4 lanes; output column n of tile j = 8c + e is dim 64c + 8n + e, and
   // this lane holds columns 2t and 2t + 1.
   l += __shfl_xor_sync(kFullMask, l, 1);
@@ -649,7 +742,9 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
     l_s[warp][r] = l;
   }
   __syncthreads();
+  KTRACE_MARK(1);
   StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+  KTRACE_END(kKTraceDecodeAttention, a.num_splits, kv_len);
 }
 
 // Merges the splits' normalized partial rows by their log2-sum-exps: one warp per output row,
@@ -794,7 +889,8 @@ int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len, int max_splits) {
 }
 
 // The largest cluster of `fn`'s blocks the device can run, capped at kMaxClusterSplits (more than
-// 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed, which this sets); 0 when clusters are
+// 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed, which this sets, as it lets the kernel
+// take kMaxMergeBytes of dynamic shared memory beside its static arrays); 0 when clusters are
 // unavailable (no device, or the query fails). Cached per kernel instance.
 int MaxClusterSplits(KernelFn fn) {
   return CachedPerKernel(fn, 0, [](KernelFn f, int* value) {
@@ -802,7 +898,12 @@ int MaxClusterSplits(KernelFn fn) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(1, kMaxClusterSplits, 1);
     config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = kMaxMergeBytes;
     if (cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kMaxMergeBytes)) != cudaSuccess ||
+        cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
         cudaOccupancyMaxPotentialClusterSize(&size, f, &config) != cudaSuccess) {
       return false;
     }
@@ -861,7 +962,8 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   const int max_cluster = cluster ? MaxClusterSplits(KernelFor(p, a.head_dim)) : 0;
   if (t.splits > 0 || g_splits_env > 0) {
     p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
-    p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster;
+    p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster &&
+                       MergeBufferBytes(p.num_splits, group, a.head_dim) <= kMaxMergeBytes;
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
     const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
@@ -870,7 +972,8 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
     // combine kernel; at batch 8 (64 x 7 blocks) clusters were 5-7 % slower.
     if (max_cluster >= 2 && blocks > 0) {
       p.num_splits = ChooseSplits(blocks, wave, a.max_kv_len, max_cluster);
-      p.decode_cluster = p.num_splits > 1 && blocks * p.num_splits <= num_sms;
+      p.decode_cluster = p.num_splits > 1 && blocks * p.num_splits <= num_sms &&
+                         MergeBufferBytes(p.num_splits, group, a.head_dim) <= kMaxMergeBytes;
     }
     if (!p.decode_cluster) {
       p.num_splits = blocks > 0 ? ChooseSplits(blocks, wave, a.max_kv_len, kMaxSplits) : 1;
@@ -898,8 +1001,9 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
                   static_cast<unsigned>(plan.num_splits));
   const KernelFn kernel = KernelFor(plan, a.head_dim);
   if (plan.decode_cluster) {
-    LaunchPdlCluster(kernel, grid, dim3(kThreads), 0, stream,
-                     dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
+    LaunchPdlCluster(kernel, grid, dim3(kThreads),
+                     MergeBufferBytes(plan.num_splits, a.num_heads / a.num_kv_heads, a.head_dim),
+                     stream, dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
     return;
   }
   LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, d);

@@ -1,8 +1,10 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_inputs.cuh"
+#include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
+LOOM_KTRACE_TU(decode_inputs)
 namespace {
 
 // Launched with PDL after the argmax that writes ids (launch.cuh): everything it reads or
@@ -10,8 +12,11 @@ namespace {
 __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInputs in,
                                           int block_size, int32_t* host_ids,
                                           int host_stride) {
+  KTRACE_BEGIN();
   PdlWait();
+  KTRACE_WAITED();
   PdlLaunchDependents();
+  KTRACE_END(kKTraceAdvanceInputs, n, 0);
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n) return;
   const int32_t id = ids[i];

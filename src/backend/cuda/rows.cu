@@ -2,9 +2,11 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {
+LOOM_KTRACE_TU(rows)
 namespace {
 
 // Unit = uint4 (16 B) when rows and pointers allow, else uint16_t. Grid: (chunks, rows).
@@ -39,6 +41,8 @@ __global__ void ScatterKernel(const Unit* src0, Unit* dst0, const Unit* src1, Un
 template <typename T>
 __global__ void EmbedKernel(const T* table, int64_t vocab, const int32_t* ids, int64_t d,
                             float scale, __nv_bfloat16* out) {
+  KTRACE_BEGIN();
+  KTRACE_END(kKTraceEmbed, vocab, d);
   const int64_t i = blockIdx.y;
   const int32_t id = ids[i];
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < d;

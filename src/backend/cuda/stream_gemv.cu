@@ -3,14 +3,18 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/stream_gemv.cuh"
 #include "base/env.h"
 
 namespace loom::cuda {
+LOOM_KTRACE_TU(stream_gemv)
 namespace {
 
+// 16 consumer warps (1 KB-2 KB copies, 544 threads): H200 batch 1, 1B 1,035-1,044 vs 1,178-1,191
+// tok/s, 8B 205-207 vs 252.
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
@@ -285,18 +289,23 @@ __device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, 
   dst[rp.b] = __float2bfloat16_rn(x1 * c + x0 * sn);
 }
 
-// R = 1: consumer warp c owns row (group * 8 + c). R = 2 (gated epilogues): rows
-// (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout; with kRope, the
-// rope pair group * 8 + c of a fused q | k | v projection (RopePair), stored by RopeStorePair.
+// R = 1: consumer warp c owns row (group * 8 + c); with kRope that is one row of the rope pair
+// group * 4 + c / 2 of a fused q | k | v projection (RopePair): the odd warp hands its sum to the
+// even one, which stores the pair (RopeStorePair). R = 2 (gated epilogues): rows
+// (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout.
+// (kRope ran at R = 2 before, one pair a warp: groups of 16 rows split the 1B's 3,072 q|k|v rows
+// over 132 SMs as 2 or 1 groups a block, and the last blocks ended 2 us after the median one.)
 template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
 __global__ void __launch_bounds__(kThreads, 1)
     StreamGemvKernel(const uint4* __restrict__ x, const __nv_bfloat16* __restrict__ w, Out* out,
                      int m, int k, int stages, GemvNorm norm, QkvRopeStoreArgs rope) {
   using P = Plan<R>;
+  KTRACE_BEGIN();
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t full[kMaxStages];
   __shared__ __align__(8) uint64_t empty[kMaxStages];
   __shared__ float scratch[kConsumerWarps];
+  [[maybe_unused]] __shared__ float pair_sum[2][kConsumerWarps / 2];  // kRope: odd warps' sums
   uint8_t* ring = smem;
   uint4* xs = reinterpret_cast<uint4*>(smem + stages * kStageBytes);
 
@@ -328,11 +337,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kRope) {
 #pragma unroll
     for (int gi = 0; gi < kPreGroups; ++gi) {
-      const RopePair rp = PairOf(rope, (plan.first_group + gi) * kConsumerWarps + warp);
+      const RopePair rp = PairOf(rope, ((plan.first_group + gi) * P::kGroupRows + warp) / 2);
       pre[gi] = lane == 0 && gi < run_groups && rp.rotate ? rope.inv_freq[rp.freq] : 0.f;
     }
   }
   PdlWait();  // x and out are written by earlier kernels
+  KTRACE_WAITED();
   PdlLaunchDependents();
   [[maybe_unused]] int32_t position = 0, kv_slot = 0;
   if constexpr (kRope) {
@@ -356,6 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   const int k_vec = k / 8;
   StageInput<kNorm>(x, k_vec, norm, nw, xs, scratch);
+  KTRACE_MARK(0);
 
   float acc[R][2];  // two chains per row
 #pragma unroll
@@ -363,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int s = 0; s < plan.stages; ++s) {
     const int slot = s % stages;
     MbarWait(&full[slot], (s / stages) & 1);
+    if (s == 0) KTRACE_MARK(1);
     const int row0 = plan.Group(s) * P::kGroupRows + warp * R;
     const int units = plan.Width(s) / 8;
     const uint4* xv = xs + plan.Column(s) / 8;
@@ -390,16 +402,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       sum[r] = WarpSum(acc[r][0] + acc[r][1]);
       acc[r][0] = acc[r][1] = 0.f;
     }
-    if (lane != 0) continue;
     if constexpr (kRope) {
-      static_assert(R == 2, "a rope pair is two rows");
+      static_assert(R == 1, "a rope pair is two warps' rows");
+      // The pair's two warps meet at named barrier 2 + warp / 2 (0 is __syncthreads, 1 the
+      // consumers'); the buffer alternates by group, so an odd warp a group ahead cannot
+      // overwrite a sum its partner has not read.
+      const int gi = plan.Group(s) - plan.first_group;
+      float* slot_sum = &pair_sum[gi & 1][warp / 2];
+      if (warp % 2 == 1 && lane == 0) *slot_sum = sum[0];
+      asm volatile("bar.sync %0, 64;" ::"r"(2 + warp / 2) : "memory");
+      if (warp % 2 == 1 || lane != 0) continue;
       if (row0 + 1 < m) {
-        const int gi = plan.Group(s) - plan.first_group, p = row0 / 2;
+        const int p = row0 / 2;
         const float inv_freq =
             gi < kPreGroups ? pre_at(gi, 0.f) : rope.inv_freq[PairOf(rope, p).freq];
-        RopeStorePair(rope, p, sum[0], sum[1], position, kv_slot, inv_freq);
+        RopeStorePair(rope, p, sum[0], *slot_sum, position, kv_slot, inv_freq);
       }
-    } else if constexpr (R == 1) {
+      continue;
+    }
+    if (lane != 0) continue;
+    if constexpr (R == 1) {
       if (row0 < m) {
         if constexpr (Epi == GemvEpilogue::kAddTo) {
           const int gi = plan.Group(s) - plan.first_group;
@@ -417,6 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  KTRACE_END(kKTraceStreamGemv, m, k);
 }
 
 // The dynamic shared memory a block may use on this device (the opt-in limit less 1 KB for the
@@ -448,6 +471,12 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   static const bool configured = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     MaxDynamicSmem()));
+    // All of the SM's unified memory as shared memory, so the next kernel's blocks (decode
+    // attention with its cluster-merge buffer: 50 KB at 8B shapes) fit beside the ring under PDL;
+    // with the driver's own choice the SM stayed at a 196 KB carveout and they waited for the
+    // GEMV's blocks to leave.
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)configured;
@@ -529,7 +558,7 @@ void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const Ge
       << "StreamGemvRopeStore: k " << k << " n " << rope.n << " head_dim " << rope.head_dim
       << " rotary_dim " << rope.rotary_dim;
   const int64_t m = (rope.num_heads + 2 * int64_t{rope.num_kv_heads}) * rope.head_dim;
-  Launch<2, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream,
+  Launch<1, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream,
                                                             rope);
 }
 

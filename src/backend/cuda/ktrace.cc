@@ -1,0 +1,67 @@
+#include "backend/cuda/ktrace.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace loom::cuda {
+
+#if defined(LOOM_KTRACE)
+void KTraceBind_stream_gemv();
+void KTraceBind_decode_attention();
+void KTraceBind_argmax();
+void KTraceBind_decode_inputs();
+void KTraceBind_rows();
+#endif
+
+namespace {
+void* ring = nullptr;
+constexpr size_t kRingBytes = 8 + sizeof(KTraceRecord) * size_t{kKTraceCapacity};
+}  // namespace
+
+// A diagnostic build's own buffer (not the device allocator's: it outlives every backend and is
+// written at exit).
+void* KTraceDeviceRing() {
+  if (ring == nullptr) {
+    CUDA_CHECK(cudaMalloc(&ring, kRingBytes));
+    CUDA_CHECK(cudaMemset(ring, 0, kRingBytes));
+    std::atexit(KTraceDump);
+  }
+  return ring;
+}
+
+void KTraceInit() {
+#if defined(LOOM_KTRACE)
+  static const bool done = [] {
+    KTraceBind_stream_gemv();
+    KTraceBind_decode_attention();
+    KTraceBind_argmax();
+    KTraceBind_decode_inputs();
+    KTraceBind_rows();
+    return true;
+  }();
+  (void)done;
+#endif
+}
+
+void KTraceDump() {
+  const char* path = std::getenv("LOOM_KTRACE_FILE");
+  if (ring == nullptr || path == nullptr) return;
+  std::vector<char> host(kRingBytes);
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpy(host.data(), ring, kRingBytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::fprintf(stderr, "ktrace: copy failed\n");
+    return;
+  }
+  FILE* f = std::fopen(path, "wb");
+  if (f == nullptr) return;
+  std::fwrite(host.data(), 1, host.size(), f);
+  std::fclose(f);
+  std::fprintf(stderr, "ktrace: wrote %s\n", path);
+}
+
+}  // namespace loom::cuda
