@@ -902,8 +902,6 @@ int MaxClusterSplits(KernelFn fn) {
     if (cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
         cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kMaxMergeBytes)) != cudaSuccess ||
-        cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
-                             cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
         cudaOccupancyMaxPotentialClusterSize(&size, f, &config) != cudaSuccess) {
       return false;
     }
