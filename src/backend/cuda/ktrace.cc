@@ -24,13 +24,16 @@ constexpr size_t kRingBytes = 8 + sizeof(KTraceRecord) * size_t{kKTraceCapacity}
 }  // namespace
 
 // A diagnostic build's own buffer (not the device allocator's: it outlives every backend and is
-// written at exit).
+// written at exit). Normal builds never allocate it: the device allocator stays the only
+// cudaMalloc there.
 void* KTraceDeviceRing() {
+#if defined(LOOM_KTRACE)
   if (ring == nullptr) {
     CUDA_CHECK(cudaMalloc(&ring, kRingBytes));
     CUDA_CHECK(cudaMemset(ring, 0, kRingBytes));
     std::atexit(KTraceDump);
   }
+#endif
   return ring;
 }
 
