@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "engine/engine.h"
 #include "model/dummy_weights.h"
@@ -338,7 +341,28 @@ class CudaGraphRunnerTest : public ::testing::Test {
 // (whose K/V went to a block the next request's prefill takes over), a third arrives while the
 // second decodes alone (a mixed step), the last ends by max_tokens — with the scheduler and KV
 // integrity checked every step; and most queued steps were taken.
+// Unsets an environment variable for a scope and puts its value back after.
+class EnvUnsetForScope {
+ public:
+  explicit EnvUnsetForScope(const char* name) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    unsetenv(name);
+  }
+  ~EnvUnsetForScope() {
+    if (saved_) setenv(name_, saved_->c_str(), 1);
+  }
+  EnvUnsetForScope(const EnvUnsetForScope&) = delete;
+  EnvUnsetForScope& operator=(const EnvUnsetForScope&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
 TEST_F(CudaGraphRunnerTest, EngineLookaheadKeepsEveryRequestsTokens) {
+  // The option under test decides the lookahead here, not LOOM_GRAPH_LOOKAHEAD from the caller's
+  // environment (it overrides the option for A/B runs and made "off" mean "on").
+  const EnvUnsetForScope no_env_override("LOOM_GRAPH_LOOKAHEAD");
   struct Run {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<FinishReason> reasons;
