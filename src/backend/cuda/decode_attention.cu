@@ -888,10 +888,11 @@ int ChooseSplits(int64_t blocks, int64_t wave, int max_kv_len, int max_splits) {
   return best;
 }
 
-// The largest cluster of `fn`'s blocks the device can run, capped at kMaxClusterSplits (more than
-// 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed, which this sets, as it lets the kernel
-// take kMaxMergeBytes of dynamic shared memory beside its static arrays); 0 when clusters are
-// unavailable (no device, or the query fails). Cached per kernel instance.
+// The largest cluster of `fn`'s blocks the device can run, capped at kMaxClusterSplits; 0 when
+// clusters are unavailable (no device, or the query fails). Cached per kernel instance. Sets the
+// kernel's attributes for cluster launches: more than 8 blocks a cluster
+// (cudaFuncAttributeNonPortableClusterSizeAllowed) and up to kMaxMergeBytes of dynamic shared
+// memory for the merge buffer beside its static arrays.
 int MaxClusterSplits(KernelFn fn) {
   return CachedPerKernel(fn, 0, [](KernelFn f, int* value) {
     int size = 0;
