@@ -192,10 +192,6 @@ __device__ __forceinline__ float Logit(const DecodeArgs& a, float dot, bool vali
 // memory between two cluster.sync()s took 4.3 us after the block's own result (2.6 us in the
 // first sync alone); the syncs wait on every block of the cluster and on each other.
 
-__device__ __forceinline__ uint32_t SmemU32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // The address of the same shared variable in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t MapToRank(uint32_t addr, uint32_t rank) {
   uint32_t out;
@@ -221,7 +217,7 @@ __device__ __forceinline__ uint64_t* MergeBarrier() {
 __device__ __forceinline__ void ClusterMergeBegin(const DecodeArgs& a) {
   if (!(a.num_splits > 1 && a.cluster_merge)) return;
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemU32(MergeBarrier())));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(MergeBarrier())));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -260,13 +256,13 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
   uint32_t remote_rows = 0, remote_lse = 0, remote_bar = 0;
   if (cluster) {  // ClusterMergeReady has run
     if (split != 0) {
-      remote_rows = MapToRank(SmemU32(merge_buf + split * rows_n), 0);
-      remote_lse = MapToRank(SmemU32(lse_buf + split * a.group), 0);
-      remote_bar = MapToRank(SmemU32(MergeBarrier()), 0);
+      remote_rows = MapToRank(SmemAddress(merge_buf + split * rows_n), 0);
+      remote_lse = MapToRank(SmemAddress(lse_buf + split * a.group), 0);
+      remote_bar = MapToRank(SmemAddress(MergeBarrier()), 0);
     } else if (threadIdx.x == 0) {
       const uint32_t bytes = static_cast<uint32_t>((splits - 1) * (rows_n + a.group) * 4);
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                       SmemU32(MergeBarrier())),
+                       SmemAddress(MergeBarrier())),
                    "r"(bytes)
                    : "memory");
     }
@@ -305,7 +301,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
   }
   if (!cluster || split != 0) return;
   // The leader: every other split's bytes in, then the merge.
-  const uint32_t bar = SmemU32(MergeBarrier());
+  const uint32_t bar = SmemAddress(MergeBarrier());
   uint32_t done = 0;
   do {
     asm volatile(

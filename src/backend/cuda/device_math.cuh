@@ -97,4 +97,9 @@ __device__ __forceinline__ float BlockSum(float v) {
   return total;
 }
 
+// The shared-state-space address of a pointer into shared memory (PTX shared:: operands).
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 }  // namespace loom::cuda

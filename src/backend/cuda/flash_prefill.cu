@@ -42,10 +42,6 @@ struct FlashArgs : PagedKernelTables {
 
 // ---- PTX wrappers ----
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // 16-byte global -> shared copy; !valid zero-fills the destination (src-size 0) so padded K/V
 // rows are 0, not stale data that could hold Inf/NaN (P = 0 times NaN is NaN).
 __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
@@ -144,7 +140,7 @@ __device__ __forceinline__ void LoadQ(const FlashArgs& a, const Tile& t, int g, 
     const int r = i / S::kChunks, c = i % S::kChunks;
     const bool valid = r < t.rows;
     const bf16* src = valid ? a.q + RowOffset(a, t, g, r, D) + c * 8 : a.q;
-    CpAsync16(SmemAddr(q_s + r * S::kStride + c * 8), src, valid);
+    CpAsync16(SmemAddress(q_s + r * S::kStride + c * 8), src, valid);
   }
 }
 
@@ -164,8 +160,8 @@ __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages,
       const int64_t block = pages[p / a.block_size];
       off = ((block * a.block_size + p % a.block_size) * a.num_kv_heads + g) * D + c * 8;
     }
-    CpAsync16(SmemAddr(k_s + r * S::kStride + c * 8), a.k_pool + off, valid);
-    CpAsync16(SmemAddr(v_s + r * S::kStride + c * 8), a.v_pool + off, valid);
+    CpAsync16(SmemAddress(k_s + r * S::kStride + c * 8), a.k_pool + off, valid);
+    CpAsync16(SmemAddress(v_s + r * S::kStride + c * 8), a.v_pool + off, valid);
   }
 }
 
@@ -179,7 +175,7 @@ template <int D, int W, int MT>
 __device__ __forceinline__ void LoadQFragment(uint32_t (&f)[4], const bf16* q_s, int row0, int kc) {
   const int lane = threadIdx.x % 32;
   LdMatrixX4(
-      f, SmemAddr(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 + (lane / 16) * 8));
+      f, SmemAddress(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 + (lane / 16) * 8));
 }
 
 template <int D, int W, int MT>
@@ -220,7 +216,7 @@ __device__ __forceinline__ void QKt(Scores<D, W, MT>& sc, const QRegs<D, W, MT>&
 #pragma unroll
     for (int nb2 = 0; nb2 < S::kKeys / 16; ++nb2) {
       uint32_t b[4];
-      LdMatrixX4(b, SmemAddr(k_lane + nb2 * 16 * S::kStride + kc * 16));
+      LdMatrixX4(b, SmemAddress(k_lane + nb2 * 16 * S::kStride + kc * 16));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Mma(sc[mt][2 * nb2], a[mt], b[0], b[1]);
@@ -337,7 +333,7 @@ __device__ __forceinline__ void PV(const Scores<D, W, MT>& sc, Acc<D, MT>& o, co
 #pragma unroll
     for (int db2 = 0; db2 < D / 16; ++db2) {
       uint32_t b[4];
-      LdMatrixX4Trans(b, SmemAddr(v_lane + kc * 16 * S::kStride + db2 * 16));
+      LdMatrixX4Trans(b, SmemAddress(v_lane + kc * 16 * S::kStride + db2 * 16));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Mma(o[mt][2 * db2], p[mt], b[0], b[1]);

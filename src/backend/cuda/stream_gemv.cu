@@ -28,10 +28,6 @@ constexpr int kMaxStages = 5;
 constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
 
 // --- mbarrier and bulk-copy primitives (sm_90) ---
-__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
 }
