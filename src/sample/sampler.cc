@@ -193,6 +193,14 @@ bool BuildLogitEdits(const SampleContext& ctx, int vocab_size, std::vector<Logit
   return true;
 }
 
+namespace {
+// The first edit of `edits` (sorted by token) whose token is not below `t`.
+std::vector<LogitEdit>::iterator LowerEdit(std::vector<LogitEdit>& edits, TokenId t) {
+  return std::lower_bound(edits.begin(), edits.end(), t,
+                          [](const LogitEdit& e, TokenId id) { return e.token < id; });
+}
+}  // namespace
+
 bool LogitEditCache::Rebuild(const SampleContext& ctx, int vocab_size) {
   const SamplingParams& p = *ctx.params;
   if (p.repetition_penalty != 1.0f && !have_prompt_ids_) {
@@ -206,8 +214,7 @@ bool LogitEditCache::Rebuild(const SampleContext& ctx, int vocab_size) {
   }
   counts_.assign(edits_.size(), 0);
   for (TokenId t : ctx.output) {
-    const auto it = std::lower_bound(edits_.begin(), edits_.end(), t,
-                                     [](const LogitEdit& e, TokenId id) { return e.token < id; });
+    const auto it = LowerEdit(edits_, t);
     if (it != edits_.end() && it->token == t) ++counts_[static_cast<size_t>(it - edits_.begin())];
   }
   outputs_ = static_cast<int64_t>(ctx.output.size());
@@ -231,8 +238,7 @@ bool LogitEditCache::Build(const SampleContext& ctx, int vocab_size) {
     const bool repetition = p.repetition_penalty != 1.0f;
     const bool counted = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
     if (repetition || counted) {
-      auto it = std::lower_bound(edits_.begin(), edits_.end(), t,
-                                 [](const LogitEdit& e, TokenId id) { return e.token < id; });
+      auto it = LowerEdit(edits_, t);
       size_t i = static_cast<size_t>(it - edits_.begin());
       if (it == edits_.end() || it->token != t) {
         LogitEdit e;
