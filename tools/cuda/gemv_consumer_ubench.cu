@@ -1,0 +1,103 @@
+// How long the streamed GEMV's consumers (src/backend/cuda/stream_gemv.cu) take to dot one
+// 32 KB ring stage (8 rows x 2048 columns) that is already in shared memory: the CUDA-core loop of
+// the kernel (one row a warp, bf16 unpacked, f32 FMAs) against a tensor-core one (mma.m16n8k16
+// with x as row 0 of A, 16 columns chunks split over the warps, rows 16 bytes apart so ldmatrix
+// is free of bank conflicts; branch h-mma). Clock cycles per stage of one warp, median block.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -Isrc tools/cuda/gemv_consumer_ubench.cu -o ubench
+//   ./ubench            (on the GPU machine; no arguments)
+//
+// H200, 2026-12-01: CUDA cores 551 cycles (one warp active) / 1,281 (all 8: 0.65 us at
+// 1.98 GHz, about what the engine's o projection shows per stage); tensor cores 266 / 544.
+// In the engine the tensor-core version was still 7-12 % slower end to end: the 16-byte row
+// skew alone (TMA destinations no longer 128-byte aligned) cost 5-7 % on the CUDA-core kernel
+// (tools/cuda/E2E_NOTES.md, session 10).
+#include <cuda_bf16.h>
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include <algorithm>
+#include "backend/cuda/device_math.cuh"
+using namespace loom::cuda;
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0, uint32_t b1) {
+  [[maybe_unused]] float d2, d3;
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %10, %10};\n"
+      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+      : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+}
+constexpr int kSlice = 2048, kStride = kSlice * 2 + 16, kSlot = 33024, kStages = 5, NIT = 200;
+
+template <int V>
+__global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, int warps_active) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // fill: small bf16 values
+  for (int i = threadIdx.x; i < (kStages * kSlot + 4096) / 2; i += blockDim.x)
+    reinterpret_cast<__nv_bfloat16*>(smem)[i] = __float2bfloat16(0.001f * ((i * 7) % 13));
+  __syncthreads();
+  if (warp >= warps_active) return;
+  const uint4* xs = reinterpret_cast<const uint4*>(smem + kStages * kSlot);
+  float acc[4][2] = {};
+  float facc[2] = {};
+  const long long t0 = clock64();
+  for (int it = 0; it < NIT; ++it) {
+    const int slot = it % kStages;
+    if constexpr (V == 0) {  // CUDA-core dot: row `warp` of the slot, x from smem
+      const uint4* wv = reinterpret_cast<const uint4*>(smem + slot * 32768) + warp * (kSlice / 8);
+#pragma unroll 4
+      for (int u = lane; u < kSlice / 8; u += 32) {
+        float wf[8], xf[8];
+        UnpackBf16x8(wv[u], wf);
+        UnpackBf16x8(xs[u], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) facc[e & 1] += wf[e] * xf[e];
+      }
+    } else {  // tensor cores: 16 chunks a warp
+      constexpr int kCW = 16;
+      const uint32_t stage = SmemAddress(smem + slot * kSlot) + (lane % 8) * kStride + (lane / 8) * 16;
+      const int c0 = warp * kCW;
+      const uint4* xq = xs + (lane & 3);
+      uint4 xa[kCW / 2];
+      uint32_t b[kCW / 2][4];
+#pragma unroll
+      for (int i = 0; i < kCW / 2; ++i) xa[i] = xq[(c0 / 2 + i) * 4];
+#pragma unroll
+      for (int i = 0; i < kCW / 2; ++i) LdMatrixX4(b[i], stage + (c0 + 2 * i) * 32);
+#pragma unroll
+      for (int i = 0; i < kCW / 2; ++i) {
+        MmaK16(acc[(2 * i) % 4], xa[i].x, xa[i].y, b[i][0], b[i][1]);
+        MmaK16(acc[(2 * i + 1) % 4], xa[i].z, xa[i].w, b[i][2], b[i][3]);
+      }
+    }
+    __syncwarp();
+  }
+  const long long t1 = clock64();
+  float v = facc[0] + facc[1];
+  for (int a = 0; a < 4; ++a) v += acc[a][0] + acc[a][1];
+  out[blockIdx.x * 288 + threadIdx.x] = v;
+  if (threadIdx.x == 0) cycles[blockIdx.x] = (t1 - t0) / NIT;
+}
+
+int main() {
+  float* out; long long* cyc;
+  cudaMalloc(&out, 132 * 288 * 4); cudaMalloc(&cyc, 132 * 8);
+  const int smem = kStages * kSlot + 4096;
+  cudaFuncSetAttribute(Bench<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(Bench<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  for (int v = 0; v < 2; ++v) for (int wa : {1, 8}) for (int blocks : {1, 132}) {
+    for (int rep = 0; rep < 2; ++rep) {
+      if (v == 0) Bench<0><<<blocks, 288, smem>>>(out, cyc, wa); else Bench<1><<<blocks, 288, smem>>>(out, cyc, wa);
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    std::vector<long long> c(blocks);
+    cudaMemcpy(c.data(), cyc, blocks * 8, cudaMemcpyDeviceToHost);
+    std::sort(c.begin(), c.end());
+    printf("%s warps %d blocks %3d: %lld cycles per 32 KB stage (median block) %s\n", v ? "mma" : "fma", wa, blocks,
+           c[blocks / 2], cudaGetErrorString(e));
+  }
+}
