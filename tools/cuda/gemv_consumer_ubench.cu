@@ -1,17 +1,19 @@
 // How long the streamed GEMV's consumers (src/backend/cuda/stream_gemv.cu) take to dot one
-// 32 KB ring stage (8 rows x 2048 columns) that is already in shared memory: the CUDA-core loop of
-// the kernel (one row a warp, bf16 unpacked, f32 FMAs) against a tensor-core one (mma.m16n8k16
-// with x as row 0 of A, 16 columns chunks split over the warps, rows 16 bytes apart so ldmatrix
-// is free of bank conflicts; branch h-mma). Clock cycles per stage of one warp, median block.
+// 32 KB ring stage (8 rows x 2048 columns) that is already in shared memory, 200 stages in a row
+// (throughput, not one stage's latency): fma, the kernel's CUDA-core loop (one row a warp, bf16
+// unpacked, f32 FMAs, `unroll 4`); fma-batched, the same FMAs in the same order with all of the
+// stage's loads issued first (branch h-batch); fma-xreg, x held in registers; mma, a tensor-core
+// loop (mma.m16n8k16 with x as row 0 of A, 16-column chunks split over the warps, rows 16 bytes
+// apart so ldmatrix is free of bank conflicts; branch h-mma). Clock cycles per stage of one warp,
+// median block.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -Isrc tools/cuda/gemv_consumer_ubench.cu -o ubench
 //   ./ubench            (on the GPU machine; no arguments)
 //
-// H200, 2026-12-01: CUDA cores 551 cycles (one warp active) / 1,281 (all 8: 0.65 us at
-// 1.98 GHz, about what the engine's o projection shows per stage); tensor cores 266 / 544.
-// In the engine the tensor-core version was still 7-12 % slower end to end: the 16-byte row
-// skew alone (TMA destinations no longer 128-byte aligned) cost 5-7 % on the CUDA-core kernel
-// (tools/cuda/E2E_NOTES.md, session 10).
+// H200, 2026-12-01, one warp active / all 8: fma 551 / 1,281 (0.65 us at 1.98 GHz);
+// fma-batched 425 / 708; fma-xreg 329 / 510; mma 266 / 544. None of the faster loops made the
+// engine faster (tools/cuda/E2E_NOTES.md, session 10): the per-stage time of the GEMVs whose
+// ring is full at their release is not this loop's throughput.
 #include <cuda_bf16.h>
 #include <cstdio>
 #include <cstdint>
@@ -44,6 +46,8 @@ __global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, i
   const uint4* xs = reinterpret_cast<const uint4*>(smem + kStages * kSlot);
   float acc[4][2] = {};
   float facc[2] = {};
+  uint4 xr[8];  // V == 2
+  for (int j = 0; j < 8; ++j) xr[j] = xs[lane + 32 * j];
   const long long t0 = clock64();
   for (int it = 0; it < NIT; ++it) {
     const int slot = it % kStages;
@@ -54,6 +58,29 @@ __global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, i
         float wf[8], xf[8];
         UnpackBf16x8(wv[u], wf);
         UnpackBf16x8(xs[u], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) facc[e & 1] += wf[e] * xf[e];
+      }
+    } else if constexpr (V == 2) {  // CUDA-core dot, x held in registers (loaded once)
+      const uint4* wv = reinterpret_cast<const uint4*>(smem + slot * 32768) + warp * (kSlice / 8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float wf[8], xf[8];
+        UnpackBf16x8(wv[lane + 32 * j], wf);
+        UnpackBf16x8(xr[j], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) facc[e & 1] += wf[e] * xf[e];
+      }
+    } else if constexpr (V == 4) {  // CUDA-core dot, all of the stage's w and x loads first
+      const uint4* wv = reinterpret_cast<const uint4*>(smem + slot * 32768) + warp * (kSlice / 8);
+      uint4 wr[8], xl[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) { wr[j] = wv[lane + 32 * j]; xl[j] = xs[lane + 32 * j]; }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float wf[8], xf[8];
+        UnpackBf16x8(wr[j], wf);
+        UnpackBf16x8(xl[j], xf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) facc[e & 1] += wf[e] * xf[e];
       }
@@ -89,15 +116,20 @@ int main() {
   const int smem = kStages * kSlot + 4096;
   cudaFuncSetAttribute(Bench<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(Bench<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  for (int v = 0; v < 2; ++v) for (int wa : {1, 8}) for (int blocks : {1, 132}) {
+  cudaFuncSetAttribute(Bench<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(Bench<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  for (int v : {0, 4, 2, 1}) for (int wa : {1, 8}) for (int blocks : {132}) {
     for (int rep = 0; rep < 2; ++rep) {
-      if (v == 0) Bench<0><<<blocks, 288, smem>>>(out, cyc, wa); else Bench<1><<<blocks, 288, smem>>>(out, cyc, wa);
+      if (v == 0) Bench<0><<<blocks, 288, smem>>>(out, cyc, wa);
+      else if (v == 1) Bench<1><<<blocks, 288, smem>>>(out, cyc, wa);
+      else if (v == 2) Bench<2><<<blocks, 288, smem>>>(out, cyc, wa);
+      else Bench<4><<<blocks, 288, smem>>>(out, cyc, wa);
     }
     cudaError_t e = cudaDeviceSynchronize();
     std::vector<long long> c(blocks);
     cudaMemcpy(c.data(), cyc, blocks * 8, cudaMemcpyDeviceToHost);
     std::sort(c.begin(), c.end());
-    printf("%s warps %d blocks %3d: %lld cycles per 32 KB stage (median block) %s\n", v ? "mma" : "fma", wa, blocks,
+    printf("%s warps %d blocks %3d: %lld cycles per 32 KB stage (median block) %s\n", (const char*[]){"fma", "mma", "fma-xreg", "", "fma-batched"}[v], wa, blocks,
            c[blocks / 2], cudaGetErrorString(e));
   }
 }
