@@ -336,11 +336,6 @@ class CudaGraphRunnerTest : public ::testing::Test {
   std::unique_ptr<CudaBackend> backend_;
 };
 
-// The engine over graphs with the batch-1 lookahead vs without: the same tokens for every request
-// while the plan changes under the queued steps — the first request is aborted with a step queued
-// (whose K/V went to a block the next request's prefill takes over), a third arrives while the
-// second decodes alone (a mixed step), the last ends by max_tokens — with the scheduler and KV
-// integrity checked every step; and most queued steps were taken.
 // Unsets an environment variable for a scope and puts its value back after.
 class EnvUnsetForScope {
  public:
@@ -359,6 +354,11 @@ class EnvUnsetForScope {
   std::optional<std::string> saved_;
 };
 
+// The engine over graphs with the batch-1 lookahead vs without: the same tokens for every request
+// while the plan changes under the queued steps — the first request is aborted with a step queued
+// (whose K/V went to a block the next request's prefill takes over), a third arrives while the
+// second decodes alone (a mixed step), the last ends by max_tokens — with the scheduler and KV
+// integrity checked every step; and most queued steps were taken.
 TEST_F(CudaGraphRunnerTest, EngineLookaheadKeepsEveryRequestsTokens) {
   // The option under test decides the lookahead here, not LOOM_GRAPH_LOOKAHEAD from the caller's
   // environment (it overrides the option for A/B runs and made "off" mean "on").

@@ -112,9 +112,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
   stream_ = std::make_unique<cuda::CudaStream>();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
   prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
-#if defined(LOOM_KTRACE)
-  cuda::KTraceInit();
-#endif
+  cuda::KTraceInit();  // nothing outside diagnostic builds (ktrace.cuh)
 }
 
 CudaBackend::~CudaBackend() {
@@ -708,8 +706,11 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   // Page-locked staging, so the copy is one asynchronous DMA (a pageable source is staged by the
   // driver first); the previous call's copy out of it has finished long before (every step
   // waits for its ids), the event makes sure.
-  if (edit_staged_ == nullptr) edit_staged_ = std::make_unique<cuda::CudaEvent>();
-  else edit_staged_->Synchronize();
+  if (edit_staged_ == nullptr) {
+    edit_staged_ = std::make_unique<cuda::CudaEvent>();
+  } else {
+    edit_staged_->Synchronize();
+  }
   if (edit_staging_ == nullptr || edit_staging_->size() < bytes) {
     const size_t grown = edit_staging_ == nullptr ? 0 : 2 * edit_staging_->size();
     edit_staging_ = std::make_unique<cuda::PinnedHostBuffer>(std::max(bytes, grown));
@@ -723,7 +724,8 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   }
   // Freed right after the enqueue (as SampleRows' tasks): reused only by later work on this
   // stream.
-  const Tensor dev(DType::kI32, Shape{n * static_cast<int64_t>(sizeof(LogitEdit) / sizeof(int32_t))},
+  const Tensor dev(DType::kI32,
+                   Shape{n * static_cast<int64_t>(sizeof(LogitEdit) / sizeof(int32_t))},
                    allocator_->NewBuffer(bytes));
   CUDA_CHECK(cudaMemcpyAsync(dev.data(), dst, bytes, cudaMemcpyHostToDevice, stream()));
   edit_staged_->Record(stream());

@@ -217,7 +217,7 @@ __device__ __forceinline__ uint64_t* MergeBarrier() {
 __device__ __forceinline__ void ClusterMergeBegin(const DecodeArgs& a) {
   if (!(a.num_splits > 1 && a.cluster_merge)) return;
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(MergeBarrier())));
+    MbarInit(MergeBarrier(), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -261,10 +261,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
       remote_bar = MapToRank(SmemAddress(MergeBarrier()), 0);
     } else if (threadIdx.x == 0) {
       const uint32_t bytes = static_cast<uint32_t>((splits - 1) * (rows_n + a.group) * 4);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                       SmemAddress(MergeBarrier())),
-                   "r"(bytes)
-                   : "memory");
+      MbarArriveExpectTx(MergeBarrier(), bytes);
     }
   }
   for (int i = static_cast<int>(threadIdx.x); i < rows_n; i += kThreads) {

@@ -5,8 +5,9 @@
 //   position; -1 when its page is not in row i's page list yet: such inputs are never replayed),
 // and ids[i] to host_ids[(old position parity) * host_stride + i] (page-locked host memory the
 // device can write, read by the host after the stream reaches this kernel; the parity keeps the
-// next step's write, which may be queued behind this one, off the ids the host is reading). Replaces a copy of the ids to the host and the next step's
-// staged upload: two transfers and their latency between two replays.
+// next step's write, which may be queued behind this one, off the ids the host is reading).
+// Replaces a copy of the ids to the host and the next step's staged upload: two transfers and
+// their latency between two replays.
 #pragma once
 
 #include <cuda_runtime_api.h>

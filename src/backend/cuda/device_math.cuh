@@ -102,4 +102,15 @@ __device__ __forceinline__ uint32_t SmemAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// sm_90 mbarriers in this block's shared memory: set up for `count` arrivals a phase, and one
+// arrival that also expects `bytes` of asynchronous transfers (bulk copies, st.async) this phase.
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
+}
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
 }  // namespace loom::cuda

@@ -27,19 +27,10 @@ constexpr int kStageBytes = 32768;
 constexpr int kMaxStages = 5;
 constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
 
-// --- mbarrier and bulk-copy primitives (sm_90) ---
-__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
-}
-
+// --- mbarrier and bulk-copy primitives (sm_90; MbarInit / MbarArriveExpectTx in
+// device_math.cuh) ---
 __device__ __forceinline__ void MbarArrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
-}
-
-__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)),
-               "r"(bytes)
-               : "memory");
 }
 
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
