@@ -250,6 +250,32 @@ class Backend {
     (void)out;
     CHECK(false) << name() << " has no SampleRows";
   }
+
+  // Whether LogprobRows is implemented. The CPU backend leaves logprobs to the host sampler.
+  virtual bool has_logprob_rows() const { return false; }
+  // One row of LogprobRows: row `row` of the logits, whose chosen token is ids[id_index].
+  struct LogprobRow {
+    int32_t row = 0;
+    int32_t id_index = 0;
+  };
+  static constexpr int kMaxTopLogprobs = 20;
+  static constexpr int kLogprobStride = 1 + 2 * kMaxTopLogprobs;
+  // The Sampler's logprobs of rows already edited (logit_bias, penalties; no masking): out
+  // [rows.size(), kLogprobStride] f32 on this device, per row log_softmax(x[row])[ids[id_index]],
+  // then the `top_k` (<= kMaxTopLogprobs) largest logits as (id, log_softmax) pairs, largest
+  // first, equal logits by lower id, ids as exact floats. log_softmax as SampleRow takes it: the
+  // max in f32, the sum of exp(l - max) in f64, log_z = max + f32(log(sum)). An id that is not a
+  // token (an ArgmaxRows code) gives logprob 0. x [m, vocab] f32 on this device; rows on the host
+  // (read before it returns); ids i32 on this device. Precondition: has_logprob_rows().
+  virtual void LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids,
+                           int top_k, const Tensor& out) {
+    (void)x;
+    (void)rows;
+    (void)ids;
+    (void)top_k;
+    (void)out;
+    CHECK(false) << name() << " has no LogprobRows";
+  }
 };
 
 }  // namespace loom

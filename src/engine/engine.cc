@@ -159,8 +159,8 @@ void Engine::DrainInbox() {
   }
   for (Submission& sub : subs) {
     const SamplingParams& params = sub.request.params;
-    Status added = scheduler_->AddRequest(sub.id, std::move(sub.request.prompt),
-                                          params.max_tokens, sub.request.cache_extra_keys);
+    Status added = scheduler_->AddRequest(sub.id, std::move(sub.request.prompt), params.max_tokens,
+                                          sub.request.cache_extra_keys);
     if (!added.ok()) {  // Submit checked the same limits; kept for robustness
       sub.stream->Finish(FinishReason::kError, added);
       ++finished_;
@@ -214,6 +214,7 @@ bool Engine::Step() {
   std::vector<RowSpec> modes;
   modes.reserve(static_cast<size_t>(plan.num_sampled));
   const bool edits_on_device = runner_->edits_rows_on_device();
+  const bool logprobs_on_device = edits_on_device && runner_->logprobs_on_device();
   for (const ScheduledSeq& seq : plan.seqs) {
     if (!seq.sample) continue;
     const SchedRequest* req = scheduler_->Find(seq.request_id);
@@ -229,8 +230,10 @@ bool Engine::Step() {
     } else if (IsPlainDraw(p, num_output)) {
       r.mode = RowSampling::kDraw;
       r.draw = draw;
-    } else if (edits_on_device && (IsEditableGreedy(p) || IsEditableDraw(p))) {
-      // logit_bias, penalties or min_tokens masking: edited on the device, then sampled there.
+    } else if (edits_on_device && (IsEditableGreedy(p) || IsEditableDraw(p) ||
+                                   (logprobs_on_device && LogprobsOnEditedRow(p, num_output)))) {
+      // logit_bias, penalties or min_tokens masking: edited on the device, then sampled there
+      // (and its logprobs taken there, after the edits).
       const std::span<const TokenId> tokens = req->tokens;
       const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
                               tokens.subspan(req->num_prompt_tokens), live.seed,
@@ -239,11 +242,11 @@ bool Engine::Step() {
       // prompt of many distinct ids) is cheaper on the host: the edit list is built on this
       // thread and uploaded, the host rows are sampled by the sampling pool.
       const size_t max_edits = std::max<size_t>(1024, static_cast<size_t>(vocab_size_) / 32);
-      if (live.edit_cache.Build(ctx, vocab_size_) &&
-          live.edit_cache.edits().size() <= max_edits) {
+      if (live.edit_cache.Build(ctx, vocab_size_) && live.edit_cache.edits().size() <= max_edits) {
         r.edits = live.edit_cache.edits();
-        r.mode = IsEditableGreedy(p) ? RowSampling::kGreedy : RowSampling::kDraw;
+        r.mode = p.greedy() ? RowSampling::kGreedy : RowSampling::kDraw;
         if (r.mode == RowSampling::kDraw) r.draw = draw;
+        r.num_logprobs = p.num_logprobs;
       }
     }
   }
@@ -264,6 +267,9 @@ bool Engine::Step() {
       std::count(executed->tokens.begin(), executed->tokens.end(), kTokenOnHost));
   CHECK_EQ(executed->logits.size(), num_host_rows * vocab_size_)
       << "the runner returned a wrong number of logits";
+  CHECK(executed->logprobs.empty() ||
+        executed->logprobs.size() == static_cast<size_t>(plan.num_sampled))
+      << "the runner returned a wrong number of logprob rows";
   computed_tokens_ += plan.num_tokens;
 
   // Sample every row; a row's failure belongs to its request only. Host rows go to the sampling
@@ -301,6 +307,14 @@ bool Engine::Step() {
         row_results[row] = InvalidArgumentError("no token left to sample: every token is masked");
       } else {
         row_results[row]->token = t;
+        if (modes[row].num_logprobs >= 0) {
+          CHECK(!executed->logprobs.empty()) << "the runner returned no logprobs for row " << row;
+          const RowLogprobs& lp = executed->logprobs[static_cast<size_t>(row)];
+          row_results[row]->logprob = lp.logprob;
+          for (const auto& [id, logprob] : lp.top) {
+            row_results[row]->top_logprobs.push_back({id, logprob});
+          }
+        }
       }
     }
     ++row;
@@ -392,8 +406,8 @@ void Engine::PublishStats() {
   s.kv_blocks_used = kv.num_used_blocks;
   s.kv_blocks_cached = kv.num_cached_blocks;
   s.kv_blocks_free = kv.num_free_blocks;
-  s.kv_bytes = static_cast<int64_t>(kv.num_used_blocks) * config_.block_size *
-               config_.bytes_per_token_kv;
+  s.kv_bytes =
+      static_cast<int64_t>(kv.num_used_blocks) * config_.block_size * config_.bytes_per_token_kv;
   s.kv_projected_bytes = scheduler_->running_projected_kv_bytes();
   s.kv_budget_bytes = config_.kv_budget_bytes;
   s.prefix_cache_hits = kv.prefix_hits;

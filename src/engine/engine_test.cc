@@ -112,9 +112,16 @@ class DeviceFakeRunner final : public FakeRunner {
         ++edited_rows_;
         for (const LogitEdit& e : rows[k].edits) row[e.token] = ApplyLogitEdit(e, row[e.token]);
       }
+      if (rows[k].num_logprobs >= 0) {
+        CHECK(logprobs_) << "logprobs for a runner that did not ask for them";
+        CHECK(rows[k].mode != RowSampling::kLogits);
+      }
       if (rows[k].mode == RowSampling::kDraw) {
         ++draw_rows_;
+        // The draw sees the row as it is now; the logprobs are taken before Draw's scratch use.
+        const std::vector<float> edited(row, row + vocab_);
         out.tokens.push_back(Draw(rows[k].draw, std::span<float>(row, vocab_)));
+        AddLogprobs(rows, k, edited, out);
         continue;
       }
       if (rows[k].mode != RowSampling::kGreedy) {
@@ -134,19 +141,47 @@ class DeviceFakeRunner final : public FakeRunner {
         }
       }
       out.tokens.push_back(nan ? kTokenNaN : best);
+      AddLogprobs(rows, k, std::vector<float>(row, row + vocab_), out);
     }
     out.logits = std::span<float>(out.owned);
     return out;
   }
 
   bool edits_rows_on_device() const override { return edits_; }
+  bool logprobs_on_device() const override { return logprobs_; }
 
-  bool edits_ = false;  // take rows with logit edits (bias, penalties, min_tokens masking)
+  bool edits_ = false;     // take rows with logit edits (bias, penalties, min_tokens masking)
+  bool logprobs_ = false;  // and rows that ask for logprobs (taken here, after the edits)
+  int logprob_rows_ = 0;
   int greedy_rows_ = 0;
   int draw_rows_ = 0;
   int edited_rows_ = 0;
 
  private:
+  // Row k's logprobs, as Backend::LogprobRows takes them (the Sampler's arithmetic: the max in
+  // f32, the sum of exp in f64 in id order, equal logits by lower id), into out.logprobs.
+  void AddLogprobs(std::span<const RowSpec> rows, size_t k, const std::vector<float>& row,
+                   StepOutput& out) {
+    if (rows[k].num_logprobs < 0) return;
+    ++logprob_rows_;
+    out.logprobs.resize(rows.size());
+    float mx = -INFINITY;
+    for (float l : row) mx = std::max(mx, l);
+    double sum = 0.0;
+    for (float l : row) sum += std::exp(static_cast<double>(l - mx));
+    const float log_z = mx + static_cast<float>(std::log(sum));
+    RowLogprobs& r = out.logprobs[k];
+    const int32_t t = out.tokens[k];
+    r.logprob = t >= 0 ? row[static_cast<size_t>(t)] - log_z : 0.0f;
+    std::vector<int32_t> ids(row.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const auto want = static_cast<size_t>(std::min<int>(rows[k].num_logprobs, vocab_));
+    std::partial_sort(
+        ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(want), ids.end(),
+        [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (size_t i = 0; i < want; ++i) r.top.emplace_back(ids[i], row[ids[i]] - log_z);
+  }
+
   int32_t Draw(const DrawParams& d, std::span<float> row) {
     SamplingParams params;
     params.temperature = d.temperature;
@@ -168,6 +203,7 @@ class DeviceFakeRunner final : public FakeRunner {
 struct Result {
   Tokens tokens;
   std::vector<float> logprobs;
+  std::vector<std::pair<TokenId, float>> top_logprobs;  // every token's, in order
   std::optional<FinishReason> finish;
   std::optional<TokenId> stop_token;
   Status error;
@@ -179,6 +215,9 @@ void Drain(OutputStream& s, Result& r) {
     for (const TokenOutput& t : c->tokens) {
       r.tokens.push_back(t.token);
       r.logprobs.push_back(t.logprob);
+      for (const TokenLogprob& lp : t.top_logprobs) {
+        r.top_logprobs.emplace_back(lp.token, lp.logprob);
+      }
     }
     r.cached_tokens = c->num_cached_tokens;
     if (c->finish_reason) {
@@ -252,13 +291,30 @@ std::vector<Request> Workload() {
     r.params.seed = 100 + i;
     r.params.num_logprobs = 2;
     switch (i) {
-      case 0: r.params.temperature = 0; break;
-      case 1: r.params.top_k = 5; r.params.temperature = 0.8f; break;
-      case 2: r.params.top_p = 0.9f; r.params.repetition_penalty = 1.3f; break;
-      case 3: r.params.min_p = 0.1f; r.params.presence_penalty = 0.5f;
-              r.params.frequency_penalty = 0.3f; break;
-      case 4: r.params.xtc_probability = 0.5f; r.params.xtc_threshold = 0.05f; break;
-      case 5: r.params.temperature = 1.5f; r.params.logit_bias = {{3, 2.0f}}; break;
+      case 0:
+        r.params.temperature = 0;
+        break;
+      case 1:
+        r.params.top_k = 5;
+        r.params.temperature = 0.8f;
+        break;
+      case 2:
+        r.params.top_p = 0.9f;
+        r.params.repetition_penalty = 1.3f;
+        break;
+      case 3:
+        r.params.min_p = 0.1f;
+        r.params.presence_penalty = 0.5f;
+        r.params.frequency_penalty = 0.3f;
+        break;
+      case 4:
+        r.params.xtc_probability = 0.5f;
+        r.params.xtc_threshold = 0.05f;
+        break;
+      case 5:
+        r.params.temperature = 1.5f;
+        r.params.logit_bias = {{3, 2.0f}};
+        break;
     }
     rs.push_back(r);
   }
@@ -434,12 +490,14 @@ struct DeviceRun {
   DeviceFakeRunner* runner = nullptr;
   std::vector<Result> results;
 };
-DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits) {
+DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits,
+                                    bool logprobs = false) {
   Made host = Make(BaseConfig(64));
   const std::vector<Result> want = RunAll(*host.engine, work);
   DeviceRun run;
   auto fake = std::make_unique<DeviceFakeRunner>(64, 4, 256);
   fake->edits_ = edits;
+  fake->logprobs_ = logprobs;
   run.runner = fake.get();
   auto made = Engine::Create(BaseConfig(64), std::move(fake));
   EXPECT_TRUE(made.ok());
@@ -451,6 +509,7 @@ DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits
   for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
     EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << "request " << i;
     EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
     EXPECT_EQ(got[i].stop_token, want[i].stop_token) << "request " << i;
     EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
@@ -535,6 +594,41 @@ TEST(EngineTest, RunnerSideEditedRowsMatchHostSampling) {
   EXPECT_GT(raw->draw_rows_, 25);
 }
 
+// Rows that ask for logprobs, sent to a runner that takes them where the logits are
+// (RowSpec::num_logprobs, after the row's edits), give exactly the host sampler's tokens and
+// logprobs, greedy and drawn, with and without bias / penalties; rows with min_tokens masking
+// at the step or XTC still reach the host.
+TEST(EngineTest, RunnerSideLogprobsMatchHostSampling) {
+  std::vector<Request> work;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = Prompt(6, 3 + i, 50 + i);
+    r.params.max_tokens = 12;
+    r.params.seed = 1200 + i;
+    r.params.temperature = i % 2 == 0 ? 0.0f : 0.8f;
+    r.params.num_logprobs = i % 3 == 0 ? 0 : i % 3 == 1 ? 3 : 20;
+    if (i % 4 == 1) r.params.logit_bias = {{9, 2.0f}, {3, -4.0f}};
+    if (i % 4 == 2) r.params.frequency_penalty = 0.5f;
+    if (i == 3) r.params.min_tokens = 5;          // host rows for its first 5 tokens
+    if (i == 5) r.params.xtc_probability = 0.5f;  // a host row throughout
+    work.push_back(r);
+  }
+  const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/true, /*logprobs=*/true);
+  const DeviceFakeRunner* raw = run.runner;
+  ASSERT_EQ(run.results.size(), work.size());
+  // Every sampled row (the tokens, and the EOS / stop id that ended a request) but XTC's and
+  // the first 5 of request 3.
+  int want_rows = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Result& r = run.results[i];
+    EXPECT_EQ(r.logprobs.size(), r.tokens.size());
+    const int n = static_cast<int>(r.tokens.size()) + (r.stop_token.has_value() ? 1 : 0);
+    if (i != 5) want_rows += i == 3 ? std::max(0, n - 5) : n;
+  }
+  EXPECT_GT(want_rows, 50);
+  EXPECT_EQ(raw->logprob_rows_, want_rows);
+}
+
 // Host rows of a step split over several sampling threads give exactly what one thread gives,
 // and a row's error (NaN logits) still finishes only its own request.
 TEST(EngineTest, ParallelHostSamplingMatchesOneThread) {
@@ -574,6 +668,7 @@ TEST(EngineTest, ParallelHostSamplingMatchesOneThread) {
     EXPECT_FALSE(want[i].tokens.empty() && i != 3) << "request " << i;
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
     EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << "request " << i;
     EXPECT_EQ(got[i].finish, want[i].finish) << "request " << i;
     EXPECT_EQ(got[i].error.ToString(), want[i].error.ToString()) << "request " << i;
   }
@@ -687,8 +782,7 @@ TEST(EngineTest, ConcurrentSubmitAndAbortFromSeveralThreads) {
         const size_t w = (t * kPerThread + i) % work.size();
         auto h = m.engine->Submit(work[w]);
         ASSERT_TRUE(h.ok());
-        const int abort_after = static_cast<int>(rng() % 3) == 0 ? static_cast<int>(rng() % 4)
-                                                                  : -1;
+        const int abort_after = static_cast<int>(rng() % 3) == 0 ? static_cast<int>(rng() % 4) : -1;
         if (abort_after == 0) m.engine->Abort(h->id);
         Result r;
         while (!h->stream->done()) {

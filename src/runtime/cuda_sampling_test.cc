@@ -12,7 +12,8 @@
 //       151936, 262144);
 //   (f) NaN rows and all -inf rows give kArgmaxNaN / kArgmaxNone, without disturbing the batch;
 //   (g) logit edits (bias, penalties, min_tokens masking) on the device equal the host's bit for
-//       bit, and edited rows then give SampleRow's tokens.
+//       bit, and edited rows then give SampleRow's tokens;
+//   (h) LogprobRows on edited rows gives SampleRow's logprobs and top logprobs.
 // DISABLED_Bench times the kernel (run with --gtest_also_run_disabled_tests). Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -489,6 +490,102 @@ TEST_F(CudaSamplingTest, EditedRowsGiveTheHostSamplersTokens) {
   }
   EXPECT_GE(same, rows / 2 - 1);  // 24 draws: >= 99% means at most one differs
   EXPECT_GE(changed, 6);          // the edits moved most greedy choices
+}
+
+// (h) LogprobRows on edited rows gives SampleRow's logprobs: the chosen token's (a greedy row's
+// argmax and a drawn row's token, both taken on the device) and the top 0 / 1 / 5 / 20 with
+// their ids in the Sampler's order (ties of kind-3 rows by lower id), within 1e-5 absolute
+// (log_z's f64 sum runs in another order; a logit near 20 has a 2e-6 ulp); vocabularies 1000,
+// 32000, 128256 and 151936, rows in one launch with their tasks in reverse order, and ids that are
+// not tokens give logprob 0.
+TEST_F(CudaSamplingTest, LogprobRowsGiveTheHostSamplersLogprobs) {
+  ASSERT_TRUE(gpu_->has_logprob_rows());
+  std::mt19937_64 rng(13);
+  for (const int vocab : {1000, 32000, 128256, 151936}) {
+    Sampler sampler(vocab);
+    const int rows = 16;
+    std::vector<float> x;
+    std::vector<std::vector<float>> edited;
+    std::vector<SamplingParams> params;
+    std::vector<LogitEdit> edits;
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> row = RandomRow(rng, vocab, r % 4);
+      x.insert(x.end(), row.begin(), row.end());
+      SamplingParams p;
+      p.temperature = r % 2 == 0 ? 0.0f : 0.9f;
+      p.num_logprobs = (r / 2) % 4 == 0 ? 0 : (r / 2) % 4 == 1 ? 1 : (r / 2) % 4 == 2 ? 5 : 20;
+      if (r % 3 == 0) p.logit_bias = {{3, 4.0f}, {static_cast<TokenId>(vocab - 1), 9.0f}};
+      if (r % 3 == 1) p.frequency_penalty = 0.7f;
+      const std::vector<TokenId> output = {3, 5, 5, static_cast<TokenId>(vocab / 2)};
+      const SampleContext ctx{&p, {}, output, static_cast<uint64_t>(r), {}};
+      ASSERT_TRUE(LogprobsOnEditedRow(p, static_cast<int>(output.size()))) << r;
+      std::vector<LogitEdit> row_edits;
+      ASSERT_TRUE(BuildLogitEdits(ctx, vocab, &row_edits)) << r;
+      for (LogitEdit e : row_edits) {
+        e.row = r;
+        edits.push_back(e);
+        row[e.token] = ApplyLogitEdit(e, row[e.token]);
+      }
+      edited.push_back(row);
+      params.push_back(p);
+    }
+    Tensor dev = gpu_->Alloc(DType::kF32, Shape{rows, vocab});
+    gpu_->CopyFromHost(x.data(), dev);
+    gpu_->EditLogits(dev, edits);
+    // ids = [argmax of every row | draws of the odd rows | a kArgmaxNone code]
+    const int num_draws = rows / 2;
+    Tensor ids = gpu_->Alloc(DType::kI32, Shape{rows + num_draws + 1});
+    gpu_->ArgmaxRows(dev, ids.Slice(0, rows));
+    std::vector<int32_t> draw_rows;
+    std::vector<DrawParams> draws;
+    for (int r = 1; r < rows; r += 2) {
+      draw_rows.push_back(r);
+      draws.push_back(DrawParams{0.9f, 0, 1.0f, 0.0f, static_cast<uint64_t>(r), 4});
+    }
+    gpu_->SampleRows(dev, draw_rows, draws, ids.Slice(rows, num_draws));
+    const int32_t none = Backend::kArgmaxNone;
+    gpu_->CopyFromHost(&none, ids.Slice(rows + num_draws, 1));
+    std::vector<int32_t> host_ids(static_cast<size_t>(rows + num_draws + 1));
+    gpu_->CopyToHost(ids, host_ids.data());
+    // Tasks in reverse order; the last one points at the kArgmaxNone code.
+    std::vector<Backend::LogprobRow> tasks;
+    for (int r = rows - 1; r >= 0; --r) {
+      tasks.push_back({r, r % 2 == 0 ? r : rows + r / 2});
+    }
+    tasks.push_back({0, rows + num_draws});
+    const int top_k = Backend::kMaxTopLogprobs;
+    Tensor out = gpu_->Alloc(DType::kF32,
+                             Shape{static_cast<int64_t>(tasks.size()), Backend::kLogprobStride});
+    gpu_->LogprobRows(dev, tasks, ids, top_k, out);
+    std::vector<float> got(tasks.size() * Backend::kLogprobStride);
+    gpu_->CopyToHost(out, got.data());
+    for (size_t j = 0; j + 1 < tasks.size(); ++j) {
+      const int r = tasks[j].row;
+      const float* v = got.data() + j * Backend::kLogprobStride;
+      const int32_t token = host_ids[static_cast<size_t>(tasks[j].id_index)];
+      ASSERT_GE(token, 0) << "vocab " << vocab << " row " << r;
+      // The host's logprobs from the edited row (no edits left to apply), its top 20.
+      SamplingParams hp;
+      hp.temperature = 0.0f;
+      hp.num_logprobs = top_k;
+      const SampleContext ctx{&hp, {}, {}, 0, {}};
+      std::vector<float> row = edited[static_cast<size_t>(r)];
+      StatusOr<SampleResult> host = sampler.SampleRow(row, ctx);
+      ASSERT_TRUE(host.ok()) << r;
+      // The chosen token's logprob against the host's log_z (its greedy token's logit less its
+      // logprob).
+      const float log_z = edited[r][host->token] - host->logprob;
+      EXPECT_NEAR(v[0], edited[r][token] - log_z, 1e-5f)
+          << "vocab " << vocab << " row " << r << " token " << token;
+      for (int i = 0; i < top_k; ++i) {
+        EXPECT_EQ(static_cast<int32_t>(v[1 + 2 * i]), host->top_logprobs[i].token)
+            << "vocab " << vocab << " row " << r << " rank " << i;
+        EXPECT_NEAR(v[2 + 2 * i], host->top_logprobs[i].logprob, 1e-5f)
+            << "vocab " << vocab << " row " << r << " rank " << i;
+      }
+    }
+    EXPECT_EQ(got[(tasks.size() - 1) * Backend::kLogprobStride], 0.0f) << "a code, not a token";
+  }
 }
 
 // Kernel time vs the copy it replaces. Not a test: prints a table (docs/benchmarks.md).

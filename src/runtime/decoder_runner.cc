@@ -73,10 +73,14 @@ bool DecoderRunner::edits_rows_on_device() const {
   return device_sampling_ && model_->backend()->has_edit_logits();
 }
 
+bool DecoderRunner::logprobs_on_device() const {
+  return edits_rows_on_device() && model_->backend()->has_logprob_rows();
+}
+
 bool DecoderRunner::AllGreedyHere(std::span<const RowSpec> rows) const {
   if (!device_sampling_ || !model_->backend()->has_argmax_rows() || rows.empty()) return false;
   return std::all_of(rows.begin(), rows.end(), [](const RowSpec& r) {
-    return r.mode == RowSampling::kGreedy && r.edits.empty();
+    return r.mode == RowSampling::kGreedy && r.edits.empty() && r.num_logprobs < 0;
   });
 }
 
@@ -135,8 +139,45 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
     Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows + num_draws});
     if (argmax_rows > 0) be->ArgmaxRows(logits.Slice(0, argmax_rows), ids.Slice(0, argmax_rows));
     if (num_draws > 0) be->SampleRows(logits, draw_rows, draws, ids.Slice(argmax_rows, num_draws));
+    // The logprobs of the rows that ask (after their edits, from the ids just taken): one
+    // launch, ~40 floats a row back instead of the row.
+    std::vector<Backend::LogprobRow> lp_rows;
+    std::vector<size_t> lp_of;  // sampled row k of each lp_rows entry
+    int top_k = 0;
+    int64_t next = argmax_rows;  // ids' index of the next draw
+    for (size_t k = 0; k < n; ++k) {
+      if (!greedy_here(k) && !draw_here(k)) continue;
+      const int32_t id_index = greedy_here(k) ? logits_rows[k] : static_cast<int32_t>(next++);
+      if (rows[k].num_logprobs < 0 || !be->has_logprob_rows()) continue;
+      lp_rows.push_back({logits_rows[k], id_index});
+      lp_of.push_back(k);
+      top_k = std::max(top_k, std::min({rows[k].num_logprobs, Backend::kMaxTopLogprobs,
+                                        static_cast<int>(vocab)}));
+    }
+    std::vector<float> host_lp;
+    if (!lp_rows.empty()) {
+      const auto m = static_cast<int64_t>(lp_rows.size());
+      Tensor lp = be->Alloc(DType::kF32, Shape{m, Backend::kLogprobStride});
+      be->LogprobRows(logits, lp_rows, ids, top_k, lp);
+      host_lp.resize(static_cast<size_t>(m * Backend::kLogprobStride));
+      be->CopyToHost(lp, host_lp.data());
+    }
     std::vector<int32_t> host_ids(static_cast<size_t>(argmax_rows + num_draws));
     be->CopyToHost(ids, host_ids.data());
+    if (!lp_rows.empty()) {
+      out.logprobs.resize(n);
+      for (size_t j = 0; j < lp_rows.size(); ++j) {
+        const size_t k = lp_of[j];
+        const float* v = host_lp.data() + j * Backend::kLogprobStride;
+        RowLogprobs& r = out.logprobs[k];
+        r.logprob = v[0];
+        const int want =
+            std::min({rows[k].num_logprobs, Backend::kMaxTopLogprobs, static_cast<int>(vocab)});
+        for (int i = 0; i < want; ++i) {
+          r.top.emplace_back(static_cast<int32_t>(v[1 + 2 * i]), v[2 + 2 * i]);
+        }
+      }
+    }
     int64_t next_draw = argmax_rows;
     for (size_t k = 0; k < n; ++k) {
       int32_t t;

@@ -71,6 +71,8 @@ class DecoderRunner final : public ModelRunner {
   void set_device_sampling(bool on) { device_sampling_ = on; }
   // Rows with logit edits are edited and sampled where the logits are when the backend can.
   bool edits_rows_on_device() const override;
+  // Rows that ask for logprobs too, when the backend takes them (Backend::LogprobRows).
+  bool logprobs_on_device() const override;
   // Sampled rows returned as token ids by ExecuteAndSample since construction (tests, stats).
   int64_t rows_sampled_on_device() const { return rows_sampled_on_device_; }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/draw_params.h"
@@ -31,6 +32,17 @@ struct RowSpec {
   // the draw. Only from the engine when the runner says edits_rows_on_device(); points into the
   // engine's per-request LogitEditCache, valid for the ExecuteAndSample call.
   std::span<const LogitEdit> edits;
+  // kGreedy / kDraw: >= 0 (<= 20): the runner also returns the row's logprobs
+  // (StepOutput::logprobs), log_softmax of the row after its edits (LogprobsOnEditedRow in
+  // sample/sampler.h). Only from the engine when the runner says logprobs_on_device().
+  int num_logprobs = -1;
+};
+
+// A row's logprobs as SampleRow reports them (SampleResult::logprob, top_logprobs): its token's,
+// and the num_logprobs best (token, logprob), best first, equal logits by lower id.
+struct RowLogprobs {
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 // StepOutput::tokens entries that are not token ids.
@@ -54,6 +66,9 @@ struct StepOutput {
   // valid until the runner's next Execute / ExecuteAndSample.
   std::span<float> logits;
   std::vector<float> owned;  // backing store of `logits` for runners without their own
+  // [number of sampled rows] when some row the runner sampled has RowSpec::num_logprobs >= 0
+  // (its entry; the others' are empty), else empty.
+  std::vector<RowLogprobs> logprobs;
 };
 
 class ModelRunner {
@@ -84,6 +99,9 @@ class ModelRunner {
   // Whether ExecuteAndSample takes kGreedy / kDraw rows with RowSpec::edits (and applies them
   // where the logits are). If not, the engine sends such rows as kLogits.
   virtual bool edits_rows_on_device() const { return false; }
+  // Whether ExecuteAndSample takes such rows with RowSpec::num_logprobs >= 0 too. If not, the
+  // engine sends rows that ask for logprobs as kLogits.
+  virtual bool logprobs_on_device() const { return false; }
 
   // Rows of the logits; token ids are in [0, vocab_size()).
   virtual int vocab_size() const = 0;

@@ -110,6 +110,13 @@ bool IsEditableDraw(const SamplingParams& params) {
          params.num_logprobs < 0;
 }
 
+bool LogprobsOnEditedRow(const SamplingParams& params, int num_output_tokens) {
+  if (params.num_logprobs < 0 || num_output_tokens < params.min_tokens) return false;
+  SamplingParams without = params;
+  without.num_logprobs = -1;
+  return IsEditableGreedy(without) || IsEditableDraw(without);
+}
+
 std::vector<TokenId> SortedUniqueIds(std::span<const TokenId> ids) {
   std::vector<TokenId> out(ids.begin(), ids.end());
   std::sort(out.begin(), out.end());
@@ -289,7 +296,8 @@ void Sampler::ApplyTopP(float top_p, double total) {
   while (true) {
     const auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(sorted);
     const auto mid = candidates_.begin() + static_cast<std::ptrdiff_t>(m);
-    if (mid != candidates_.end()) std::nth_element(first, mid, candidates_.end(), Before<Candidate>);
+    if (mid != candidates_.end())
+      std::nth_element(first, mid, candidates_.end(), Before<Candidate>);
     std::sort(first, mid, Before<Candidate>);
     for (size_t i = sorted; i < m; ++i) {
       cum += candidates_[i].p;
@@ -404,9 +412,8 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
       }
       if (num_above >= 2) {
         const Candidate keep = *last_above;
-        std::erase_if(candidates_, [&](const Candidate& c) {
-          return c.p >= cut && !(c.id == keep.id);
-        });
+        std::erase_if(candidates_,
+                      [&](const Candidate& c) { return c.p >= cut && !(c.id == keep.id); });
       }
     }
     // Inverse CDF in id order: deterministic whatever order the steps above left. Candidates

@@ -18,8 +18,8 @@
 #include <span>
 #include <vector>
 
-#include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
 #include "backend/logit_edit.h"
+#include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
 #include "base/status.h"
 #include "kv/kv_types.h"
 #include "sample/sampling_params.h"
@@ -33,16 +33,16 @@ struct TokenLogprob {
 
 struct SampleResult {
   TokenId token = 0;
-  float logprob = 0.0f;                   // of `token`; 0 when logprobs were not requested
-  std::vector<TokenLogprob> top_logprobs; // params.num_logprobs best, highest first (ties: id)
+  float logprob = 0.0f;                    // of `token`; 0 when logprobs were not requested
+  std::vector<TokenLogprob> top_logprobs;  // params.num_logprobs best, highest first (ties: id)
 };
 
 // What the sampler needs to know about the request besides its parameters.
 struct SampleContext {
   const SamplingParams* params = nullptr;
-  std::span<const TokenId> prompt;     // prompt token ids
-  std::span<const TokenId> output;     // tokens generated so far
-  uint64_t seed = 0;                   // params->seed, or the one the engine drew
+  std::span<const TokenId> prompt;  // prompt token ids
+  std::span<const TokenId> output;  // tokens generated so far
+  uint64_t seed = 0;                // params->seed, or the one the engine drew
   std::span<const TokenId> eos_token_ids;
 };
 
@@ -80,6 +80,13 @@ float PenaltySubtrahend(const SamplingParams& params, int count);
 bool IsEditableGreedy(const SamplingParams& params);
 bool IsEditableDraw(const SamplingParams& params);
 
+// True when a row asks for logprobs and, those set aside, IsEditableGreedy or IsEditableDraw
+// holds, with no min_tokens masking at this step (num_output_tokens >= min_tokens): SampleRow's
+// logprobs are then log_softmax of the row after the edits BuildLogitEdits lists (logit_bias,
+// penalties), so a device runner can take them where it edits and samples the row
+// (Backend::LogprobRows).
+bool LogprobsOnEditedRow(const SamplingParams& params, int num_output_tokens);
+
 // The edits SampleRow makes to a row before the greedy choice or the temperature (logit_bias,
 // penalties, min_tokens masking of EOS and stop ids), one per token, in token order, with
 // LogitEdit::row 0: applying them (ApplyLogitEdit) gives the same floats as SampleRow's steps.
@@ -109,11 +116,11 @@ class LogitEditCache {
   bool Rebuild(const SampleContext& ctx, int vocab_size);
 
   std::vector<LogitEdit> edits_;
-  std::vector<int> counts_;           // output occurrences of edits_[i].token
-  std::vector<TokenId> prompt_ids_;   // SortedUniqueIds(prompt), for the repetition penalty
+  std::vector<int> counts_;          // output occurrences of edits_[i].token
+  std::vector<TokenId> prompt_ids_;  // SortedUniqueIds(prompt), for the repetition penalty
   bool have_prompt_ids_ = false;
-  int64_t outputs_ = -1;              // ctx.output.size() edits_ reflect; -1: nothing built
-  bool masked_ = false;               // min_tokens masking in edits_
+  int64_t outputs_ = -1;  // ctx.output.size() edits_ reflect; -1: nothing built
+  bool masked_ = false;   // min_tokens masking in edits_
   int64_t rebuilds_ = 0;
 };
 

@@ -338,7 +338,7 @@ TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-6.0f, 6.0f);
   Sampler sampler(kVocab);
-  int edited_rows = 0;
+  int edited_rows = 0, logprob_rows = 0;
   for (int trial = 0; trial < 400; ++trial) {
     SamplingParams p;
     p.temperature = trial % 3 == 0 ? 0.0f : 0.7f;
@@ -401,8 +401,34 @@ TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
     ASSERT_TRUE(from_raw.ok() && from_edited.ok()) << trial;
     EXPECT_EQ(from_raw->token, from_edited->token) << trial;
     edited_rows += edits.empty() ? 0 : 1;
+
+    // With logprobs, where LogprobsOnEditedRow allows them (no min_tokens masking at this step),
+    // the edited row's logprobs (what Backend::LogprobRows takes) are SampleRow's, bit for bit.
+    SamplingParams with_lp = p;
+    with_lp.num_logprobs = trial % 4 == 0 ? 0 : trial % 4 == 1 ? 1 : trial % 4 == 2 ? 5 : 20;
+    if (!LogprobsOnEditedRow(with_lp, num_output)) {
+      EXPECT_LT(num_output, p.min_tokens) << trial;
+      continue;
+    }
+    SamplingParams plain_lp = plain;
+    plain_lp.num_logprobs = with_lp.num_logprobs;
+    std::vector<float> c = raw, d = edited;
+    const SampleContext lp_ctx{&with_lp, prompt, output, static_cast<uint64_t>(trial), eos};
+    const SampleContext plain_lp_ctx{&plain_lp, prompt, output, static_cast<uint64_t>(trial), eos};
+    auto lp_raw = sampler.SampleRow(c, lp_ctx);
+    auto lp_edited = sampler.SampleRow(d, plain_lp_ctx);
+    ASSERT_TRUE(lp_raw.ok() && lp_edited.ok()) << trial;
+    EXPECT_EQ(lp_raw->token, lp_edited->token) << trial;
+    EXPECT_EQ(lp_raw->logprob, lp_edited->logprob) << trial;
+    ASSERT_EQ(lp_raw->top_logprobs.size(), lp_edited->top_logprobs.size()) << trial;
+    for (size_t i = 0; i < lp_raw->top_logprobs.size(); ++i) {
+      EXPECT_EQ(lp_raw->top_logprobs[i].token, lp_edited->top_logprobs[i].token) << trial;
+      EXPECT_EQ(lp_raw->top_logprobs[i].logprob, lp_edited->top_logprobs[i].logprob) << trial;
+    }
+    ++logprob_rows;
   }
   EXPECT_GT(edited_rows, 300);
+  EXPECT_GT(logprob_rows, 300);
 }
 
 // LogitEditCache, fed one request's steps (one new output token each, now and then none, and the
@@ -460,11 +486,20 @@ TEST(SamplerTest, LogitEditsRefuseWhatTheHostMustDo) {
   p.logit_bias.clear();
   EXPECT_TRUE(BuildLogitEdits(SampleContext{&p, none, none, 0, none}, 10, &edits));
   EXPECT_TRUE(edits.empty());
-  p.num_logprobs = 0;  // logprobs need the raw row: never edited on the device
+  p.num_logprobs = 0;  // logprobs: only through LogprobsOnEditedRow
   EXPECT_FALSE(IsEditableGreedy(p) || IsEditableDraw(p));
-  p.num_logprobs = -1;
+  EXPECT_TRUE(LogprobsOnEditedRow(p, 0));
+  p.min_tokens = 2;  // logprobs are taken before the masking: not while it applies
+  EXPECT_FALSE(LogprobsOnEditedRow(p, 1));
+  EXPECT_TRUE(LogprobsOnEditedRow(p, 2));
+  p.min_tokens = 0;
+  p.temperature = 0.7f;
+  EXPECT_TRUE(LogprobsOnEditedRow(p, 0));
   p.xtc_probability = 0.5f;
+  EXPECT_FALSE(LogprobsOnEditedRow(p, 0));
+  p.num_logprobs = -1;
   EXPECT_FALSE(IsEditableDraw(p));
+  EXPECT_FALSE(LogprobsOnEditedRow(p, 0));
 }
 
 // FNV-1a over the bytes of `v`.

@@ -14,6 +14,7 @@
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/logit_edits.cuh"
+#include "backend/cuda/logprob_rows.cuh"
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
@@ -769,6 +770,40 @@ void CudaBackend::SampleRows(const Tensor& x, std::span<const int32_t> rows,
   cuda::LaunchSampleRows(x.data_as<const float>(), x.cols(),
                          static_cast<const cuda::DrawTask*>(dev.data()), n, out.data_as<int32_t>(),
                          stream());
+}
+
+void CudaBackend::LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids,
+                              int top_k, const Tensor& out) {
+  LOOM_PROFILE_OP("logprobs " + Sh(x) + " x" + std::to_string(rows.size()),
+                  3 * static_cast<int64_t>(rows.size()) * x.row_bytes());
+  CheckDevice(x, "LogprobRows", "x");
+  CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "LogprobRows: x " << Describe(x);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  CheckDevice(ids, "LogprobRows", "ids");
+  CHECK(ids.dtype() == DType::kI32) << "LogprobRows: ids " << Describe(ids);
+  CheckDevice(out, "LogprobRows", "out");
+  CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.rows() == n &&
+        out.cols() == kLogprobStride)
+      << "LogprobRows: out " << Describe(out) << " for " << n << " rows";
+  CHECK(top_k >= 0 && top_k <= kMaxTopLogprobs) << "LogprobRows: top_k " << top_k;
+  if (n == 0) return;
+  static_assert(kMaxTopLogprobs == cuda::kLogprobMaxTopK);
+  static_assert(sizeof(cuda::LogprobTask) == 2 * sizeof(int32_t));
+  Tensor host = HostTensor(DType::kI32, Shape{2 * n});
+  auto* tasks = static_cast<cuda::LogprobTask*>(host.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const LogprobRow& r = rows[static_cast<size_t>(i)];
+    CHECK(r.row >= 0 && r.row < x.rows() && r.id_index >= 0 && r.id_index < ids.numel())
+        << "LogprobRows: row " << r.row << " of " << x.rows() << ", id " << r.id_index << " of "
+        << ids.numel();
+    tasks[i] = cuda::LogprobTask{r.row, r.id_index};
+  }
+  // Freed right after the enqueue (as SampleRows' tasks): reused only by later work on this
+  // stream.
+  const Tensor dev = Upload(host);
+  cuda::LaunchLogprobRows(
+      x.data_as<const float>(), x.cols(), static_cast<const cuda::LogprobTask*>(dev.data()), n,
+      ids.data_as<const int32_t>(), top_k, kLogprobStride, out.data_as<float>(), stream());
 }
 
 void CudaBackend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {

@@ -122,7 +122,10 @@ class CudaBackend final : public Backend {
   void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh
   bool has_edit_logits() const override { return true; }
   void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override;  // logit_edits.cuh
-  bool has_sample_rows(int64_t vocab) const override;            // sample_rows.cuh
+  bool has_logprob_rows() const override { return true; }
+  void LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids, int top_k,
+                   const Tensor& out) override;        // logprob_rows.cuh
+  bool has_sample_rows(int64_t vocab) const override;  // sample_rows.cuh
   void SampleRows(const Tensor& x, std::span<const int32_t> rows,
                   std::span<const DrawParams> params, const Tensor& out) override;
 
