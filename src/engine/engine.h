@@ -122,6 +122,10 @@ class Engine {
 
   Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner);
   void Loop();
+  // Once the engine is idle: Scheduler::CheckIntegrity (every block free or cached, the queues
+  // consistent), at most once per idle period. The serving loop runs it after the step that
+  // emptied the engine; a caller driving Step() gets it from its next Step() while idle.
+  void CheckIfIdle();
   void DrainInbox();
   // Finishes `id` everywhere (scheduler, live map, stream). No-op if not live.
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
