@@ -1,10 +1,13 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <random>
 #include <utility>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "kv/block_hash.h"
 
@@ -254,7 +257,26 @@ bool Engine::Step() {
       }
     }
   }
+  // LOOM_STEP_TRACE=1: one stderr line per step with the host's view of it (diagnostic: how long
+  // ExecuteAndSample took, and the time since the previous step's start — what exceeds the
+  // former is the engine's own work).
+  static const bool step_trace = EnvInt("LOOM_STEP_TRACE", 0) != 0;
+  const auto exec_start = std::chrono::steady_clock::now();
   StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);
+  if (step_trace) {
+    const auto us = [](auto a, auto b) {
+      return static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+    };
+    int64_t tokens = 0;
+    for (const ScheduledSeq& seq : plan.seqs) tokens += static_cast<int64_t>(seq.tokens.size());
+    std::fprintf(stderr, "step %llu seqs %zu tokens %lld pos %d exec_us %lld since_prev_us %lld\n",
+                 static_cast<unsigned long long>(steps_), plan.seqs.size(),
+                 static_cast<long long>(tokens), plan.seqs.empty() ? -1 : plan.seqs[0].start_pos,
+                 us(exec_start, std::chrono::steady_clock::now()),
+                 steps_ == 0 ? 0 : us(prev_exec_start_, exec_start));
+  }
+  prev_exec_start_ = exec_start;
   ++steps_;
   if (!executed.ok()) {
     LOG(ERROR) << "model step failed: " << executed.status().ToString();

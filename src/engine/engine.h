@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -168,6 +169,7 @@ class Engine {
   std::unordered_map<RequestId, Live> live_;  // engine thread only
   uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
   bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
+  std::chrono::steady_clock::time_point prev_exec_start_;  // LOOM_STEP_TRACE
   uint64_t finished_ = 0;         // stats counters, engine thread
   uint64_t steps_ = 0;
   uint64_t computed_tokens_ = 0;
