@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cuda/argmax.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/decode_inputs.cuh"
@@ -82,6 +83,13 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   CUDA_CHECK(cudaHostGetDevicePointer(&mapped, ids_host_->data(), 0));
   ids_host_device_ = static_cast<int32_t*>(mapped);
   ids_copied_ = std::make_unique<cuda::CudaEvent>();
+  // The batch-1 tail as one kernel (LOOM_GRAPH_TAIL_FUSED=0: the argmax, combine and advance
+  // kernels): its chunk winners, then its ticket, which must start at 0.
+  tail_fused_ = EnvInt("LOOM_GRAPH_TAIL_FUSED", 1) != 0;
+  const size_t winners =
+      cuda::ArgmaxScratchBytes(1, model_.config().vocab_size, backend_->num_sms());
+  tail_scratch_ = backend_->Alloc(DType::kI32, Shape{static_cast<int64_t>(winners / 4 + 2)});
+  CUDA_CHECK(cudaMemsetAsync(tail_scratch_.data(), 0, tail_scratch_.nbytes(), backend_->stream()));
   staged_->Record(backend_->stream());
   backend_->Synchronize();
 }
@@ -172,8 +180,12 @@ Status CudaGraphRunner::Capture(int B) {
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   Status st = model_.Forward(in, kv_, logits);
   if (st.ok() && g->tail) {
-    backend_->ArgmaxRows(logits.Slice(0, 1), ids_.Slice(0, 1));
-    LaunchAdvance(1);
+    if (tail_fused_) {
+      LaunchArgmaxAdvance(logits.Slice(0, 1));
+    } else {
+      backend_->ArgmaxRows(logits.Slice(0, 1), ids_.Slice(0, 1));
+      LaunchAdvance(1);
+    }
   }
   const cudaError_t end = cudaStreamEndCapture(stream, &g->graph);
   alloc.EndPrivatePool();
@@ -231,6 +243,21 @@ void CudaGraphRunner::LaunchAdvance(int n) {
                               b + L.page_indptr, b + L.pages,     b + L.slots};
   cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
                                   ids_host_device_, bmax_, backend_->stream());
+}
+
+void CudaGraphRunner::LaunchArgmaxAdvance(const Tensor& logits) {
+  const Layout L(bmax_, max_pages_);
+  int32_t* b = block_.data_as<int32_t>();
+  const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
+                              b + L.page_indptr, b + L.pages,     b + L.slots};
+  const int64_t vocab = logits.cols();
+  const size_t winners = cuda::ArgmaxScratchBytes(1, vocab, backend_->num_sms());
+  auto* scratch = static_cast<int32_t*>(tail_scratch_.data());
+  CHECK_LE(static_cast<int64_t>(winners / 4 + 1), tail_scratch_.numel()) << "tail scratch";
+  cuda::LaunchArgmaxAdvance(logits.data(), logits.dtype(), vocab, backend_->num_sms(), scratch,
+                            reinterpret_cast<unsigned*>(scratch + winners / 4),
+                            ids_.data_as<int32_t>(), in, block_size_, ids_host_device_, bmax_,
+                            backend_->stream());
 }
 
 bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) {

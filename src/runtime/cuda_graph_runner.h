@@ -106,6 +106,8 @@ class CudaGraphRunner final : public StepAccelerator {
   void Launch(const StepPlan& plan, int B);
   // The lookahead's advance of rows [0, n) of the input block by ids_ (decode_inputs.cuh).
   void LaunchAdvance(int n);
+  // The batch-1 graph's tail as one kernel: the argmax of `logits` (one row) and row 0's advance.
+  void LaunchArgmaxAdvance(const Tensor& logits);
   // Whether `plan` is exactly the queued lookahead step.
   bool IsLookahead(const StepPlan& plan, int B) const;
 
@@ -138,8 +140,10 @@ class CudaGraphRunner final : public StepAccelerator {
   int64_t replays_ = 0;
   int lookahead_max_rows_ = 1;
   bool in_graph_tail_ = true;  // the batch-1 graph ends with argmax + advance (LOOM_GRAPH_TAIL)
-  int last_B_ = 0;  // the padded size of the last replay
-  Tensor ids_;      // i32 [bmax]: the last step's argmax
+  int last_B_ = 0;             // the padded size of the last replay
+  Tensor ids_;                 // i32 [bmax]: the last step's argmax
+  bool tail_fused_ = true;     // LOOM_GRAPH_TAIL_FUSED
+  Tensor tail_scratch_;        // LaunchArgmaxAdvance's chunk winners and ticket
   // i32 [2 x bmax]: the D2H copy's ids at [0, n); the advance's at the parity of each row's
   // position (decode_inputs.cuh), so a queued step's write never lands on the ids being read.
   std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;

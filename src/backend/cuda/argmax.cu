@@ -88,10 +88,19 @@ __device__ __forceinline__ Best WarpBest(Best b) {
 // Grid (splits, rows). Block (s, r) reduces row r's entries [s * chunk, min(vocab, (s+1) * chunk))
 // and writes out[r] directly when splits == 1, else partial[r * splits + s].
 // kVector: x and every row start are 16-byte aligned (chunk is a multiple of kChunkAlign).
-template <typename T, bool kVector>
+// The fused tail's extra arguments (LaunchArgmaxAdvance).
+struct AdvanceTail {
+  unsigned* ticket;
+  DecodeInputs in;
+  int block_size;
+  int32_t* host_ids;
+  int host_stride;
+};
+
+template <typename T, bool kVector, bool kTail = false>
 __global__ void __launch_bounds__(kThreads)
     ArgmaxChunkKernel(const T* x, int64_t vocab, int64_t chunk, int splits, Best* partial,
-                      int32_t* out) {
+                      int32_t* out, AdvanceTail tail) {
   KTRACE_BEGIN();
   PdlWait();  // launched with PDL (launch.cuh)
   KTRACE_WAITED();
@@ -125,6 +134,33 @@ __global__ void __launch_bounds__(kThreads)
   if (warp != 0) return;
   b = lane < kThreads / 32 ? warp_best[lane] : NoBest();
   b = WarpBest(b);
+  if constexpr (kTail) {  // one row; warp 0 of every block
+    if (splits > 1) {
+      if (lane == 0) partial[s] = b;
+      // The last block to arrive combines: the writes before each block's ticket are visible to
+      // it after its own (fence, then the counter).
+      unsigned t = 0;
+      if (lane == 0) {
+        __threadfence();
+        t = atomicAdd(tail.ticket, 1u);
+      }
+      t = __shfl_sync(0xffffffffu, t, 0);
+      if (t != static_cast<unsigned>(splits - 1)) return;
+      __threadfence();
+      b = NoBest();
+      for (int i = lane; i < splits; i += 32) {  // from L2: other SMs wrote them
+        Merge(b, Best{__ldcg(&partial[i].v), __ldcg(&partial[i].id), __ldcg(&partial[i].nan)});
+      }
+      b = WarpBest(b);
+    }
+    if (lane != 0) return;
+    if (splits > 1) *tail.ticket = 0;  // every block has counted: ready for the next launch
+    const int32_t id = Final(b);
+    out[0] = id;
+    AdvanceDecodeRow(0, id, tail.in, tail.block_size, tail.host_ids, tail.host_stride);
+    KTRACE_END(kKTraceArgmaxChunk, vocab, splits);
+    return;
+  }
   if (lane != 0) return;
   if (splits == 1) {
     out[r] = Final(b);
@@ -172,10 +208,25 @@ void Launch(const T* x, int64_t rows, int64_t vocab, const SplitPlan& p, Best* p
                    (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
   if (vec) {
     LaunchPdl(ArgmaxChunkKernel<T, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out);
+              p.splits, partial, out, AdvanceTail{});
   } else {
     LaunchPdl(ArgmaxChunkKernel<T, false>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out);
+              p.splits, partial, out, AdvanceTail{});
+  }
+}
+
+template <typename T>
+void LaunchTail(const T* x, int64_t vocab, const SplitPlan& p, Best* partial, int32_t* out,
+                const AdvanceTail& tail, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.splits), 1);
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
+  if (vec) {
+    LaunchPdl(ArgmaxChunkKernel<T, true, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
+              p.splits, partial, out, tail);
+  } else {
+    LaunchPdl(ArgmaxChunkKernel<T, false, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
+              p.splits, partial, out, tail);
   }
 }
 
@@ -205,6 +256,23 @@ void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, i
     const int threads = 128;
     LaunchPdl(ArgmaxCombineKernel, dim3(static_cast<unsigned>((rows + threads - 1) / threads)),
               dim3(threads), 0, stream, partial, rows, p.splits, out);
+  }
+}
+
+void LaunchArgmaxAdvance(const void* x, DType dtype, int64_t vocab, int num_sms, void* scratch,
+                         unsigned* ticket, int32_t* out, const DecodeInputs& in, int block_size,
+                         int32_t* host_ids, int host_stride, cudaStream_t stream) {
+  CHECK(vocab > 0 && vocab < INT_MAX) << "ArgmaxAdvance: vocab " << vocab;
+  const SplitPlan p = PlanSplits(1, vocab, num_sms);
+  Best* partial = static_cast<Best*>(scratch);
+  CHECK(p.splits == 1 || (partial != nullptr && ticket != nullptr)) << "ArgmaxAdvance: no scratch";
+  const AdvanceTail tail{ticket, in, block_size, host_ids, host_stride};
+  if (dtype == DType::kF32) {
+    LaunchTail(static_cast<const float*>(x), vocab, p, partial, out, tail, stream);
+  } else {
+    CHECK(dtype == DType::kBF16) << "ArgmaxAdvance: x must be f32 or bf16, got "
+                                 << DTypeName(dtype);
+    LaunchTail(static_cast<const __nv_bfloat16*>(x), vocab, p, partial, out, tail, stream);
   }
 }
 

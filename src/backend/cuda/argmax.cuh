@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/decode_inputs.cuh"
 #include "tensor/dtype.h"
 
 namespace loom::cuda {
@@ -33,5 +34,14 @@ size_t ArgmaxScratchBytes(int64_t rows, int64_t vocab, int num_sms);
 // device; out [rows] i32 on the device; scratch: ArgmaxScratchBytes(rows, vocab, num_sms) bytes.
 void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, int num_sms,
                       void* scratch, int32_t* out, cudaStream_t stream);
+
+// One row (batch-1 decode): out[0] = argmax of x as above, then row 0 of `in` advanced with it
+// (AdvanceDecodeRow, decode_inputs.cuh), in one launch: the chunk blocks count themselves on
+// `ticket` and the last one combines the chunk winners and advances, where LaunchArgmaxRows +
+// LaunchAdvanceDecodeInputs take three kernels. ticket: a device counter that is 0 before the
+// launch (the last block puts it back to 0); scratch: ArgmaxScratchBytes(1, vocab, num_sms).
+void LaunchArgmaxAdvance(const void* x, DType dtype, int64_t vocab, int num_sms, void* scratch,
+                         unsigned* ticket, int32_t* out, const DecodeInputs& in, int block_size,
+                         int32_t* host_ids, int host_stride, cudaStream_t stream);
 
 }  // namespace loom::cuda

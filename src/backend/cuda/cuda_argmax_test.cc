@@ -1,7 +1,8 @@
 // CudaBackend::ArgmaxRows (argmax.cuh) vs the host sampler's greedy rule, exactly: awkward vocab
 // sizes (1, 3, 1000, 1001, 128256, 262144: scalar and 16-byte paths, one and many chunks per
 // row), f32 and bf16, 1..256 rows, ties (lowest id wins, also across chunk boundaries), -inf
-// rows, +inf entries and NaNs. Skips without a GPU.
+// rows, +inf entries and NaNs; the fused argmax + input advance of the batch-1 graph's tail.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/argmax.cuh"
 #include "backend/cuda/cuda_test_util.h"
 
 namespace loom {
@@ -82,6 +84,23 @@ std::vector<float> MakeRows(int64_t rows, int64_t vocab, uint32_t seed) {
 
 class CudaArgmaxTest : public cuda_test::GpuTest {
  protected:
+  // `x` on the device as `dtype`; bf16 rounds x in place, so the reference sees what the kernel
+  // does.
+  Tensor Upload(std::vector<float>& x, Shape shape, DType dtype) {
+    Tensor dev = gpu_->Alloc(dtype, shape);
+    if (dtype == DType::kF32) {
+      gpu_->CopyFromHost(x.data(), dev);
+      return dev;
+    }
+    std::vector<uint16_t> raw(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      raw[i] = F32ToBf16(x[i]);
+      x[i] = Bf16ToF32(raw[i]);
+    }
+    gpu_->CopyFromHost(raw.data(), dev);
+    return dev;
+  }
+
   // Uploads `x` as `dtype` (bf16: rounded; the reference sees the rounded values), runs
   // ArgmaxRows on rows [row0, row0 + rows) and compares every row with HostArgmax.
   void Check(int64_t rows, int64_t vocab, DType dtype, int64_t row0 = 0) {
@@ -89,17 +108,7 @@ class CudaArgmaxTest : public cuda_test::GpuTest {
                  << rows << " x " << vocab << " " << DTypeName(dtype) << " from row " << row0);
     const int64_t total = row0 + rows;
     std::vector<float> x = MakeRows(total, vocab, static_cast<uint32_t>(rows * 7919 + vocab));
-    Tensor dev = gpu_->Alloc(dtype, Shape{total, vocab});
-    if (dtype == DType::kF32) {
-      gpu_->CopyFromHost(x.data(), dev);
-    } else {
-      std::vector<uint16_t> raw(x.size());
-      for (size_t i = 0; i < x.size(); ++i) {
-        raw[i] = F32ToBf16(x[i]);
-        x[i] = Bf16ToF32(raw[i]);
-      }
-      gpu_->CopyFromHost(raw.data(), dev);
-    }
+    Tensor dev = Upload(x, Shape{total, vocab}, dtype);
     Tensor out = gpu_->Alloc(DType::kI32, Shape{rows});
     cuda_test::Poison(*gpu_, out);
     gpu_->ArgmaxRows(dev.Slice(row0, rows), out);
@@ -122,6 +131,60 @@ TEST_F(CudaArgmaxTest, MatchesTheHostSamplerExactly) {
   // Rows that start off a 16-byte boundary (odd vocab, sliced from row 1): the scalar path.
   Check(4, 1001, DType::kF32, /*row0=*/1);
   Check(4, 1001, DType::kBF16, /*row0=*/1);
+}
+
+// LaunchArgmaxAdvance (the batch-1 graph's fused tail) against the host rule and the advance it
+// replaces: every row pattern above, one and many chunks, f32 and bf16; the ticket must come back
+// to 0, so each case runs on the same scratch as the one before. Position 20 in pages {7, 3} of
+// 16 tokens advances to slot 3 * 16 + 5 (ids to the even host slot); position 31 to a block
+// boundary (slot -1; the odd host slot).
+TEST_F(CudaArgmaxTest, ArgmaxAdvanceMatchesArgmaxThenAdvance) {
+  constexpr int kBlock = 16, kStride = 4;
+  const int sms = gpu_->num_sms();
+  const size_t winners = cuda::ArgmaxScratchBytes(1, 262144, sms);
+  Tensor scratch = gpu_->Alloc(DType::kI32, Shape{static_cast<int64_t>(winners / 4 + 2)});
+  std::vector<int32_t> zeros(static_cast<size_t>(scratch.numel()), 0);
+  gpu_->CopyFromHost(zeros.data(), scratch);
+  // tokens, positions, kv_len, page_indptr[2], pages[2], slots, host ids [2 * kStride]
+  Tensor block = gpu_->Alloc(DType::kI32, Shape{9 + 2 * kStride});
+  Tensor out = gpu_->Alloc(DType::kI32, Shape{1});
+  int case_no = 0;
+  for (int64_t vocab : {int64_t{1}, int64_t{1000}, int64_t{128256}, int64_t{262144}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (int pattern = 0; pattern < 9; ++pattern, ++case_no) {
+        SCOPED_TRACE(testing::Message()
+                     << vocab << " " << DTypeName(dtype) << " pattern " << pattern);
+        std::vector<float> rows = MakeRows(pattern + 1, vocab, static_cast<uint32_t>(vocab));
+        std::vector<float> x(rows.begin() + pattern * vocab, rows.begin() + (pattern + 1) * vocab);
+        Tensor dev = Upload(x, Shape{1, vocab}, dtype);
+        const int32_t pos = case_no % 2 == 0 ? 20 : 31;
+        std::vector<int32_t> in = {-5, pos, pos + 1, 0, 2, 7, 3, -9};
+        in.resize(static_cast<size_t>(block.numel()), -7);
+        gpu_->CopyFromHost(in.data(), block);
+        int32_t* b = block.data_as<int32_t>();
+        const cuda::DecodeInputs di{b, b + 1, b + 2, b + 3, b + 5, b + 7};
+        auto* sc = scratch.data_as<int32_t>();
+        cuda::LaunchArgmaxAdvance(
+            dev.data(), dtype, vocab, sms, sc, reinterpret_cast<unsigned*>(sc + winners / 4),
+            out.data_as<int32_t>(), di, kBlock, b + 8, kStride, gpu_->stream());
+        std::vector<int32_t> got(static_cast<size_t>(block.numel()));
+        gpu_->CopyToHost(block, got.data());
+        int32_t id = 0;
+        gpu_->CopyToHost(out, &id);
+        const int32_t want = HostArgmax(x.data(), vocab);
+        ASSERT_EQ(id, want);
+        EXPECT_EQ(got[0], want);
+        EXPECT_EQ(got[1], pos + 1);
+        EXPECT_EQ(got[2], pos + 2);
+        EXPECT_EQ(got[7], pos == 20 ? 3 * kBlock + 5 : -1);
+        EXPECT_EQ(got[8 + (pos & 1) * kStride], want);
+        EXPECT_EQ(got[8 + (1 - (pos & 1)) * kStride], -7) << "the other parity's slot";
+        std::vector<int32_t> sc_now(zeros.size());
+        gpu_->CopyToHost(scratch, sc_now.data());
+        ASSERT_EQ(sc_now[winners / 4], 0) << "ticket not reset";
+      }
+    }
+  }
 }
 
 TEST_F(CudaArgmaxTest, CpuBackendLeavesItToTheHost) { EXPECT_FALSE(cpu_.has_argmax_rows()); }

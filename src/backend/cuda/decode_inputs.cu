@@ -19,16 +19,7 @@ __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInput
   KTRACE_END(kKTraceAdvanceInputs, n, 0);
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n) return;
-  const int32_t id = ids[i];
-  const int32_t pos = in.positions[i], p = pos + 1;
-  in.tokens[i] = id;
-  in.positions[i] = p;
-  in.kv_len[i] = p + 1;
-  const int32_t page = p / block_size, first = in.page_indptr[i];
-  in.slots[i] = page < in.page_indptr[i + 1] - first
-                    ? in.pages[first + page] * block_size + p % block_size
-                    : -1;  // a block boundary: the runner restages before such a step
-  host_ids[(pos & 1) * host_stride + i] = id;
+  AdvanceDecodeRow(i, ids[i], in, block_size, host_ids, host_stride);
 }
 
 }  // namespace

@@ -28,4 +28,22 @@ struct DecodeInputs {
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
                                int32_t* host_ids, int host_stride, cudaStream_t stream);
 
+#ifdef __CUDACC__
+// Row i's advance with its new token `id` (the kernel above; also the fused argmax's last block,
+// argmax.cuh LaunchArgmaxAdvance).
+__device__ __forceinline__ void AdvanceDecodeRow(int i, int32_t id, const DecodeInputs& in,
+                                                 int block_size, int32_t* host_ids,
+                                                 int host_stride) {
+  const int32_t pos = in.positions[i], p = pos + 1;
+  in.tokens[i] = id;
+  in.positions[i] = p;
+  in.kv_len[i] = p + 1;
+  const int32_t page = p / block_size, first = in.page_indptr[i];
+  in.slots[i] = page < in.page_indptr[i + 1] - first
+                    ? in.pages[first + page] * block_size + p % block_size
+                    : -1;  // a block boundary: the runner restages before such a step
+  host_ids[(pos & 1) * host_stride + i] = id;
+}
+#endif
+
 }  // namespace loom::cuda
