@@ -149,14 +149,16 @@ void Engine::Loop() {
       if (stop_) return;
     }
     Step();
-    CheckIfIdle();
+    if (CheckIfIdle()) PublishStats();
   }
 }
 
-void Engine::CheckIfIdle() {
-  if (idle_checked_ || scheduler_->HasWork()) return;
+bool Engine::CheckIfIdle() {
+  if (idle_checked_ || scheduler_->HasWork()) return false;
   scheduler_->CheckIntegrity();
   idle_checked_ = true;
+  ++idle_checks_;
+  return true;
 }
 
 void Engine::DrainInbox() {
@@ -445,6 +447,7 @@ void Engine::PublishStats() {
   s.computed_tokens = computed_tokens_;
   s.generated_tokens = generated_tokens_;
   s.parallel_sample_steps = parallel_sample_steps_;
+  s.idle_checks = idle_checks_;
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -68,6 +68,7 @@ struct EngineStats {
   uint64_t computed_tokens = 0;    // tokens whose KV the runner wrote
   uint64_t generated_tokens = 0;   // tokens sampled and emitted
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
+  uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
 };
 
 class Engine {
@@ -124,9 +125,10 @@ class Engine {
   Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner);
   void Loop();
   // Once the engine is idle: Scheduler::CheckIntegrity (every block free or cached, the queues
-  // consistent), at most once per idle period. The serving loop runs it after the step that
-  // emptied the engine; a caller driving Step() gets it from its next Step() while idle.
-  void CheckIfIdle();
+  // consistent), at most once per idle period; true when it ran. The serving loop runs it after
+  // the step that emptied the engine; a caller driving Step() gets it from its next Step() while
+  // idle.
+  bool CheckIfIdle();
   void DrainInbox();
   // Finishes `id` everywhere (scheduler, live map, stream). No-op if not live.
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
@@ -169,11 +171,13 @@ class Engine {
   std::unordered_map<RequestId, Live> live_;  // engine thread only
   uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
   bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
-  std::chrono::steady_clock::time_point prev_exec_start_;  // LOOM_STEP_TRACE
   uint64_t finished_ = 0;         // stats counters, engine thread
   uint64_t steps_ = 0;
+  uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
+  // LOOM_STEP_TRACE: when the previous step's ExecuteAndSample started.
+  std::chrono::steady_clock::time_point prev_exec_start_;
   uint64_t parallel_sample_steps_ = 0;
 
   // Shared with submitting threads.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
@@ -423,6 +424,47 @@ TEST(EngineTest, StopsOnEosStopIdsAndMaxTokens) {
   got = RunAll(*m.engine, {min})[0];
   ASSERT_GT(got.tokens.size(), k);
   EXPECT_NE(got.tokens[k], stop);  // masked while below min_tokens
+}
+
+// The integrity walk on going idle covers the whole block pool (milliseconds on a GPU-sized one):
+// it must not run inside the step that finishes the last request, whose outputs a caller driving
+// Step() only pops after it returns — nor in the serving loop before that step's outputs are
+// out. It runs once per idle period, on the next idle Step() or right after the loop's step.
+TEST(EngineTest, IdleIntegrityCheckRunsAfterTheFinishingStep) {
+  Made m = Make(BaseConfig(32));
+  Request r;
+  r.prompt = Prompt(0, 6, 1);
+  r.params.temperature = 0;
+  r.params.max_tokens = 3;
+  r.params.ignore_eos = true;
+  auto h = m.engine->Submit(r);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  bool finished = false;
+  while (!finished) {
+    ASSERT_TRUE(m.engine->Step());
+    while (auto c = h->stream->TryPop()) finished |= c->finish_reason.has_value();
+  }
+  EXPECT_EQ(m.engine->stats().idle_checks, 0u) << "walked inside the finishing step";
+  EXPECT_FALSE(m.engine->Step());
+  EXPECT_EQ(m.engine->stats().idle_checks, 1u);
+  EXPECT_FALSE(m.engine->Step());
+  EXPECT_EQ(m.engine->stats().idle_checks, 1u) << "once per idle period";
+
+  // The serving loop: after the finishing step, without another submission.
+  m.engine->Start();
+  auto h2 = m.engine->Submit(r);
+  ASSERT_TRUE(h2.ok()) << h2.status().ToString();
+  for (bool done = false; !done;) {
+    auto c = h2->stream->Pop(std::chrono::seconds(10));
+    ASSERT_TRUE(c.has_value()) << "no output in 10 s";
+    done = c->finish_reason.has_value();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (m.engine->stats().idle_checks < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(m.engine->stats().idle_checks, 2u);
+  m.engine->Shutdown();
 }
 
 TEST(EngineTest, AbortMidPrefillAndMidDecodeFreesBlocks) {
