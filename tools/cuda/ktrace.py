@@ -15,7 +15,7 @@ import numpy as np
 
 REC = np.dtype([("t0", "<u8"), ("waited", "<u4"), ("end", "<u4"), ("tag", "<u2"),
                 ("smid", "<u2"), ("block", "<u4"), ("grid", "<u4"), ("m", "<u4"), ("k", "<u4"),
-                ("marks", "<u4", (4,)), ("pad", "<u4")])
+                ("marks", "<u4", (4,)), ("cycles", "<u4", (3,))])
 TAGS = {1: "gemv", 2: "attn", 3: "argmax", 4: "argmax-comb", 5: "advance", 6: "embed"}
 GAP_NS = 8000  # launches of one kernel shape further apart than this are separate launches
 
@@ -44,6 +44,7 @@ def launches(recs):
         end = t0 + np.array([int(r["end"]) for r in rs], dtype=np.int64)
         release = int((t0 + waited).min()) if waited.any() else int(t0.min())
         marks = np.array([r["marks"] for r in rs], dtype=np.int64)
+        cycles = np.array([r["cycles"] for r in rs], dtype=np.int64)
         last = int(np.argmax(end))
         # Per mark: the median block's and the last-ending block's time after the release.
         mk = []
@@ -57,8 +58,11 @@ def launches(recs):
             mk.append((int(np.median(at)), lastv))
         raw = sorted(((int(r["block"]), int(r["smid"]), int(r["t0"]) - release, int(r["waited"]),
                       [int(v) for v in r["marks"]], int(r["end"])) for r in rs))
+        last_cyc = [int(v) for v in cycles[last]]
+        med_cyc = [int(np.median(cycles[:, j])) for j in range(cycles.shape[1])]
         res.append(dict(key=key, raw=raw, start=int(t0.min()), release=release, end=int(end.max()),
-                        end_med=int(np.median(end)), start_max=int(t0.max()), marks=mk))
+                        end_med=int(np.median(end)), start_max=int(t0.max()), marks=mk,
+                        cycles=(med_cyc, last_cyc)))
     res.sort(key=lambda l: (l["release"], l["end"]))
     return res
 
@@ -148,6 +152,24 @@ def main():
         meds = [s[i]["end_med"] - s[i]["release"] for s in steps]
         parts.append(f"end {statistics.median(meds)/1000:.2f}/{statistics.median(ends)/1000:.2f}")
         print(f"  {common[i]:<22} " + "  ".join(parts))
+    # KTRACE_LAP phases (clock cycles of thread 0; the streamed GEMV: waiting for a stage, the
+    # dot, the rest), medians over the steps of the median block and of the last-ending block.
+    seen = set()
+    lines = []
+    for i in range(len(common)):
+        if common[i] in seen:
+            continue
+        seen.add(common[i])
+        cyc = [s[i]["cycles"] for s in steps]
+        if not any(any(c[0]) for c in cyc):
+            continue
+        med = [int(statistics.median(c[0][j] for c in cyc)) for j in range(3)]
+        last = [int(statistics.median(c[1][j] for c in cyc)) for j in range(3)]
+        lines.append(f"  {common[i]:<22} median block {med[0]:>7} {med[1]:>7} {med[2]:>7}   "
+                     f"last block {last[0]:>7} {last[1]:>7} {last[2]:>7}")
+    if lines:
+        print("\nlap phases (clock cycles: wait, dot, rest), medians over the steps:")
+        print("\n".join(lines))
     agg = collections.defaultdict(lambda: [0.0, 0.0, 0])
     for nm, g, r, t, e in rows:
         a = agg[nm]; a[0] += g; a[1] += r; a[2] += 1

@@ -8,6 +8,8 @@
 // finishes last or close to it):
 //   KTRACE_BEGIN();  ...  PdlWait(); KTRACE_WAITED();  ...  KTRACE_MARK(0..3);  ...
 //   KTRACE_END(tag, m, k);
+// Phases of a loop, in SM clock cycles: KTRACE_LAP_START() once, then KTRACE_LAP(i) (i < 3) adds
+// the cycles since the previous lap point to phase i.
 // and once per .cu file, LOOM_KTRACE_TU(file) (KTraceInit binds every file's ring pointer).
 #pragma once
 
@@ -25,9 +27,9 @@ struct KTraceRecord {
   uint32_t block, grid;
   uint32_t m, k;     // the launch's shape, as the kernel reports it
   uint32_t marks[kKTraceMarks];  // ns from t0 to KTRACE_MARK(i) (0: not reached)
-  uint32_t pad;
+  uint32_t cycles[3];            // thread 0's clock cycles in KTRACE_LAP phase i
 };
-static_assert(sizeof(KTraceRecord) == 56);
+static_assert(sizeof(KTraceRecord) == 64);
 
 constexpr uint32_t kKTraceCapacity = 1u << 20;  // records (a power of two; the ring keeps the last)
 
@@ -75,7 +77,23 @@ __device__ __forceinline__ uint64_t* KTraceMarkSlots() {
     for (int j_ = 0; j_ < ::loom::cuda::kKTraceMarks; ++j_)                                 \
       ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_] = 0;                               \
   }                                                                                         \
-  [[maybe_unused]] uint32_t ktrace_waited_ = 0
+  [[maybe_unused]] uint32_t ktrace_waited_ = 0;                                            \
+  [[maybe_unused]] uint32_t ktrace_cycles_[3] = {0, 0, 0};                                  \
+  [[maybe_unused]] long long ktrace_lap_ = 0
+
+#define KTRACE_LAP_START()                                                                  \
+  do {                                                                                      \
+    if (threadIdx.x == 0) ktrace_lap_ = clock64();                                          \
+  } while (0)
+
+#define KTRACE_LAP(i_)                                                                      \
+  do {                                                                                      \
+    if (threadIdx.x == 0) {                                                                 \
+      const long long now_ = clock64();                                                     \
+      ktrace_cycles_[i_] += static_cast<uint32_t>(now_ - ktrace_lap_);                      \
+      ktrace_lap_ = now_;                                                                   \
+    }                                                                                       \
+  } while (0)
 
 #define KTRACE_WAITED()                                                                     \
   do {                                                                                      \
@@ -112,7 +130,7 @@ __device__ __forceinline__ uint64_t* KTraceMarkSlots() {
         const uint64_t m_at_ = ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_];           \
         r_.marks[j_] = m_at_ == 0 ? 0u : static_cast<uint32_t>(m_at_ - ktrace_t0_);          \
       }                                                                                      \
-      r_.pad = 0;                                                                            \
+      for (int j_ = 0; j_ < 3; ++j_) r_.cycles[j_] = ktrace_cycles_[j_];                     \
       rec_[i_] = r_;                                                                         \
     }                                                                                        \
   } while (0)
@@ -122,6 +140,8 @@ __device__ __forceinline__ uint64_t* KTraceMarkSlots() {
 #define KTRACE_BEGIN() static_cast<void>(0)
 #define KTRACE_WAITED() static_cast<void>(0)
 #define KTRACE_MARK(i_) static_cast<void>(0)
+#define KTRACE_LAP_START() static_cast<void>(0)
+#define KTRACE_LAP(i_) static_cast<void>(0)
 #define KTRACE_END(tag_, m_, k_) static_cast<void>(0)
 #endif
 

@@ -354,13 +354,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int k_vec = k / 8;
   StageInput<kNorm>(x, k_vec, norm, nw, xs, scratch);
   KTRACE_MARK(0);
+  // Thread 0's stage loop in clock cycles: 0 waiting for a stage's bytes, 1 the dot, 2 the rest
+  // (group sums and the epilogue).
+  KTRACE_LAP_START();
 
   float acc[R][2];  // two chains per row
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = 0.f;
   for (int s = 0; s < plan.stages; ++s) {
     const int slot = s % stages;
+    KTRACE_LAP(2);
     MbarWait(&full[slot], (s / stages) & 1);
+    KTRACE_LAP(0);
     if (s == 0) KTRACE_MARK(1);
     const int row0 = plan.Group(s) * P::kGroupRows + warp * R;
     const int units = plan.Width(s) / 8;
@@ -381,6 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
     if (lane == 0) MbarArrive(&empty[slot]);
+    KTRACE_LAP(1);
     if (s % plan.slices != plan.slices - 1) continue;
     // The group's last slice: the rows are complete.
     float sum[R];
@@ -426,6 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  KTRACE_LAP(2);
   KTRACE_END(kKTraceStreamGemv, m, k);
 }
 
