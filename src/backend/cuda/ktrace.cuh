@@ -112,10 +112,12 @@ __device__ __forceinline__ uint64_t* KTraceMarkSlots() {
 #define KTRACE_END(tag_, m_, k_)                                                             \
   do {                                                                                       \
     if (threadIdx.x == 0 && ktrace_ring_ != nullptr) {                                       \
-      const uint64_t t_ = ::loom::cuda::ktrace_detail::GlobalTimer();                        \
       auto* count_ = static_cast<unsigned long long*>(ktrace_ring_);                         \
       auto* rec_ = reinterpret_cast<::loom::cuda::KTraceRecord*>(count_ + 1);                \
+      /* The slot's atomic round trip (~0.5 us) before the end time: it then counts in the    \
+         block's run, not in the handoff to the next launch. */                               \
       const unsigned long long i_ = atomicAdd(count_, 1ull) & (::loom::cuda::kKTraceCapacity - 1); \
+      const uint64_t t_ = ::loom::cuda::ktrace_detail::GlobalTimer();                        \
       ::loom::cuda::KTraceRecord r_;                                                         \
       r_.t0 = ktrace_t0_;                                                                    \
       r_.waited = ktrace_waited_;                                                            \
