@@ -328,6 +328,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
     w_s[sp][r] = e == -INFINITY ? 0.f : exp2f(e - SafeBase(m));
   }
   __syncthreads();
+  KTRACE_MARK(2);  // the leader's split weights are in (diagnostic: where its merge time goes)
   for (int i = t; i < rows_n; i += kThreads) {
     const int r = i / D;
     float w[kMaxClusterSplits], v[kMaxClusterSplits];
