@@ -145,7 +145,10 @@ __global__ void __launch_bounds__(kThreads)
         t = atomicAdd(tail.ticket, 1u);
       }
       t = __shfl_sync(0xffffffffu, t, 0);
-      if (t != static_cast<unsigned>(splits - 1)) return;
+      if (t != static_cast<unsigned>(splits - 1)) {
+        KTRACE_END(kKTraceArgmaxChunk, vocab, splits);  // every block records (ktrace.py)
+        return;
+      }
       __threadfence();
       b = NoBest();
       for (int i = lane; i < splits; i += 32) {  // from L2: other SMs wrote them
