@@ -263,7 +263,8 @@ bool Engine::Step() {
   // ExecuteAndSample took, and the time since the previous step's start — what exceeds the
   // former is the engine's own work).
   static const bool step_trace = EnvInt("LOOM_STEP_TRACE", 0) != 0;
-  const auto exec_start = std::chrono::steady_clock::now();
+  const auto exec_start =
+      step_trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);
   if (step_trace) {
     const auto us = [](auto a, auto b) {

@@ -144,6 +144,10 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
     std::vector<Backend::LogprobRow> lp_rows;
     std::vector<size_t> lp_of;  // sampled row k of each lp_rows entry
     int top_k = 0;
+    // The top logprobs row k returns: what it asked for, within the kernel's and the vocab's.
+    auto wanted = [&](size_t k) {
+      return std::min({rows[k].num_logprobs, Backend::kMaxTopLogprobs, static_cast<int>(vocab)});
+    };
     int64_t next = argmax_rows;  // ids' index of the next draw
     for (size_t k = 0; k < n; ++k) {
       if (!greedy_here(k) && !draw_here(k)) continue;
@@ -151,8 +155,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
       if (rows[k].num_logprobs < 0 || !be->has_logprob_rows()) continue;
       lp_rows.push_back({logits_rows[k], id_index});
       lp_of.push_back(k);
-      top_k = std::max(top_k, std::min({rows[k].num_logprobs, Backend::kMaxTopLogprobs,
-                                        static_cast<int>(vocab)}));
+      top_k = std::max(top_k, wanted(k));
     }
     std::vector<float> host_lp;
     if (!lp_rows.empty()) {
@@ -171,9 +174,7 @@ StepOutput DecoderRunner::Emit(const Tensor& logits, const std::vector<int32_t>&
         const float* v = host_lp.data() + j * Backend::kLogprobStride;
         RowLogprobs& r = out.logprobs[k];
         r.logprob = v[0];
-        const int want =
-            std::min({rows[k].num_logprobs, Backend::kMaxTopLogprobs, static_cast<int>(vocab)});
-        for (int i = 0; i < want; ++i) {
+        for (int i = 0; i < wanted(k); ++i) {
           r.top.emplace_back(static_cast<int32_t>(v[1 + 2 * i]), v[2 + 2 * i]);
         }
       }

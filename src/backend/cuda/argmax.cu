@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -203,34 +204,27 @@ SplitPlan PlanSplits(int64_t rows, int64_t vocab, int num_sms) {
   return SplitPlan{static_cast<int>(s), chunk};
 }
 
-template <typename T>
-void Launch(const T* x, int64_t rows, int64_t vocab, const SplitPlan& p, Best* partial,
-            int32_t* out, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(rows));
-  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                   (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
-  if (vec) {
-    LaunchPdl(ArgmaxChunkKernel<T, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out, AdvanceTail{});
-  } else {
-    LaunchPdl(ArgmaxChunkKernel<T, false>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out, AdvanceTail{});
-  }
-}
-
-template <typename T>
-void LaunchTail(const T* x, int64_t vocab, const SplitPlan& p, Best* partial, int32_t* out,
-                const AdvanceTail& tail, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.splits), 1);
-  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                   (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
-  if (vec) {
-    LaunchPdl(ArgmaxChunkKernel<T, true, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out, tail);
-  } else {
-    LaunchPdl(ArgmaxChunkKernel<T, false, true>, grid, dim3(kThreads), 0, stream, x, vocab, p.chunk,
-              p.splits, partial, out, tail);
-  }
+// The chunk kernel over `rows` rows of x (typed as the caller's dtype, f32 or bf16); kTail: the
+// fused tail (one row, `tail` used).
+template <bool kTail>
+void Launch(const void* x, DType dtype, int64_t rows, int64_t vocab, const SplitPlan& p,
+            Best* partial, int32_t* out, const AdvanceTail& tail, cudaStream_t stream) {
+  auto go = [&](auto* typed) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
+    const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(rows));
+    const bool vec = reinterpret_cast<uintptr_t>(typed) % 16 == 0 &&
+                     (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
+    if (vec) {
+      LaunchPdl(ArgmaxChunkKernel<T, true, kTail>, grid, dim3(kThreads), 0, stream, typed, vocab,
+                p.chunk, p.splits, partial, out, tail);
+    } else {
+      LaunchPdl(ArgmaxChunkKernel<T, false, kTail>, grid, dim3(kThreads), 0, stream, typed, vocab,
+                p.chunk, p.splits, partial, out, tail);
+    }
+  };
+  if (dtype == DType::kF32) return go(static_cast<const float*>(x));
+  CHECK(dtype == DType::kBF16) << "ArgmaxRows: x must be f32 or bf16, got " << DTypeName(dtype);
+  go(static_cast<const __nv_bfloat16*>(x));
 }
 
 }  // namespace
@@ -249,12 +243,7 @@ void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, i
   const SplitPlan p = PlanSplits(rows, vocab, num_sms);
   Best* partial = static_cast<Best*>(scratch);
   CHECK(p.splits == 1 || partial != nullptr) << "ArgmaxRows: no scratch";
-  if (dtype == DType::kF32) {
-    Launch(static_cast<const float*>(x), rows, vocab, p, partial, out, stream);
-  } else {
-    CHECK(dtype == DType::kBF16) << "ArgmaxRows: x must be f32 or bf16, got " << DTypeName(dtype);
-    Launch(static_cast<const __nv_bfloat16*>(x), rows, vocab, p, partial, out, stream);
-  }
+  Launch<false>(x, dtype, rows, vocab, p, partial, out, AdvanceTail{}, stream);
   if (p.splits > 1) {
     const int threads = 128;
     LaunchPdl(ArgmaxCombineKernel, dim3(static_cast<unsigned>((rows + threads - 1) / threads)),
@@ -270,13 +259,7 @@ void LaunchArgmaxAdvance(const void* x, DType dtype, int64_t vocab, int num_sms,
   Best* partial = static_cast<Best*>(scratch);
   CHECK(p.splits == 1 || (partial != nullptr && ticket != nullptr)) << "ArgmaxAdvance: no scratch";
   const AdvanceTail tail{ticket, in, block_size, host_ids, host_stride};
-  if (dtype == DType::kF32) {
-    LaunchTail(static_cast<const float*>(x), vocab, p, partial, out, tail, stream);
-  } else {
-    CHECK(dtype == DType::kBF16) << "ArgmaxAdvance: x must be f32 or bf16, got "
-                                 << DTypeName(dtype);
-    LaunchTail(static_cast<const __nv_bfloat16*>(x), vocab, p, partial, out, tail, stream);
-  }
+  Launch<true>(x, dtype, 1, vocab, p, partial, out, tail, stream);
 }
 
 }  // namespace loom::cuda
