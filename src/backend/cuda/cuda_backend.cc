@@ -113,6 +113,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
   stream_ = std::make_unique<cuda::CudaStream>();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
   prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
+  gemv_queue_ = Alloc(DType::kI32, Shape{2});
   cuda::KTraceInit();  // nothing outside diagnostic builds (ktrace.cuh)
 }
 
@@ -276,7 +277,8 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream(),
-                               cuda::GemvEpilogue::kNone, nullptr, options_.stream_gemv);
+                               cuda::GemvEpilogue::kNone, nullptr, options_.stream_gemv,
+                               static_cast<unsigned*>(gemv_queue_.data()));
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
   }
@@ -359,7 +361,7 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
         << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), x.rows(), w.rows(),
                                x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn,
-                               options_.stream_gemv);
+                               options_.stream_gemv, static_cast<unsigned*>(gemv_queue_.data()));
     return;
   }
   Backend::RmsNormMatMul(x, norm, w, bias, out);

@@ -159,6 +159,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
+  // u32 [2], zero between launches: the streamed GEMV's work queue for logits (stream_gemv.cuh).
+  Tensor gemv_queue_;
   // EditLogits' upload: page-locked staging grown on demand, and the event after its last copy
   // out (the next call waits for it before rewriting the staging).
   std::unique_ptr<cuda::PinnedHostBuffer> edit_staging_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "backend/cuda/cuda_test_util.h"
@@ -188,6 +189,52 @@ TEST_F(CudaBackendTest, MatMulShapesBiasAndOutputDtypes) {
           gpu_->set_small_batch_gemm_rows(1);
           gpu_->set_stream_gemv(true);
         }
+      }
+    }
+  }
+}
+
+// Logits-sized f32 GEMVs at n = 1 take their row groups from a work queue on Hopper
+// (stream_gemv.cuh): every row is written, with or without the norm prologue and with partial
+// slices and groups, and again on later launches, including two queued launches back to back on
+// the stream (the second may start while the first still runs) — the queue must be back at
+// zero each time. Bit-identical across launches: a row's arithmetic does not depend on the block.
+TEST_F(CudaBackendTest, StreamGemvWorkQueueWritesEveryRowOnEveryLaunch) {
+  std::mt19937 rng(11);
+  // The queue's threshold (16 groups of 8 rows a block), plus a partial group.
+  const int64_t m = int64_t{16} * 8 * gpu_->num_sms() + 13;
+  for (int64_t k : {2048, 4104}) {
+    std::vector<float> xv = RandBf16(rng, k), wv = RandBf16(rng, m * k, 0.05f);
+    std::vector<float> nv = RandBf16(rng, k, 0.5f);
+    for (float& v : nv) v += 1.f;
+    const Backend::NormSpec norm{gpu_->Upload(HostF32(Shape{k}, nv)), 1e-5f, 0.f};
+    const Backend::NormSpec cpu_norm{HostF32(Shape{k}, nv), 1e-5f, 0.f};
+    Tensor cpu_plain = cpu_.Alloc(DType::kF32, Shape{1, m});
+    Tensor cpu_normed = cpu_.Alloc(DType::kF32, Shape{1, m});
+    cpu_.MatMul(HostF32(Shape{1, k}, xv), HostF32(Shape{m, k}, wv), Tensor(), cpu_plain);
+    cpu_.RmsNormMatMul(HostF32(Shape{1, k}, xv), cpu_norm, HostF32(Shape{m, k}, wv), Tensor(),
+                       cpu_normed);
+    const Tensor x = gpu_->Upload(HostF32(Shape{1, k}, xv));
+    const Tensor w = gpu_->Upload(HostF32(Shape{m, k}, wv));
+    std::vector<float> first_plain, first_normed;
+    for (int launch = 0; launch < 3; ++launch) {
+      Tensor plain = gpu_->Alloc(DType::kF32, Shape{1, m});
+      Tensor normed = gpu_->Alloc(DType::kF32, Shape{1, m});
+      Poison(*gpu_, plain);
+      Poison(*gpu_, normed);
+      gpu_->MatMul(x, w, Tensor(), plain);  // back to back: no synchronization between them
+      gpu_->RmsNormMatMul(x, norm, w, Tensor(), normed);
+      const std::vector<float> p = GpuValues(*gpu_, plain), q = GpuValues(*gpu_, normed);
+      EXPECT_LT(NormalizedError(p, CpuValues(cpu_plain)), 1e-5) << "k " << k << " launch " << launch;
+      // The normalized x is rounded to bf16 on the GPU (RmsNormMatMulMatchesNormThenMatMul).
+      EXPECT_LT(NormalizedError(q, CpuValues(cpu_normed)), kTolReRounded)
+          << "k " << k << " launch " << launch;
+      if (launch == 0) {
+        first_plain = p;
+        first_normed = q;
+      } else {
+        EXPECT_EQ(std::memcmp(p.data(), first_plain.data(), p.size() * 4), 0) << "k " << k;
+        EXPECT_EQ(std::memcmp(q.data(), first_normed.data(), q.size() * 4), 0) << "k " << k;
       }
     }
   }

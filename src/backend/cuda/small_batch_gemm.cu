@@ -240,14 +240,14 @@ bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t 
 
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
                           int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue,
-                          const GemvNorm* norm, bool stream_batch1) {
+                          const GemvNorm* norm, bool stream_batch1, unsigned* queue) {
   CHECK(SmallBatchGemmApplies(x, w, n, k)) << "SmallBatchGemm: n " << n << " k " << k;
   CHECK(norm == nullptr || SmallBatchGemmNormApplies(x, w, n, k))
       << "SmallBatchGemm norm prologue: n " << n << " k " << k;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
       << "SmallBatchGemm: out " << DTypeName(out_dtype);
   if (stream_batch1 && n == 1 && StreamGemvApplies(x, w, k)) {  // batch 1 on Hopper: the TMA-streamed GEMV
-    return LaunchStreamGemv(x, w, out, out_dtype, m, k, stream, epilogue, norm);
+    return LaunchStreamGemv(x, w, out, out_dtype, m, k, stream, epilogue, norm, queue);
   }
   const Call c{x, w, out, out_dtype, m, k, norm != nullptr ? *norm : GemvNorm{}, stream};
   const bool normed = norm != nullptr;

@@ -160,6 +160,78 @@ __device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16
   }
 }
 
+// The work-queue producer (kQueue): block b first streams a fixed run of F groups [b * F,
+// b * F + F), F = 7/8 of an even share (at least the ring's depth; the first stages are issued
+// before the previous kernel ends, as the static plan does), then takes one group at a time from
+// queue[0] (F * gridDim.x + a ticket) until the groups run out, and ends
+// with a stage whose group is -1 (a plain arrive on its full barrier). Each grab is issued one
+// group ahead, so its round trip overlaps the wait for a free slot. The producer grabs only after
+// PdlWait: the previous kernel (which may use the same queue) has then reset it. The block whose
+// failed grab is the grid's last resets the queue for the next launch.
+template <int R>
+__device__ __forceinline__ void ProduceQueued(const Plan<R>& plan, const __nv_bfloat16* w,
+                                              uint8_t* ring, int stages, uint64_t* full,
+                                              uint64_t* empty, int* stage_group, int lane,
+                                              unsigned* queue) {
+  const uint64_t policy = EvictFirstPolicy();
+  constexpr int G = Plan<R>::kGroupRows;
+  const int groups = (plan.m + G - 1) / G;
+  const int run = max(stages, groups / static_cast<int>(gridDim.x) * 7 / 8);
+  const int first = static_cast<int>(blockIdx.x) * run;
+  const int fixed = max(0, min(run, groups - first));
+  const int queued0 = static_cast<int>(gridDim.x) * run;
+  unsigned ticket = 0;
+  bool waited = false;
+  int s = 0;
+  for (int i = 0;; ++i) {
+    int g;
+    if (i < fixed) {
+      g = first + i;
+    } else {
+      if (!waited) {  // the first grab
+        PdlWait();
+        waited = true;
+        if (lane == 0) ticket = atomicAdd(queue, 1u);
+      }
+      g = queued0 + static_cast<int>(__shfl_sync(0xffffffffu, ticket, 0));
+      if (g < groups && lane == 0) ticket = atomicAdd(queue, 1u);  // the next one, ahead
+    }
+    const bool last = g >= groups;
+    for (int sl = 0; sl < (last ? 1 : plan.slices); ++sl, ++s) {
+      const int slot = s % stages;
+      if (s >= stages) MbarWait(&empty[slot], (s / stages - 1) & 1);
+      if (last) {
+        if (lane == 0) {
+          stage_group[slot] = -1;
+          MbarArrive(&full[slot]);
+        }
+        break;
+      }
+      const int row0 = g * G;
+      const int rows = min(G, plan.m - row0);
+      const int col = sl * Plan<R>::kSlice;
+      const uint32_t bytes = static_cast<uint32_t>(min(Plan<R>::kSlice, plan.k - col)) * 2;
+      if (lane == 0) {
+        stage_group[slot] = g;
+        MbarArriveExpectTx(&full[slot], bytes * rows);
+      }
+      uint8_t* stage = ring + slot * kStageBytes;
+      for (int r = lane; r < rows; r += 32) {
+        BulkCopy(stage + r * (Plan<R>::kSlice * 2), w + int64_t{row0 + r} * plan.k + col, bytes,
+                 &full[slot], policy);
+      }
+    }
+    if (last) break;
+  }
+  if (lane == 0) {
+    __threadfence();  // this block's last grab before its count
+    if (atomicAdd(queue + 1, 1u) == gridDim.x - 1) {  // every block has grabbed its last
+      queue[0] = 0;
+      queue[1] = 0;
+    }
+  }
+}
+
 // Groups of a block's run whose epilogue inputs the kernel loads ahead (StreamGemvKernel).
 constexpr int kPreGroups = 8;
 
@@ -282,10 +354,16 @@ __device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, 
 // (group * 16 + 2c, + 1), a (gate, up) pair of FuseGateUp's interleaved layout.
 // (kRope ran at R = 2 before, one pair a warp: groups of 16 rows split the 1B's 3,072 q|k|v rows
 // over 132 SMs as 2 or 1 groups a block, and the last blocks ended 2 us after the median one.)
-template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
+// kQueue: the row groups come from a work queue (ProduceQueued) instead of one contiguous run a
+// block; plain outputs only.
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false,
+          bool kQueue = false>
 __global__ void __launch_bounds__(kThreads, 1)
     StreamGemvKernel(const uint4* __restrict__ x, const __nv_bfloat16* __restrict__ w, Out* out,
-                     int m, int k, int stages, GemvNorm norm, QkvRopeStoreArgs rope) {
+                     int m, int k, int stages, GemvNorm norm, QkvRopeStoreArgs rope,
+                     unsigned* queue) {
+  static_assert(!kQueue || (Epi == GemvEpilogue::kNone && !kRope && R == 1),
+                "the work queue serves plain outputs");
   using P = Plan<R>;
   KTRACE_BEGIN();
   extern __shared__ __align__(128) uint8_t smem[];
@@ -293,6 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ __align__(8) uint64_t empty[kMaxStages];
   __shared__ float scratch[kConsumerWarps];
   [[maybe_unused]] __shared__ float pair_sum[2][kConsumerWarps / 2];  // kRope: odd warps' sums
+  [[maybe_unused]] __shared__ int stage_group[kMaxStages];            // kQueue: each slot's group
   uint8_t* ring = smem;
   uint4* xs = reinterpret_cast<uint4*>(smem + stages * kStageBytes);
 
@@ -308,7 +387,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // the producer: no PdlWait, it reads only weights
-    Produce<R, kRope>(plan, w, ring, stages, full, empty, lane, rope);
+    if constexpr (kQueue) {
+      ProduceQueued<R>(plan, w, ring, stages, full, empty, stage_group, lane, queue);
+    } else {
+      Produce<R, kRope>(plan, w, ring, stages, full, empty, lane, rope);
+    }
     return;
   }
 
@@ -361,15 +444,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[R][2];  // two chains per row
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = 0.f;
-  for (int s = 0; s < plan.stages; ++s) {
+  for (int s = 0; kQueue || s < plan.stages; ++s) {
     const int slot = s % stages;
     KTRACE_LAP(2);
     MbarWait(&full[slot], (s / stages) & 1);
     KTRACE_LAP(0);
     if (s == 0) KTRACE_MARK(1);
-    const int row0 = plan.Group(s) * P::kGroupRows + warp * R;
-    const int units = plan.Width(s) / 8;
-    const uint4* xv = xs + plan.Column(s) / 8;
+    int group = 0, column = 0;
+    if constexpr (kQueue) {
+      group = stage_group[slot];
+      if (group < 0) break;  // the producer's end
+      column = s % plan.slices * P::kSlice;
+    } else {
+      group = plan.Group(s);
+      column = plan.Column(s);
+    }
+    const int row0 = group * P::kGroupRows + warp * R;
+    const int units = min(P::kSlice, k - column) / 8;
+    const uint4* xv = xs + column / 8;
     const uint4* stage = reinterpret_cast<const uint4*>(ring + slot * kStageBytes);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -454,14 +546,17 @@ int MaxDynamicSmem() {
 
 // Fewer stages than this starve the stream (96 KB: 849-864 vs 1,038-1,050 tok/s, 1B batch 1).
 constexpr int kMinStages = 3;
+// A launch takes its groups from the work queue when it has at least this many a block.
+constexpr int kQueueMinGroupsPerBlock = 16;
 
-template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false>
+template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false,
+          bool kQueue = false>
 void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm& norm,
-            cudaStream_t stream, const QkvRopeStoreArgs& rope = {}) {
+            cudaStream_t stream, const QkvRopeStoreArgs& rope = {}, unsigned* queue = nullptr) {
   // The norm prologue loads its weights as float4 (CudaBackend::GemvNormFor only offers aligned
   // ones).
   CHECK(!kNorm || reinterpret_cast<uintptr_t>(norm.w) % 16 == 0) << "StreamGemv: norm weights";
-  auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm, kRope>;
+  auto* kernel = StreamGemvKernel<R, Out, Epi, kNorm, kRope, kQueue>;
   static const bool configured = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     MaxDynamicSmem()));
@@ -492,7 +587,7 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
   LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
             static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
-            static_cast<int>(k), stages, norm, rope);
+            static_cast<int>(k), stages, norm, rope, queue);
 }
 
 template <int R, typename Out, GemvEpilogue Epi>
@@ -500,6 +595,31 @@ void LaunchNorm(const void* x, const void* w, void* out, int64_t m, int64_t k, c
                 cudaStream_t stream) {
   if (norm != nullptr) return Launch<R, Out, Epi, true>(x, w, out, m, k, *norm, stream);
   Launch<R, Out, Epi, false>(x, w, out, m, k, GemvNorm{}, stream);
+}
+
+// Plain f32 outputs (logits) with many row groups a block take them from `queue`.
+void LaunchQueued(const void* x, const void* w, void* out, int64_t m, int64_t k,
+                  const GemvNorm* norm, cudaStream_t stream, unsigned* queue) {
+  if (norm != nullptr) {
+    return Launch<1, float, GemvEpilogue::kNone, true, false, true>(x, w, out, m, k, *norm, stream,
+                                                                    {}, queue);
+  }
+  Launch<1, float, GemvEpilogue::kNone, false, false, true>(x, w, out, m, k, GemvNorm{}, stream, {},
+                                                            queue);
+}
+
+// The work queue pays where a block has many groups: the static plan's slowest block ended
+// 6.6 us after the median one in the 1B's lm_head (122 groups a block, H200), where one group
+// takes ~1 us. LOOM_GEMV_QUEUE=0: static runs (A/B).
+bool UseQueue(int64_t m, unsigned* queue) {
+  static const bool enabled = EnvInt("LOOM_GEMV_QUEUE", 1) != 0;
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return enabled && queue != nullptr && m >= int64_t{kQueueMinGroupsPerBlock} * 8 * sms;
 }
 
 bool StreamGemvEnabled() {
@@ -516,7 +636,8 @@ bool StreamGemvApplies(const void* x, const void* w, int64_t k) {
 }
 
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
-                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm) {
+                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm,
+                      unsigned* queue) {
   CHECK(StreamGemvApplies(x, w, k)) << "StreamGemv: k " << k;
   CHECK(norm == nullptr || k <= kGemvNormMaxK) << "StreamGemv norm prologue: k " << k;
   CHECK(m > 0 && m * k < (int64_t{1} << 40) && m < (int64_t{1} << 31)) << "StreamGemv: m " << m;
@@ -526,6 +647,7 @@ void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, 
   switch (epilogue) {
     case GemvEpilogue::kNone:
       if (out_dtype == DType::kF32) {
+        if (UseQueue(m, queue)) return LaunchQueued(x, w, out, m, k, norm, stream, queue);
         return LaunchNorm<1, float, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);
       }
       return LaunchNorm<1, Bf16, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);

@@ -33,8 +33,12 @@ inline constexpr int64_t kStreamGemvMaxK = 24576;
 // 16-byte aligned).
 bool StreamGemvApplies(const void* x, const void* w, int64_t k);
 
+// queue: null, or two u32 counters, zero before the first launch, that f32-out launches with many
+// row groups a block use as a work queue (each leaves them at zero); launches that share one must
+// be on one stream.
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
-                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm);
+                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm,
+                      unsigned* queue = nullptr);
 
 // One decode row through a fused [q | k | v] projection: RMSNorm(x) @ w_qkv^T, then the
 // QkvRopeStore kernel's work in the epilogue (rope.qkv unused; q to rope.q_out, k / v to their
