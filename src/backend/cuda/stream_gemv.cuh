@@ -1,7 +1,9 @@
 // out[m] = x[k] @ w[m, k]^T for one row of x (batch-1 decode): a GEMV whose weight stream does
 // not wait for anything.
 //
-// One block per SM (grid = min(row groups, SMs)), each owning a contiguous run of row groups.
+// One block per SM (grid = min(row groups, SMs)), each owning a contiguous run of row groups;
+// two smaller blocks an SM where the whole weight fits one stage a block (LOOM_GEMV_SPREAD), and
+// logits launches take the end of their groups from a work queue.
 // A producer warp streams the block's weight slices with bulk async copies (TMA,
 // cp.async.bulk, 4 KB per row slice, 2 KB gated) into a ring of 32 KB shared-memory stages tracked
 // by mbarriers (LOOM_GEMV_RING_KB, default 160); eight consumer warps take one row each (two for
