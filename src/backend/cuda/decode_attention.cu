@@ -30,6 +30,10 @@ const int g_splits_env = EnvInt("LOOM_ATTN_DECODE_SPLITS", 0);
 // Splits merged in a cluster: 2..kMaxClusterSplits (more than the 8 portable blocks per cluster
 // needs cudaFuncAttributeNonPortableClusterSizeAllowed; the H200 takes 16).
 constexpr int kMaxClusterSplits = 16;
+// LOOM_ATTN_CLUSTER_SPLITS: the most splits a cluster takes by default (at most
+// kMaxClusterSplits). H200, 1B batch 1 at 512-640 tokens (where keys go in chunks of 64, so
+// 9-11 splits have keys either way): 12 gave 1,353 / 1,354 tok/s, 16 1,337 / 1,338.
+const int g_cluster_splits_env = EnvInt("LOOM_ATTN_CLUSTER_SPLITS", 12);
 // LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
 const bool g_mma_env = EnvInt("LOOM_ATTN_DECODE_MMA", 1) != 0;
 
@@ -983,7 +987,8 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   }
   static const bool cluster_env = HopperPathEnabled("LOOM_ATTN_CLUSTER_MERGE");
   const bool cluster = t.cluster < 0 ? cluster_env : t.cluster != 0;
-  const int max_cluster = cluster ? MaxClusterSplits(KernelFor(p, a.head_dim)) : 0;
+  const int max_cluster =
+      cluster ? std::min(MaxClusterSplits(KernelFor(p, a.head_dim)), g_cluster_splits_env) : 0;
   if (t.splits > 0 || g_splits_env > 0) {
     p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
     p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster &&

@@ -22,8 +22,10 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 // back-to-back GEMVs: 16 KB stages with 2 KB copies cap near 3.3 TB/s whatever the ring depth,
 // 32 KB with the copies spread over the producer warp's lanes reach 4.1-4.4 TB/s (cuda_bench gemv).
 constexpr int kStageBytes = 32768;
-// The ring: LOOM_GEMV_RING_KB (default 160: 5 stages). H200, engine batch 1 (1B / 8B tok/s):
-// 64 KB 752 / 150, 96 KB 849-864 / 192-194, 128 KB 1,035 / 241-242, 160 KB 1,038-1,050 / 241-243.
+// The ring: LOOM_GEMV_RING_KB (default 128: 4 stages). H200, engine batch 1 (1B / 8B tok/s),
+// session 5: 64 KB 752 / 150, 96 KB 849-864 / 192-194, 128 KB 1,035 / 241-242, 160 KB
+// 1,038-1,050 / 241-243. Once the o projection ran as one-stage blocks (LOOM_GEMV_SPREAD),
+// 128 KB let the gate/up blocks in beside them: 1B 1,356 vs 1,337 tok/s with 160 KB.
 constexpr int kMaxStages = 5;
 constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
 
@@ -583,7 +585,7 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const int64_t slices = (k + Plan<R>::kSlice - 1) / Plan<R>::kSlice;
   unsigned blocks = static_cast<unsigned>(groups < sms ? groups : sms);
   static const int ring_bytes =
-      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 160), 64, kMaxStages * kStageBytes / 1024) * 1024;
+      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 128), 64, kMaxStages * kStageBytes / 1024) * 1024;
   const int fit = (MaxDynamicSmem() - static_cast<int>(k) * 2) / kStageBytes;  // >= kMinStages
   int stages = std::clamp(std::min(ring_bytes / kStageBytes, fit), 2, kMaxStages);
   // Two blocks an SM, each with a ring just big enough for its run, where the whole weight fits

@@ -6,7 +6,7 @@
 // logits launches take the end of their groups from a work queue.
 // A producer warp streams the block's weight slices with bulk async copies (TMA,
 // cp.async.bulk, 4 KB per row slice, 2 KB gated) into a ring of 32 KB shared-memory stages tracked
-// by mbarriers (LOOM_GEMV_RING_KB, default 160); eight consumer warps take one row each (two for
+// by mbarriers (LOOM_GEMV_RING_KB, default 128); eight consumer warps take one row each (two for
 // the gated epilogues: the (gate, up) pair) and dot the stage with x, which they keep in shared
 // memory. The producer never waits on the previous kernel: weights are never written by a step, so
 // under PDL (launch.cuh) the ring fills while the kernel before is still running, and the HBM
