@@ -30,10 +30,12 @@ const int g_splits_env = EnvInt("LOOM_ATTN_DECODE_SPLITS", 0);
 // Splits merged in a cluster: 2..kMaxClusterSplits (more than the 8 portable blocks per cluster
 // needs cudaFuncAttributeNonPortableClusterSizeAllowed; the H200 takes 16).
 constexpr int kMaxClusterSplits = 16;
-// LOOM_ATTN_CLUSTER_SPLITS: the most splits a cluster takes by default (at most
-// kMaxClusterSplits). H200, 1B batch 1 at 512-640 tokens (where keys go in chunks of 64, so
-// 9-11 splits have keys either way): 12 gave 1,353 / 1,354 tok/s, 16 1,337 / 1,338.
-const int g_cluster_splits_env = EnvInt("LOOM_ATTN_CLUSTER_SPLITS", 12);
+// LOOM_ATTN_CLUSTER_SPLITS: the most splits a cluster takes (at most kMaxClusterSplits, the
+// default). H200, 1B batch 1 at 512-640 tokens (keys go in chunks of 64, so 9-11 splits have
+// keys either way): 12 gave 1,356.5 / 1,356.8 tok/s, 16 1,339.2 / 1,339.0 (run 110); but one
+// sequence at 8192 keys took 31.3 us a call with 12 against 26.7 with 16 (cuda_attn_bench), so
+// the default stays 16 (the short-context gain without that cost: branch h-skip).
+const int g_cluster_splits_env = EnvInt("LOOM_ATTN_CLUSTER_SPLITS", kMaxClusterSplits);
 // LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
 const bool g_mma_env = EnvInt("LOOM_ATTN_DECODE_MMA", 1) != 0;
 
