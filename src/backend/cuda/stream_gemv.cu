@@ -144,11 +144,10 @@ __device__ __forceinline__ int64_t WeightRow(const QkvRopeStoreArgs& q, int row)
 template <int R, bool kRope>
 __device__ __forceinline__ void Produce(const Plan<R>& plan, const __nv_bfloat16* w, uint8_t* ring,
                                         int stages, uint64_t* full, uint64_t* empty, int lane,
-                                        const QkvRopeStoreArgs& rope, int early) {
+                                        const QkvRopeStoreArgs& rope) {
   const uint64_t policy = EvictFirstPolicy();
   for (int s = 0; s < plan.stages; ++s) {
     const int slot = s % stages;
-    if (s == early) PdlWait();
     if (s >= stages) MbarWait(&empty[slot], (s / stages - 1) & 1);
     const int row0 = plan.Group(s) * Plan<R>::kGroupRows;
     const int rows = min(Plan<R>::kGroupRows, plan.m - row0);
@@ -364,7 +363,7 @@ template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false,
 __global__ void __launch_bounds__(kThreads, 1)
     StreamGemvKernel(const uint4* __restrict__ x, const __nv_bfloat16* __restrict__ w, Out* out,
                      int m, int k, int stages, GemvNorm norm, QkvRopeStoreArgs rope,
-                     unsigned* queue, int early_stages) {
+                     unsigned* queue) {
   static_assert(!kQueue || (Epi == GemvEpilogue::kNone && !kRope && R == 1),
                 "the work queue serves plain outputs");
   using P = Plan<R>;
@@ -393,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kQueue) {
       ProduceQueued<R>(plan, w, ring, stages, full, empty, stage_group, lane, queue);
     } else {
-      Produce<R, kRope>(plan, w, ring, stages, full, empty, lane, rope, early_stages);
+      Produce<R, kRope>(plan, w, ring, stages, full, empty, lane, rope);
     }
     return;
   }
@@ -603,11 +602,9 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
     stages = static_cast<int>(std::min<int64_t>(run, stages));
   }
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
-  // Stages a producer issues before the previous kernel has ended (LOOM_GEMV_EARLY_STAGES, A/B).
-  static const int early = EnvInt("LOOM_GEMV_EARLY_STAGES", kMaxStages);
   LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
             static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
-            static_cast<int>(k), stages, norm, rope, queue, early);
+            static_cast<int>(k), stages, norm, rope, queue);
 }
 
 template <int R, typename Out, GemvEpilogue Epi>
