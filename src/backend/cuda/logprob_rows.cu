@@ -22,12 +22,6 @@ __device__ __forceinline__ bool Before(float av, int ai, float bv, int bi) {
   return av > bv || (av == bv && ai < bi);
 }
 
-__device__ __forceinline__ double WarpSumF64(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // The best (value, id) of the warp by Before.
 __device__ __forceinline__ void WarpBest(float& v, int& id) {
 #pragma unroll
@@ -69,12 +63,12 @@ __global__ void __launch_bounds__(kThreads)
   mx = s_max;
   double sum = 0.0;
   for (int64_t i = t; i < vocab; i += kThreads) sum += exp(static_cast<double>(row[i] - mx));
-  sum = WarpSumF64(sum);
+  sum = WarpSum(sum);
   if (lane == 0) red_d[warp] = sum;
   __syncthreads();
   if (warp == 0) {
     double v = lane < kWarps ? red_d[lane] : 0.0;
-    v = WarpSumF64(v);
+    v = WarpSum(v);
     if (lane == 0) s_sum = v;
   }
   __syncthreads();

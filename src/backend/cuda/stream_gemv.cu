@@ -546,6 +546,17 @@ int MaxDynamicSmem() {
   return bytes;
 }
 
+// The current device's SM count (first call per process).
+int NumSms() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
 // Fewer stages than this starve the stream (96 KB: 849-864 vs 1,038-1,050 tok/s, 1B batch 1).
 constexpr int kMinStages = 3;
 // A launch takes its groups from the work queue when it has at least this many a block.
@@ -573,12 +584,7 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
     return true;
   }();
   (void)configured;
-  static const int sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
+  const int sms = NumSms();
   constexpr int64_t kGroupRows = Plan<R>::kGroupRows;
   const int64_t groups = (m + kGroupRows - 1) / kGroupRows;
   const int64_t slices = (k + Plan<R>::kSlice - 1) / Plan<R>::kSlice;
@@ -630,12 +636,7 @@ void LaunchQueued(const void* x, const void* w, void* out, int64_t m, int64_t k,
 // takes ~1 us. LOOM_GEMV_QUEUE=0: static runs (A/B).
 bool UseQueue(int64_t m, unsigned* queue) {
   static const bool enabled = EnvInt("LOOM_GEMV_QUEUE", 1) != 0;
-  static const int sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
+  const int sms = NumSms();
   return enabled && queue != nullptr && m >= int64_t{kQueueMinGroupsPerBlock} * 8 * sms;
 }
 
