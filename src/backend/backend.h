@@ -18,6 +18,7 @@
 
 #include "backend/draw_params.h"
 #include "backend/logit_edit.h"
+#include "base/status.h"
 #include "tensor/tensor.h"
 
 namespace loom {
@@ -80,6 +81,13 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu (avx2, 2 threads)"
   // Activation dtype of this backend (f32 on CPU).
   virtual DType act_dtype() const = 0;
+  // OK when this backend's attention runs heads of `head_dim` values, else InvalidArgument
+  // naming the ones it runs. Model loading asks first, so a model the backend cannot run is
+  // refused at load instead of failing in its first step.
+  virtual Status CheckHeadDim(int head_dim) const {
+    (void)head_dim;
+    return OkStatus();
+  }
 
   // ---- memory ----
   // A new zero-filled tensor on this device.

@@ -174,6 +174,7 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
     return InvalidArgumentError(path + ": " + e.what());
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
+  RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(path));
   return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
 }
 

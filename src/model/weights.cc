@@ -89,6 +89,7 @@ class Loader {
 
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
                               TensorNaming naming, Backend* backend) {
+  RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(source.Describe()));
   Loader L(source, naming, backend);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;

@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
@@ -28,6 +27,7 @@
 #include "model/model.h"
 #include "model/rope.h"
 #include "runtime/forward_batch.h"
+#include "runtime/golden_models.h"
 
 namespace loom {
 namespace {
@@ -35,16 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kBlockSize = 16;
-
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v;
-  in.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(in.tellg()) / 4);
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  return v;
-}
+using golden::ReadF32;
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -52,7 +43,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     std::string name = GetParam();
     const bool gguf = name.rfind("gguf/", 0) == 0;
     if (gguf) name = name.substr(5);
-    dir_ = fs::path(LOOM_SOURCE_DIR) / "tests/goldens/models" / name;
+    dir_ = golden::ModelDir(name);
     std::string path = dir_.string();
     if (gguf) {
       auto writer = ConvertHfToGguf(path);
@@ -74,19 +65,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
   // Runs one step; returns logits [rows, vocab] for `all_rows` (every token) or sampled rows.
   std::vector<float> Step(const std::vector<SeqSlice>& seqs, bool all_rows,
                           const ActivationSink* sink = nullptr) {
-    HostForwardBatch hb = BuildHostForwardBatch(seqs, kBlockSize);
-    if (all_rows) {
-      hb.sample_rows.resize(hb.token_ids.size());
-      std::iota(hb.sample_rows.begin(), hb.sample_rows.end(), 0);
-    }
-    ForwardInput in = UploadForwardBatch(hb, kBlockSize, &backend_);
-    const int64_t vocab = model_->config().vocab_size;
-    Tensor logits = backend_.Alloc(DType::kF32, Shape{static_cast<int64_t>(hb.sample_rows.size()), vocab});
-    Status s = model_->Forward(in, kv_, logits, sink);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    std::vector<float> out(static_cast<size_t>(logits.numel()));
-    backend_.CopyToHost(logits, out.data());
-    return out;
+    return golden::ForwardLogits(*model_, kv_, seqs, kBlockSize, all_rows, sink);
   }
 
   std::vector<int32_t> Sequence(int k) const {
@@ -96,7 +75,6 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
   // Compares `rows` logits rows of ours (starting at ours_row) with golden rows of sequence k.
   void ExpectRowsNear(const std::vector<float>& ours, int ours_row, int k, int ref_row, int rows,
                       const std::string& what) {
-    static std::map<int, std::vector<float>> cache;
     std::vector<float> ref = ReadF32(dir_ / ("logits_" + std::to_string(k) + ".f32"));
     const int vocab = model_->config().vocab_size;
     for (int r = 0; r < rows; ++r) {

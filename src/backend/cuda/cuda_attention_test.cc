@@ -210,6 +210,11 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
       {"single token, mha d64", 2, 2, 64, 16, 0, 0.f, {{0, 1}}},
       {"long decode, gqa 8, split-KV", 32, 4, 128, 16, 0, 0.f, {{3000, 1}, {1, 1}}},
       {"decode window 100 long context", 8, 1, 128, 16, 100, 0.f, {{2000, 1}, {50, 1}}},
+      // Head dims only the generic kernel serves: the model goldens' d16 (cuda_golden_test),
+      // Phi-2's d80, Phi-3's d96.
+      {"d16, gqa 2, window 8 (golden models)", 4, 2, 16, 16, 8, 0.f, {{0, 70}, {69, 1}, {6, 1}}},
+      {"d80, mha, block 7", 4, 4, 80, 7, 0, 0.f, {{0, 17}, {120, 1}}},
+      {"d96, gqa 4, split-KV", 8, 2, 96, 16, 0, 0.f, {{0, 97}, {1500, 1}}},
   };
   // 64 decodes with random contexts (the batch-64 decode of the benchmark, smaller).
   Scenario many{"64 decodes, gqa 4", 32, 8, 128, 16, 0, 0.f, {}};

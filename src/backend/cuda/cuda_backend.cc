@@ -124,6 +124,16 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::name() const { return name_; }
+
+Status CudaBackend::CheckHeadDim(int head_dim) const {
+  const auto& dims = cuda::kPagedAttentionHeadDims;
+  if (std::find(std::begin(dims), std::end(dims), head_dim) != std::end(dims)) return OkStatus();
+  std::string built;
+  for (int d : dims) built += (built.empty() ? "" : ", ") + std::to_string(d);
+  return InvalidArgumentError("head_dim " + std::to_string(head_dim) +
+                              ": the CUDA backend has attention kernels for head_dim " + built +
+                              " (--device cpu runs any head_dim)");
+}
 cudaStream_t CudaBackend::stream() const { return stream_->get(); }
 
 void CudaBackend::set_small_batch_gemm_rows(int rows) {

@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCuda; }
   std::string name() const override;  // "cuda (NVIDIA H200, sm_90, 132 SMs)"
   DType act_dtype() const override { return DType::kBF16; }
+  Status CheckHeadDim(int head_dim) const override;  // cuda::kPagedAttentionHeadDims
 
   Tensor Alloc(DType dtype, Shape shape) override;
   Tensor AllocScratch(DType dtype, Shape shape) override;  // no memset

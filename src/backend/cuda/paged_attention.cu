@@ -420,7 +420,8 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
   ka.num_rows = int64_t{a.num_tokens} * a.num_heads;
   ka.partial = partial;
   ka.lse = lse;
-  switch (a.head_dim) {
+  switch (a.head_dim) {  // kPagedAttentionHeadDims
+    case 16: LaunchForDim<16>(ka, plan, stream); break;
     case 32: LaunchForDim<32>(ka, plan, stream); break;
     case 64: LaunchForDim<64>(ka, plan, stream); break;
     case 80: LaunchForDim<80>(ka, plan, stream); break;

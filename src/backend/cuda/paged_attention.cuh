@@ -103,4 +103,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sm
 void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream);
 
+// The head dims LaunchPagedAttention has kernels for (its generic kernel's instances; the
+// tensor-core prefill and decode kernels serve a subset and leave the rest to it).
+inline constexpr int kPagedAttentionHeadDims[] = {16, 32, 64, 80, 96, 128, 256};
+
 }  // namespace loom::cuda
