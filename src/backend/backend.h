@@ -81,7 +81,7 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu (avx2, 2 threads)"
   // Activation dtype of this backend (f32 on CPU).
   virtual DType act_dtype() const = 0;
-  // OK when this backend's attention runs heads of `head_dim` values, else InvalidArgument
+  // OK when this backend's attention runs heads of `head_dim` values, else Unimplemented
   // naming the ones it runs. Model loading asks first, so a model the backend cannot run is
   // refused at load instead of failing in its first step.
   virtual Status CheckHeadDim(int head_dim) const {

@@ -14,6 +14,7 @@ class BenchRunsTest : public ::testing::Test {
   void SetUp() override {
     ModelFlags flags;
     flags.threads = 2;
+    flags.device = "cpu";  // engine bookkeeping; no device-specific numbers
     auto s = OpenSession(flags);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     session_ = std::move(s).value();

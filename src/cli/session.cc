@@ -144,19 +144,30 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
                                    "with -DLOOM_CUDA=ON on a machine with nvcc)");
   }
 #endif
-  if (!use_cuda) {
+  auto make_cpu = [&] {
     CpuBackendOptions cpu;
     cpu.num_threads = threads;
     cpu.weights_in_huge_pages = !flags.mmap_weights;
     cpu.bf16_activations = flags.bf16_activations;
-    s->backend = std::make_unique<CpuBackend>(cpu);
+    return std::make_unique<CpuBackend>(cpu);
+  };
+  if (!use_cuda) s->backend = make_cpu();
+  auto load = [&]() -> StatusOr<std::unique_ptr<Model>> {
+    if (dummy) return MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0);
+    return LoadModel(s->model_path, s->backend.get());
+  };
+  StatusOr<std::unique_ptr<Model>> loaded = load();
+  // --device auto on a GPU: a model the CUDA backend has no kernels for (Unimplemented, e.g. its
+  // head_dim; refused before a weight is read) runs on the CPU instead; --device cuda insists.
+  if (!loaded.ok() && use_cuda && flags.device == "auto" &&
+      loaded.status().code() == StatusCode::kUnimplemented) {
+    LOG(WARNING) << loaded.status().message() << "; running on the CPU (--device auto)";
+    use_cuda = false;
+    s->backend = make_cpu();
+    loaded = load();
   }
-  std::unique_ptr<Model> model;
-  if (dummy) {
-    ASSIGN_OR_RETURN(model, MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0));
-  } else {
-    ASSIGN_OR_RETURN(model, LoadModel(s->model_path, s->backend.get()));
-  }
+  if (!loaded.ok()) return loaded.status();
+  std::unique_ptr<Model> model = std::move(loaded).value();
   const ModelConfig& cfg = model->config();
 
   int context = cfg.max_position_embeddings;

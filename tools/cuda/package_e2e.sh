@@ -8,13 +8,14 @@ root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 build=${BUILD:-$root/build-cuda2}
 out=$root/.dev/cuda2-bin
 ninja -C "$build" -j2 loom cuda_graph_runner_test cuda_backend_test cuda_sampling_test cuda_bench \
-  cuda_prefill_bench cuda_attn_bench cuda_golden_test
+  cuda_prefill_bench cuda_attn_bench cuda_golden_test cli_test
 rm -rf "$out"
 mkdir -p "$out/lib"
 strip -o "$out/loom" "$build/src/cli/loom"
 strip -o "$out/cuda_graph_runner_test" "$build/src/runtime/cuda_graph_runner_test"
 strip -o "$out/cuda_sampling_test" "$build/src/runtime/cuda_sampling_test"
 strip -o "$out/cuda_golden_test" "$build/src/runtime/cuda_golden_test"
+strip -o "$out/cli_test" "$build/src/cli/cli_test"
 strip -o "$out/cuda_backend_test" "$build/src/backend/cuda/cuda_backend_test"
 strip -o "$out/cuda_prefill_bench" "$build/src/backend/cuda/cuda_prefill_bench"
 strip -o "$out/cuda_attn_bench" "$build/src/backend/cuda/cuda_attn_bench"
@@ -29,7 +30,7 @@ done
 # xz: OpenBLAS alone is 36 MB and the device tool carries at most 64 MiB with the tree.
 tar cJf "$out/lib.tar.xz" -C "$out" lib && rm -rf "$out/lib"
 # The binaries too (device_env.sh unpacks them there).
-bins=(loom cuda_graph_runner_test cuda_sampling_test cuda_golden_test cuda_backend_test
+bins=(loom cuda_graph_runner_test cuda_sampling_test cuda_golden_test cli_test cuda_backend_test
       cuda_prefill_bench cuda_attn_bench cuda_bench)
 tar cJf "$out/bins.tar.xz" -C "$out" "${bins[@]}" && (cd "$out" && rm -f "${bins[@]}")
 du -sh "$out"

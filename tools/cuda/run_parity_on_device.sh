@@ -1,5 +1,6 @@
 #!/bin/bash
-# On the GPU machine, from the repository root: every CUDA test binary on the packaged build,
+# On the GPU machine, from the repository root: every CUDA test binary on the packaged build and
+# cli_test (the default model through the engine on CUDA and on the CPU),
 # then (BENCH=1) the issue-7 batch-1 set. Here: `BUILD=$PWD/build-cuda bash
 # tools/cuda/package_e2e.sh`, then
 #   run(command="bash tools/cuda/run_parity_on_device.sh", carry=[".dev/cuda2-bin"])
@@ -12,7 +13,7 @@ out=${OUT:-/tmp}
 bin=${BIN:-.dev/cuda2-bin}
 . tools/cuda/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
-for t in cuda_backend_test cuda_sampling_test cuda_graph_runner_test cuda_golden_test; do
+for t in cuda_backend_test cuda_sampling_test cuda_graph_runner_test cuda_golden_test cli_test; do
   timeout 240 $bin/$t > "$out/$t.log" 2>&1
   echo "$t: exit $? $(grep -E '^\[  PASSED|^\[  FAILED' "$out/$t.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED .*\.' "$out/$t.log" | head -20

@@ -130,7 +130,7 @@ Status CudaBackend::CheckHeadDim(int head_dim) const {
   if (std::find(std::begin(dims), std::end(dims), head_dim) != std::end(dims)) return OkStatus();
   std::string built;
   for (int d : dims) built += (built.empty() ? "" : ", ") + std::to_string(d);
-  return InvalidArgumentError("head_dim " + std::to_string(head_dim) +
+  return UnimplementedError("head_dim " + std::to_string(head_dim) +
                               ": the CUDA backend has attention kernels for head_dim " + built +
                               " (--device cpu runs any head_dim)");
 }
