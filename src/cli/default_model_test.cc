@@ -49,7 +49,7 @@ class DefaultModelTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (cuda()) {
 #ifdef LOOM_HAVE_CUDA
-      if (CudaBackend::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible";
+      if (Status s = CudaBackend::CheckGpu(0); !s.ok()) GTEST_SKIP() << s.message();
 #else
       GTEST_SKIP() << "built without CUDA";
 #endif

@@ -133,7 +133,15 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool use_cuda = false;
 #ifdef LOOM_HAVE_CUDA
-  use_cuda = flags.device == "cuda" || (flags.device == "auto" && CudaBackend::DeviceCount() > 0);
+  use_cuda = flags.device == "cuda";
+  if (flags.device == "auto" && CudaBackend::DeviceCount() > 0) {
+    // A GPU this build's kernels cannot run on (before Hopper) leaves auto on the CPU.
+    const Status usable = CudaBackend::CheckGpu(0);
+    use_cuda = usable.ok();
+    if (!usable.ok()) {
+      LOG(WARNING) << usable.message() << "; running on the CPU (--device auto)";
+    }
+  }
   if (use_cuda) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> cuda, CudaBackend::Create());
     s->backend = std::move(cuda);

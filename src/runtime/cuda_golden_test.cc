@@ -97,7 +97,7 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     gpu_ = cuda_test::GpuOrNull();
-    if (gpu_ == nullptr) GTEST_SKIP() << "no CUDA device visible";
+    if (gpu_ == nullptr) GTEST_SKIP() << CudaBackend::CheckGpu(0).message();
     dir_ = golden::ModelDir(GetParam());
     auto model = LoadModel(dir_.string(), gpu_.get());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -282,7 +282,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, CudaGoldenTest,
 // and from --dummy-weights (before any weight is read or made).
 TEST(CudaModelLoad, RefusesAHeadDimWithoutKernels) {
   std::unique_ptr<CudaBackend> gpu = cuda_test::GpuOrNull();
-  if (gpu == nullptr) GTEST_SKIP() << "no CUDA device visible";
+  if (gpu == nullptr) GTEST_SKIP() << CudaBackend::CheckGpu(0).message();
   EXPECT_TRUE(gpu->CheckHeadDim(128).ok());
   const fs::path dir = fs::path(::testing::TempDir()) / "loom_cuda_head_dim_112";
   fs::create_directories(dir);

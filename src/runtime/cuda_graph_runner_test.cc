@@ -247,7 +247,7 @@ std::vector<Seq> MakeSeqs(int n, int vocab, int max_new) {
 class CudaGraphRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (CudaBackend::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (Status s = CudaBackend::CheckGpu(0); !s.ok()) GTEST_SKIP() << s.message();
     auto be = CudaBackend::Create();
     ASSERT_TRUE(be.ok()) << be.status().message();
     backend_ = std::move(be).value();

@@ -90,13 +90,28 @@ int CudaBackend::DeviceCount() {
   return n;
 }
 
-StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+Status CudaBackend::CheckGpu(int device) {
   const int count = DeviceCount();
-  if (options.device < 0 || options.device >= count) {
-    return FailedPreconditionError("CUDA device " + std::to_string(options.device) +
-                                   " not available (" + std::to_string(count) +
+  const std::string which = "CUDA device " + std::to_string(device);
+  if (device < 0 || device >= count) {
+    return FailedPreconditionError(which + " not available (" + std::to_string(count) +
                                    " CUDA devices visible)");
   }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return FailedPreconditionError(which + ": " + cudaGetErrorString(cudaGetLastError()));
+  }
+  if (prop.major < 9) {
+    return FailedPreconditionError(
+        which + " (" + prop.name + ", compute capability " + std::to_string(prop.major) + "." +
+        std::to_string(prop.minor) +
+        "): loom's CUDA kernels need compute capability 9.0 or newer (Hopper or later)");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(CheckGpu(options.device));
   CUDA_CHECK(cudaSetDevice(options.device));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));

@@ -56,11 +56,15 @@ struct CudaBackendOptions {
 
 class CudaBackend final : public Backend {
  public:
-  // Number of usable CUDA devices; 0 when there is no driver or no GPU (never fails).
+  // Number of visible CUDA devices; 0 when there is no driver or no GPU (never fails).
   static int DeviceCount();
+  // OK when `device` is visible and this build's kernels run on it (compute capability 9.0 or
+  // newer: they use Hopper's TMA, thread-block clusters and programmatic dependent launch);
+  // otherwise FailedPrecondition naming the device and why. Never fails hard.
+  static Status CheckGpu(int device = 0);
   // Free and total device memory in bytes (cudaMemGetInfo on this backend's device).
   void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const;
-  // Fails (FailedPrecondition, naming the device) when the device is absent.
+  // Fails (FailedPrecondition, naming the device) when CheckGpu does.
   static StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
   ~CudaBackend() override;
 

@@ -30,7 +30,12 @@ TEST(CudaBackendNoGpuTest, DeviceCountNeverFails) {
   const int n = CudaBackend::DeviceCount();
   EXPECT_GE(n, 0);
   auto be = CudaBackend::Create(CudaBackendOptions{n});  // one past the last device
-  EXPECT_FALSE(be.ok());
+  ASSERT_FALSE(be.ok());
+  EXPECT_EQ(be.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(be.status().message().find("CUDA device " + std::to_string(n) + " not available"),
+            std::string::npos)
+      << be.status().ToString();
+  EXPECT_EQ(CudaBackend::CheckGpu(n).message(), be.status().message());
 }
 
 TEST_F(CudaBackendTest, AllocUploadAndCopies) {

@@ -30,9 +30,10 @@ namespace loom::cuda_test {
 inline constexpr double kTolRounded = 4e-3;
 inline constexpr double kTolReRounded = 1e-2;
 
-// A backend on the first CUDA device, or null when none is visible (the caller skips).
+// A backend on the first CUDA device, or null when there is none this build runs on (the caller
+// skips).
 inline std::unique_ptr<CudaBackend> GpuOrNull() {
-  if (CudaBackend::DeviceCount() == 0) return nullptr;
+  if (!CudaBackend::CheckGpu(0).ok()) return nullptr;
   auto be = CudaBackend::Create();
   CHECK(be.ok()) << be.status().ToString();
   return std::move(*be);
@@ -42,7 +43,7 @@ class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     gpu_ = GpuOrNull();
-    if (gpu_ == nullptr) GTEST_SKIP() << "no CUDA device visible";
+    if (gpu_ == nullptr) GTEST_SKIP() << CudaBackend::CheckGpu(0).message();
   }
   std::unique_ptr<CudaBackend> gpu_;
   CpuBackend cpu_{4};
