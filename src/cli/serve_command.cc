@@ -132,13 +132,14 @@ void RunServe(ServeFlags& f) {
   std::fprintf(stderr,
                "loom serve ready\n"
                "  model     %s (%s, %s)\n"
+               "  device    %s\n"
                "  context   %d tokens; KV %d blocks x %d = %lld tokens (%s)\n"
                "  batch     %d rows, %d tokens/step; http threads %d\n"
                "  tokenizer %s; chat template %s\n"
                "  load      %.2f s\n"
                "  url       %s  (chat page %s/#/chat)\n",
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
-               ctx->model.max_model_len, s.num_kv_blocks, s.flags.block_size,
+               s.backend->name().c_str(), ctx->model.max_model_len, s.num_kv_blocks, s.flags.block_size,
                static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
