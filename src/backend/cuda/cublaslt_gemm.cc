@@ -48,7 +48,8 @@ struct CublasLtGemm::Plan {
   }
 };
 
-CublasLtGemm::CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream) : stream_(stream) {
+CublasLtGemm::CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream)
+    : allocator_(allocator), stream_(stream) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_ = Tensor(DType::kI32, Shape{static_cast<int64_t>(kWorkspaceBytes / 4)},
                       allocator.NewBuffer(kWorkspaceBytes));
@@ -111,8 +112,8 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
     const float alpha = 1.f, beta = 0.f;
     constexpr int kReps = 10;
     constexpr size_t kFlushBytes = size_t{128} << 20;
-    void* flush = nullptr;
-    CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
+    const std::shared_ptr<Buffer> flush_buf = allocator_.NewBuffer(kFlushBytes);
+    void* flush = flush_buf->data();
     for (int i = 0; i < found; ++i) {
       auto run = [&] {
         return cublasLtMatmul(handle_, plan->op, &alpha, w, plan->a, x, plan->b, &beta, out,
@@ -137,8 +138,7 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
       us[i] = 1e3f * total / kReps;
       if (us[i] < us[best]) best = i;
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    CUDA_CHECK(cudaFree(flush));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // before flush_buf returns to the cache
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
   }

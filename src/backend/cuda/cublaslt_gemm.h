@@ -41,6 +41,7 @@ class CublasLtGemm {
   Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, bool accumulate, const void* x,
                 const void* w, void* out);
 
+  DeviceAllocator& allocator_;  // the backend's; outlives this
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
