@@ -28,6 +28,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "hf_to_gguf.h"
 #include "io/json_file.h"
 #include "model/model.h"
 #include "runtime/golden_models.h"
@@ -97,8 +99,25 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     std::string skip;
     backend_ = MakeBackend(&skip);
     if (backend_ == nullptr) GTEST_SKIP() << skip;
-    dir_ = ModelDir(GetParam());
-    auto model = LoadModel(dir_.string(), backend_.get());
+    // "gguf/<arch>": the golden's model converted the way llama.cpp's converter writes it
+    // (golden_test.cc): permuted q/k rows, so the interleaved rope on this backend.
+    std::string name = GetParam();
+    const bool gguf = name.rfind("gguf/", 0) == 0;
+    if (gguf) name = name.substr(5);
+    dir_ = ModelDir(name);
+    std::string path = dir_.string();
+    if (gguf) {
+      auto writer = ConvertHfToGguf(path);
+      ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+      // Per process: runtime_test and cuda_golden_test may run at once (ctest -j).
+      path = (std::filesystem::path(::testing::TempDir()) /
+              ("loom_bf16_" + std::to_string(::getpid()) + "_" + name + ".gguf"))
+                 .string();
+      Status written = writer->WriteFile(path);
+      ASSERT_TRUE(written.ok()) << written.ToString();
+    }
+    auto model = LoadModel(path, backend_.get());
+    if (gguf) std::filesystem::remove(path);  // a mapping of it stays valid
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
     auto golden = LoadJsonFile((dir_ / "golden.json").string());
@@ -282,6 +301,6 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
   INSTANTIATE_TEST_SUITE_P(Archs, Fixture,                                                  \
                            ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", \
                                              "gemma3", "phi3"),                              \
-                           [](const ::testing::TestParamInfo<std::string>& i) { return i.param; })
+                           ::loom::golden::ParamName)
 
 }  // namespace loom::golden

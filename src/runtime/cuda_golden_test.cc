@@ -32,6 +32,13 @@ class CudaGoldenTest : public golden::Bf16GoldenTest {
 
 LOOM_BF16_GOLDEN_TESTS(CudaGoldenTest);
 
+// From GGUF conversions: Llama's permuted q/k and interleaved rope (incl. Llama 3.1's
+// rope_freqs.weight), Gemma's (1 + w) norms as stored weights, on the CUDA kernels.
+INSTANTIATE_TEST_SUITE_P(Gguf, CudaGoldenTest,
+                         ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
+                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
+                         golden::ParamName);
+
 // A head_dim without CUDA attention kernels is refused at load, naming it, from a checkpoint
 // and from --dummy-weights (before any weight is read or made).
 TEST(CudaModelLoad, RefusesAHeadDimWithoutKernels) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -19,6 +20,13 @@ namespace loom::golden {
 // The folder of golden `name` ("llama", "gemma2_gguf", ...).
 inline std::filesystem::path ModelDir(const std::string& name) {
   return std::filesystem::path(LOOM_SOURCE_DIR) / "tests/goldens/models" / name;
+}
+
+// Test names of the goldens ("gguf/llama" -> "gguf_llama").
+inline std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '/', '_');
+  return s;
 }
 
 // A raw little-endian f32 array.

@@ -203,22 +203,16 @@ TEST_P(GoldenTest, RopeFrequencies) {
   EXPECT_NEAR(f.attention_factor, golden_["attention_scaling"].get<float>(), 1e-6);
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  std::replace(s.begin(), s.end(), '/', '_');
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenTest,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma2_gguf", "gemma3", "phi3"),
-                         ParamName);
+                         golden::ParamName);
 
 // llama covers Llama 3.1 rope as rope_freqs.weight (the golden uses rope_type llama3).
 INSTANTIATE_TEST_SUITE_P(Gguf, GoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
                                            "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
-                         ParamName);
+                         golden::ParamName);
 
 }  // namespace
 }  // namespace loom
