@@ -139,7 +139,8 @@ void RunServe(ServeFlags& f) {
                "  load      %.2f s\n"
                "  url       %s  (chat page %s/#/chat)\n",
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
-               s.backend->name().c_str(), ctx->model.max_model_len, s.num_kv_blocks, s.flags.block_size,
+               s.backend->name().c_str(), ctx->model.max_model_len, s.num_kv_blocks,
+               s.flags.block_size,
                static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",

@@ -28,7 +28,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +39,6 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "hf_to_gguf.h"
 #include "io/json_file.h"
 #include "model/model.h"
 #include "runtime/golden_models.h"
@@ -99,25 +97,11 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     std::string skip;
     backend_ = MakeBackend(&skip);
     if (backend_ == nullptr) GTEST_SKIP() << skip;
-    // "gguf/<arch>": the golden's model converted the way llama.cpp's converter writes it
-    // (golden_test.cc): permuted q/k rows, so the interleaved rope on this backend.
-    std::string name = GetParam();
-    const bool gguf = name.rfind("gguf/", 0) == 0;
-    if (gguf) name = name.substr(5);
-    dir_ = ModelDir(name);
-    std::string path = dir_.string();
-    if (gguf) {
-      auto writer = ConvertHfToGguf(path);
-      ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-      // Per process: runtime_test and cuda_golden_test may run at once (ctest -j).
-      path = (std::filesystem::path(::testing::TempDir()) /
-              ("loom_bf16_" + std::to_string(::getpid()) + "_" + name + ".gguf"))
-                 .string();
-      Status written = writer->WriteFile(path);
-      ASSERT_TRUE(written.ok()) << written.ToString();
-    }
-    auto model = LoadModel(path, backend_.get());
-    if (gguf) std::filesystem::remove(path);  // a mapping of it stays valid
+    const GoldenSource src = Source(GetParam(), "loom_bf16_");
+    ASSERT_FALSE(src.path.empty());
+    dir_ = src.dir;
+    auto model = LoadModel(src.path, backend_.get());
+    if (src.gguf) std::filesystem::remove(src.path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
     auto golden = LoadJsonFile((dir_ / "golden.json").string());

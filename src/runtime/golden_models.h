@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hf_to_gguf.h"
 #include "model/model.h"
 #include "runtime/forward_batch.h"
 
@@ -20,6 +22,36 @@ namespace loom::golden {
 // The folder of golden `name` ("llama", "gemma2_gguf", ...).
 inline std::filesystem::path ModelDir(const std::string& name) {
   return std::filesystem::path(LOOM_SOURCE_DIR) / "tests/goldens/models" / name;
+}
+
+// What a test parameter names: "<arch>" is the golden's HF directory; "gguf/<arch>" is that
+// directory converted the way llama.cpp's converter writes it (tools/goldens/hf_to_gguf), into a
+// file of this process (runtime_test and cuda_golden_test may run at once) that the caller
+// removes once the model is loaded (a mapping of it stays valid).
+struct GoldenSource {
+  std::filesystem::path dir;  // the golden's folder (golden.json, logits)
+  std::string path;           // what LoadModel reads; empty when the conversion failed
+  bool gguf = false;
+};
+
+inline GoldenSource Source(const std::string& param, const std::string& prefix) {
+  GoldenSource s;
+  std::string name = param;
+  s.gguf = name.rfind("gguf/", 0) == 0;
+  if (s.gguf) name = name.substr(5);
+  s.dir = ModelDir(name);
+  s.path = s.dir.string();
+  if (!s.gguf) return s;
+  auto writer = ConvertHfToGguf(s.path);
+  s.path = (std::filesystem::path(::testing::TempDir()) /
+            (prefix + std::to_string(::getpid()) + "_" + name + ".gguf"))
+               .string();
+  Status written = writer.ok() ? writer->WriteFile(s.path) : writer.status();
+  if (!written.ok()) {
+    ADD_FAILURE() << param << ": " << written.ToString();
+    s.path.clear();
+  }
+  return s;
 }
 
 // Test names of the goldens ("gguf/llama" -> "gguf_llama").

@@ -22,7 +22,6 @@
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
-#include "hf_to_gguf.h"
 #include "io/json_file.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -40,22 +39,14 @@ using golden::ReadF32;
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string name = GetParam();
-    const bool gguf = name.rfind("gguf/", 0) == 0;
-    if (gguf) name = name.substr(5);
-    dir_ = golden::ModelDir(name);
-    std::string path = dir_.string();
-    if (gguf) {
-      auto writer = ConvertHfToGguf(path);
-      ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-      path = (fs::path(::testing::TempDir()) / ("loom_golden_" + name + ".gguf")).string();
-      Status written = writer->WriteFile(path);
-      ASSERT_TRUE(written.ok()) << written.ToString();
-    }
-    auto model = LoadModel(path, &backend_);
+    const golden::GoldenSource src = golden::Source(GetParam(), "loom_golden_");
+    ASSERT_FALSE(src.path.empty());
+    dir_ = src.dir;
+    auto model = LoadModel(src.path, &backend_);
+    if (src.gguf) fs::remove(src.path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
-    ASSERT_EQ(model_->info().format, gguf ? "gguf" : "safetensors");
+    ASSERT_EQ(model_->info().format, src.gguf ? "gguf" : "safetensors");
     auto golden = LoadJsonFile((dir_ / "golden.json").string());
     ASSERT_TRUE(golden.ok()) << golden.status().ToString();
     golden_ = *golden;
