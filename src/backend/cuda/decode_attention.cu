@@ -154,6 +154,17 @@ __device__ __forceinline__ KeyRange SplitKeyRange(int kv_len, int window, int nu
   return KeyRange{begin, min(kv_len, begin + chunk)};
 }
 
+// How many splits have keys (SplitKeyRange's chunks from the window's start; at least 1, the
+// leader, which writes a zero row when there are none).
+__device__ __forceinline__ int ActiveSplits(int kv_len, int window, int num_splits,
+                                            int keys_per_iter) {
+  const int lo = window > 0 ? max(0, kv_len - window) : 0;
+  const int range = max(kv_len - lo, 0);
+  int chunk = (range + num_splits - 1) / num_splits;
+  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+  return chunk == 0 ? 1 : max(1, min(num_splits, (range + chunk - 1) / chunk));
+}
+
 // q . k for U keys and G rows: partial dot products over this lane's 8 dims, summed over the
 // D / 8 lanes of the key's lane group (a butterfly: every lane of the group gets the sums).
 template <int D, int G, int U>
@@ -268,9 +279,12 @@ template <int D, int G>
 __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&acc_s)[kWarps][G][D],
                                                  const float (&m_s)[kWarps][G],
                                                  const float (&l_s)[kWarps][G], int64_t row0,
-                                                 int split) {
+                                                 int split, int active) {
   extern __shared__ __align__(16) float merge_buf[];
   const bool cluster = a.num_splits > 1 && a.cluster_merge;
+  // A cluster's splits without keys (past `active`) push nothing and the leader merges only the
+  // others: their rows were zeros of weight 0, which left the sums' bits as they are.
+  if (cluster && split >= active) return;
   const int splits = a.num_splits, rows_n = a.group * D;
   float* lse_buf = merge_buf + MergeRowsFloats(splits, a.group, D);
   uint32_t remote_rows = 0, remote_lse = 0, remote_bar = 0;
@@ -280,7 +294,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
       remote_lse = MapToRank(SmemAddress(lse_buf + split * a.group), 0);
       remote_bar = MapToRank(SmemAddress(MergeBarrier()), 0);
     } else if (threadIdx.x == 0) {
-      const uint32_t bytes = static_cast<uint32_t>((splits - 1) * (rows_n + a.group) * 4);
+      const uint32_t bytes = static_cast<uint32_t>((active - 1) * (rows_n + a.group) * 4);
       MbarArriveExpectTx(MergeBarrier(), bytes);
     }
   }
@@ -352,9 +366,9 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kMaxClusterSplits; ++j) {
-      if (j < splits) m = fmaxf(m, lse_buf[j * a.group + r]);
+      if (j < active) m = fmaxf(m, lse_buf[j * a.group + r]);
     }
-    const float e = lse_buf[sp * a.group + r];
+    const float e = sp < active ? lse_buf[sp * a.group + r] : -INFINITY;
     w_s[sp][r] = e == -INFINITY ? 0.f : exp2f(e - SafeBase(m));
   }
   __syncthreads();
@@ -365,8 +379,8 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
     float4 v[kMaxClusterSplits];
 #pragma unroll
     for (int sp = 0; sp < kMaxClusterSplits; ++sp) {
-      w[sp] = sp < splits ? w_s[sp][r] : 0.f;
-      v[sp] = sp < splits ? *reinterpret_cast<const float4*>(merge_buf + sp * rows_n + i)
+      w[sp] = sp < active ? w_s[sp][r] : 0.f;
+      v[sp] = sp < active ? *reinterpret_cast<const float4*>(merge_buf + sp * rows_n + i)
                           : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float acc[4] = {0.f, 0.f, 0.f, 0.f}, wsum = 0.f;
@@ -409,7 +423,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
   const int grp = lane / T, sub = lane % T;
   const int t = a.query_start[s];
   if (a.query_start[s + 1] == t) return;  // no query token for this sequence this step
-  const KeyRange keys = SplitKeyRange(a.kv_len[s], a.window, a.num_splits, split, KB);
+  const int kv_len = a.kv_len[s];
+  const KeyRange keys = SplitKeyRange(kv_len, a.window, a.num_splits, split, KB);
   const int64_t row0 = int64_t{t} * a.num_heads + int64_t{g} * a.group;  // first output row
 
   // This lane's 8 dims of every row's query, scaled.
@@ -513,7 +528,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
     }
   }
   __syncthreads();
-  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split,
+                         ActiveSplits(kv_len, a.window, a.num_splits, KB));
 }
 
 // ---- Tensor-core variant (opt-in: DecodeAttentionTuning::mma / LOOM_ATTN_DECODE_MMA=1) ----
@@ -774,7 +790,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   }
   __syncthreads();
   KTRACE_MARK(1);
-  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split);
+  StoreBlockResult<D, G>(a, acc_s, m_s, l_s, row0, split,
+                         ActiveSplits(kv_len, a.window, a.num_splits, KB));
   KTRACE_END(kKTraceDecodeAttention, a.num_splits, kv_len);
 }
 
