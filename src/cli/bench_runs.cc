@@ -36,7 +36,7 @@ StatusOr<BatchTiming> RunBatch(Engine& engine, std::vector<Request> requests) {
     for (size_t i = 0; i < n; ++i) {
       while (auto c = handles[i].stream->TryPop()) {
         t.cached_tokens[i] = c->num_cached_tokens;
-        for (const TokenOutput& o : c->tokens) t.outputs[i].push_back(o.token);
+        t.outputs[i].insert(t.outputs[i].end(), c->tokens.begin(), c->tokens.end());
         if (!c->tokens.empty() && !got_first[i]) {
           got_first[i] = true;
           if (++first == n) t.first_token_s = Seconds(t0, std::chrono::steady_clock::now());
@@ -55,6 +55,13 @@ StatusOr<BatchTiming> RunBatch(Engine& engine, std::vector<Request> requests) {
   // finishing step.
   engine.Step();
   return t;
+}
+
+std::vector<TokenId> Ids(const std::vector<TokenOutput>& tokens) {
+  std::vector<TokenId> ids;
+  ids.reserve(tokens.size());
+  for (const TokenOutput& t : tokens) ids.push_back(t.token);
+  return ids;
 }
 
 std::vector<TokenId> RandomTokens(int n, int vocab, uint32_t seed) {

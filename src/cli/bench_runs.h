@@ -20,7 +20,8 @@ struct BatchTiming {
   // every request prefills in the first steps and has the same max_tokens.
   int steps_after_first = 0;
   std::vector<int> cached_tokens;             // per request: prompt tokens the prefix cache served
-  std::vector<std::vector<TokenId>> outputs;  // per request: the generated ids
+  // Per request: the generated tokens (with their logprobs when the request asked for them).
+  std::vector<std::vector<TokenOutput>> outputs;
   std::vector<FinishReason> finish_reasons;   // per request
 
   // Mean seconds of the steps after the last first token; 0 when there were none.
@@ -32,6 +33,9 @@ struct BatchTiming {
 // Submits `requests` (in order), steps the engine until all finish and pops their streams after
 // every step. Errors: a submission the engine refused, or a request that finished with kError.
 StatusOr<BatchTiming> RunBatch(Engine& engine, std::vector<Request> requests);
+
+// The ids of `tokens`.
+std::vector<TokenId> Ids(const std::vector<TokenOutput>& tokens);
 
 // `n` ids drawn uniformly from [3, vocab) by a generator seeded with `seed` (so repeats with new
 // seeds never share a prefix).

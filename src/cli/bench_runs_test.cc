@@ -70,7 +70,7 @@ TEST_F(BenchRunsTest, NoOpEngineRunsTheDecodeWorkloadLikeTheRealOne) {
   ASSERT_EQ(got->outputs.size(), static_cast<size_t>(kConcurrency));
   for (int i = 0; i < kConcurrency; ++i) {
     // Greedy over constant logits picks id 0; ignore_eos keeps the request to max_tokens.
-    EXPECT_EQ(got->outputs[i], std::vector<TokenId>(kGen, 0)) << i;
+    EXPECT_EQ(Ids(got->outputs[i]), std::vector<TokenId>(kGen, 0)) << i;
     EXPECT_EQ(got->finish_reasons[i], FinishReason::kLength) << i;
     EXPECT_EQ(want->outputs[i].size(), static_cast<size_t>(kGen)) << i;
   }

@@ -145,45 +145,12 @@ TEST_P(DefaultModelTest, LastLogitsMatch) {
   }
 }
 
-// Every request's tokens with their top logprobs, and how many prompt tokens the cache served.
-struct RunOutput {
-  std::vector<std::vector<TokenOutput>> tokens;
-  std::vector<int> cached;
-};
-
-// Submits `requests` together and steps the engine until all end; every KV block must be back in
-// the pool after.
-RunOutput RunTogether(Engine& engine, const std::vector<Request>& requests) {
-  RunOutput out;
-  out.tokens.resize(requests.size());
-  out.cached.resize(requests.size());
-  std::vector<RequestHandle> h;
-  for (const Request& r : requests) {
-    auto handle = engine.Submit(r);
-    CHECK_OK(handle.status());
-    h.push_back(*handle);
-  }
-  for (bool busy = true; busy;) {
-    engine.Step();
-    busy = false;
-    for (size_t i = 0; i < h.size(); ++i) {
-      while (auto c = h[i].stream->TryPop()) {
-        EXPECT_TRUE(c->error.ok()) << c->error.ToString();
-        out.cached[i] = c->num_cached_tokens;
-        out.tokens[i].insert(out.tokens[i].end(), c->tokens.begin(), c->tokens.end());
-      }
-      busy |= !h[i].stream->done();
-    }
-  }
-  engine.Step();  // idle: the engine's integrity check
+// RunBatch, which must succeed and leave every KV block back in the pool.
+BatchTiming RunTogether(Engine& engine, const std::vector<Request>& requests) {
+  auto t = RunBatch(engine, requests);
+  CHECK_OK(t.status());
   EXPECT_EQ(engine.stats().kv_blocks_used, 0) << "blocks still held after every request ended";
-  return out;
-}
-
-std::vector<TokenId> Ids(const std::vector<TokenOutput>& t) {
-  std::vector<TokenId> ids;
-  for (const TokenOutput& o : t) ids.push_back(o.token);
-  return ids;
+  return std::move(t).value();
 }
 
 // How far `got`'s top logprobs are from `ref`'s at one position, over the tokens both list:
@@ -259,11 +226,11 @@ TEST_P(DefaultModelTest, TokensAloneEqualBatchedCachedAndPreempted) {
   std::vector<std::vector<TokenOutput>> oracle;
   {
     auto s = open("cpu", 0.05, false);
-    for (const Request& r : requests) oracle.push_back(RunTogether(*s->engine, {r}).tokens[0]);
+    for (const Request& r : requests) oracle.push_back(RunTogether(*s->engine, {r}).outputs[0]);
   }
-  auto check = [&](const RunOutput& run, const std::string& what) {
+  auto check = [&](const BatchTiming& run, const std::string& what) {
     for (size_t i = 0; i < requests.size(); ++i) {
-      const std::vector<TokenOutput>& got = run.tokens[i];
+      const std::vector<TokenOutput>& got = run.outputs[i];
       const std::vector<TokenOutput>& want = oracle[i];
       ASSERT_EQ(got.size(), static_cast<size_t>(kGen)) << what << ", request " << i;
       if (!cuda()) {
@@ -299,20 +266,17 @@ TEST_P(DefaultModelTest, TokensAloneEqualBatchedCachedAndPreempted) {
 
   {
     auto s = open(GetParam(), 0.05, false);
-    RunOutput alone;
-    for (const Request& r : requests) {
-      RunOutput one = RunTogether(*s->engine, {r});
-      alone.tokens.push_back(one.tokens[0]);
-    }
+    BatchTiming alone;
+    for (const Request& r : requests) alone.outputs.push_back(RunTogether(*s->engine, {r}).outputs[0]);
     check(alone, "alone");
   }
   {
     auto s = open(GetParam(), 0.05, true);
     check(RunTogether(*s->engine, requests), "one batch");
-    RunOutput warm = RunTogether(*s->engine, requests);
+    BatchTiming warm = RunTogether(*s->engine, requests);
     check(warm, "one batch, prefix cached");
     for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_GE(warm.cached[i], shared / 16 * 16) << "request " << i;
+      EXPECT_GE(warm.cached_tokens[i], shared / 16 * 16) << "request " << i;
     }
   }
   {

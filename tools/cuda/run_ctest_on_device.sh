@@ -12,14 +12,16 @@ cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || echo "$(
 out=${OUT:-/tmp}
 pkg=.dev/ctest
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-tmp=/tmp/loom-ctest && mkdir -p "$tmp/build" "$tmp/lib"
+tmp=/tmp/loom-ctest && mkdir -p "$tmp/build"
 tar xJf "$pkg/build.tar.xz" -C "$tmp/build"
 tar xJf "$pkg/shared.tar.xz" -C "$tmp"
-tar xJf "$pkg/lib.tar.xz" -C "$tmp"
 tar xJf "$pkg/node_modules.tar.xz" -C tests/node
 built=$(cat "$tmp/build/BUILT_AT")   # e.g. /work/main/build-cuda
 src=$(dirname "$built")
-[ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
+# The shared libraries on LD_LIBRARY_PATH and the source directory linked, as for the packages.
+bin=$pkg
+LOOM_BUILT_IN=$src
+. tools/cuda/device_env.sh
 shared=$(dirname "$src")/shared   # the build's LOOM_SHARED_DIR, as a string
 [ -e "$shared" ] || ln -s "$tmp/shared" "$shared"
 if [ -d "$built" ] && [ ! -L "$built" ]; then
@@ -30,9 +32,6 @@ rm -f "$built" && ln -s "$tmp/build" "$built"
 node=$(command -v node || true)
 echo "node: ${node:-none} $(${node:-true} --version 2>/dev/null); cmake: $(ctest --version | head -1)"
 [ -n "$node" ] && [ ! -e /usr/bin/node ] && ln -s "$node" /usr/bin/node
-cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
-         find / -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$tmp/lib:$(dirname "${cublas:-/usr/local/cuda/lib64/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 gpu='cuda|cli_test|server_node_test|make_random_gguf_smoke'
 if [ -n "${ONLY:-}" ]; then
   timeout 500 ctest --test-dir "$built" -j1 -R "$ONLY" --timeout 480 -V > "$out/ctest_only.log" 2>&1
