@@ -231,10 +231,10 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   ec.kv_dtype = std::string(DTypeName(kv_dtype));
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   ec.check_integrity_every_step = flags.debug_integrity;
+  ec.device_sampling = flags.device_sampling;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
                                                 kv_dtype);
-  runner->set_device_sampling(flags.device_sampling);
 #ifdef LOOM_HAVE_CUDA
   if (use_cuda && flags.cuda_graphs) {
     CudaGraphOptions go;

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "base/check.h"
-#include "base/env.h"
 #include "base/logging.h"
 #include "kv/block_hash.h"
 
@@ -50,12 +49,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
 }
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
-    : config_(config), vocab_size_(runner->vocab_size()), runner_(std::move(runner)) {
-  samplers_.reserve(static_cast<size_t>(config_.num_sampling_threads));
-  for (int i = 0; i < config_.num_sampling_threads; ++i) samplers_.emplace_back(vocab_size_);
-  if (config_.num_sampling_threads > 1) {
-    sample_pool_ = std::make_unique<ThreadPool>(config_.num_sampling_threads - 1);
-  }
+    : config_(config),
+      vocab_size_(runner->vocab_size()),
+      runner_(std::move(runner)),
+      sampler_(StepSamplerConfig{vocab_size_, config_.num_sampling_threads,
+                                 config_.device_sampling}) {
   KvCacheConfig kv_cfg;
   kv_cfg.num_blocks = config_.num_blocks;
   kv_cfg.block_size = config_.block_size;
@@ -194,6 +192,7 @@ void Engine::FinishRequest(RequestId id, FinishReason reason, Status error,
   scheduler_->Finish(id);
   it->second.stream->Finish(reason, std::move(error), stop_token);
   live_.erase(it);
+  sampler_.Release(id);
   ++finished_;
 }
 
@@ -205,193 +204,17 @@ bool Engine::Step() {
     return false;
   }
   idle_checked_ = false;
-
-  StepPlan plan = scheduler_->Schedule();
+  const StepPlan plan = scheduler_->Schedule();
   CHECK(!plan.empty()) << "requests are queued but none can run: admission let in a request "
                           "that can never fit";
-  for (const ScheduledSeq& seq : plan.seqs) {
-    Live& live = live_.at(seq.request_id);
-    if (!live.cached_reported) {
-      live.stream->SetCachedTokens(scheduler_->Find(seq.request_id)->num_cached_tokens);
-      live.cached_reported = true;
-    }
-  }
-
-  // Plain greedy rows need only their argmax and plain draws only their token: a device runner
-  // returns those as token ids and copies only the other rows' logits (IsPlainGreedy and
-  // IsPlainDraw say when that equals SampleRow's choice).
-  std::vector<RowSpec> modes;
-  modes.reserve(static_cast<size_t>(plan.num_sampled));
-  const bool edits_on_device = runner_->edits_rows_on_device();
-  const bool logprobs_on_device = edits_on_device && runner_->logprobs_on_device();
-  for (const ScheduledSeq& seq : plan.seqs) {
-    if (!seq.sample) continue;
-    const SchedRequest* req = scheduler_->Find(seq.request_id);
-    const int num_output = req->num_output_tokens();
-    Live& live = live_.at(seq.request_id);
-    const SamplingParams& p = live.params;
-    RowSpec& r = modes.emplace_back();
-    // step: SampleRow's counter, the request's output tokens so far.
-    const DrawParams draw{p.temperature, p.top_k,   p.top_p,
-                          p.min_p,       live.seed, static_cast<uint64_t>(num_output)};
-    if (IsPlainGreedy(p, num_output)) {
-      r.mode = RowSampling::kGreedy;
-    } else if (IsPlainDraw(p, num_output)) {
-      r.mode = RowSampling::kDraw;
-      r.draw = draw;
-    } else if (edits_on_device && (IsEditableGreedy(p) || IsEditableDraw(p) ||
-                                   (logprobs_on_device && LogprobsOnEditedRow(p, num_output)))) {
-      // logit_bias, penalties or min_tokens masking: edited on the device, then sampled there
-      // (and its logprobs taken there, after the edits).
-      const std::span<const TokenId> tokens = req->tokens;
-      const SampleContext ctx{&p, tokens.first(req->num_prompt_tokens),
-                              tokens.subspan(req->num_prompt_tokens), live.seed,
-                              config_.eos_token_ids};
-      // A row whose edits outgrow a slice of its logits (the repetition penalty over a long
-      // prompt of many distinct ids) is cheaper on the host: the edit list is built on this
-      // thread and uploaded, the host rows are sampled by the sampling pool.
-      const size_t max_edits = std::max<size_t>(1024, static_cast<size_t>(vocab_size_) / 32);
-      if (live.edit_cache.Build(ctx, vocab_size_) && live.edit_cache.edits().size() <= max_edits) {
-        r.edits = live.edit_cache.edits();
-        r.mode = p.greedy() ? RowSampling::kGreedy : RowSampling::kDraw;
-        if (r.mode == RowSampling::kDraw) r.draw = draw;
-        r.num_logprobs = p.num_logprobs;
-      }
-    }
-  }
-  // LOOM_STEP_TRACE=1: one stderr line per step with the host's view of it (diagnostic: how long
-  // ExecuteAndSample took, and the time since the previous step's start — what exceeds the
-  // former is the engine's own work).
-  static const bool step_trace = EnvInt("LOOM_STEP_TRACE", 0) != 0;
-  const auto exec_start =
-      step_trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  StatusOr<StepOutput> executed = runner_->ExecuteAndSample(plan, modes);
-  if (step_trace) {
-    const auto us = [](auto a, auto b) {
-      return static_cast<long long>(
-          std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
-    };
-    int64_t tokens = 0;
-    for (const ScheduledSeq& seq : plan.seqs) tokens += static_cast<int64_t>(seq.tokens.size());
-    std::fprintf(stderr, "step %llu seqs %zu tokens %lld pos %d exec_us %lld since_prev_us %lld\n",
-                 static_cast<unsigned long long>(steps_), plan.seqs.size(),
-                 static_cast<long long>(tokens), plan.seqs.empty() ? -1 : plan.seqs[0].start_pos,
-                 us(exec_start, std::chrono::steady_clock::now()),
-                 steps_ == 0 ? 0 : us(prev_exec_start_, exec_start));
-  }
-  prev_exec_start_ = exec_start;
-  ++steps_;
-  if (!executed.ok()) {
-    LOG(ERROR) << "model step failed: " << executed.status().ToString();
-    for (const ScheduledSeq& seq : plan.seqs) {
-      FinishRequest(seq.request_id, FinishReason::kError,
-                    executed.status().WithContext("model step failed"));
-    }
-    PublishStats();
-    return true;
-  }
-  CHECK_EQ(executed->tokens.size(), static_cast<size_t>(plan.num_sampled))
-      << "the runner returned a wrong number of rows";
-  const size_t num_host_rows = static_cast<size_t>(
-      std::count(executed->tokens.begin(), executed->tokens.end(), kTokenOnHost));
-  CHECK_EQ(executed->logits.size(), num_host_rows * vocab_size_)
-      << "the runner returned a wrong number of logits";
-  CHECK(executed->logprobs.empty() ||
-        executed->logprobs.size() == static_cast<size_t>(plan.num_sampled))
-      << "the runner returned a wrong number of logprob rows";
-  computed_tokens_ += plan.num_tokens;
-
-  // Sample every row; a row's failure belongs to its request only. Host rows go to the sampling
-  // workers first (SampleHostRows), then every row is read back in plan order.
-  std::vector<StatusOr<SampleResult>> row_results(plan.num_sampled, SampleResult{});
-  std::vector<HostRow> host_rows;
-  host_rows.reserve(num_host_rows);
-  int64_t host_work_logits = 0;  // what the host rows cost, in logits of a sampled row
-  int row = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
-    if (!seq.sample) continue;
-    const int32_t t = executed->tokens[row];
-    if (t == kTokenOnHost) {
-      const SchedRequest* req = scheduler_->Find(seq.request_id);
-      const Live& live = live_.at(seq.request_id);
-      std::span<const TokenId> tokens = req->tokens;
-      HostRow& h = host_rows.emplace_back();
-      h.row_idx = row;
-      h.ctx.params = &live.params;
-      h.ctx.prompt = tokens.first(req->num_prompt_tokens);
-      h.ctx.output = tokens.subspan(req->num_prompt_tokens);
-      h.ctx.seed = live.seed;
-      h.ctx.eos_token_ids = config_.eos_token_ids;
-      h.logits = executed->logits.subspan((host_rows.size() - 1) * vocab_size_, vocab_size_);
-      // A greedy row without logprobs is one argmax pass, several times cheaper than a draw.
-      const bool argmax_only = live.params.greedy() && live.params.num_logprobs < 0;
-      host_work_logits += argmax_only ? vocab_size_ / 8 : vocab_size_;
-    } else {  // sampled by the runner: SampleRow's choice, or its error for the row
-      CHECK(modes[row].mode != RowSampling::kLogits && t < vocab_size_ &&
-            (t >= 0 || t == kTokenNaN || t == kTokenNone))
-          << "the runner returned token " << t << " for row " << row;
-      if (t == kTokenNaN) {
-        row_results[row] = InvalidArgumentError("the model produced NaN logits");
-      } else if (t == kTokenNone) {
-        row_results[row] = InvalidArgumentError("no token left to sample: every token is masked");
-      } else {
-        row_results[row]->token = t;
-        if (modes[row].num_logprobs >= 0) {
-          CHECK(!executed->logprobs.empty()) << "the runner returned no logprobs for row " << row;
-          const RowLogprobs& lp = executed->logprobs[static_cast<size_t>(row)];
-          row_results[row]->logprob = lp.logprob;
-          for (const auto& [id, logprob] : lp.top) {
-            row_results[row]->top_logprobs.push_back({id, logprob});
-          }
-        }
-      }
-    }
-    ++row;
-  }
-  SampleHostRows(host_rows, host_work_logits, row_results);
-
-  std::vector<TokenId> sampled(plan.num_sampled, 0);
-  std::vector<std::optional<SampleResult>> results(plan.num_sampled);
-  std::vector<std::pair<RequestId, Status>> failed;
-  row = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
-    if (!seq.sample) continue;
-    StatusOr<SampleResult>& r = row_results[row];
-    if (r.ok()) {
-      sampled[row] = r->token;
-      results[row] = std::move(r).value();
-    } else {
-      failed.emplace_back(seq.request_id, r.status().WithContext("sampling failed"));
-    }
-    ++row;
-  }
-  for (auto& [id, status] : failed) FinishRequest(id, FinishReason::kError, status);
-  scheduler_->Update(plan, sampled);
-
-  // Emit and check the stop conditions.
-  row = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
-    if (!seq.sample) continue;
-    const int k = row++;
-    if (!results[k].has_value()) continue;
-    const RequestId id = seq.request_id;
-    Live& live = live_.at(id);
-    const SamplingParams& p = live.params;
-    const TokenId t = results[k]->token;
-    if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
-      FinishRequest(id, FinishReason::kStop, OkStatus(), t);
-      continue;
-    }
-    TokenOutput out;
-    out.token = t;
-    out.logprob = results[k]->logprob;
-    out.top_logprobs = std::move(results[k]->top_logprobs);
-    live.stream->Push(std::move(out));
-    ++generated_tokens_;
-    const SchedRequest* req = scheduler_->Find(id);
-    if (req->num_output_tokens() >= p.max_tokens || req->num_tokens() >= config_.max_model_len) {
-      FinishRequest(id, FinishReason::kLength);
-    }
+  ReportCachedTokens(plan);
+  StatusOr<StepLogits> logits = Execute(plan);
+  if (!logits.ok()) {
+    FailStep(plan, logits.status());
+  } else {
+    const std::vector<StepRow> rows = Rows(plan);
+    std::vector<StatusOr<SampleResult>> sampled = sampler_.Sample(plan, rows, *logits, *runner_);
+    Commit(plan, sampled);
   }
   if (config_.check_integrity_every_step) scheduler_->CheckIntegrity();
   // Just became idle: the idle integrity check (CheckIfIdle) comes after this step, once its
@@ -401,27 +224,113 @@ bool Engine::Step() {
   return true;
 }
 
-size_t Engine::NumSamplingWorkers(size_t num_rows, int64_t work_logits) const {
-  const auto by_work = static_cast<size_t>(work_logits / kMinSampleLogitsPerWorker);
-  return std::max<size_t>(1, std::min({samplers_.size(), num_rows, by_work}));
+void Engine::ReportCachedTokens(const StepPlan& plan) {
+  for (const ScheduledSeq& seq : plan.seqs) {
+    Live& live = live_.at(seq.request_id);
+    if (!live.cached_reported) {
+      live.stream->SetCachedTokens(scheduler_->Find(seq.request_id)->num_cached_tokens);
+      live.cached_reported = true;
+    }
+  }
 }
 
-void Engine::SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
-                            std::vector<StatusOr<SampleResult>>& results) {
-  // Each row reads only its own logits and request state and draws from its own counter-based
-  // RNG (seed, output index); a worker's Sampler holds only scratch. So which worker samples a
-  // row, and in what order, cannot change its result.
-  auto sample = [&](size_t i, size_t worker) {
-    const HostRow& h = rows[i];
-    results[h.row_idx] = samplers_[worker].sampler.SampleRow(h.logits, h.ctx);
-  };
-  const size_t num_workers = NumSamplingWorkers(rows.size(), work_logits);
-  if (num_workers <= 1) {
-    for (size_t i = 0; i < rows.size(); ++i) sample(i, 0);
-    return;
+StatusOr<StepLogits> Engine::Execute(const StepPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<StepLogits> logits = runner_->Execute(plan);
+  CHECK(!logits.ok() || logits->rows.size() == static_cast<size_t>(plan.num_logits))
+      << "the runner returned " << logits->rows.size() << " logits rows for " << plan.num_logits;
+  if (config_.step_trace) {  // the host's view of a step: what exceeds exec is the engine's work
+    const auto us = [](auto a, auto b) {
+      return static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+    };
+    std::fprintf(stderr, "step %llu seqs %zu tokens %d pos %d exec_us %lld since_prev_us %lld\n",
+                 static_cast<unsigned long long>(steps_), plan.seqs.size(), plan.num_tokens,
+                 plan.seqs.empty() ? -1 : plan.seqs[0].start_pos,
+                 us(start, std::chrono::steady_clock::now()),
+                 steps_ == 0 ? 0 : us(prev_exec_start_, start));
   }
-  ++parallel_sample_steps_;
-  sample_pool_->ParallelFor(rows.size(), num_workers, sample);
+  prev_exec_start_ = start;
+  ++steps_;
+  if (logits.ok()) computed_tokens_ += static_cast<uint64_t>(plan.num_tokens);
+  return logits;
+}
+
+void Engine::FailStep(const StepPlan& plan, const Status& error) {
+  LOG(ERROR) << "model step failed: " << error.ToString();
+  for (const ScheduledSeq& seq : plan.seqs) {
+    FinishRequest(seq.request_id, FinishReason::kError, error.WithContext("model step failed"));
+  }
+}
+
+std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
+  std::vector<StepRow> rows;
+  rows.reserve(static_cast<size_t>(plan.num_logits));
+  for (const ScheduledSeq& seq : plan.seqs) {
+    const SchedRequest* req = scheduler_->Find(seq.request_id);
+    const Live& live = live_.at(seq.request_id);
+    const std::span<const TokenId> tokens = req->tokens;
+    const int end = seq.start_pos + static_cast<int>(seq.tokens.size());  // after the last token
+    for (int j = 0; j < seq.num_logits; ++j) {
+      // The row of the token at end - num_logits + j: what it samples follows tokens[0, upto).
+      const int upto = end - seq.num_logits + j + 1;
+      const int num_prompt = std::min(upto, req->num_prompt_tokens);
+      StepRow& r = rows.emplace_back();
+      r.request = seq.request_id;
+      r.ctx = SampleContext{&live.params, tokens.first(static_cast<size_t>(num_prompt)),
+                            tokens.subspan(static_cast<size_t>(num_prompt),
+                                           static_cast<size_t>(upto - num_prompt)),
+                            live.seed, config_.eos_token_ids};
+      r.last_of_seq = j + 1 == seq.num_logits;
+    }
+  }
+  return rows;
+}
+
+void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled) {
+  // Without drafts to verify, a seq accepts its last row's token; a failed row fails its request.
+  std::vector<TokenId> tokens(plan.seqs.size(), 0);
+  std::vector<std::span<const TokenId>> accepted(plan.seqs.size());
+  std::vector<SampleResult*> results(plan.seqs.size(), nullptr);
+  size_t row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& seq = plan.seqs[i];
+    if (seq.num_logits == 0) continue;
+    row += static_cast<size_t>(seq.num_logits);
+    StatusOr<SampleResult>& last = sampled[row - 1];
+    if (!last.ok()) {
+      FinishRequest(seq.request_id, FinishReason::kError,
+                    last.status().WithContext("sampling failed"));
+      continue;
+    }
+    tokens[i] = last->token;
+    accepted[i] = std::span<const TokenId>(&tokens[i], 1);
+    results[i] = &*last;
+  }
+  scheduler_->Update(plan, accepted);
+
+  // Emit and check the stop conditions.
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (results[i] == nullptr) continue;
+    const RequestId id = plan.seqs[i].request_id;
+    Live& live = live_.at(id);
+    const SamplingParams& p = live.params;
+    const TokenId t = results[i]->token;
+    if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
+      FinishRequest(id, FinishReason::kStop, OkStatus(), t);
+      continue;
+    }
+    TokenOutput out;
+    out.token = t;
+    out.logprob = results[i]->logprob;
+    out.top_logprobs = std::move(results[i]->top_logprobs);
+    live.stream->Push(std::move(out));
+    ++generated_tokens_;
+    const SchedRequest* req = scheduler_->Find(id);
+    if (req->num_output_tokens() >= p.max_tokens || req->num_tokens() >= config_.max_model_len) {
+      FinishRequest(id, FinishReason::kLength);
+    }
+  }
 }
 
 void Engine::PublishStats() {
@@ -447,7 +356,7 @@ void Engine::PublishStats() {
   s.steps = steps_;
   s.computed_tokens = computed_tokens_;
   s.generated_tokens = generated_tokens_;
-  s.parallel_sample_steps = parallel_sample_steps_;
+  s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;

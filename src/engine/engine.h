@@ -1,12 +1,12 @@
-// Engine: one thread owns the scheduler, the KV cache manager, the sampler and the runner, and
-// loops  plan = schedule() → logits = runner.Execute(plan) → sample → update  (ARCHITECTURE §1).
-// Plain greedy rows (IsPlainGreedy) are handed to the runner's ExecuteAndSample as kGreedy and
-// plain draws (IsPlainDraw: temperature, top-k/p, min-p only) as kDraw with their seed and step: a
-// device runner returns their tokens instead of logits, with SampleRow's tokens (for a draw, up
-// to float summation order at a boundary: sample_rows.cu) and errors. The
-// other rows are sampled on the host, split over up to config.num_sampling_threads threads (the
-// engine thread and a pool it owns) when the step has enough logits; the tokens are the same
-// whatever the split (SampleHostRows).
+// Engine: one thread owns the scheduler, the KV cache manager, the runner and the step sampler,
+// and loops (ARCHITECTURE §1)
+//
+//   drain inbox -> plan = scheduler.Schedule() -> logits = runner.Execute(plan)
+//               -> results = sampler.Sample(plan, rows, logits) -> Commit: scheduler.Update,
+//                  emit tokens, finish on EOS / stop ids / length
+//
+// How each row is sampled (on the device or the host, with which edits) is the StepSampler's
+// choice (sample/step_sampler.h); the engine only hands it each row's request context.
 // Other threads talk to it only through Submit / Abort / stats and each request's OutputStream.
 //
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
@@ -28,13 +28,12 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
 #include "runtime/model_runner.h"
-#include "sample/sampler.h"
+#include "sample/step_sampler.h"
 #include "sched/scheduler.h"
 
 namespace loom {
@@ -113,8 +112,6 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
-    // The device logit edits of this request's rows, updated step by step.
-    LogitEditCache edit_cache;
   };
   struct Submission {
     RequestId id;
@@ -135,39 +132,26 @@ class Engine {
                      std::optional<TokenId> stop_token = std::nullopt);
   void PublishStats();
 
-  // A sampled row whose logits came back to the host.
-  struct HostRow {
-    int row_idx = 0;          // index among the step's sampled rows (plan order)
-    SampleContext ctx;        // points into live_ and the scheduler: valid for the step
-    std::span<float> logits;  // [vocab_size] f32, the runner's output (sampler scratch)
-  };
-  // How many sampling workers `num_rows` host rows costing `work_logits` (a sampled row costs
-  // vocab_size, an argmax-only row an eighth of it) get: at most one per row and per
-  // kMinSampleLogitsPerWorker, at most num_sampling_threads; 1 = the engine thread alone.
-  size_t NumSamplingWorkers(size_t num_rows, int64_t work_logits) const;
-  // Samples `rows`, writing results[row.row_idx]; a row's error stays in its own entry. Runs on
-  // the engine thread plus, when NumSamplingWorkers > 1, sample_pool_ (each worker with its own
-  // Sampler). Bit-identical to sampling the rows one after another.
-  void SampleHostRows(std::span<const HostRow> rows, int64_t work_logits,
-                      std::vector<StatusOr<SampleResult>>& results);
-
-  // Waking the pool costs tens of microseconds; one row of a 128k vocabulary about a millisecond
-  // (docs/benchmarks.md). A worker gets at least this many logits to sample.
-  static constexpr int64_t kMinSampleLogitsPerWorker = int64_t{1} << 16;
+  // The parts of Step, in order.
+  // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
+  void ReportCachedTokens(const StepPlan& plan);
+  // runner.Execute(plan), counted (and traced with config.step_trace).
+  StatusOr<StepLogits> Execute(const StepPlan& plan);
+  // Finishes every request of a step the runner failed with kError.
+  void FailStep(const StepPlan& plan, const Status& error);
+  // The StepSampler's view of each logits row of `plan` (views into live_ and the scheduler's
+  // token lists: valid until Commit).
+  std::vector<StepRow> Rows(const StepPlan& plan) const;
+  // Records the step's results: failed rows finish their requests, accepted tokens go to the
+  // scheduler and the streams, EOS / stop ids / length finish requests.
+  void Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled);
 
   EngineConfig config_;
   int vocab_size_ = 0;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
-  // One per sampling worker, each on its own cache lines: SampleRow writes its Sampler's vector
-  // members once per candidate, and two workers' Samplers sharing a line run slower than one.
-  struct alignas(128) SamplerSlot {
-    explicit SamplerSlot(int vocab_size) : sampler(vocab_size) {}
-    Sampler sampler;
-  };
-  std::vector<SamplerSlot> samplers_;         // [num_sampling_threads]
-  std::unique_ptr<ThreadPool> sample_pool_;   // num_sampling_threads - 1 threads; null if none
+  StepSampler sampler_;
   std::unordered_map<RequestId, Live> live_;  // engine thread only
   uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
   bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
@@ -176,9 +160,8 @@ class Engine {
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
-  // LOOM_STEP_TRACE: when the previous step's ExecuteAndSample started.
+  // When the previous step's Execute started (config.step_trace).
   std::chrono::steady_clock::time_point prev_exec_start_;
-  uint64_t parallel_sample_steps_ = 0;
 
   // Shared with submitting threads.
   mutable std::mutex mu_;

@@ -25,6 +25,9 @@ struct EngineConfig {
   // thread + a pool of num_sampling_threads - 1), used only when a step has enough logits
   // (Engine::NumSamplingWorkers). The CLI derives it from --threads. In [1, 256].
   int num_sampling_threads = 1;
+  // Rows are sampled where the logits are when the backend can (CUDA: argmax, draws, logit edits,
+  // logprobs); false: every row's logits to the host (--no-device-sampling).
+  bool device_sampling = true;
 
   // Admission.
   int64_t kv_budget_bytes = 0;        // --kv-budget (decimal GB x 1e9); 0 = off
@@ -42,6 +45,8 @@ struct EngineConfig {
 
   // Runs Scheduler/KV CheckIntegrity after every step (tests, --debug); always run when idle.
   bool check_integrity_every_step = false;
+  // One stderr line per step: its size and how long Execute and the whole step took (--step-trace).
+  bool step_trace = false;
 
   // Checks ranges; messages name the flag.
   Status Validate() const;

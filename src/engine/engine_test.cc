@@ -14,6 +14,8 @@
 #include <random>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
+
 namespace loom {
 namespace {
 
@@ -32,13 +34,28 @@ uint64_t Mix(uint64_t x) {
 
 class FakeRunner : public ModelRunner {
  public:
-  FakeRunner(int num_blocks, int block_size, int max_len, int vocab = kVocab)
+  // `backend` holds the logits (a CpuBackend when null: every row sampled on the host).
+  FakeRunner(int num_blocks, int block_size, int max_len, int vocab = kVocab,
+             std::unique_ptr<CpuBackend> backend = nullptr)
       : block_size_(block_size),
         max_len_(max_len),
         vocab_(vocab),
-        kv_(num_blocks * block_size, -1) {}
+        kv_(num_blocks * block_size, -1),
+        backend_(backend != nullptr ? std::move(backend) : std::make_unique<CpuBackend>(1)) {}
 
-  StatusOr<std::vector<float>> Execute(const StepPlan& plan) override {
+  StatusOr<StepLogits> Execute(const StepPlan& plan) override {
+    ASSIGN_OR_RETURN(std::vector<float> host, HostLogits(plan));
+    StepLogits out;
+    out.backend = backend_.get();
+    const auto rows = static_cast<int64_t>(host.size() / static_cast<size_t>(vocab_));
+    out.logits = HostTensor(DType::kF32, Shape{std::max<int64_t>(rows, 1), vocab_});
+    std::copy(host.begin(), host.end(), out.logits.data_as<float>());
+    for (int32_t k = 0; k < rows; ++k) out.rows.push_back(k);
+    return out;
+  }
+
+  // The logits rows of `plan` (one per seq with num_logits 1), after writing its tokens' "KV".
+  StatusOr<std::vector<float>> HostLogits(const StepPlan& plan) {
     CHECK_EQ(plan.block_size, block_size_);
     ++num_steps_;
     max_rows_ = std::max(max_rows_, static_cast<int>(plan.seqs.size()));
@@ -62,7 +79,8 @@ class FakeRunner : public ModelRunner {
     }
     std::vector<float> logits;
     for (const ScheduledSeq& seq : plan.seqs) {
-      if (!seq.sample) continue;
+      if (seq.num_logits == 0) continue;
+      CHECK_EQ(seq.num_logits, 1);
       const int len = seq.start_pos + static_cast<int>(seq.tokens.size());
       uint64_t h = 0x1234;
       TokenId first = -1;
@@ -90,100 +108,101 @@ class FakeRunner : public ModelRunner {
   int max_rows_ = 0;
   int max_step_tokens_ = 0;
   int fail_steps_ = 0;
+  std::unique_ptr<CpuBackend> backend_;
 };
 
-// A runner that samples kGreedy and kDraw rows itself, as the CUDA DecoderRunner does on the
-// device, and returns only the other rows' logits. Greedy: the host sampler's argmax rules
-// (lowest id on ties, NaN and all -inf reported). Draws: a Sampler of its own given only what
-// RowSpec::draw carries (the step as that many placeholder output tokens), so a wrong seed, step
-// or parameter the engine hands over changes the tokens.
-class DeviceFakeRunner final : public FakeRunner {
+// A backend that samples where "the logits are" as the CUDA backend does on the device
+// (ArgmaxRows, SampleRows, and with `edits` / `logprobs` EditLogits and LogprobRows), on host
+// memory. Greedy: the host sampler's argmax rules (lowest id on ties, NaN and all -inf
+// reported). Draws: a Sampler of its own given only what DrawParams carries (the step as that
+// many placeholder output tokens), so a wrong seed, step or parameter the StepSampler hands over
+// changes the tokens.
+class FakeDeviceBackend final : public CpuBackend {
  public:
-  using FakeRunner::FakeRunner;
+  FakeDeviceBackend(bool edits, bool logprobs) : CpuBackend(1), edits_(edits), logprobs_(logprobs) {}
 
-  StatusOr<StepOutput> ExecuteAndSample(const StepPlan& plan,
-                                        std::span<const RowSpec> rows) override {
-    ASSIGN_OR_RETURN(std::vector<float> all, Execute(plan));
-    CHECK_EQ(all.size(), rows.size() * vocab_);
-    StepOutput out;
-    for (size_t k = 0; k < rows.size(); ++k) {
-      float* row = all.data() + k * vocab_;
-      if (rows[k].mode != RowSampling::kLogits && !rows[k].edits.empty()) {
-        CHECK(edits_) << "edits for a runner that did not ask for them";
-        ++edited_rows_;
-        for (const LogitEdit& e : rows[k].edits) row[e.token] = ApplyLogitEdit(e, row[e.token]);
-      }
-      if (rows[k].num_logprobs >= 0) {
-        CHECK(logprobs_) << "logprobs for a runner that did not ask for them";
-        CHECK(rows[k].mode != RowSampling::kLogits);
-      }
-      if (rows[k].mode == RowSampling::kDraw) {
-        ++draw_rows_;
-        // The draw sees the row as it is now; the logprobs are taken before Draw's scratch use.
-        const std::vector<float> edited(row, row + vocab_);
-        out.tokens.push_back(Draw(rows[k].draw, std::span<float>(row, vocab_)));
-        AddLogprobs(rows, k, edited, out);
-        continue;
-      }
-      if (rows[k].mode != RowSampling::kGreedy) {
-        out.tokens.push_back(kTokenOnHost);
-        out.owned.insert(out.owned.end(), row, row + vocab_);
-        continue;
-      }
-      ++greedy_rows_;
-      int32_t best = kTokenNone;
+  bool has_argmax_rows() const override { return true; }
+  bool has_sample_rows(int64_t vocab) const override { return vocab > 0; }
+  bool has_edit_logits() const override { return edits_; }
+  bool has_logprob_rows() const override { return logprobs_; }
+
+  void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override {
+    CHECK(edits_) << "edits for a backend that did not offer them";
+    std::vector<int32_t> rows;
+    for (const LogitEdit& e : edits) {
+      float& v = x.data_as<float>()[e.row * x.cols() + e.token];
+      v = ApplyLogitEdit(e, v);
+      rows.push_back(e.row);
+    }
+    std::sort(rows.begin(), rows.end());
+    edited_rows_ += std::unique(rows.begin(), rows.end()) - rows.begin();
+  }
+  void ArgmaxRows(const Tensor& x, const Tensor& out) override {
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* row = x.data_as<float>() + r * x.cols();
+      int32_t best = kArgmaxNone;
       float best_value = -INFINITY;
       bool nan = false;
-      for (int v = 0; v < vocab_; ++v) {
+      for (int64_t v = 0; v < x.cols(); ++v) {
         nan |= std::isnan(row[v]);
         if (row[v] > best_value) {
           best_value = row[v];
-          best = v;
+          best = static_cast<int32_t>(v);
         }
       }
-      out.tokens.push_back(nan ? kTokenNaN : best);
-      AddLogprobs(rows, k, std::vector<float>(row, row + vocab_), out);
+      out.data_as<int32_t>()[r] = nan ? kArgmaxNaN : best;
+      ++argmax_rows_;
     }
-    out.logits = std::span<float>(out.owned);
-    return out;
+  }
+  void SampleRows(const Tensor& x, std::span<const int32_t> rows,
+                  std::span<const DrawParams> params, const Tensor& out) override {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t vocab = x.cols();
+      std::vector<float> row(x.data_as<float>() + rows[i] * vocab,
+                             x.data_as<float>() + (rows[i] + 1) * vocab);
+      out.data_as<int32_t>()[i] = Draw(params[i], row);
+      ++draw_rows_;
+    }
+  }
+  // The Sampler's arithmetic: the max in f32, the sum of exp in f64 in id order, equal logits by
+  // lower id.
+  void LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids, int top_k,
+                   const Tensor& out) override {
+    CHECK(logprobs_) << "logprobs for a backend that did not offer them";
+    const int64_t vocab = x.cols();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const float* row = x.data_as<float>() + rows[i].row * vocab;
+      float mx = -INFINITY;
+      for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, row[v]);
+      double sum = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+      const float log_z = mx + static_cast<float>(std::log(sum));
+      float* o = out.data_as<float>() + static_cast<int64_t>(i) * kLogprobStride;
+      const int32_t t = ids.data_as<int32_t>()[rows[i].id_index];
+      o[0] = t >= 0 ? row[t] - log_z : 0.0f;
+      std::vector<int32_t> order(static_cast<size_t>(vocab));
+      for (int64_t v = 0; v < vocab; ++v) order[static_cast<size_t>(v)] = static_cast<int32_t>(v);
+      const auto want = static_cast<size_t>(std::min<int64_t>(top_k, vocab));
+      std::partial_sort(
+          order.begin(), order.begin() + static_cast<std::ptrdiff_t>(want), order.end(),
+          [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      for (size_t j = 0; j < want; ++j) {
+        o[1 + 2 * j] = static_cast<float>(order[j]);
+        o[2 + 2 * j] = row[order[j]] - log_z;
+      }
+      ++logprob_rows_;
+    }
   }
 
-  bool edits_rows_on_device() const override { return edits_; }
-  bool logprobs_on_device() const override { return logprobs_; }
-
-  bool edits_ = false;     // take rows with logit edits (bias, penalties, min_tokens masking)
-  bool logprobs_ = false;  // and rows that ask for logprobs (taken here, after the edits)
-  int logprob_rows_ = 0;
-  int greedy_rows_ = 0;
-  int draw_rows_ = 0;
-  int edited_rows_ = 0;
+  bool edits_ = false;     // offers EditLogits (bias, penalties, min_tokens masking)
+  bool logprobs_ = false;  // and LogprobRows (taken after the edits)
+  int64_t logprob_rows_ = 0;
+  int64_t argmax_rows_ = 0;  // rows ArgmaxRows ran over (a greedy row's prefix may hold others)
+  int64_t draw_rows_ = 0;
+  int64_t edited_rows_ = 0;
 
  private:
-  // Row k's logprobs, as Backend::LogprobRows takes them (the Sampler's arithmetic: the max in
-  // f32, the sum of exp in f64 in id order, equal logits by lower id), into out.logprobs.
-  void AddLogprobs(std::span<const RowSpec> rows, size_t k, const std::vector<float>& row,
-                   StepOutput& out) {
-    if (rows[k].num_logprobs < 0) return;
-    ++logprob_rows_;
-    out.logprobs.resize(rows.size());
-    float mx = -INFINITY;
-    for (float l : row) mx = std::max(mx, l);
-    double sum = 0.0;
-    for (float l : row) sum += std::exp(static_cast<double>(l - mx));
-    const float log_z = mx + static_cast<float>(std::log(sum));
-    RowLogprobs& r = out.logprobs[k];
-    const int32_t t = out.tokens[k];
-    r.logprob = t >= 0 ? row[static_cast<size_t>(t)] - log_z : 0.0f;
-    std::vector<int32_t> ids(row.size());
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-    const auto want = static_cast<size_t>(std::min<int>(rows[k].num_logprobs, vocab_));
-    std::partial_sort(
-        ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(want), ids.end(),
-        [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    for (size_t i = 0; i < want; ++i) r.top.emplace_back(ids[i], row[ids[i]] - log_z);
-  }
-
-  int32_t Draw(const DrawParams& d, std::span<float> row) {
+  int32_t Draw(const DrawParams& d, std::vector<float>& row) {
     SamplingParams params;
     params.temperature = d.temperature;
     params.top_k = d.top_k;
@@ -194,10 +213,10 @@ class DeviceFakeRunner final : public FakeRunner {
     ctx.params = &params;
     ctx.output = output;
     ctx.seed = d.seed;
-    Sampler sampler(vocab_);
+    Sampler sampler(static_cast<int>(row.size()));
     StatusOr<SampleResult> r = sampler.SampleRow(row, ctx);
     if (r.ok()) return r->token;
-    return r.status().message().find("NaN") != std::string::npos ? kTokenNaN : kTokenNone;
+    return r.status().message().find("NaN") != std::string::npos ? kArgmaxNaN : kArgmaxNone;
   }
 };
 
@@ -507,12 +526,12 @@ TEST(EngineTest, ARequestsOwnFailureDoesNotStopTheOthers) {
   }
 }
 
-// `work` run on an engine whose runner is a DeviceFakeRunner (`edits`: it also takes rows with
-// logit edits) after the same work on one sampling every row on the host; the results must be
-// the same (checked here).
+// `work` run on an engine whose runner's logits live on a FakeDeviceBackend (`edits`: it also
+// edits rows) after the same work on one sampling every row on the host; the results must be the
+// same (checked here).
 struct DeviceRun {
-  std::unique_ptr<Engine> engine;  // owns *runner
-  DeviceFakeRunner* runner = nullptr;
+  std::unique_ptr<Engine> engine;  // owns the runner, which owns *backend
+  FakeDeviceBackend* backend = nullptr;
   std::vector<Result> results;
 };
 DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits,
@@ -520,10 +539,9 @@ DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits
   Made host = Make(BaseConfig(64));
   const std::vector<Result> want = RunAll(*host.engine, work);
   DeviceRun run;
-  auto fake = std::make_unique<DeviceFakeRunner>(64, 4, 256);
-  fake->edits_ = edits;
-  fake->logprobs_ = logprobs;
-  run.runner = fake.get();
+  auto be = std::make_unique<FakeDeviceBackend>(edits, logprobs);
+  run.backend = be.get();
+  auto fake = std::make_unique<FakeRunner>(64, 4, 256, kVocab, std::move(be));
   auto made = Engine::Create(BaseConfig(64), std::move(fake));
   EXPECT_TRUE(made.ok());
   if (!made.ok()) return run;
@@ -545,7 +563,7 @@ DeviceRun RunOnDeviceFakeAndCompare(const std::vector<Request>& work, bool edits
 // Rows a runner samples itself (plain greedy only) give exactly what the host sampler gives;
 // rows needing logprobs, penalties, bias, min_tokens masking or XTC still reach the host; plain
 // draws (temperature, top-k/p, min-p) come back as tokens with their seed and step.
-TEST(EngineTest, RunnerSideSamplingMatchesHostSampling) {
+TEST(EngineTest, DeviceSideSamplingMatchesHostSampling) {
   std::vector<Request> work = Workload();  // greedy + logprobs and sampled: all host rows
   for (int i = 0; i < 4; ++i) {  // plain draws; one masks EOS (host rows) for its first 3 tokens
     Request r;
@@ -579,15 +597,15 @@ TEST(EngineTest, RunnerSideSamplingMatchesHostSampling) {
   const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/false);
   ASSERT_FALSE(run.results.empty());
   EXPECT_EQ(run.results.back().error.message(), "sampling failed: the model produced NaN logits");
-  const DeviceFakeRunner* raw = run.runner;
-  EXPECT_GT(raw->greedy_rows_, 10);
+  const FakeDeviceBackend* raw = run.backend;
+  EXPECT_GT(raw->argmax_rows_, 10);
   EXPECT_GT(raw->draw_rows_, 30);
 }
 
 // Rows with logit_bias, repetition / presence / frequency penalties or min_tokens masking, sent
-// to a runner that edits rows where the logits are (RowSpec::edits), give exactly the host
+// to a runner that edits rows where the logits are (EditLogits), give exactly the host
 // sampler's tokens, greedy and drawn; logprobs and XTC rows still reach the host.
-TEST(EngineTest, RunnerSideEditedRowsMatchHostSampling) {
+TEST(EngineTest, DeviceSideEditedRowsMatchHostSampling) {
   std::vector<Request> work;
   for (int i = 0; i < 8; ++i) {
     Request r;
@@ -613,17 +631,17 @@ TEST(EngineTest, RunnerSideEditedRowsMatchHostSampling) {
   work.push_back(logprobs);
 
   const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/true);
-  const DeviceFakeRunner* raw = run.runner;
+  const FakeDeviceBackend* raw = run.backend;
   EXPECT_GT(raw->edited_rows_, 50);  // the 8 requests' rows, but those past min_tokens
-  EXPECT_GT(raw->greedy_rows_, 25);
+  EXPECT_GT(raw->argmax_rows_, 25);
   EXPECT_GT(raw->draw_rows_, 25);
 }
 
 // Rows that ask for logprobs, sent to a runner that takes them where the logits are
-// (RowSpec::num_logprobs, after the row's edits), give exactly the host sampler's tokens and
+// (LogprobRows, after the row's edits), give exactly the host sampler's tokens and
 // logprobs, greedy and drawn, with and without bias / penalties; rows with min_tokens masking
 // at the step or XTC still reach the host.
-TEST(EngineTest, RunnerSideLogprobsMatchHostSampling) {
+TEST(EngineTest, DeviceSideLogprobsMatchHostSampling) {
   std::vector<Request> work;
   for (int i = 0; i < 8; ++i) {
     Request r;
@@ -639,7 +657,7 @@ TEST(EngineTest, RunnerSideLogprobsMatchHostSampling) {
     work.push_back(r);
   }
   const DeviceRun run = RunOnDeviceFakeAndCompare(work, /*edits=*/true, /*logprobs=*/true);
-  const DeviceFakeRunner* raw = run.runner;
+  const FakeDeviceBackend* raw = run.backend;
   ASSERT_EQ(run.results.size(), work.size());
   // Every sampled row (the tokens, and the EOS / stop id that ended a request) but XTC's and
   // the first 5 of request 3.

@@ -197,6 +197,14 @@ TEST(DummyWeightsTest, BadInputNamesTheFile) {
   auto q8 = MakeDummyModel(Shrunk("qwen3-0.6b"), &be, DType::kQ8_0);
   ASSERT_FALSE(q8.ok());
   EXPECT_NE(q8.status().message().find("dtype"), std::string::npos);
+  // MLP biases are not part of the decoder: such a checkpoint is refused, not run without them.
+  nlohmann::json j = *LoadJsonFile(ConfigPath("llama-3.2-1b"));
+  j["mlp_bias"] = true;
+  std::ofstream(dir / "config.json") << j.dump(2);
+  auto mlp_bias = MakeDummyModel(dir.string(), &be);
+  ASSERT_FALSE(mlp_bias.ok());
+  EXPECT_EQ(mlp_bias.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(mlp_bias.status().message().find("mlp_bias"), std::string::npos);
 }
 
 }  // namespace

@@ -209,7 +209,7 @@ StatusOr<bool> CudaGraphRunner::TryForward(const StepPlan& plan, Tensor* logits)
   const int n = static_cast<int>(plan.seqs.size());
   if (n == 0 || n > bmax_) return false;
   for (const ScheduledSeq& s : plan.seqs) {
-    if (s.tokens.size() != 1) return false;
+    if (s.tokens.size() != 1 || s.num_logits > 1) return false;
     const int32_t pages = (s.start_pos + 1 + block_size_ - 1) / block_size_;
     if (pages > max_pages_ || static_cast<int32_t>(s.block_table.size()) < pages) return false;
   }

@@ -32,9 +32,9 @@ class FakeAccelerator final : public StepAccelerator {
 StepPlan Decode() {
   StepPlan p;
   p.block_size = 4;
-  p.seqs.push_back(ScheduledSeq{RequestId{1}, {3}, 0, {0}, true});
+  p.seqs.push_back(ScheduledSeq{RequestId{1}, {3}, 0, {0}, 1});
   p.num_tokens = 1;
-  p.num_sampled = 1;
+  p.num_logits = 1;
   return p;
 }
 
@@ -42,13 +42,13 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   CpuBackend be(1);
   DecoderRunner plain(test_models::TinyLlama(&be), 4, 4, DType::kF32);
   DecoderRunner runner(test_models::TinyLlama(&be), 4, 4, DType::kF32);
-  auto want = plain.Execute(Decode());
+  auto want = ExecuteToHost(plain, Decode());
   ASSERT_TRUE(want.ok());
 
   auto decline = std::make_unique<FakeAccelerator>(false);
   FakeAccelerator* d = decline.get();
   runner.set_step_accelerator(std::move(decline));
-  auto got = runner.Execute(Decode());
+  auto got = ExecuteToHost(runner, Decode());
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(d->calls, 1);
   EXPECT_EQ(*got, *want);  // declined: the eager forward ran
@@ -56,7 +56,7 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   auto take = std::make_unique<FakeAccelerator>(true);
   FakeAccelerator* t = take.get();
   runner.set_step_accelerator(std::move(take));
-  got = runner.Execute(Decode());
+  got = ExecuteToHost(runner, Decode());
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(t->calls, 1);
   EXPECT_EQ(*got, std::vector<float>(32, 7.f));
@@ -64,39 +64,57 @@ TEST(DecoderRunnerTest, AcceleratorDeclinesTakesAndIsSkippedWithASink) {
   int seen = 0;
   ActivationSink sink = [&](const std::string&, const Tensor&) { ++seen; };
   runner.set_activation_sink(&sink);
-  got = runner.Execute(Decode());
+  got = ExecuteToHost(runner, Decode());
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(t->calls, 1);  // not asked: debugging needs the eager activations
   EXPECT_GT(seen, 0);
   EXPECT_EQ(*got, *want);
 }
 
-// The CPU backend has no ArgmaxRows / SampleRows: kGreedy and kDraw rows come back as logits, the
-// same as Execute's.
-TEST(DecoderRunnerTest, ExecuteAndSampleOnCpuReturnsEveryRowsLogits) {
+// A seq may ask for the logits of its last num_logits tokens (a decode with drafts to verify):
+// each row equals what a step ending at that token computes, and seqs asking for none add no
+// rows. Block size 4; every request has its own blocks.
+TEST(DecoderRunnerTest, EmitsTheLogitsRowsItIsAskedFor) {
   CpuBackend be(1);
-  DecoderRunner plain(test_models::TinyLlama(&be), 4, 4, DType::kF32);
-  DecoderRunner runner(test_models::TinyLlama(&be), 4, 4, DType::kF32);
-  StepPlan p = Decode();
-  p.seqs.push_back(ScheduledSeq{RequestId{2}, {5, 6}, 0, {1}, true});
-  p.seqs.push_back(ScheduledSeq{RequestId{3}, {7}, 0, {2}, false});
-  p.num_tokens = 4;
-  p.num_sampled = 2;
-  auto want = plain.Execute(p);
-  ASSERT_TRUE(want.ok());
-  ASSERT_EQ(want->size(), 64u);
-  std::vector<RowSpec> modes(2);
-  modes[0].mode = RowSampling::kGreedy;
-  modes[1].mode = RowSampling::kDraw;
-  modes[1].draw.temperature = 0.8f;
-  auto got = runner.ExecuteAndSample(p, modes);
+  DecoderRunner runner(test_models::TinyLlama(&be), 8, 4, DType::kF32);
+  auto step = [&](std::vector<ScheduledSeq> seqs) {
+    StepPlan p;
+    p.block_size = 4;
+    for (ScheduledSeq& s : seqs) {
+      p.num_tokens += static_cast<int>(s.tokens.size());
+      p.num_logits += s.num_logits;
+      p.seqs.push_back(std::move(s));
+    }
+    return ExecuteToHost(runner, p);
+  };
+  // Alone: the logits after 5, after 5 6 and after 5 6 7 (each a fresh prefill).
+  std::vector<std::vector<float>> alone;
+  for (int n = 1; n <= 3; ++n) {
+    std::vector<TokenId> prompt = {5, 6, 7};
+    prompt.resize(static_cast<size_t>(n));
+    auto got = step({ScheduledSeq{RequestId{1}, prompt, 0, {0}, 1}});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), 32u);
+    alone.push_back(*got);
+  }
+  // One step: a chunk asking for nothing, then 5 6 7 asking for its last two rows and a decode.
+  auto got = step({ScheduledSeq{RequestId{2}, {9, 9}, 0, {1}, 0},
+                   ScheduledSeq{RequestId{3}, {5, 6, 7}, 0, {2}, 2},
+                   ScheduledSeq{RequestId{4}, {5}, 0, {3}, 1}});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(got->tokens, (std::vector<int32_t>{kTokenOnHost, kTokenOnHost}));
-  EXPECT_EQ(std::vector<float>(got->logits.begin(), got->logits.end()), *want);
-  EXPECT_EQ(runner.rows_sampled_on_device(), 0);
+  ASSERT_EQ(got->size(), 3u * 32u);
+  auto row = [&](size_t k) {
+    return std::vector<float>(got->begin() + static_cast<std::ptrdiff_t>(k * 32),
+                              got->begin() + static_cast<std::ptrdiff_t>((k + 1) * 32));
+  };
+  // The CPU backend is exact whatever the batch (f32, per-row arithmetic).
+  EXPECT_EQ(row(0), alone[1]);
+  EXPECT_EQ(row(1), alone[2]);
+  EXPECT_EQ(row(2), alone[0]);
 
-  const std::vector<RowSpec> one = {RowSpec{RowSampling::kGreedy, {}, {}}};
-  EXPECT_EQ(runner.ExecuteAndSample(p, one).status().code(), StatusCode::kInternal);
+  // More rows than tokens is a broken plan, refused by name.
+  auto bad = step({ScheduledSeq{RequestId{5}, {5}, 0, {4}, 2}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
 }
 
 }  // namespace

@@ -28,7 +28,11 @@ StatusOr<std::vector<SeqSlice>> PlanSlices(const StepPlan& plan, int num_blocks,
     for (BlockId b : s.block_table) {
       if (b < 0 || b >= num_blocks) return InternalError("block id out of range in plan");
     }
-    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.sample});
+    if (s.num_logits < 0 || static_cast<size_t>(s.num_logits) > s.tokens.size()) {
+      return InternalError("a plan seq asks for " + std::to_string(s.num_logits) +
+                           " logits rows of " + std::to_string(s.tokens.size()) + " tokens");
+    }
+    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.num_logits});
   }
   return slices;
 }
@@ -56,7 +60,9 @@ HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block
     b.page_indices.insert(b.page_indices.end(), s.block_table.begin(),
                           s.block_table.begin() + num_pages);
     b.page_indptr.push_back(static_cast<int32_t>(b.page_indices.size()));
-    if (s.sample && n > 0) b.sample_rows.push_back(b.query_start.back() - 1);
+    CHECK(s.num_logits >= 0 && s.num_logits <= n) << s.num_logits << " logits rows of " << n;
+    const int32_t first_row = b.query_start[b.query_start.size() - 2];  // this seq's token 0
+    for (int32_t j = n - s.num_logits; j < n; ++j) b.sample_rows.push_back(first_row + j);
     b.max_query_len = std::max(b.max_query_len, n);
     b.max_kv_len = std::max(b.max_kv_len, kv_len);
   }

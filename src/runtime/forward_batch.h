@@ -18,7 +18,7 @@ struct SeqSlice {
   std::span<const int32_t> tokens;       // tokens computed this step
   int32_t start_pos = 0;                 // position of tokens[0] (== tokens already in the cache)
   std::span<const int32_t> block_table;  // the sequence's blocks, covering start_pos + tokens.size()
-  bool sample = true;                    // wants the logits of its last token
+  int32_t num_logits = 1;                // wants the logits rows of its last num_logits tokens
 };
 
 // The plan's sequences as slices (views into `plan`, valid while it lives). Errors (Internal):
@@ -38,6 +38,7 @@ struct HostForwardBatch {
 //   seq s, token j:  position p = start_pos + j
 //                    slot       = block_table[p / block_size] * block_size + p % block_size
 //   pages of s:      block_table[0 .. ceil(kv_len / block_size))
+//   sample_rows:     the flat rows of s's last num_logits tokens, seq by seq (ascending)
 HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block_size);
 
 // Uploads a host batch as a ForwardInput for `backend`.

@@ -21,17 +21,19 @@ NoOpRunner::NoOpRunner(Backend* backend, int vocab_size, int max_model_len, int 
   CHECK_GT(block_size, 0);
 }
 
-StatusOr<std::vector<float>> NoOpRunner::Execute(const StepPlan& plan) {
-  // Mirrors DecoderRunner::Execute line for line, minus Model::Forward.
+StatusOr<StepLogits> NoOpRunner::Execute(const StepPlan& plan) {
+  // Mirrors DecoderRunner::Execute's eager path line for line, minus Model::Forward.
   ASSIGN_OR_RETURN(std::vector<SeqSlice> slices, PlanSlices(plan, num_blocks_, block_size_));
+  StepLogits out;
+  out.backend = backend_;
   HostForwardBatch hb = BuildHostForwardBatch(slices, block_size_);
+  if (hb.token_ids.empty()) return out;
   [[maybe_unused]] ForwardInput in = UploadForwardBatch(hb, block_size_, backend_);
   const int64_t rows = static_cast<int64_t>(hb.sample_rows.size());
-  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(vocab_size_));
-  if (hb.token_ids.empty()) return out;
-  Tensor logits = backend_->Alloc(DType::kF32, Shape{std::max<int64_t>(rows, 1), vocab_size_});
-  // No forward: `in` is built and uploaded but not read; `logits` stays zero-filled.
-  if (rows > 0) backend_->CopyToHost(logits.Slice(0, rows), out.data());
+  // No forward: `in` is built and uploaded but not read; the logits stay zero-filled.
+  out.logits = backend_->Alloc(DType::kF32, Shape{std::max<int64_t>(rows, 1), vocab_size_});
+  out.rows.resize(static_cast<size_t>(rows));
+  for (int32_t k = 0; k < static_cast<int32_t>(rows); ++k) out.rows[k] = k;
   return out;
 }
 

@@ -4,8 +4,9 @@
 // Per step it does what DecoderRunner::Execute does on its eager path, in the same order and
 // with the same code: validate the plan and flatten it (PlanSlices), build the flat host arrays
 // (token ids, positions, CSR page tables, slot mapping, sampled rows: BuildHostForwardBatch),
-// upload them to the backend (UploadForwardBatch), allocate the [rows, vocab] f32 logits tensor
-// and copy it to the host. It skips only Model::Forward (embedding, layers, attention including
+// upload them to the backend (UploadForwardBatch) and allocate the [rows, vocab] f32 logits
+// tensor (which the engine's StepSampler then copies or samples as it would a real step's). It
+// skips only Model::Forward (embedding, layers, attention including
 // its per-step metadata, KV writes, LM head). Backend::Alloc zero-fills, so every logits row is
 // constant 0: greedy sampling picks token 0 every time, which with ignore_eos keeps a request
 // running until max_tokens. It owns no model and no KV pool (nothing reads or writes KV).
@@ -31,7 +32,7 @@ class NoOpRunner final : public ModelRunner {
   NoOpRunner(Backend* backend, int vocab_size, int max_model_len, int num_blocks, int block_size);
 
   // Same inputs, errors and logits layout as DecoderRunner::Execute; every logit is 0.
-  StatusOr<std::vector<float>> Execute(const StepPlan& plan) override;
+  StatusOr<StepLogits> Execute(const StepPlan& plan) override;
   int vocab_size() const override { return vocab_size_; }
   int max_model_len() const override { return max_model_len_; }
 

@@ -16,11 +16,11 @@ namespace {
 StepPlan Mixed() {
   StepPlan p;
   p.block_size = 4;
-  p.seqs.push_back(ScheduledSeq{RequestId{1}, {3}, 5, {0, 1}, true});
-  p.seqs.push_back(ScheduledSeq{RequestId{2}, {4, 5, 6}, 0, {2}, true});
-  p.seqs.push_back(ScheduledSeq{RequestId{3}, {7, 8, 9, 10}, 0, {3}, false});
+  p.seqs.push_back(ScheduledSeq{RequestId{1}, {3}, 5, {0, 1}, 1});
+  p.seqs.push_back(ScheduledSeq{RequestId{2}, {4, 5, 6}, 0, {2}, 1});
+  p.seqs.push_back(ScheduledSeq{RequestId{3}, {7, 8, 9, 10}, 0, {3}, 0});
   p.num_tokens = 8;
-  p.num_sampled = 2;
+  p.num_logits = 2;
   return p;
 }
 
@@ -31,8 +31,8 @@ TEST(NoOpRunnerTest, SameLayoutAsTheDecoderRunnerWithZeroLogits) {
   EXPECT_EQ(noop.vocab_size(), real.vocab_size());
   EXPECT_EQ(noop.max_model_len(), real.max_model_len());
 
-  auto want = real.Execute(Mixed());
-  auto got = noop.Execute(Mixed());
+  auto want = ExecuteToHost(real, Mixed());
+  auto got = ExecuteToHost(noop, Mixed());
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), want->size());
@@ -40,9 +40,9 @@ TEST(NoOpRunnerTest, SameLayoutAsTheDecoderRunnerWithZeroLogits) {
 
   StepPlan chunk;
   chunk.block_size = 4;
-  chunk.seqs.push_back(ScheduledSeq{RequestId{4}, {1, 2, 3, 4}, 0, {0}, false});
+  chunk.seqs.push_back(ScheduledSeq{RequestId{4}, {1, 2, 3, 4}, 0, {0}, 0});
   chunk.num_tokens = 4;
-  got = noop.Execute(chunk);
+  got = ExecuteToHost(noop, chunk);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());
 }
@@ -56,8 +56,8 @@ TEST(NoOpRunnerTest, RejectsWhatTheDecoderRunnerRejects) {
   StepPlan bad_size = Mixed();
   bad_size.block_size = 8;
   for (const StepPlan& p : {bad_block, bad_size}) {
-    auto want = real.Execute(p);
-    auto got = noop.Execute(p);
+    auto want = ExecuteToHost(real, p);
+    auto got = ExecuteToHost(noop, p);
     ASSERT_FALSE(want.ok());
     ASSERT_FALSE(got.ok());
     EXPECT_EQ(got.status().ToString(), want.status().ToString());

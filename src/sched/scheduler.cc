@@ -123,8 +123,8 @@ ScheduledSeq Scheduler::MakeSeq(const SchedRequest& req, int num_new_tokens) con
                     req.tokens.begin() + req.num_computed_tokens + num_new_tokens);
   auto table = kv_->block_table(req.id);
   seq.block_table.assign(table.begin(), table.end());
-  seq.sample = req.num_computed_tokens + num_new_tokens == req.num_tokens();
-  seq.last_by_length = seq.sample && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
+  seq.num_logits = req.num_computed_tokens + num_new_tokens == req.num_tokens() ? 1 : 0;
+  seq.last_by_length = seq.num_logits > 0 && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
                                       req.num_tokens() + 1 >= config_.max_model_len);
   return seq;
 }
@@ -195,17 +195,16 @@ StepPlan Scheduler::Schedule() {
 
   for (const ScheduledSeq& seq : plan.seqs) {
     plan.num_tokens += static_cast<int>(seq.tokens.size());
-    plan.num_sampled += seq.sample;
+    plan.num_logits += seq.num_logits;
   }
   return plan;
 }
 
-void Scheduler::Update(const StepPlan& plan, std::span<const TokenId> sampled) {
-  CHECK_EQ(static_cast<int>(sampled.size()), plan.num_sampled);
-  size_t k = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
-    const size_t row = k;
-    if (seq.sample) ++k;
+void Scheduler::Update(const StepPlan& plan, std::span<const std::span<const TokenId>> accepted) {
+  CHECK_EQ(accepted.size(), plan.seqs.size());
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& seq = plan.seqs[i];
+    CHECK_LE(accepted[i].size(), static_cast<size_t>(seq.num_logits)) << seq.request_id;
     auto it = requests_.find(seq.request_id);
     if (it == requests_.end()) continue;  // finished while the step ran
     SchedRequest& req = it->second;
@@ -213,7 +212,7 @@ void Scheduler::Update(const StepPlan& plan, std::span<const TokenId> sampled) {
     CHECK_EQ(req.num_computed_tokens, seq.start_pos) << req.id;
     req.num_computed_tokens += static_cast<int>(seq.tokens.size());
     kv_->CommitComputed(req.id, req.tokens, req.num_computed_tokens, req.extra_keys);
-    if (seq.sample) req.tokens.push_back(sampled[row]);
+    req.tokens.insert(req.tokens.end(), accepted[i].begin(), accepted[i].end());
   }
 }
 

@@ -81,9 +81,11 @@ class Scheduler {
   // state. An empty plan means nothing can run now (nothing queued, or nothing fits).
   StepPlan Schedule();
 
-  // Records that `plan` was executed: sampled[k] is the token sampled for the k-th sampled seq
-  // (plan order). Seqs of requests finished since Schedule() are skipped.
-  void Update(const StepPlan& plan, std::span<const TokenId> sampled);
+  // Records that `plan` was executed: every scheduled token's KV is computed, and accepted[i]
+  // (at most plan.seqs[i].num_logits tokens) is appended to plan.seqs[i]'s request. Seqs of
+  // requests finished since Schedule() are skipped. Precondition: accepted.size() ==
+  // plan.seqs.size().
+  void Update(const StepPlan& plan, std::span<const std::span<const TokenId>> accepted);
 
   // Removes a request (completed, aborted or failed) wherever it is, freeing its blocks.
   // Returns false for an unknown id.

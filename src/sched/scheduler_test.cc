@@ -35,8 +35,12 @@ class SchedulerTest : public ::testing::Test {
   StepPlan Step() {
     StepPlan plan = sched_->Schedule();
     sched_->CheckIntegrity();
-    Tokens sampled(plan.num_sampled, 1000 + num_steps_++);
-    sched_->Update(plan, sampled);
+    const TokenId t = 1000 + num_steps_++;
+    std::vector<std::span<const TokenId>> accepted;
+    for (const ScheduledSeq& seq : plan.seqs) {
+      accepted.emplace_back(&t, static_cast<size_t>(seq.num_logits));
+    }
+    sched_->Update(plan, accepted);
     sched_->CheckIntegrity();
     return plan;
   }
@@ -62,9 +66,9 @@ TEST_F(SchedulerTest, ChunkedPrefillSplitsAtTheTokenBudget) {
   EXPECT_EQ(p1.seqs[0].tokens, Range(0, 4));
   EXPECT_EQ(p1.seqs[0].start_pos, 0);
   EXPECT_EQ(p1.seqs[0].block_table, (Ids{0}));
-  EXPECT_FALSE(p1.seqs[0].sample);
+  EXPECT_EQ(p1.seqs[0].num_logits, 0);
   EXPECT_EQ(p1.num_tokens, 4);
-  EXPECT_EQ(p1.num_sampled, 0);
+  EXPECT_EQ(p1.num_logits, 0);
 
   StepPlan p2 = Step();
   EXPECT_EQ(p2.seqs[0].tokens, Range(4, 8));
@@ -74,17 +78,41 @@ TEST_F(SchedulerTest, ChunkedPrefillSplitsAtTheTokenBudget) {
   StepPlan p3 = Step();
   EXPECT_EQ(p3.seqs[0].tokens, Range(8, 10));
   EXPECT_EQ(p3.seqs[0].block_table, (Ids{0, 1, 2}));
-  EXPECT_TRUE(p3.seqs[0].sample);
+  EXPECT_EQ(p3.seqs[0].num_logits, 1);
 
   // Decode: the sampled token (1002) is computed next.
   StepPlan p4 = Step();
   EXPECT_EQ(p4.seqs[0].tokens, (Tokens{1002}));
   EXPECT_EQ(p4.seqs[0].start_pos, 10);
-  EXPECT_TRUE(p4.seqs[0].sample);
+  EXPECT_EQ(p4.seqs[0].num_logits, 1);
   const SchedRequest* req = sched_->Find(R(1));
   EXPECT_EQ(req->num_computed_tokens, 11);
   EXPECT_EQ(req->tokens.back(), 1003);
   EXPECT_EQ(req->num_output_tokens(), 2);
+}
+
+// A seq whose step scores more than one token (num_logits 1 + k, as speculative decoding plans
+// them) may get several tokens accepted at once: they are appended in order, and the next step
+// computes all of them.
+TEST_F(SchedulerTest, UpdateAppendsSeveralAcceptedTokens) {
+  Init(16, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 6), 8).ok());
+  StepPlan p1 = sched_->Schedule();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  p1.seqs[0].num_logits = 2;  // as if the prompt's last two rows were scored
+  const Tokens accepted = {500, 501};
+  const std::vector<std::span<const TokenId>> spans = {accepted};
+  sched_->Update(p1, spans);
+  sched_->CheckIntegrity();
+  const SchedRequest* req = sched_->Find(R(1));
+  EXPECT_EQ(req->num_computed_tokens, 6);
+  EXPECT_EQ(req->num_output_tokens(), 2);
+  StepPlan p2 = sched_->Schedule();
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].tokens, (Tokens{500, 501}));
+  EXPECT_EQ(p2.seqs[0].start_pos, 6);
+  EXPECT_EQ(p2.seqs[0].num_logits, 1);
+  EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 1}));
 }
 
 // The step that samples a request's last token by length says so (max_tokens; admission keeps
@@ -100,7 +128,7 @@ TEST_F(SchedulerTest, MarksTheLastStepByLength) {
   for (int i = 0; i < 3; ++i) {
     StepPlan p = Step();
     ASSERT_EQ(p.seqs.size(), 2u);
-    EXPECT_TRUE(p.seqs[0].sample && p.seqs[1].sample);
+    EXPECT_TRUE(p.seqs[0].num_logits == 1 && p.seqs[1].num_logits == 1);
     last.emplace_back(p.seqs[0].last_by_length, p.seqs[1].last_by_length);
   }
   // Each samples outputs 1, 2, 3; the third is the last.
@@ -184,7 +212,7 @@ TEST_F(SchedulerTest, PreemptsTheNewestAndRecomputesItWithItsOutput) {
   EXPECT_EQ(p3.seqs[0].start_pos, 4);
   EXPECT_EQ(p3.seqs[0].tokens, (Tokens{1000}));
   EXPECT_EQ(p3.seqs[0].block_table[0], 1);
-  EXPECT_TRUE(p3.seqs[0].sample);
+  EXPECT_EQ(p3.seqs[0].num_logits, 1);
   EXPECT_EQ(sched_->Find(R(2))->num_cached_tokens, 0);  // usage reports the first admission
 }
 

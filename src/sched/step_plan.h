@@ -4,12 +4,15 @@
 //
 // One step is a flat list of token runs, no padding. For block_size 4:
 //
-//   seq 0 (decode):   tokens [t9]           start_pos 9   block_table [17, 4, 9]   sample
-//   seq 1 (chunk):    tokens [u4 .. u7]     start_pos 4   block_table [2, 11]      no sample
-//   seq 2 (prefill):  tokens [v0 .. v2]     start_pos 0   block_table [5]          sample
+//   seq 0 (decode):   tokens [t9]           start_pos 9   block_table [17, 4, 9]   num_logits 1
+//   seq 1 (chunk):    tokens [u4 .. u7]     start_pos 4   block_table [2, 11]      num_logits 0
+//   seq 2 (prefill):  tokens [v0 .. v2]     start_pos 0   block_table [5]          num_logits 1
+//   seq 3 (verify):   tokens [w7 d0 d1]     start_pos 7   block_table [8, 3]       num_logits 3
 //
 // Token j of a seq sits at position p = start_pos + j and its KV goes to slot
-// block_table[p / block_size] * block_size + p % block_size.
+// block_table[p / block_size] * block_size + p % block_size. A seq's logits rows are those of its
+// last num_logits tokens, in order: seq 3 (a decode of w7 with two draft tokens d0, d1) gets the
+// rows of w7, d0 and d1, which score d0, d1 and the token after d1.
 #pragma once
 
 #include <cstdint>
@@ -24,17 +27,19 @@ struct ScheduledSeq {
   std::vector<TokenId> tokens;       // [n] tokens to compute this step (a prompt chunk, or 1)
   int32_t start_pos = 0;             // == the request's num_computed_tokens before this step
   std::vector<BlockId> block_table;  // ALL the request's blocks, covering start_pos + n tokens
-  bool sample = false;               // the last token's logits row is sampled
-  // Sampled, and the token sampled now is the request's last by length (max_tokens or the
-  // context): no step follows for it (a runner queuing the next step ahead skips it).
+  // Logits rows wanted: those of the last num_logits tokens (0: a prompt chunk that does not end
+  // the prompt; 1: the next token; 1 + k: the next token and k drafts to verify). <= tokens.size().
+  int32_t num_logits = 0;
+  // num_logits > 0, and the token sampled now is the request's last by length (max_tokens or
+  // the context): no step follows for it (a runner queuing the next step ahead skips it).
   bool last_by_length = false;
 };
 
 struct StepPlan {
-  std::vector<ScheduledSeq> seqs;  // in row order; sampled rows keep this order in the logits
+  std::vector<ScheduledSeq> seqs;  // in row order; logits rows keep this order
   int block_size = 0;              // tokens per KV block
   int num_tokens = 0;              // sum of seqs[i].tokens.size(), <= max_batched_tokens
-  int num_sampled = 0;             // seqs with sample == true (rows of the logits)
+  int num_logits = 0;              // sum of seqs[i].num_logits (rows of the step's logits)
   // Requests preempted while building this plan: their blocks are freed (they will be
   // recomputed later). A runner holding per-request state (e.g. recurrent state) drops it.
   std::vector<RequestId> preempted;

@@ -41,7 +41,8 @@ struct CpuBackendOptions {
   bool bf16_activations = false;
 };
 
-class CpuBackend final : public Backend {
+// Not final: tests derive fakes of a device backend from it (engine_test.cc).
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int num_threads) : CpuBackend(CpuBackendOptions{num_threads}) {}
   explicit CpuBackend(const CpuBackendOptions& options);

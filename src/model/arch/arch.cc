@@ -174,6 +174,11 @@ Status ParseCommon(const json& c, ModelConfig* cfg, bool default_tie) {
   }
   cfg->attention_bias = c.value("attention_bias", false);
   cfg->mlp_bias = c.value("mlp_bias", false);
+  if (cfg->mlp_bias) {
+    // The decoder's MLP has no bias terms; running without them would silently give wrong logits.
+    return UnimplementedError("config.json sets mlp_bias: true (biases on the MLP projections), "
+                              "which loom does not support yet");
+  }
   cfg->eos_token_ids.clear();
   if (auto it = c.find("eos_token_id"); it != c.end()) {
     if (it->is_number_integer()) cfg->eos_token_ids.push_back(it->get<int>());
