@@ -1,11 +1,32 @@
-// The fused ops' default implementations: each is the sequence of unfused ops it replaces, so a
-// backend that does not override them (the CPU reference) computes exactly what the unfused
-// decoder did.
+// The defaults of the Backend interface: FillUniform on the host, and the fused ops, each the
+// sequence of unfused ops it replaces, so a backend that does not override them (the CPU
+// reference) computes exactly what the unfused decoder did.
 #include "backend/backend.h"
 
 #include <cstring>
 
+#include "base/hash_uniform.h"
+
 namespace loom {
+
+void Backend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {
+  const bool host = t.device() == Device::kCpu;
+  Tensor h = host ? t : HostTensor(t.dtype(), t.shape());
+  const int64_t n = h.numel();
+  if (h.dtype() == DType::kF32) {
+    float* p = h.data_as<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
+  } else {
+    CHECK(h.dtype() == DType::kBF16 || h.dtype() == DType::kF16)
+        << "FillUniform: " << DTypeName(h.dtype());
+    uint16_t* p = h.data_as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
+      p[i] = h.dtype() == DType::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+    }
+  }
+  if (!host) CopyFromHost(h.data(), t);
+}
 
 Shape Backend::ConcatRowsShape(const std::vector<Tensor>& parts) {
   CHECK(!parts.empty()) << "ConcatRows: no parts";

@@ -111,6 +111,11 @@ class Backend {
   // staging pass), not zero-filled. The default is plain host memory.
   virtual std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) { return MakeHostBuffer(bytes); }
 
+  // Fills `t` (f32, bf16 or f16, on this device) with HashUniform(seed, i, lo, scale) at element i
+  // (base/hash_uniform.h), rounded to its dtype: random-weight models whose values every backend
+  // can rebuild. The default fills on the host (and copies to the device).
+  virtual void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale);
+
   // ---- ops ----
   // out[i, :] = table[ids[i], :] * scale.   table [vocab, d] any dtype; ids [n] i32; out [n, d].
   virtual void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) = 0;

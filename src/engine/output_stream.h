@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 #include "sample/sampler.h"
 
 namespace loom {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kv/kv_types.h"
+#include "base/ids.h"
 #include "sample/sampling_params.h"
 
 namespace loom {

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

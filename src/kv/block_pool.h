@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

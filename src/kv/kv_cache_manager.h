@@ -22,7 +22,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

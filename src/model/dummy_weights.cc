@@ -5,12 +5,9 @@
 
 #include <xxhash.h>
 
-#include "backend/cuda/fill_uniform.h"
+#include "base/hash_uniform.h"
 #include "io/json_file.h"
 #include "model/arch/arch.h"
-#ifdef LOOM_MODEL_CUDA_FILL
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace loom {
 namespace {
@@ -23,62 +20,38 @@ class Filler {
  public:
   Filler(Backend* backend, DType matrix_dtype, uint64_t seed)
       : backend_(backend), matrix_dtype_(matrix_dtype), seed_(seed) {
-#ifdef LOOM_MODEL_CUDA_FILL
-    cuda_ = dynamic_cast<CudaBackend*>(backend);
-    if (cuda_ != nullptr) matrix_dtype_ = DType::kBF16;
-#endif
+    // A device backend keeps matrices in bf16 (what Upload would make of them there).
+    if (backend_->device() != Device::kCpu) matrix_dtype_ = DType::kBF16;
   }
 
   // [rows, cols], uniform with std kStd.
   Tensor Matrix(int64_t rows, int64_t cols) {
     const float a = kStd * std::sqrt(3.f);
-    return Make(matrix_dtype_, Shape{rows, cols}, -a, 2 * a, /*matrix=*/true);
+    return Make(matrix_dtype_, Shape{rows, cols}, -a, 2 * a);
   }
   Tensor Norm(int64_t d, bool plus_one) {
-    return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f, false)
-                    : Make(DType::kF32, Shape{d}, 0.9f, 0.2f, false);
+    return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f)
+                    : Make(DType::kF32, Shape{d}, 0.9f, 0.2f);
   }
-  Tensor Bias(int64_t d) { return Make(DType::kF32, Shape{d}, -kStd, 2 * kStd, false); }
+  Tensor Bias(int64_t d) { return Make(DType::kF32, Shape{d}, -kStd, 2 * kStd); }
 
   size_t bytes() const { return bytes_; }
   DType matrix_dtype() const { return matrix_dtype_; }
 
  private:
-  Tensor Make(DType dtype, Shape shape, float lo, float scale, bool matrix) {
+  Tensor Make(DType dtype, Shape shape, float lo, float scale) {
     const uint64_t seed = seed_ * 1000003u + counter_++;
-#ifdef LOOM_MODEL_CUDA_FILL
-    if (cuda_ != nullptr) {
-      // On the device: no host copy. 1-D tensors are f32 (as Upload would leave them).
-      Tensor t = cuda_->Alloc(dtype, shape);
-      cuda_->FillUniform(t, seed, lo, scale);
-      bytes_ += t.nbytes();
-      return t;
-    }
-#endif
-    (void)matrix;
-    Tensor h = HostTensor(dtype, shape);
-    const int64_t n = h.numel();
-    if (dtype == DType::kF32) {
-      float* p = h.data_as<float>();
-      for (int64_t i = 0; i < n; ++i) p[i] = cuda::HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
-    } else {
-      CHECK(dtype == DType::kBF16 || dtype == DType::kF16) << "dummy weights: " << DTypeName(dtype);
-      uint16_t* p = h.data_as<uint16_t>();
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = cuda::HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
-        p[i] = dtype == DType::kBF16 ? F32ToBf16(v) : F32ToF16(v);
-      }
-    }
-    bytes_ += h.nbytes();
-    return backend_->Upload(h);
+    // Filled where it lives: on a device without a host copy. 1-D tensors stay f32.
+    Tensor t = backend_->device() == Device::kCpu ? HostTensor(dtype, shape)
+                                                  : backend_->Alloc(dtype, shape);
+    backend_->FillUniform(t, seed, lo, scale);
+    bytes_ += t.nbytes();
+    return t;
   }
 
   Backend* backend_;
   DType matrix_dtype_;
   uint64_t seed_;
-#ifdef LOOM_MODEL_CUDA_FILL
-  CudaBackend* cuda_ = nullptr;
-#endif
   uint64_t counter_ = 0;
   size_t bytes_ = 0;
 };

@@ -4,7 +4,7 @@
 // on CUDA, no host copy of the weights is made (16 GB for Llama-3.1-8B): matrices are allocated in
 // bf16 on the device and filled there by CudaBackend::FillUniform.
 //
-// Values: HashUniform (backend/cuda/fill_uniform.h), identical on host and device, so a CPU and a
+// Values: HashUniform (base/hash_uniform.h), identical on host and device, so a CPU and a
 // CUDA dummy model with the same seed hold the same (bf16-rounded) weights.
 //   matrices and embedding [out, in]: uniform with std 0.02 (|w| < 0.0347), HF's initializer_range
 //   norm weights [d]:                 uniform in [0.9, 1.1)   ([-0.1, 0.1) for Gemma's (1 + w))

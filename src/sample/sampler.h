@@ -21,7 +21,7 @@
 #include "backend/logit_edit.h"
 #include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
 #include "base/status.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 #include "sample/sampling_params.h"
 
 namespace loom {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

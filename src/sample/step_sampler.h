@@ -32,7 +32,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 #include "runtime/model_runner.h"
 #include "sample/sampler.h"
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

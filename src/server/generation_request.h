@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kv/kv_types.h"
+#include "base/ids.h"
 #include "sample/sampling_params.h"
 
 namespace loom {

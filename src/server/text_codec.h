@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 

@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "tokenizer/metaspace.h"
 #include "tokenizer/unicode.h"
 
 namespace loom {
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581
 
 struct Symbol {
   int32_t id;
@@ -101,18 +101,8 @@ void BpeModel::ComputeSplitPoints() {
     if (tok.compare(0, kMetaspace.size(), kMetaspace) == 0) ++with_marker;
   }
   if (with_marker < vocab_.size() / 10) return;
-  for (const auto& [tok, id] : vocab_) {
-    size_t pos = tok.find(kMetaspace, 1);
-    while (pos != std::string::npos) {
-      size_t k = pos - 1;
-      while (k > 0 && (static_cast<uint8_t>(tok[k]) & 0xC0) == 0x80) --k;
-      size_t len;
-      const char32_t prev = unicode::DecodeAt(tok, k, &len);
-      if (prev != 0x2581) sticky_before_marker_.insert(prev);
-      pos = tok.find(kMetaspace, pos + kMetaspace.size());
-    }
-  }
-  split_marker_ = std::string(kMetaspace);
+  for (const auto& [tok, id] : vocab_) CollectStickyBeforeMetaspace(tok, &sticky_before_marker_);
+  split_metaspace_ = true;
 }
 
 StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
@@ -313,25 +303,13 @@ void BpeModel::TokenizeWord(std::string_view word, std::vector<int32_t>* ids) co
 }
 
 void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
-  if (split_marker_.empty()) {
+  if (!split_metaspace_) {
     TokenizeWord(word, ids);
     return;
   }
   // Cut before every U+2581 whose previous character cannot precede it inside a token.
-  size_t start = 0;
-  size_t pos = word.find(split_marker_, 1);
-  while (pos != std::string_view::npos) {
-    size_t k = pos - 1;
-    while (k > 0 && (static_cast<uint8_t>(word[k]) & 0xC0) == 0x80) --k;
-    size_t len;
-    const char32_t prev = unicode::DecodeAt(word, k, &len);
-    if (prev != 0x2581 && k >= start && !sticky_before_marker_.count(prev)) {
-      TokenizeWord(word.substr(start, pos - start), ids);
-      start = pos;
-    }
-    pos = word.find(split_marker_, pos + split_marker_.size());
-  }
-  TokenizeWord(word.substr(start), ids);
+  SplitAtMetaspace(word, sticky_before_marker_,
+                   [&](std::string_view piece) { TokenizeWord(piece, ids); });
 }
 
 }  // namespace loom

@@ -75,7 +75,7 @@ class BpeModel final : public TokenizerModel {
   // SentencePiece-style vocabularies: a word may be cut before "\u2581" when the previous
   // character never precedes "\u2581" inside any token (then no merge can cross the cut), so
   // a whole sentence becomes cacheable words. Empty marker = disabled.
-  std::string split_marker_;
+  bool split_metaspace_ = false;  // SentencePiece-style: SplitAtMetaspace (metaspace.h)
   std::unordered_set<char32_t> sticky_before_marker_;
   WordCache cache_;
 };

@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <queue>
 
+#include "tokenizer/metaspace.h"
 #include "tokenizer/unicode.h"
 
 namespace loom {
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
 struct SpmSymbol {
   int32_t prev, next;
@@ -47,17 +47,7 @@ StatusOr<std::unique_ptr<SpmModel>> SpmModel::Create(std::vector<std::string> to
     if (it == m->vocab_.end()) it = m->vocab_.find(std::string(1, static_cast<char>(b)));
     m->byte_ids_[b] = it == m->vocab_.end() ? -1 : it->second;
   }
-  for (const auto& tok : m->tokens_) {
-    size_t pos = tok.find(kMetaspace, 1);
-    while (pos != std::string::npos) {
-      size_t k = pos - 1;
-      while (k > 0 && (static_cast<uint8_t>(tok[k]) & 0xC0) == 0x80) --k;
-      size_t len;
-      const char32_t prev = unicode::DecodeAt(tok, k, &len);
-      if (prev != 0x2581) m->sticky_before_marker_.insert(prev);
-      pos = tok.find(kMetaspace, pos + kMetaspace.size());
-    }
-  }
+  for (const auto& tok : m->tokens_) CollectStickyBeforeMetaspace(tok, &m->sticky_before_marker_);
   return m;
 }
 
@@ -126,20 +116,8 @@ void SpmModel::TokenizeWord(std::string_view word, std::vector<int32_t>* ids) co
 }
 
 void SpmModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
-  size_t start = 0;
-  size_t pos = word.find(kMetaspace, 1);
-  while (pos != std::string_view::npos) {
-    size_t k = pos - 1;
-    while (k > 0 && (static_cast<uint8_t>(word[k]) & 0xC0) == 0x80) --k;
-    size_t len;
-    const char32_t prev = unicode::DecodeAt(word, k, &len);
-    if (prev != 0x2581 && k >= start && !sticky_before_marker_.count(prev)) {
-      TokenizeWord(word.substr(start, pos - start), ids);
-      start = pos;
-    }
-    pos = word.find(kMetaspace, pos + kMetaspace.size());
-  }
-  TokenizeWord(word.substr(start), ids);
+  SplitAtMetaspace(word, sticky_before_marker_,
+                   [&](std::string_view piece) { TokenizeWord(piece, ids); });
 }
 
 }  // namespace loom

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/ids.h"
 #include "base/status.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/gguf_vocab.h"
@@ -56,28 +57,28 @@ class Tokenizer {
 
   // Token ids of `text`; add_special_tokens adds the model's BOS/EOS template. Special-token
   // strings inside `text` are always recognized (HF's default split_special_tokens=false).
-  std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens) const;
+  std::vector<TokenId> Encode(std::string_view text, bool add_special_tokens) const;
   // As Encode, but InvalidArgumentError (with the byte offset) for ill-formed UTF-8.
-  StatusOr<std::vector<int32_t>> EncodeChecked(std::string_view text,
+  StatusOr<std::vector<TokenId>> EncodeChecked(std::string_view text,
                                                bool add_special_tokens) const;
   // Text of `ids` (unknown ids are ignored, as HF does). No clean_up_tokenization_spaces.
-  std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens) const;
 
   // Size of the id space (model vocabulary and added tokens).
   int32_t vocab_size() const { return num_ids_; }
-  std::optional<int32_t> TokenToId(std::string_view token) const;
+  std::optional<TokenId> TokenToId(std::string_view token) const;
   // The token string of id as written in the vocabulary; nullopt for an unknown id.
-  std::optional<std::string> IdToToken(int32_t id) const;
-  std::optional<int32_t> bos_id() const { return bos_id_; }
-  std::optional<int32_t> eos_id() const { return eos_id_; }
+  std::optional<std::string> IdToToken(TokenId id) const;
+  std::optional<TokenId> bos_id() const { return bos_id_; }
+  std::optional<TokenId> eos_id() const { return eos_id_; }
   // "" when the model has none (chat templates read these).
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
   // True for added tokens marked special (skipped by skip_special_tokens).
-  bool IsSpecial(int32_t id) const { return added_.IsSpecial(id); }
+  bool IsSpecial(TokenId id) const { return added_.IsSpecial(id); }
   const AddedVocabulary& added_vocabulary() const { return added_; }
   // Ids added by add_special_tokens before / after the text.
-  const std::vector<int32_t>& prefix_ids() const { return prefix_ids_; }
+  const std::vector<TokenId>& prefix_ids() const { return prefix_ids_; }
   const std::vector<int32_t>& suffix_ids() const { return suffix_ids_; }
   // tokenizer_config.json clean_up_tokenization_spaces (transformers applies it in decode;
   // loom's Decode does not, like the Rust library).

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.h"
+
 namespace loom::unicode {
 
 inline constexpr char32_t kReplacementChar = 0xFFFD;
@@ -37,7 +39,7 @@ char32_t DecodeAt(std::string_view s, size_t pos, size_t* len);
 inline size_t SequenceLengthFromLead(uint8_t b) {
   return b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
 }
-void AppendUtf8(char32_t cp, std::string* out);
+using loom::AppendUtf8;  // base/utf8.h
 
 // Rust char::is_whitespace (the Unicode White_Space property).
 bool IsWhitespace(char32_t cp);

@@ -134,9 +134,10 @@ class CudaBackend final : public Backend {
   void SampleRows(const Tensor& x, std::span<const int32_t> rows,
                   std::span<const DrawParams> params, const Tensor& out) override;
 
+  // On the device, for bf16 or f32 tensors.
+  void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) override;
+
   // ---- CUDA-specific ----
-  // Fills a bf16 or f32 device tensor with HashUniform(seed, i, lo, scale) (fill_uniform.h).
-  void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale);
   cudaStream_t stream() const;
   void set_small_batch_gemm_rows(int rows);
   void set_stream_gemv(bool on) { options_.stream_gemv = on; }

@@ -1,6 +1,6 @@
 // Device helpers shared by the kernels (.cu files only): bf16/f16/f32 loads and stores in f32,
 // grid sizing, and the counter-based hash behind FillUniform (mirrored on the host by
-// HashUniform in fill_uniform.h so tests can rebuild the same values).
+// HashUniform in base/hash_uniform.h so tests can rebuild the same values).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -2,7 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/fill_uniform.h"
+#include "base/hash_uniform.h"
 #include "backend/cuda/launch.cuh"
 
 namespace loom::cuda {

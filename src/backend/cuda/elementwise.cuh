@@ -32,7 +32,7 @@ void LaunchAddBias(void* out, DType dtype, const void* bias, DType bias_dtype, i
 // dst (bf16) = src (f32, f16 or bf16), round to nearest even.
 void LaunchConvertToBf16(const void* src, DType src_dtype, void* dst, int64_t count,
                          cudaStream_t stream);
-// dst[i] = HashUniform(seed, i, lo, scale) (see fill_uniform.h), stored as f32 or bf16.
+// dst[i] = HashUniform(seed, i, lo, scale) (see base/hash_uniform.h), stored as f32 or bf16.
 void LaunchFillUniform(void* dst, DType dtype, int64_t count, uint64_t seed, float lo, float scale,
                        cudaStream_t stream);
 

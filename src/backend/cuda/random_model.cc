@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/fill_uniform.h"
+#include "base/hash_uniform.h"
 
 namespace loom {
 namespace {
@@ -35,7 +35,7 @@ class Filler {
     Tensor h = HostTensor(DType::kF32, shape);
     float* p = h.data_as<float>();
     for (int64_t i = 0; i < h.numel(); ++i) {
-      const float v = cuda::HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
+      const float v = HashUniform(seed, static_cast<uint64_t>(i), lo, scale);
       p[i] = dtype == DType::kBF16 ? Bf16ToF32(F32ToBf16(v)) : v;
     }
     bytes_ += h.nbytes();

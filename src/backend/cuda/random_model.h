@@ -1,7 +1,7 @@
 // A decoder Model with deterministic random weights, built directly on a backend (no file): the
 // CUDA benchmark's Llama-3.1-8B stand-in and the CPU-vs-CUDA end-to-end parity test.
 //
-// Values come from HashUniform (fill_uniform.h): on a CudaBackend matrices are allocated in bf16
+// Values come from HashUniform (base/hash_uniform.h): on a CudaBackend matrices are allocated in bf16
 // and filled on the device (8B parameters in well under a second, no host copy); on any other
 // backend they are filled on the host with the same values rounded to bf16, kept in f32, and
 // uploaded, so both backends hold identical weights. Norm weights are f32 in both.

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/utf8.h"
+
 namespace loom::chat_template {
 namespace {
 
@@ -14,24 +16,6 @@ bool IsSpace(char c) {
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 class Lexer {
  public:
@@ -329,7 +313,7 @@ class Lexer {
           char* end = nullptr;
           const unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
           if (end != hex.c_str() + len || cp > 0x10FFFF) Fail("invalid escape in string", e - 2);
-          AppendUtf8(static_cast<uint32_t>(cp), &out);
+          AppendUtf8(static_cast<char32_t>(cp), &out);
           e += len;
           break;
         }

@@ -6,15 +6,11 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LOOM_HD __host__ __device__ __forceinline__
-#else
-#define LOOM_HD inline
-#endif
+#include "base/host_device.h"
 
-namespace loom::cuda {
+namespace loom {
 
-LOOM_HD float HashUniform(uint64_t seed, uint64_t i, float lo, float scale) {
+LOOM_HOST_DEVICE float HashUniform(uint64_t seed, uint64_t i, float lo, float scale) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -27,4 +23,4 @@ LOOM_HD float HashUniform(uint64_t seed, uint64_t i, float lo, float scale) {
 #endif
 }
 
-}  // namespace loom::cuda
+}  // namespace loom

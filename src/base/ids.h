@@ -1,4 +1,4 @@
-// Identifier types shared by the KV cache, the scheduler, the runner and the engine.
+// Identifier types shared by the tokenizer, the KV cache, the scheduler, the runner and the engine.
 #pragma once
 
 #include <compare>
