@@ -7,7 +7,11 @@
 #     bash tools/cuda/package_e2e.sh                                             # B: .dev/b
 #   run(command="bash tools/cuda/run_ab_on_device.sh", carry=[".dev/cuda2-bin", ".dev/b"])
 # B may be omitted (BIN_B=same) to compare environments: ENV_A / ENV_B, e.g.
-# ENV_B="LOOM_ATTN_CLUSTER_SPLITS=12". MODELS (default "llama-3.2-1b llama-3.1-8b"), ROUNDS (3).
+# ENV_B="LOOM_ATTN_CLUSTER_SPLITS=12". MODELS (default "llama-3.2-1b llama-3.1-8b"), ROUNDS (3);
+# BATCHES (e.g. "64 256", default none): decode at those concurrencies too, for BATCH_MODEL
+# (default llama-3.1-8b; 512-token prompts, as run_issue7_on_device.sh), A and B alternating,
+# one round each. SKIP_BATCH1=1 leaves out the
+# batch-1 rounds.
 # Prints, per model: 300 greedy ids of A vs B (identical | DIFFERENT), then the decode tok/s of
 # each round, A and B alternating; with B's cuda_backend_test, its attention tests; with both
 # sides' cuda_attn_bench, their decode-attention lines.
@@ -45,7 +49,9 @@ for m in ${MODELS:-llama-3.2-1b llama-3.1-8b}; do
   elif cmp -s "$out/ids_${m}_A.txt" "$out/ids_${m}_B.txt"; then r=identical; else r=DIFFERENT; fi
   echo "$m: 300 greedy ids A vs B: $r"
 done
-for r in $(seq "${ROUNDS:-3}"); do
+rounds=${ROUNDS:-3}
+[ "${SKIP_BATCH1:-0}" = 1 ] && rounds=0
+for r in $(seq "$rounds"); do
   for m in ${MODELS:-llama-3.2-1b llama-3.1-8b}; do
     for s in A B; do
       run_side 120 $s loom bench --device cuda --dummy-weights bench/configs/$m.json \
@@ -53,6 +59,15 @@ for r in $(seq "${ROUNDS:-3}"); do
         --repeat 2 > "$out/ab.txt" 2>> "$out/ab.err"
       echo "round $r $m $s: $(grep -E '^decode' "$out/ab.txt" | tr -s ' ')"
     done
+  done
+done
+for c in ${BATCHES:-}; do
+  m=${BATCH_MODEL:-llama-3.1-8b}
+  for s in A B; do
+    run_side 180 $s loom bench --device cuda --dummy-weights bench/configs/$m.json \
+      --prompt-tokens 512 --decode-prompt-tokens 512 --gen-tokens 128 --concurrency $c \
+      --repeat 2 > "$out/ab.txt" 2>> "$out/ab.err"
+    echo "batch $c $m $s: $(grep -E '^decode' "$out/ab.txt" | tr -s ' ')"
   done
 done
 if [ -f "$bin_b/cuda_backend_test" ]; then
