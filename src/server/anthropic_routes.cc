@@ -109,7 +109,7 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
     st->gen = *std::move(gen);
     st->ctx = ctx;
     st->meta = meta;
-    st->request_id = RequestId(res);
+    st->request_id = RequestIdHeader(res);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->Pump(sink); },

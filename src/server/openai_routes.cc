@@ -160,7 +160,7 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
     st->include_usage = req.include_usage;
     st->text_offset.assign(req.n, 0);
     st->prefix_text = echo_text;
-    st->request_id = RequestId(res);
+    st->request_id = RequestIdHeader(res);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",

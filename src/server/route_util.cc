@@ -19,7 +19,9 @@ namespace loom {
 
 using nlohmann::ordered_json;
 
-std::string RequestId(const httplib::Response& res) { return res.get_header_value("x-request-id"); }
+std::string RequestIdHeader(const httplib::Response& res) {
+  return res.get_header_value("x-request-id");
+}
 
 void SendJson(httplib::Response& res, int status, const ordered_json& body) {
   res.status = status;
@@ -180,7 +182,7 @@ int WidenListenBacklog(int port, int backlog) {
 bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,
                        const httplib::Response& res) {
   if (!watch.Gone()) return false;
-  LOG(INFO) << RequestId(res) << " client went away; aborting";
+  LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
   ctx->metrics.CountClientDisconnect();
   gen->Abort();
   return true;

@@ -14,8 +14,8 @@
 
 namespace loom {
 
-// The id the pre-routing handler assigned to this request (x-request-id).
-std::string RequestId(const httplib::Response& res);
+// The id the pre-routing handler assigned to this request (its x-request-id header), for logs.
+std::string RequestIdHeader(const httplib::Response& res);
 
 void SendJson(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error);
