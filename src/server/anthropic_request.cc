@@ -54,12 +54,10 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
   return OkStatus();
 }
 
-}  // namespace
 
-StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
-                                                 const RequestDefaults& d, std::string* param,
-                                                 bool for_count_tokens) {
-  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+StatusOr<GenerationRequest> ParseMessages(const std::string& body, const RequestDefaults& d,
+                                          std::string* param, bool for_count_tokens) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
   GenerationRequest out;
   out.kind = ApiKind::kMessages;
   JsonFields f(j, param);
@@ -150,6 +148,14 @@ StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
   // A trailing assistant message is a prefill: the reply continues it.
   if (out.messages.back()["role"] == "assistant") out.add_generation_prompt = false;
   return out;
+}
+
+}  // namespace
+
+StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
+                                                 const RequestDefaults& d, std::string* param,
+                                                 bool for_count_tokens) {
+  return CatchJsonErrors([&] { return ParseMessages(body, d, param, for_count_tokens); });
 }
 
 }  // namespace loom

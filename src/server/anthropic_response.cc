@@ -1,14 +1,27 @@
 #include "server/anthropic_response.h"
 
+#include "base/check.h"
+
 namespace loom {
 
 using nlohmann::ordered_json;
 
-std::string AnthropicStopReason(const std::string& finish_reason,
-                                const std::optional<std::string>& stop_string) {
-  if (finish_reason == "length") return "max_tokens";
-  if (stop_string.has_value()) return "stop_sequence";
-  return "end_turn";
+const char* AnthropicStopReason(ChoiceFinishReason reason) {
+  switch (reason) {
+    case ChoiceFinishReason::kStop:
+      return "end_turn";
+    case ChoiceFinishReason::kStopString:
+      return "stop_sequence";
+    case ChoiceFinishReason::kLength:
+      return "max_tokens";
+    case ChoiceFinishReason::kToolCalls:
+      return "tool_use";
+    case ChoiceFinishReason::kAbort:
+    case ChoiceFinishReason::kError:
+      break;
+  }
+  CHECK(false) << "an error finish has no Anthropic stop_reason";
+  return "";
 }
 
 ordered_json AnthropicUsageJson(const Usage& u) {
@@ -18,20 +31,30 @@ ordered_json AnthropicUsageJson(const Usage& u) {
                       {"output_tokens", u.completion_tokens}};
 }
 
-ordered_json AnthropicMessageJson(const ResponseMeta& meta, const std::string& text,
-                                  const std::string& stop_reason,
-                                  const std::optional<std::string>& stop_sequence,
+ordered_json AnthropicMessageJson(const ResponseMeta& meta, const CollectedChoice& choice,
                                   const Usage& usage) {
   ordered_json content = ordered_json::array();
-  content.push_back(ordered_json{{"type", "text"}, {"text", text}});
+  if (!choice.reasoning.empty()) {
+    content.push_back(ordered_json{{"type", "thinking"}, {"thinking", choice.reasoning}});
+  }
+  if (!choice.text.empty() || choice.tool_calls.empty()) {
+    content.push_back(ordered_json{{"type", "text"}, {"text", choice.text}});
+  }
+  for (const CollectedToolCall& t : choice.tool_calls) {
+    // The arguments are the model's JSON text; unparseable ones are passed on as a string.
+    ordered_json input = ordered_json::parse(t.arguments, nullptr, /*allow_exceptions=*/false);
+    if (input.is_discarded()) input = t.arguments;
+    content.push_back(ordered_json{
+        {"type", "tool_use"}, {"id", t.id}, {"name", t.name}, {"input", std::move(input)}});
+  }
   return ordered_json{{"id", meta.id},
                       {"type", "message"},
                       {"role", "assistant"},
                       {"model", meta.model},
                       {"content", std::move(content)},
-                      {"stop_reason", stop_reason},
-                      {"stop_sequence", stop_sequence ? ordered_json(*stop_sequence)
-                                                      : ordered_json()},
+                      {"stop_reason", AnthropicStopReason(choice.finish_reason)},
+                      {"stop_sequence", choice.stop_string ? ordered_json(*choice.stop_string)
+                                                           : ordered_json()},
                       {"usage", AnthropicUsageJson(usage)}};
 }
 
@@ -49,10 +72,19 @@ ordered_json MessageStartJson(const ResponseMeta& meta, const Usage& usage) {
                                                {"usage", AnthropicUsageJson(u)}}}};
 }
 
-ordered_json TextDeltaJson(const std::string& text) {
-  return ordered_json{{"type", "content_block_delta"},
-                      {"index", 0},
-                      {"delta", ordered_json{{"type", "text_delta"}, {"text", text}}}};
+ordered_json ContentBlockStartJson(int index, ordered_json content_block) {
+  return ordered_json{{"type", "content_block_start"},
+                      {"index", index},
+                      {"content_block", std::move(content_block)}};
+}
+
+ordered_json ContentBlockDeltaJson(int index, ordered_json delta) {
+  return ordered_json{
+      {"type", "content_block_delta"}, {"index", index}, {"delta", std::move(delta)}};
+}
+
+ordered_json ContentBlockStopJson(int index) {
+  return ordered_json{{"type", "content_block_stop"}, {"index", index}};
 }
 
 ordered_json MessageDeltaJson(const std::string& stop_reason,

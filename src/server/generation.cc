@@ -78,10 +78,10 @@ bool Generation::done() const {
   return true;
 }
 
-ChoiceDelta Generation::Consume(int index, StreamChunk chunk) {
-  Choice& c = *choices_[index];
-  ChoiceDelta d;
-  d.index = index;
+void Generation::Consume(int choice_idx, StreamChunk chunk, std::vector<ChoiceEvent>* out) {
+  Choice& c = *choices_[choice_idx];
+  ChoiceEvent text = ChoiceEvent::Text(choice_idx, "");
+  std::optional<ChoiceEvent> finish;
   cached_tokens_ = std::max(cached_tokens_, chunk.num_cached_tokens);
   auto now = std::chrono::steady_clock::now();
   if (!chunk.tokens.empty()) {
@@ -96,12 +96,11 @@ ChoiceDelta Generation::Consume(int index, StreamChunk chunk) {
   }
   for (const TokenOutput& t : chunk.tokens) {
     if (c.stop.stopped()) break;
-    ++d.num_tokens;
     ++completion_tokens_;
     std::string piece;
     if (c.detok) piece = c.detok->Add(t.token);
     StopMatcher::Result r = c.stop.Add(piece);
-    d.text += r.text;
+    text.text += r.text;
     if (want_logprobs_) {
       LogprobEntry e;
       e.token = t.token;
@@ -111,61 +110,74 @@ ChoiceDelta Generation::Consume(int index, StreamChunk chunk) {
         e.top.emplace_back(ctx_->codec != nullptr ? ctx_->codec->TokenText(alt.token) : "",
                            alt.logprob);
       }
-      d.logprobs.push_back(std::move(e));
+      text.logprobs.push_back(std::move(e));
     }
     if (r.stop.has_value()) {
-      d.finish_reason = "stop";
-      d.stop_string = r.stop;
+      finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kStopString);
+      finish->stop_string = std::move(r.stop);
       ctx_->engine->Abort(c.handle.id);
       c.finished = true;
       break;
     }
   }
   if (!c.finished && chunk.finish_reason.has_value()) {
-    if (c.detok) d.text += c.stop.Add(c.detok->Flush()).text;
-    if (!c.stop.stopped()) d.text += c.stop.Flush();
+    // The detokenizer's held-back bytes can still complete a stop string.
+    std::optional<std::string> stop_string;
+    if (c.detok) {
+      StopMatcher::Result r = c.stop.Add(c.detok->Flush());
+      text.text += r.text;
+      stop_string = std::move(r.stop);
+    }
+    if (!c.stop.stopped()) text.text += c.stop.Flush();
     c.finished = true;
     switch (*chunk.finish_reason) {
       case FinishReason::kStop:
-        d.finish_reason = "stop";
-        d.stop_token = chunk.stop_token;
+        finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kStop);
+        finish->stop_token = chunk.stop_token;
         break;
       case FinishReason::kLength:
-        d.finish_reason = "length";
+        finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kLength);
         break;
       case FinishReason::kAbort:
-        d.finish_reason = "abort";
-        d.error = AbortedError("the request was aborted (server shutting down)");
+        finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kAbort);
+        finish->error = UnavailableError("the request was aborted (server shutting down)");
         break;
       case FinishReason::kError:
-        d.finish_reason = "error";
-        d.error = chunk.error.ok() ? InternalError("generation failed") : chunk.error;
+        finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kError);
+        finish->error = chunk.error.ok() ? InternalError("generation failed") : chunk.error;
         break;
     }
-    if (c.stop.stopped() && !d.stop_string.has_value()) d.finish_reason = "stop";
+    if (stop_string.has_value()) {  // the text is complete up to the stop string
+      finish = ChoiceEvent::Finish(choice_idx, ChoiceFinishReason::kStopString);
+      finish->stop_string = std::move(stop_string);
+    }
   }
-  if (d.finish_reason.has_value() && done() && !metrics_done_) {
+  if (!text.text.empty() || !text.logprobs.empty()) out->push_back(std::move(text));
+  if (!finish.has_value()) return;
+  out->push_back(*std::move(finish));
+  if (done() && !metrics_done_) {
     metrics_done_ = true;
     ctx_->metrics.AddTokens(num_prompt_tokens() * static_cast<int64_t>(choices_.size()),
                             completion_tokens_);
     ctx_->metrics.ObserveEndToEnd(std::chrono::duration<double>(now - start_).count());
   }
-  return d;
 }
 
-std::vector<ChoiceDelta> Generation::Poll(std::chrono::milliseconds timeout) {
-  std::vector<ChoiceDelta> out;
+std::vector<ChoiceEvent> Generation::Poll(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceEvent> out;
+  bool progressed = false;
   for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
     if (choices_[i]->finished) continue;
-    if (auto chunk = choices_[i]->handle.stream->TryPop()) out.push_back(Consume(i, *std::move(chunk)));
+    if (auto chunk = choices_[i]->handle.stream->TryPop()) {
+      Consume(i, *std::move(chunk), &out);
+      progressed = true;
+    }
   }
-  if (!out.empty() || done()) return out;
+  if (progressed || done()) return out;
   // Nothing ready: block on the first unfinished choice (the others are picked up next call).
   for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
     if (choices_[i]->finished) continue;
-    if (auto chunk = choices_[i]->handle.stream->Pop(timeout)) {
-      out.push_back(Consume(i, *std::move(chunk)));
-    }
+    if (auto chunk = choices_[i]->handle.stream->Pop(timeout)) Consume(i, *std::move(chunk), &out);
     break;
   }
   return out;

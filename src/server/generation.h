@@ -1,8 +1,9 @@
 // Generation: one API request in flight — its n engine requests, each with a detokenizer and a
-// stop-string matcher. The HTTP thread that owns it calls Poll() in a loop and turns the deltas
-// into JSON / SSE; the engine is never waited on (OutputStream coalesces). Destroying an
-// unfinished Generation aborts its engine requests (a disconnect frees the blocks at the next
-// engine step). Not thread-safe: one owner thread.
+// stop-string matcher — as a ChoiceEventSource: Poll() turns what the engine produced into
+// typed choice events (kText with logprobs, one kFinish per choice). The HTTP thread that owns
+// it drives it (StreamDriver for streams, ChoiceCollector otherwise); the engine is never waited
+// on (OutputStream coalesces). Destroying an unfinished Generation aborts its engine requests (a
+// disconnect frees the blocks at the next engine step). Not thread-safe: one owner thread.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "server/choice_event.h"
 #include "server/generation_request.h"
 #include "server/server_context.h"
 #include "server/stop_matcher.h"
@@ -20,46 +22,28 @@
 
 namespace loom {
 
-struct LogprobEntry {
-  TokenId token = 0;
-  std::string text;  // the token's text (Decode of the single id)
-  float logprob = 0;
-  std::vector<std::pair<std::string, float>> top;  // alternatives, best first
-};
-
-// What one choice produced since the previous Poll.
-struct ChoiceDelta {
-  int index = 0;
-  std::string text;
-  std::vector<LogprobEntry> logprobs;   // one per token consumed (when requested)
-  int num_tokens = 0;                   // tokens consumed by this delta
-  // Set on the choice's last delta: "stop" (EOS / stop token / stop string), "length",
-  // "abort" (shutdown), "error".
-  std::optional<std::string> finish_reason;
-  std::optional<std::string> stop_string;  // the stop string that matched, if any
-  std::optional<TokenId> stop_token;
-  Status error;                            // non-OK iff finish_reason == "error"
-};
-
-class Generation {
+class Generation : public ChoiceEventSource {
  public:
   // Submits request.n engine requests for `prompt`. Errors (nothing left running): the
   // engine's admission errors, OutOfRange when the prompt leaves no room in the context.
   static StatusOr<std::unique_ptr<Generation>> Start(ServerContext* ctx,
                                                      const GenerationRequest& request,
                                                      std::vector<TokenId> prompt);
-  ~Generation();  // aborts unfinished choices
+  ~Generation() override;  // aborts unfinished choices
 
-  // Waits up to `timeout` for progress; returns the deltas of choices that progressed (empty on
-  // timeout). Choices finish independently.
-  std::vector<ChoiceDelta> Poll(std::chrono::milliseconds timeout);
-  bool done() const;
-  // Aborts every unfinished choice (client went away); done() afterwards.
-  void Abort();
+  // Waits up to `timeout` for progress; returns the events of the choices that progressed: per
+  // choice a kText (new text and/or logprobs; none while text is held back for a stop string)
+  // then its kFinish once it ended. Choices finish independently.
+  std::vector<ChoiceEvent> Poll(std::chrono::milliseconds timeout) override;
+  bool done() const override;
+  // Aborts every unfinished choice (client went away); done() afterwards, no kFinish events.
+  void Abort() override;
+  Usage usage() const override {
+    return Usage{num_prompt_tokens(), completion_tokens_, cached_tokens_};
+  }
 
   int num_prompt_tokens() const { return static_cast<int>(prompt_.size()); }
-  int num_cached_tokens() const { return cached_tokens_; }
-  int num_completion_tokens() const { return completion_tokens_; }
+  // The prompt's token ids (what echo decodes).
   const std::vector<TokenId>& prompt() const { return prompt_; }
 
  private:
@@ -71,7 +55,8 @@ class Generation {
     explicit Choice(std::vector<std::string> stops) : stop(std::move(stops)) {}
   };
   Generation(ServerContext* ctx, const GenerationRequest& request, std::vector<TokenId> prompt);
-  ChoiceDelta Consume(int index, StreamChunk chunk);
+  // Appends the events of choice `choice_idx` for `chunk` to *out.
+  void Consume(int choice_idx, StreamChunk chunk, std::vector<ChoiceEvent>* out);
 
   ServerContext* ctx_;
   bool want_logprobs_;

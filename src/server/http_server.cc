@@ -158,7 +158,7 @@ void HttpServer::Configure() {
           what = ex.what();
         } catch (...) {
         }
-        LOG(ERROR) << RequestId(res) << " " << req.path << ": internal error: " << what;
+        LOG(ERROR) << RequestIdHeader(res) << " " << req.path << ": internal error: " << what;
         ApiError e;
         e.http_status = 500;
         e.message = "internal error: " + what;
@@ -167,7 +167,7 @@ void HttpServer::Configure() {
   s.set_logger([ctx](const httplib::Request& req, const httplib::Response& res) {
     std::string route = req.path;
     ctx->metrics.CountRequest(route, res.status);
-    LOG(INFO) << RequestId(res) << " " << req.method << " " << req.path << " " << res.status
+    LOG(INFO) << RequestIdHeader(res) << " " << req.method << " " << req.path << " " << res.status
               << " " << req.remote_addr;
   });
 }

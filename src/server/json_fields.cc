@@ -1,7 +1,10 @@
 #include "server/json_fields.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace loom {
 
@@ -87,7 +90,93 @@ Status JsonFields::String(const char* key, std::string* out) const {
   return OkStatus();
 }
 
-StatusOr<json> ParseJsonObject(const std::string& body) {
+namespace {
+
+// Follows nlohmann's parser callbacks to know which value is being parsed when parsing fails:
+// "max_tokens", "messages[0].content", "" for the top level.
+class JsonPathTracker {
+ public:
+  void On(json::parse_event_t event, const json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        frames_.push_back(Frame{false, "", 0});
+        break;
+      case json::parse_event_t::array_start:
+        frames_.push_back(Frame{true, "", 0});
+        break;
+      case json::parse_event_t::key:
+        frames_.back().key = parsed.get<std::string>();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        frames_.pop_back();
+        ElementDone();
+        break;
+      case json::parse_event_t::value:
+        ElementDone();
+        break;
+    }
+  }
+
+  std::string Path() const {
+    std::string path;
+    for (const Frame& f : frames_) {
+      if (f.is_array) {
+        path += "[" + std::to_string(f.num_elements) + "]";
+      } else if (IsIdentifier(f.key)) {
+        path += (path.empty() ? "" : ".") + f.key;
+      } else {
+        path += "[" + json(f.key).dump() + "]";  // logit_bias["50256"]
+      }
+    }
+    return path;
+  }
+
+ private:
+  static bool IsIdentifier(const std::string& key) {
+    if (key.empty() || std::isdigit(static_cast<unsigned char>(key[0]))) return false;
+    for (char c : key) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    }
+    return true;
+  }
+  struct Frame {
+    bool is_array;
+    std::string key;       // object: the key whose value comes next
+    int num_elements = 0;  // array: elements completed (= the index of the one being parsed)
+  };
+  void ElementDone() {
+    if (!frames_.empty() && frames_.back().is_array) ++frames_.back().num_elements;
+  }
+  std::vector<Frame> frames_;
+};
+
+// Where in `body` parsing fails, as a field path; parses it again with JsonPathTracker (only
+// called after a failure, so well-formed requests parse once, without callbacks).
+std::string FailurePath(const std::string& body) {
+  JsonPathTracker tracker;
+  try {
+    const json ignored = json::parse(body, [&tracker](int, json::parse_event_t event,
+                                                       json& parsed) {
+      tracker.On(event, parsed);
+      return true;
+    });
+  } catch (const json::exception&) {
+  }
+  return tracker.Path();
+}
+
+// "1e999" out of "... number overflow parsing '1e999'".
+std::string QuotedToken(const std::string& what) {
+  const size_t open = what.find('\'');
+  const size_t close = what.rfind('\'');
+  if (open == std::string::npos || close <= open) return "";
+  return what.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+StatusOr<json> ParseJsonObject(const std::string& body, std::string* param) {
   if (body.empty()) return InvalidArgumentError("the request body is empty; send a JSON object");
   json j;
   try {
@@ -99,6 +188,16 @@ StatusOr<json> ParseJsonObject(const std::string& body) {
                                   std::to_string(e.byte) + ")");
     }
     return InvalidArgumentError("the request body is not valid JSON: " + what);
+  } catch (const json::out_of_range& e) {
+    // The only range error of parsing: a number beyond a double's range (id 406).
+    const std::string path = FailurePath(body);
+    if (param != nullptr) *param = path;
+    return InvalidArgumentError((path.empty() ? "the request body" : path) + ": the number " +
+                                QuotedToken(e.what()) +
+                                " is out of range (JSON numbers must fit in a double, about "
+                                "1.8e308)");
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(std::string("the request body could not be read: ") + e.what());
   }
   if (!j.is_object()) {
     return InvalidArgumentError("the request body must be a JSON object, got " + JsonTypeName(j));

@@ -38,8 +38,22 @@ class JsonFields {
 // "integer", "string", "array", ... for messages like "max_tokens must be an integer, got string".
 std::string JsonTypeName(const nlohmann::json& value);
 
-// Parses `body` (must be a JSON object). Errors name the byte position; ill-formed UTF-8 gets
-// its own message.
-StatusOr<nlohmann::json> ParseJsonObject(const std::string& body);
+// Parses `body` (must be a JSON object). Never throws: every error is InvalidArgument (a 400).
+// Syntax errors name the byte position; ill-formed UTF-8 gets its own message; a number that
+// does not fit in a double (1e999, -1e999) names its field ("max_tokens", "messages[0].x") in
+// the message and in *param (when not null).
+StatusOr<nlohmann::json> ParseJsonObject(const std::string& body, std::string* param = nullptr);
+
+// Runs `parse` (a request parser returning StatusOr<T>) and turns a nlohmann::json::exception
+// that escapes it (an accessor on a value of the wrong type that no field check caught) into
+// InvalidArgument, so that bad input is always a 400 and never reaches the 500 handler.
+template <class Fn>
+auto CatchJsonErrors(Fn&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(std::string("the request could not be read: ") + e.what());
+  }
+}
 
 }  // namespace loom

@@ -256,7 +256,12 @@ Status ParseOpenAiSampling(const json& body, const RequestDefaults& d, Generatio
   RETURN_IF_ERROR(ParseLogitBias(f, d, &p));
   if (const json* v = f.Find("seed")) {
     if (!v->is_number_integer()) {
-      return f.Error("seed", "seed must be an integer, got " + JsonTypeName(*v));
+      // An integer beyond 64 bits parses as a (whole) double.
+      const bool too_big = v->is_number_float() && std::isfinite(v->get<double>()) &&
+                           v->get<double>() == std::floor(v->get<double>());
+      return f.Error("seed", too_big
+                                 ? "seed must be an integer in [-2^63, 2^64), got " + v->dump()
+                                 : "seed must be an integer, got " + JsonTypeName(*v));
     }
     p.seed = v->is_number_unsigned() ? v->get<uint64_t>()
                                      : static_cast<uint64_t>(v->get<int64_t>());
@@ -314,10 +319,11 @@ Status ParseOpenAiSampling(const json& body, const RequestDefaults& d, Generatio
   return ParseCommonUnsupported(body, param);
 }
 
-StatusOr<GenerationRequest> ParseChatCompletionsRequest(const std::string& body,
-                                                        const RequestDefaults& defaults,
-                                                        std::string* param) {
-  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+namespace {
+
+StatusOr<GenerationRequest> ParseChat(const std::string& body, const RequestDefaults& defaults,
+                                      std::string* param) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
   GenerationRequest out;
   out.kind = ApiKind::kChatCompletions;
   RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
@@ -338,10 +344,9 @@ StatusOr<GenerationRequest> ParseChatCompletionsRequest(const std::string& body,
   return out;
 }
 
-StatusOr<GenerationRequest> ParseCompletionsRequest(const std::string& body,
-                                                    const RequestDefaults& defaults,
-                                                    std::string* param) {
-  ASSIGN_OR_RETURN(json j, ParseJsonObject(body));
+StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
+                                             const RequestDefaults& defaults, std::string* param) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
   GenerationRequest out;
   out.kind = ApiKind::kCompletions;
   RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
@@ -393,6 +398,20 @@ StatusOr<GenerationRequest> ParseCompletionsRequest(const std::string& body,
     }
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<GenerationRequest> ParseChatCompletionsRequest(const std::string& body,
+                                                        const RequestDefaults& defaults,
+                                                        std::string* param) {
+  return CatchJsonErrors([&] { return ParseChat(body, defaults, param); });
+}
+
+StatusOr<GenerationRequest> ParseCompletionsRequest(const std::string& body,
+                                                    const RequestDefaults& defaults,
+                                                    std::string* param) {
+  return CatchJsonErrors([&] { return ParseCompletions(body, defaults, param); });
 }
 
 }  // namespace loom

@@ -5,6 +5,7 @@
 
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "server/openai_request.h"
 
 namespace loom {
@@ -212,6 +213,37 @@ std::vector<BadCase> BadCases() {
       {"anthropic_empty_user_content", R::kMessages,
        R"({"max_tokens":5,"messages":[{"role":"user","content":""}]})", "messages[0].content",
        "must not be empty"},
+      // Numbers beyond a double (the JSON parser's range error) and beyond the fields' types.
+      {"max_tokens_overflows_double", R::kChat, Chat(R"("max_tokens":1e999)"), "max_tokens",
+       "max_tokens: the number 1e999 is out of range"},
+      {"temperature_overflows_negative", R::kCompletions, Comp(R"("temperature":-1e999)"),
+       "temperature", "temperature: the number -1e999 is out of range"},
+      {"nested_overflow", R::kChat,
+       R"({"stream":true,"stream_options":{"include_usage":1E400},)" + kMsgs + "}",
+       "stream_options.include_usage", "stream_options.include_usage: the number 1E400"},
+      {"overflow_in_array", R::kCompletions, R"({"prompt":[1,2,3e999]})", "prompt[2]",
+       "prompt[2]: the number 3e999"},
+      {"overflow_after_nested_values", R::kChat,
+       R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},)"
+       R"({"role":"user","content":"b","x":[1,{"y":2}],"z":-1e999}]})",
+       "messages[1].z", "messages[1].z: the number -1e999"},
+      {"logit_bias_overflows", R::kChat, Chat(R"("logit_bias":{"5":1e999})"),
+       R"(logit_bias["5"])", R"(logit_bias["5"]: the number 1e999)"},
+      {"anthropic_max_tokens_overflows", R::kMessages,
+       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999})", "max_tokens",
+       "max_tokens: the number 1e999 is out of range"},
+      {"anthropic_top_p_overflows", R::kMessages, Msg(R"("top_p":-1e999)"), "top_p",
+       "top_p: the number -1e999"},
+      {"max_tokens_huge_integer", R::kCompletions, Comp(R"("max_tokens":12345678901234567890123)"),
+       "max_tokens", "max_tokens must be in [1, 16777216]"},
+      {"n_huge_integer", R::kChat, Chat(R"("n":12345678901234567890123)"), "n", "n must be in"},
+      {"seed_huge_integer", R::kChat, Chat(R"("seed":12345678901234567890123)"), "seed",
+       "seed must be an integer in [-2^63, 2^64)"},
+      {"prompt_id_huge_integer", R::kCompletions, R"({"prompt":[1,12345678901234567890123]})",
+       "prompt", "token ids must be in"},
+      {"anthropic_max_tokens_huge_integer", R::kMessages,
+       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":12345678901234567890123})",
+       "max_tokens", "max_tokens must be in"},
   };
 }
 
@@ -360,6 +392,36 @@ TEST(ApiErrorTest, StatusMapping) {
   auto o = e.ToJson(ApiFlavor::kOpenAi);
   EXPECT_EQ(o.dump(), R"({"error":{"message":"bad top_p","type":"invalid_request_error",)"
                       R"("param":"top_p","code":null}})");
+}
+
+// The safety net behind the field checks: a throwing nlohmann accessor becomes a 400.
+TEST(JsonFieldsTest, CatchJsonErrorsTurnsThrowsIntoInvalidArgument) {
+  StatusOr<int> r = CatchJsonErrors(
+      []() -> StatusOr<int> { return nlohmann::json::parse(R"({"a":"x"})")["a"].get<int>(); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("could not be read"), std::string::npos);
+  EXPECT_EQ(*CatchJsonErrors([]() -> StatusOr<int> { return 3; }), 3);
+}
+
+TEST(JsonFieldsTest, ParseJsonObjectNamesTheOverflowingValue) {
+  std::string param;
+  StatusOr<nlohmann::json> r = ParseJsonObject(R"({"a":{"b c":[0,{"d":1e999}]}})", &param);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(param, R"(a["b c"][1].d)");
+  EXPECT_EQ(std::string(r.status().message()).rfind(param + ": the number 1e999 is out of range",
+                                                    0),
+            0u)
+      << r.status().message();
+  r = ParseJsonObject("-1e999", &param);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(param, "");
+  EXPECT_NE(std::string(r.status().message()).find("the request body: the number -1e999"),
+            std::string::npos);
+  // Well-formed bodies still parse, big integers as doubles.
+  r = ParseJsonObject(R"({"n":12345678901234567890123})", &param);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)["n"].is_number_float());
 }
 
 }  // namespace

@@ -1,8 +1,55 @@
 #include "server/openai_response.h"
 
+#include "base/check.h"
+
 namespace loom {
 
 using nlohmann::ordered_json;
+
+namespace {
+
+// The fields every body and chunk starts with.
+ordered_json Envelope(const ResponseMeta& meta, const char* object, ordered_json choices) {
+  return ordered_json{{"id", meta.id},
+                      {"object", object},
+                      {"created", meta.created},
+                      {"model", meta.model},
+                      {"system_fingerprint", nullptr},
+                      {"choices", std::move(choices)}};
+}
+
+ordered_json ResponseJson(const ResponseMeta& meta, const char* object, ordered_json choices,
+                          const Usage& usage) {
+  ordered_json body = Envelope(meta, object, std::move(choices));
+  body["usage"] = OpenAiUsageJson(usage);
+  return body;
+}
+
+// A stream chunk carrying one choice.
+ordered_json ChunkJson(const ResponseMeta& meta, const char* object, ordered_json choice,
+                       bool with_usage_null) {
+  ordered_json chunk = Envelope(meta, object, ordered_json::array({std::move(choice)}));
+  if (with_usage_null) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+ordered_json ChatMessageJson(const CollectedChoice& c) {
+  ordered_json message{{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+  if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+  if (!c.tool_calls.empty()) {
+    ordered_json calls = ordered_json::array();
+    for (const CollectedToolCall& t : c.tool_calls) {
+      calls.push_back(ordered_json{
+          {"id", t.id},
+          {"type", "function"},
+          {"function", ordered_json{{"name", t.name}, {"arguments", t.arguments}}}});
+    }
+    message["tool_calls"] = std::move(calls);
+  }
+  return message;
+}
+
+}  // namespace
 
 ordered_json BytesJson(const std::string& s) {
   ordered_json a = ordered_json::array();
@@ -52,44 +99,47 @@ ordered_json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries, si
                       {"text_offset", std::move(offsets)}};
 }
 
-ordered_json ChatCompletionJson(const ResponseMeta& meta, const std::vector<FinishedChoice>& cs,
-                                const Usage& usage) {
+const char* OpenAiFinishReason(ChoiceFinishReason reason) {
+  switch (reason) {
+    case ChoiceFinishReason::kStop:
+    case ChoiceFinishReason::kStopString:
+      return "stop";
+    case ChoiceFinishReason::kLength:
+      return "length";
+    case ChoiceFinishReason::kToolCalls:
+      return "tool_calls";
+    case ChoiceFinishReason::kAbort:
+    case ChoiceFinishReason::kError:
+      break;
+  }
+  CHECK(false) << "an error finish has no OpenAI finish_reason";
+  return "";
+}
+
+ordered_json ChatCompletionJson(const ResponseMeta& meta, const std::vector<CollectedChoice>& cs,
+                                bool with_logprobs, const Usage& usage) {
   ordered_json choices = ordered_json::array();
   for (size_t i = 0; i < cs.size(); ++i) {
     choices.push_back(ordered_json{
         {"index", i},
-        {"message", ordered_json{{"role", "assistant"}, {"content", cs[i].text},
-                                 {"refusal", nullptr}}},
-        {"logprobs", cs[i].has_logprobs ? ChatLogprobsJson(cs[i].logprobs) : ordered_json()},
-        {"finish_reason", cs[i].finish_reason}});
+        {"message", ChatMessageJson(cs[i])},
+        {"logprobs", with_logprobs ? ChatLogprobsJson(cs[i].logprobs) : ordered_json()},
+        {"finish_reason", OpenAiFinishReason(cs[i].finish_reason)}});
   }
-  return ordered_json{{"id", meta.id},
-                      {"object", "chat.completion"},
-                      {"created", meta.created},
-                      {"model", meta.model},
-                      {"system_fingerprint", nullptr},
-                      {"choices", std::move(choices)},
-                      {"usage", OpenAiUsageJson(usage)}};
+  return ResponseJson(meta, "chat.completion", std::move(choices), usage);
 }
 
-ordered_json CompletionJson(const ResponseMeta& meta, const std::vector<FinishedChoice>& cs,
-                            const Usage& usage) {
+ordered_json CompletionJson(const ResponseMeta& meta, const std::vector<CollectedChoice>& cs,
+                            bool with_logprobs, const Usage& usage) {
   ordered_json choices = ordered_json::array();
   for (size_t i = 0; i < cs.size(); ++i) {
     choices.push_back(ordered_json{
         {"index", i},
         {"text", cs[i].text},
-        {"logprobs", cs[i].has_logprobs ? CompletionLogprobsJson(cs[i].logprobs, 0)
-                                        : ordered_json()},
-        {"finish_reason", cs[i].finish_reason}});
+        {"logprobs", with_logprobs ? CompletionLogprobsJson(cs[i].logprobs, 0) : ordered_json()},
+        {"finish_reason", OpenAiFinishReason(cs[i].finish_reason)}});
   }
-  return ordered_json{{"id", meta.id},
-                      {"object", "text_completion"},
-                      {"created", meta.created},
-                      {"model", meta.model},
-                      {"system_fingerprint", nullptr},
-                      {"choices", std::move(choices)},
-                      {"usage", OpenAiUsageJson(usage)}};
+  return ResponseJson(meta, "text_completion", std::move(choices), usage);
 }
 
 ordered_json ChatChunkJson(const ResponseMeta& meta, int index, const std::string* content,
@@ -98,20 +148,20 @@ ordered_json ChatChunkJson(const ResponseMeta& meta, int index, const std::strin
   ordered_json delta = ordered_json::object();
   if (role_chunk) delta["role"] = "assistant";
   if (content != nullptr) delta["content"] = *content;
+  return ChatDeltaChunkJson(meta, index, std::move(delta), logprobs, finish_reason,
+                            with_usage_null);
+}
+
+ordered_json ChatDeltaChunkJson(const ResponseMeta& meta, int index, ordered_json delta,
+                                const std::vector<LogprobEntry>* logprobs,
+                                const std::string* finish_reason, bool with_usage_null) {
   ordered_json choice{{"index", index},
                       {"delta", std::move(delta)},
                       {"logprobs", logprobs != nullptr ? ChatLogprobsJson(*logprobs)
                                                        : ordered_json()},
                       {"finish_reason", finish_reason != nullptr ? ordered_json(*finish_reason)
                                                                  : ordered_json()}};
-  ordered_json chunk{{"id", meta.id},
-                     {"object", "chat.completion.chunk"},
-                     {"created", meta.created},
-                     {"model", meta.model},
-                     {"system_fingerprint", nullptr},
-                     {"choices", ordered_json::array({std::move(choice)})}};
-  if (with_usage_null) chunk["usage"] = nullptr;
-  return chunk;
+  return ChunkJson(meta, "chat.completion.chunk", std::move(choice), with_usage_null);
 }
 
 ordered_json CompletionChunkJson(const ResponseMeta& meta, int index, const std::string& text,
@@ -124,24 +174,11 @@ ordered_json CompletionChunkJson(const ResponseMeta& meta, int index, const std:
                                        : ordered_json()},
       {"finish_reason",
        finish_reason != nullptr ? ordered_json(*finish_reason) : ordered_json()}};
-  ordered_json chunk{{"id", meta.id},
-                     {"object", "text_completion"},
-                     {"created", meta.created},
-                     {"model", meta.model},
-                     {"system_fingerprint", nullptr},
-                     {"choices", ordered_json::array({std::move(choice)})}};
-  if (with_usage_null) chunk["usage"] = nullptr;
-  return chunk;
+  return ChunkJson(meta, "text_completion", std::move(choice), with_usage_null);
 }
 
 ordered_json UsageChunkJson(const ResponseMeta& meta, const char* object, const Usage& usage) {
-  return ordered_json{{"id", meta.id},
-                      {"object", object},
-                      {"created", meta.created},
-                      {"model", meta.model},
-                      {"system_fingerprint", nullptr},
-                      {"choices", ordered_json::array()},
-                      {"usage", OpenAiUsageJson(usage)}};
+  return ResponseJson(meta, object, ordered_json::array(), usage);
 }
 
 }  // namespace loom

@@ -9,7 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/generation.h"
+#include "server/choice_collector.h"
+#include "server/choice_event.h"
 
 namespace loom {
 
@@ -19,12 +20,6 @@ struct ResponseMeta {
   int64_t created = 0;  // unix seconds
 };
 
-struct Usage {
-  int prompt_tokens = 0;
-  int completion_tokens = 0;
-  int cached_tokens = 0;
-};
-
 nlohmann::ordered_json OpenAiUsageJson(const Usage& usage);
 // Chat logprobs object for `entries` ({"content": [...]}).
 nlohmann::ordered_json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
@@ -32,28 +27,32 @@ nlohmann::ordered_json ChatLogprobsJson(const std::vector<LogprobEntry>& entries
 nlohmann::ordered_json CompletionLogprobsJson(const std::vector<LogprobEntry>& entries,
                                               size_t offset);
 
-// One finished choice of a non-streaming response.
-struct FinishedChoice {
-  std::string text;
-  std::string finish_reason;  // "stop" | "length"
-  std::vector<LogprobEntry> logprobs;
-  bool has_logprobs = false;
-};
+// "stop", "length", "tool_calls". `reason` must not be an error finish (kAbort / kError): those
+// are answered with an error, not a finish_reason.
+const char* OpenAiFinishReason(ChoiceFinishReason reason);
 
+// Non-streaming bodies. `with_logprobs`: the request asked for logprobs (else "logprobs": null).
+// A choice's reasoning becomes message.reasoning_content and its tool calls message.tool_calls,
+// each only when present.
 nlohmann::ordered_json ChatCompletionJson(const ResponseMeta& meta,
-                                          const std::vector<FinishedChoice>& choices,
-                                          const Usage& usage);
+                                          const std::vector<CollectedChoice>& choices,
+                                          bool with_logprobs, const Usage& usage);
 nlohmann::ordered_json CompletionJson(const ResponseMeta& meta,
-                                      const std::vector<FinishedChoice>& choices,
-                                      const Usage& usage);
+                                      const std::vector<CollectedChoice>& choices,
+                                      bool with_logprobs, const Usage& usage);
 
-// Stream chunks. `delta` is the choice's delta; role_chunk: the first chunk ({"role":
-// "assistant", "content": ""}). `with_usage_null`: include_usage streams carry "usage": null on
-// every chunk but the last.
+// Stream chunks. `content` is the choice's new text (nullptr: no "content" key); role_chunk: the
+// first chunk ({"role": "assistant", "content": ""}). `with_usage_null`: include_usage streams
+// carry "usage": null on every chunk but the last.
 nlohmann::ordered_json ChatChunkJson(const ResponseMeta& meta, int index,
                                      const std::string* content, bool role_chunk,
                                      const std::vector<LogprobEntry>* logprobs,
                                      const std::string* finish_reason, bool with_usage_null);
+// A chat chunk with an arbitrary `delta` object (reasoning_content, tool_calls ...).
+nlohmann::ordered_json ChatDeltaChunkJson(const ResponseMeta& meta, int index,
+                                          nlohmann::ordered_json delta,
+                                          const std::vector<LogprobEntry>* logprobs,
+                                          const std::string* finish_reason, bool with_usage_null);
 nlohmann::ordered_json CompletionChunkJson(const ResponseMeta& meta, int index,
                                            const std::string& text,
                                            const std::vector<LogprobEntry>* logprobs,

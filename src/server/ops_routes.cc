@@ -17,7 +17,7 @@ void HandleTokenize(ServerContext* ctx, const httplib::Request& req, httplib::Re
   auto fail = [&](const Status& s) {
     SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
   };
-  StatusOr<json> body = ParseJsonObject(req.body);
+  StatusOr<json> body = ParseJsonObject(req.body, &param);
   if (!body.ok()) return fail(body.status());
   if (ctx->codec == nullptr) {
     param = "content";
@@ -51,7 +51,7 @@ void HandleDetokenize(ServerContext* ctx, const httplib::Request& req, httplib::
   auto fail = [&](const Status& s) {
     SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
   };
-  StatusOr<json> body = ParseJsonObject(req.body);
+  StatusOr<json> body = ParseJsonObject(req.body, &param);
   if (!body.ok()) return fail(body.status());
   if (ctx->codec == nullptr) {
     param = "tokens";

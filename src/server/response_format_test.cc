@@ -11,10 +11,10 @@ namespace {
 const ResponseMeta kMeta{"chatcmpl-1", "stories", 1700000000};
 
 TEST(OpenAiResponseTest, ChatCompletionShape) {
-  FinishedChoice c;
+  CollectedChoice c;
   c.text = "Hi";
-  c.finish_reason = "stop";
-  auto j = ChatCompletionJson(kMeta, {c}, Usage{5, 2, 4});
+  c.finish_reason = ChoiceFinishReason::kStop;
+  auto j = ChatCompletionJson(kMeta, {c}, /*with_logprobs=*/false, Usage{5, 2, 4});
   EXPECT_EQ(j.dump(),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1700000000,)"
             R"("model":"stories","system_fingerprint":null,"choices":[{"index":0,"message":)"
@@ -71,26 +71,46 @@ TEST(OpenAiResponseTest, InvalidUtf8IsReplacedNotThrown) {
 
 TEST(AnthropicResponseTest, MessageAndEvents) {
   ResponseMeta meta{"msg_1", "stories", 0};
-  auto m = AnthropicMessageJson(meta, "Hi", "stop_sequence", std::string("END"), Usage{10, 3, 8});
+  CollectedChoice c;
+  c.text = "Hi";
+  c.finish_reason = ChoiceFinishReason::kStopString;
+  c.stop_string = "END";
+  auto m = AnthropicMessageJson(meta, c, Usage{10, 3, 8});
   EXPECT_EQ(m.dump(),
             R"({"id":"msg_1","type":"message","role":"assistant","model":"stories",)"
             R"("content":[{"type":"text","text":"Hi"}],"stop_reason":"stop_sequence",)"
             R"("stop_sequence":"END","usage":{"input_tokens":2,"cache_creation_input_tokens":0,)"
             R"("cache_read_input_tokens":8,"output_tokens":3}})");
-  EXPECT_EQ(AnthropicStopReason("length", std::nullopt), "max_tokens");
-  EXPECT_EQ(AnthropicStopReason("stop", std::nullopt), "end_turn");
-  EXPECT_EQ(AnthropicStopReason("stop", std::string("x")), "stop_sequence");
   auto start = MessageStartJson(meta, Usage{10, 3, 0});
   EXPECT_EQ(start["type"], "message_start");
   EXPECT_EQ(start["message"]["usage"]["output_tokens"], 0);
   EXPECT_TRUE(start["message"]["content"].empty());
-  EXPECT_EQ(TextDeltaJson("x").dump(),
-            R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}})");
+  EXPECT_EQ(ContentBlockDeltaJson(1, {{"type", "text_delta"}, {"text", "x"}}).dump(),
+            R"({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}})");
   EXPECT_EQ(SseEvent("ping", nlohmann::ordered_json{{"type", "ping"}}),
             "event: ping\ndata: {\"type\":\"ping\"}\n\n");
   auto d = MessageDeltaJson("end_turn", std::nullopt, Usage{1, 5, 0});
   EXPECT_EQ(d.dump(), R"({"type":"message_delta","delta":{"stop_reason":"end_turn",)"
                       R"("stop_sequence":null},"usage":{"output_tokens":5}})");
+}
+
+TEST(ResponseShapeTest, ReasoningAndToolCallsOnlyWhenPresent) {
+  CollectedChoice c;
+  c.text = "";
+  c.reasoning = "think";
+  c.tool_calls.push_back(CollectedToolCall{"call_1", "f", R"({"a":1})"});
+  c.finish_reason = ChoiceFinishReason::kToolCalls;
+  auto chat = ChatCompletionJson(kMeta, {c}, false, Usage{});
+  EXPECT_EQ(chat["choices"][0]["message"].dump(),
+            R"({"role":"assistant","content":"","refusal":null,"reasoning_content":"think",)"
+            R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"f",)"
+            R"("arguments":"{\"a\":1}"}}]})");
+  EXPECT_EQ(chat["choices"][0]["finish_reason"], "tool_calls");
+  auto msg = AnthropicMessageJson(ResponseMeta{"msg_1", "m", 0}, c, Usage{});
+  EXPECT_EQ(msg["content"].dump(),
+            R"([{"type":"thinking","thinking":"think"},)"
+            R"({"type":"tool_use","id":"call_1","name":"f","input":{"a":1}}])");
+  EXPECT_EQ(msg["stop_reason"], "tool_use");
 }
 
 }  // namespace

@@ -13,13 +13,14 @@
 #include <random>
 
 #include "base/logging.h"
-#include "server/generation.h"
 
 namespace loom {
 
 using nlohmann::ordered_json;
 
-std::string RequestId(const httplib::Response& res) { return res.get_header_value("x-request-id"); }
+std::string RequestIdHeader(const httplib::Response& res) {
+  return res.get_header_value("x-request-id");
+}
 
 void SendJson(httplib::Response& res, int status, const ordered_json& body) {
   res.status = status;
@@ -177,12 +178,29 @@ int WidenListenBacklog(int port, int backlog) {
   return widened;
 }
 
-bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,
+bool AbortIfClientGone(const ClientWatch& watch, ChoiceEventSource* source, ServerContext* ctx,
                        const httplib::Response& res) {
   if (!watch.Gone()) return false;
-  LOG(INFO) << RequestId(res) << " client went away; aborting";
+  LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
   ctx->metrics.CountClientDisconnect();
-  gen->Abort();
+  source->Abort();
+  return true;
+}
+
+bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, ServerContext* ctx,
+                     ApiFlavor flavor, httplib::Response& res, ChoiceCollector* collector) {
+  constexpr auto kPollInterval = std::chrono::milliseconds(100);
+  const ClientWatch watch(req);
+  while (!source->done()) {
+    if (AbortIfClientGone(watch, source, ctx, res)) return false;
+    for (ChoiceEvent& e : source->Poll(kPollInterval)) {
+      collector->Add(std::move(e));
+      if (collector->failed()) {
+        SendError(res, flavor, ApiError::FromStatus(collector->error()));
+        return false;
+      }
+    }
+  }
   return true;
 }
 

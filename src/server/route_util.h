@@ -9,13 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
+#include "server/choice_collector.h"
+#include "server/choice_event.h"
 #include "server/generation_request.h"
 #include "server/server_context.h"
 
 namespace loom {
 
-// The id the pre-routing handler assigned to this request (x-request-id).
-std::string RequestId(const httplib::Response& res);
+// The id the pre-routing handler assigned to this request (its x-request-id header), for logs.
+std::string RequestIdHeader(const httplib::Response& res);
 
 void SendJson(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error);
@@ -53,11 +55,17 @@ class ClientWatch {
   int fd_ = -1;
 };
 
-class Generation;
-// For the non-streaming loops: when the client is gone, aborts `gen` (its blocks are freed at the
-// next engine step), counts the disconnect and returns true; the handler then just returns.
-bool AbortIfClientGone(const ClientWatch& watch, Generation* gen, ServerContext* ctx,
+// For the non-streaming loop: when the client is gone, aborts `source` (its blocks are freed at
+// the next engine step), counts the disconnect and returns true; the handler then just returns.
+bool AbortIfClientGone(const ClientWatch& watch, ChoiceEventSource* source, ServerContext* ctx,
                        const httplib::Response& res);
+
+// Runs a non-streaming request to its end: polls `source`, adding its events to `collector`,
+// while watching the client. Returns true when every choice finished; false when the handler
+// must just return: the client went away (the source is aborted), or a choice failed and its
+// error (in `flavor`'s shape) is already written to `res`.
+bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, ServerContext* ctx,
+                     ApiFlavor flavor, httplib::Response& res, ChoiceCollector* collector);
 
 // Unix seconds now.
 int64_t UnixNow();

@@ -62,6 +62,19 @@ const CASES = [
   ['anthropic: bad role', 'POST', '/v1/messages', { max_tokens: 4, messages: [{ role: 'system', content: 'x' }] }, 400, /messages\[0\]\.role/],
   ['anthropic: tools', 'POST', '/v1/messages', { max_tokens: 4, messages: msgs, tools: [{ name: 'f' }] }, 400, /tools/],
   ['anthropic: bad key', 'POST', '/v1/messages', { max_tokens: 4, messages: msgs }, 401, /invalid API key/, { Authorization: '', 'x-api-key': 'wrong' }],
+  // Numbers JSON.stringify cannot write (beyond a double, beyond 64 bits), sent as raw text.
+  ['max_tokens 1e999', 'POST', '/v1/completions', '{"prompt":"a","max_tokens":1e999}', 400, 'max_tokens'],
+  ['max_tokens 1e999 (message)', 'POST', '/v1/completions', '{"prompt":"a","max_tokens":1e999}', 400, /^max_tokens: the number 1e999 is out of range/],
+  ['chat: temperature -1e999', 'POST', '/v1/chat/completions', '{"messages":[{"role":"user","content":"hi"}],"temperature":-1e999}', 400, 'temperature'],
+  ['chat: nested 1e999', 'POST', '/v1/chat/completions', '{"messages":[{"role":"user","content":"hi","x":1e999}]}', 400, 'messages[0].x'],
+  ['max_tokens huge integer', 'POST', '/v1/completions', '{"prompt":"a","max_tokens":12345678901234567890123}', 400, 'max_tokens'],
+  ['seed huge integer', 'POST', '/v1/completions', '{"prompt":"a","seed":12345678901234567890123}', 400, 'seed'],
+  ['anthropic: max_tokens 1e999', 'POST', '/v1/messages', '{"max_tokens":1e999,"messages":[{"role":"user","content":"hi"}]}', 400, /max_tokens: the number 1e999 is out of range/],
+  ['anthropic: temperature -1e999', 'POST', '/v1/messages', '{"max_tokens":4,"temperature":-1e999,"messages":[{"role":"user","content":"hi"}]}', 400, /temperature: the number -1e999/],
+  ['anthropic: count_tokens 1e999', 'POST', '/v1/messages/count_tokens', '{"messages":[{"role":"user","content":"hi"}],"top_k":1e999}', 400, /top_k: the number 1e999/],
+  ['tokenize: add_special 1e999', 'POST', '/tokenize', '{"content":"a","add_special":1e999}', 400, 'add_special'],
+  ['detokenize: -1e999', 'POST', '/detokenize', '{"tokens":[-1e999]}', 400, 'tokens[0]'],
+  ['detokenize: huge integer', 'POST', '/detokenize', '{"tokens":[12345678901234567890123]}', 400, 'tokens'],
 ];
 
 for (const [name, method, path, body, status, expect, headers] of CASES) {
