@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kv/kv_types.h"
+#include "base/ids.h"
 
 namespace loom {
 
