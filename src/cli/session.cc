@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -78,6 +79,8 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--chat-template", chat_template, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
+  app->add_flag("--step-trace", step_trace,
+                "one stderr line per engine step: its size and host timing (also LOOM_STEP_TRACE=1)");
   app->add_option("--dummy-weights", dummy_weights,
                   "build the model from this config.json (or its directory) with random weights "
                   "(benchmarks; no tokenizer; MODEL is ignored)");
@@ -232,6 +235,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   ec.check_integrity_every_step = flags.debug_integrity;
   ec.device_sampling = flags.device_sampling;
+  // LOOM_STEP_TRACE=1 is read here, in cli/, and becomes config like the flag.
+  const char* trace_env = std::getenv("LOOM_STEP_TRACE");
+  ec.step_trace = flags.step_trace || (trace_env != nullptr && std::atoi(trace_env) != 0);
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
                                                 kv_dtype);

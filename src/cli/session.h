@@ -35,6 +35,7 @@ struct ModelFlags {
   int max_model_len = 0;         // 0 = the model's
   std::string chat_template;     // file overriding the model's template
   bool debug_integrity = false;
+  bool step_trace = false;      // --step-trace (or LOOM_STEP_TRACE=1): one stderr line a step
   // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;

@@ -194,7 +194,8 @@ std::vector<std::vector<int32_t>> RunRunnerGreedy(DecoderRunner& runner, std::ve
   auto ids = DecodeAll(seqs,
                        [&](const StepPlan& plan, const std::vector<size_t>&) { return step(plan); });
   EXPECT_GT(sampler.stats().rows_on_device, 0);
-  EXPECT_EQ(sampler.stats().rows_on_host > 0, mixed);
+  // Mixed runs have host rows when there is a second sequence (every other row is one).
+  EXPECT_EQ(sampler.stats().rows_on_host > 0, mixed && seqs.size() > 1);
   if (stats != nullptr) *stats = sampler.stats();
   return ids;
 }
