@@ -1,4 +1,7 @@
-// Integer environment switches (A/B knobs of the CUDA kernels and the benchmarks).
+// Integer environment switches. The last reader is src/engine/engine.cc's LOOM_STEP_TRACE; the
+// CLI now sets EngineConfig::step_trace instead (--step-trace, or LOOM_STEP_TRACE read in
+// src/cli/session.cc), so this header goes once Engine::Step reads config_.step_trace. Do not
+// add readers: configuration comes from the CLI (STYLE.md rule 9).
 #pragma once
 
 #include <cstdlib>

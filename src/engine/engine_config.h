@@ -42,6 +42,10 @@ struct EngineConfig {
 
   // Runs Scheduler/KV CheckIntegrity after every step (tests, --debug); always run when idle.
   bool check_integrity_every_step = false;
+  // Prints each step's host timing (ExecuteAndSample's duration, the time since the previous
+  // step's start) to stderr (--step-trace; the diagnostic that found the idle pool walk in the
+  // bench's decode window).
+  bool step_trace = false;
 
   // Checks ranges; messages name the flag.
   Status Validate() const;
