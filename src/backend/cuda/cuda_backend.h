@@ -53,13 +53,13 @@ struct CudaBackendOptions {
   // at n = 8 (tools/cuda/NOTES.md).
   int small_batch_gemm_rows = 1;
   // The kernels' A/B switches (validated by Create); defaults are the measured choices.
-  CudaTuning tuning;
+  CudaTuning tuning = {};
   // Per-op GPU timing printed when the backend is destroyed, and each new cuBLASLt plan's
   // candidates (op_profiler.h; the CLI's --cuda-profile).
   bool profile = false;
   // Diagnostic builds (-DLOOM_CUDA_KTRACE=ON): the kernel timeline is written to this file when
   // the backend is destroyed (ktrace.cuh; the CLI's --ktrace-file). "" = not written.
-  std::string ktrace_file;
+  std::string ktrace_file = {};
 };
 
 class CudaBackend final : public Backend {
