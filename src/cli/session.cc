@@ -3,9 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
@@ -39,7 +40,56 @@ std::string SelfDir() {
   return fs::path(buf).parent_path().string();
 }
 
+// A set, non-empty environment variable's value, or nullopt.
+std::optional<std::string> EnvValue(const EnvLookup& env, const char* name) {
+  const char* v = env(name);
+  if (v == nullptr || v[0] == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+// An on/off environment variable: 1/true/on or 0/false/off (unset or empty: off).
+StatusOr<bool> EnvSwitch(const EnvLookup& env, const char* name, const char* flag) {
+  const std::optional<std::string> v = EnvValue(env, name);
+  if (!v) return false;
+  if (*v == "1" || *v == "true" || *v == "on") return true;
+  if (*v == "0" || *v == "false" || *v == "off") return false;
+  return InvalidArgumentError(std::string(name) + "=" + *v + ": must be 0 or 1 (or use " + flag +
+                              ")");
+}
+
+// CLI11 check of one --cuda-tune argument ("" when it parses).
+std::string CheckCudaTuneArg(const std::string& key_value) {
+  CudaTuning t;
+  const Status s = ApplyCudaTuneArg(key_value, &t);
+  return s.ok() ? std::string() : s.message();
+}
+
 }  // namespace
+
+EnvLookup ProcessEnvironment() {
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+Status ResolveModelFlags(const EnvLookup& env, ModelFlags* flags,
+                         std::vector<std::string>* warnings) {
+  ASSIGN_OR_RETURN(flags->cuda_tuning, ResolveCudaTuning(flags->cuda_tune, env, warnings));
+  ASSIGN_OR_RETURN(const bool profile, EnvSwitch(env, "LOOM_CUDA_PROFILE", "--cuda-profile"));
+  flags->cuda_profile = flags->cuda_profile || profile;
+  ASSIGN_OR_RETURN(const bool trace, EnvSwitch(env, "LOOM_STEP_TRACE", "--step-trace"));
+  flags->step_trace = flags->step_trace || trace;
+  if (flags->ktrace_file.empty()) {
+    flags->ktrace_file = EnvValue(env, "LOOM_KTRACE_FILE").value_or("");
+  }
+  if (flags->cpu_isa.empty()) {
+    const std::optional<std::string> isa = EnvValue(env, "LOOM_CPU_ISA");
+    if (isa && !cpu::ParseCpuIsa(*isa)) {
+      return InvalidArgumentError("LOOM_CPU_ISA=" + *isa +
+                                  ": must be auto, avx512, avx2 or scalar (or use --cpu-isa)");
+    }
+    flags->cpu_isa = isa.value_or("auto");
+  }
+  return OkStatus();
+}
 
 void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   if (with_model_positional) {
@@ -97,6 +147,23 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                 "CUDA: copy every sampled row's logits to the host, greedy rows and "
                 "temperature/top-k/top-p/min-p draws (with or without penalties / logit_bias) "
                 "too (A/B, debug)");
+  app->add_option("--cpu-isa", cpu_isa,
+                  "CPU: cap the dot-product kernels at this instruction set (A/B runs; default "
+                  "auto, the best the CPU has; LOOM_CPU_ISA when not given)")
+      ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+  app->add_option("--cuda-tune", cuda_tune,
+                  "CUDA: set a kernel variant, KEY=VALUE (repeatable; keys and defaults in "
+                  "docs/cli.md; wins over the LOOM_<KEY> environment variable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all()
+      ->check(CLI::Validator(CheckCudaTuneArg, ""));
+  app->add_flag("--cuda-profile", cuda_profile,
+                "CUDA: per-op GPU time table on stderr at exit (eager steps only: add "
+                "--no-cuda-graphs) and each cuBLASLt plan's candidates (LOOM_CUDA_PROFILE=1)");
+  app->add_option("--ktrace-file", ktrace_file,
+                  "CUDA diagnostic builds (-DLOOM_CUDA_KTRACE=ON): write the kernel timeline to "
+                  "this file at exit, for tools/cuda/ktrace.py (LOOM_KTRACE_FILE)");
 }
 
 
@@ -113,8 +180,12 @@ std::string DefaultModelPath() {
   return "";
 }
 
-StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
+StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   auto t0 = std::chrono::steady_clock::now();
+  ModelFlags flags = given;
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(ResolveModelFlags(ProcessEnvironment(), &flags, &warnings));
+  for (const std::string& w : warnings) LOG(WARNING) << w;
   auto s = std::make_unique<Session>();
   s->flags = flags;
   s->model_path = flags.dummy_weights.empty() ? flags.model : flags.dummy_weights;
@@ -146,7 +217,14 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
     }
   }
   if (use_cuda) {
-    ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> cuda, CudaBackend::Create());
+    CudaBackendOptions options;
+    options.tuning = flags.cuda_tuning;
+    options.profile = flags.cuda_profile;
+    options.ktrace_file = flags.ktrace_file;
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> cuda, CudaBackend::Create(options));
+    if (const std::string tuned = DescribeCudaTuning(flags.cuda_tuning); !tuned.empty()) {
+      LOG(INFO) << "cuda tuning: " << tuned;
+    }
     s->backend = std::move(cuda);
   }
 #else
@@ -160,6 +238,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
     cpu.num_threads = threads;
     cpu.weights_in_huge_pages = !flags.mmap_weights;
     cpu.bf16_activations = flags.bf16_activations;
+    cpu.isa = cpu::ParseCpuIsa(flags.cpu_isa).value_or(cpu::CpuIsa::kAuto);
     return std::make_unique<CpuBackend>(cpu);
   };
   if (!use_cuda) s->backend = make_cpu();
@@ -235,9 +314,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   ec.check_integrity_every_step = flags.debug_integrity;
   ec.device_sampling = flags.device_sampling;
-  // LOOM_STEP_TRACE=1 is read here, in cli/, and becomes config like the flag.
-  const char* trace_env = std::getenv("LOOM_STEP_TRACE");
-  ec.step_trace = flags.step_trace || (trace_env != nullptr && std::atoi(trace_env) != 0);
+  ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
                                                 kv_dtype);
@@ -246,6 +323,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags) {
     CudaGraphOptions go;
     go.max_batch = flags.batch;
     go.max_pages_per_seq = (context + flags.block_size - 1) / flags.block_size;
+    go.lookahead_max_rows = flags.cuda_tuning.graph_lookahead;
+    go.graph_tail = flags.cuda_tuning.graph_tail;
+    go.tail_fused = flags.cuda_tuning.graph_tail_fused;
     runner->set_step_accelerator(std::make_unique<CudaGraphRunner>(
         runner->model(), runner->kv(), flags.block_size,
         static_cast<CudaBackend*>(s->backend.get()), go));

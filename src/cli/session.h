@@ -1,14 +1,18 @@
 // Session: everything a CLI command needs to run a model — the backend, the model (inside its
 // runner), the engine, and (when the model ships one) the tokenizer and chat template — built from
-// the shared model/engine flags. Environment variables are read only here (none yet).
+// the shared model/engine flags. Environment variables are read only here (session.cc's
+// ProcessEnvironment), for compatibility: each LOOM_* variable the engine used to read deep
+// inside is now a flag, and the variable fills that flag when it is not given (a flag wins).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
+#include "backend/cuda_tuning.h"
 #include "engine/engine.h"
 #include "model/model.h"
 
@@ -44,10 +48,28 @@ struct ModelFlags {
                                  // logits)
   bool mmap_weights = false;     // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations
+  std::string cpu_isa;           // CPU: auto | avx512 | avx2 | scalar; "" = LOOM_CPU_ISA or auto
+  // CUDA: --cuda-tune KEY=VALUE arguments in order (backend/cuda_tuning.h lists the keys).
+  std::vector<std::string> cuda_tune;
+  bool cuda_profile = false;     // CUDA: per-op GPU time table at exit (--cuda-profile)
+  std::string ktrace_file;       // CUDA diagnostic builds: kernel timeline file (--ktrace-file)
+
+  // Filled by ResolveModelFlags from cuda_tune and the LOOM_* environment.
+  CudaTuning cuda_tuning;
 
   // Registers the flags on `app`. `with_model_positional` adds MODEL as a positional argument.
   void Add(CLI::App* app, bool with_model_positional = true);
 };
+
+// The compatibility environment variables (LOOM_<KEY> for each --cuda-tune KEY,
+// LOOM_CUDA_PROFILE, LOOM_KTRACE_FILE, LOOM_STEP_TRACE, LOOM_CPU_ISA) fill what the flags left
+// unset — a flag always wins — and --cuda-tune is parsed into flags->cuda_tuning (defaults, then
+// the environment, then each --cuda-tune in order). Errors (InvalidArgument) name the flag or
+// the variable and its value; retired variables that are set add a line to *warnings.
+Status ResolveModelFlags(const EnvLookup& env, ModelFlags* flags,
+                         std::vector<std::string>* warnings);
+// The process environment (std::getenv): the CLI's one reader of it.
+EnvLookup ProcessEnvironment();
 
 // Sampling defaults, lowest precedence first: loom's (0.7 / 1.0 / 0), then the model's
 // generation_config.json, then server flags (--temp, --top-p, --top-k), then the request.
@@ -85,7 +107,8 @@ struct Session {
 // under the install prefix); "" if not found.
 std::string DefaultModelPath();
 
-// Loads the model and tokenizer and creates the engine (not started). Errors say what to fix.
+// Resolves the flags against the process environment (ResolveModelFlags), then loads the model
+// and tokenizer and creates the engine (not started). Errors say what to fix.
 StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& flags);
 
 }  // namespace loom

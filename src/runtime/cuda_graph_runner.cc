@@ -10,7 +10,6 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/decode_inputs.cuh"
 #include "backend/cuda/device_allocator.h"
-#include "base/env.h"
 #include "base/logging.h"
 
 namespace loom {
@@ -75,17 +74,18 @@ CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>&
   logits_ = backend_->Alloc(DType::kF32, Shape{bmax_, model_.config().vocab_size});
   staging_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(L.total) * 4);
   staged_ = std::make_unique<cuda::CudaEvent>();
-  lookahead_max_rows_ = EnvInt("LOOM_GRAPH_LOOKAHEAD", options.lookahead_max_rows);
-  in_graph_tail_ = EnvInt("LOOM_GRAPH_TAIL", 1) != 0 && backend_->has_argmax_rows();
+  CHECK_GE(options.lookahead_max_rows, 0) << "CudaGraphRunner: lookahead_max_rows";
+  lookahead_max_rows_ = options.lookahead_max_rows;
+  in_graph_tail_ = options.graph_tail && backend_->has_argmax_rows();
   ids_ = backend_->Alloc(DType::kI32, Shape{bmax_});
   ids_host_ = std::make_unique<cuda::PinnedHostBuffer>(static_cast<size_t>(2 * bmax_) * 4);
   void* mapped = nullptr;
   CUDA_CHECK(cudaHostGetDevicePointer(&mapped, ids_host_->data(), 0));
   ids_host_device_ = static_cast<int32_t*>(mapped);
   ids_copied_ = std::make_unique<cuda::CudaEvent>();
-  // The batch-1 tail as one kernel (LOOM_GRAPH_TAIL_FUSED=0: the argmax, combine and advance
+  // The batch-1 tail as one kernel (tail_fused = false: the argmax, combine and advance
   // kernels): its chunk winners, then its ticket, which must start at 0.
-  tail_fused_ = EnvInt("LOOM_GRAPH_TAIL_FUSED", 1) != 0;
+  tail_fused_ = options.tail_fused;
   const size_t winners =
       cuda::ArgmaxScratchBytes(1, model_.config().vocab_size, backend_->num_sms());
   tail_scratch_ = backend_->Alloc(DType::kI32, Shape{static_cast<int64_t>(winners / 4 + 2)});
@@ -242,7 +242,8 @@ void CudaGraphRunner::LaunchAdvance(int n) {
   const cuda::DecodeInputs in{b + L.tokens,      b + L.positions, b + L.kv_len,
                               b + L.page_indptr, b + L.pages,     b + L.slots};
   cuda::LaunchAdvanceDecodeInputs(ids_.data_as<const int32_t>(), n, in, block_size_,
-                                  ids_host_device_, bmax_, backend_->stream());
+                                  ids_host_device_, bmax_, backend_->stream(),
+                                  backend_->tuning().cuda_pdl);
 }
 
 void CudaGraphRunner::LaunchArgmaxAdvance(const Tensor& logits) {
@@ -257,7 +258,7 @@ void CudaGraphRunner::LaunchArgmaxAdvance(const Tensor& logits) {
   cuda::LaunchArgmaxAdvance(logits.data(), logits.dtype(), vocab, backend_->num_sms(), scratch,
                             reinterpret_cast<unsigned*>(scratch + winners / 4),
                             ids_.data_as<int32_t>(), in, block_size_, ids_host_device_, bmax_,
-                            backend_->stream());
+                            backend_->stream(), backend_->tuning().cuda_pdl);
 }
 
 bool CudaGraphRunner::ArgmaxAndLookahead(const StepPlan& plan, std::span<int32_t> ids) {

@@ -35,9 +35,10 @@
 //
 // The batch-1 graph (when lookahead is on) ends with the argmax and that advance itself, so a
 // queued step costs one graph launch instead of three kernels and a launch between replays
-// (LOOM_GRAPH_TAIL=0: they run after the graph, as for larger batches). Its advance runs on every
-// replay, also when no step is queued; any launch that is not the queued step restages the whole
-// input block first, and at a block boundary the advanced slot is -1 (nothing is written).
+// (CudaGraphOptions::graph_tail = false: they run after the graph, as for larger batches). Its
+// advance runs on every replay, also when no step is queued; any launch that is not the queued
+// step restages the whole input block first, and at a block boundary the advanced slot is -1
+// (nothing is written).
 //
 // Capture is lazy: the first decode step of each padded size runs the forward once eagerly on
 // padding-only inputs (primes cuBLASLt plans and kernel attributes), then captures and
@@ -65,11 +66,17 @@ struct CudaGraphOptions {
   int max_batch = 256;          // the engine's max_num_seqs
   int max_pages_per_seq = 0;    // 0: ceil(max_model_len / block_size)
   // Greedy decode steps of at most this many sequences queue the next step before their ids
-  // come back (ArgmaxAndLookahead); 0: never. LOOM_GRAPH_LOOKAHEAD=N overrides it. A queued step
+  // come back (ArgmaxAndLookahead); 0: never (the CLI's --cuda-tune graph_lookahead). A queued step
   // the engine does not take (a request ended on EOS or a stop, one arrived) costs a whole step,
   // so it pays only where such a step is rare: at batch 64 of 128-token requests it cost 8-11%
   // (H200), at batch 1 it gains 1-5% (docs/benchmarks.md).
   int lookahead_max_rows = 1;
+  // The batch-1 graph ends with the argmax and the lookahead's input advance (file comment;
+  // --cuda-tune graph_tail). H200: +0.7% for the 1B at batch 1, within the spread.
+  bool graph_tail = true;
+  // That tail as one kernel instead of the argmax, combine and advance kernels (--cuda-tune
+  // graph_tail_fused). H200, 1B batch 1: 1,301-1,303 vs 1,293-1,295 tok/s.
+  bool tail_fused = true;
 };
 
 class CudaGraphRunner final : public StepAccelerator {
@@ -139,10 +146,10 @@ class CudaGraphRunner final : public StepAccelerator {
   std::map<int, std::unique_ptr<Graph>> graphs_;
   int64_t replays_ = 0;
   int lookahead_max_rows_ = 1;
-  bool in_graph_tail_ = true;  // the batch-1 graph ends with argmax + advance (LOOM_GRAPH_TAIL)
+  bool in_graph_tail_ = true;  // the batch-1 graph ends with argmax + advance (graph_tail)
   int last_B_ = 0;             // the padded size of the last replay
   Tensor ids_;                 // i32 [bmax]: the last step's argmax
-  bool tail_fused_ = true;     // LOOM_GRAPH_TAIL_FUSED
+  bool tail_fused_ = true;     // options.tail_fused
   Tensor tail_scratch_;        // LaunchArgmaxAdvance's chunk winners and ticket
   // i32 [2 x bmax]: the D2H copy's ids at [0, n); the advance's at the parity of each row's
   // position (decode_inputs.cuh), so a queued step's write never lands on the ids being read.

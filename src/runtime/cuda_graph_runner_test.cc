@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 
 #include "engine/engine.h"
@@ -365,33 +364,12 @@ class CudaGraphRunnerTest : public ::testing::Test {
   std::unique_ptr<CudaBackend> backend_;
 };
 
-// Unsets an environment variable for a scope and puts its value back after.
-class EnvUnsetForScope {
- public:
-  explicit EnvUnsetForScope(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    unsetenv(name);
-  }
-  ~EnvUnsetForScope() {
-    if (saved_) setenv(name_, saved_->c_str(), 1);
-  }
-  EnvUnsetForScope(const EnvUnsetForScope&) = delete;
-  EnvUnsetForScope& operator=(const EnvUnsetForScope&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
-
 // The engine over graphs with the batch-1 lookahead vs without: the same tokens for every request
 // while the plan changes under the queued steps — the first request is aborted with a step queued
 // (whose K/V went to a block the next request's prefill takes over), a third arrives while the
 // second decodes alone (a mixed step), the last ends by max_tokens — with the scheduler and KV
 // integrity checked every step; and most queued steps were taken.
 TEST_F(CudaGraphRunnerTest, EngineLookaheadKeepsEveryRequestsTokens) {
-  // The option under test decides the lookahead here, not LOOM_GRAPH_LOOKAHEAD from the caller's
-  // environment (it overrides the option for A/B runs and made "off" mean "on").
-  const EnvUnsetForScope no_env_override("LOOM_GRAPH_LOOKAHEAD");
   struct Run {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<FinishReason> reasons;

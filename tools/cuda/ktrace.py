@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Reads a LOOM_KTRACE_FILE (src/backend/cuda/ktrace.cuh) and prints where a decode step's time
-goes: for each kernel launch of the step, in dependency order, the handoff from the previous
-launch's last block end to this launch's release (its first block past PdlWait) and its run from
-that release to its own last block end. Medians over the trace's last complete steps.
+"""Reads a `loom --ktrace-file` trace (src/backend/cuda/ktrace.cuh) and prints where a decode
+step's time goes: for each kernel launch of the step, in dependency order, the handoff from the
+previous launch's last block end to this launch's release (its first block past PdlWait) and its
+run from that release to its own last block end. Medians over the trace's last complete steps.
 
   python3 tools/cuda/ktrace.py trace.bin [--steps N]
 """

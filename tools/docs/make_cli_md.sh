@@ -38,7 +38,68 @@ cat <<'TAIL'
   over it wait in FIFO order, a request alone over it is refused. `--memory-budget GB` refuses
   requests that could never fit (400 `memory_admission`).
 - **`--prompt-cache 0`** disables the prefix cache (on by default; bounded by the KV pool).
-- **`--device`**: `auto` uses CUDA when the binary was built with it and a GPU is visible.
+- **`--device`**: `auto` uses CUDA when the binary was built with it and a GPU it can run on is
+  visible (compute capability 9.0 or newer: Hopper or later; an older GPU leaves it on the CPU
+  with a warning), and falls back to the CPU, with a warning, for a model the CUDA backend has no
+  kernels for (its attention runs head_dim 16, 32, 64, 80, 96, 128 and 256). `cuda` refuses
+  either case with an error naming the GPU or the head_dim.
 - **`--dummy-weights CONFIG`** builds the architecture of a config.json with random weights,
   for benchmarks (no tokenizer: use `--ids` / `loom bench`).
+
+## CUDA kernel variants: `--cuda-tune KEY=VALUE`
+
+The CUDA backend keeps the alternatives of its measured choices so that each can be measured
+again (docs/benchmarks.md has the A/Bs). `--cuda-tune KEY=VALUE` selects one; repeat the flag for
+several. Booleans take `0`/`1` (or `false`/`true`, `off`/`on`). An unknown key, a retired one or
+a value out of range fails at startup with a message naming the argument. With any non-default
+setting the CUDA backend logs `cuda tuning: KEY=VALUE ...` when it starts; on `--device cpu`
+the keys are parsed and ignored. The benchmarks `cuda_attn_bench` and `cuda_prefill_bench` take
+the same `KEY=VALUE` arguments after their own.
+
+**Environment (compatibility).** Each key can also be set by the environment variable `LOOM_` +
+the key in upper case (`LOOM_ATTN_CLUSTER_SPLITS=12` = `--cuda-tune attn_cluster_splits=12`),
+as before these became flags; the CLI reads them once at startup (nowhere else does). Order:
+the defaults, then the environment, then each `--cuda-tune` in the order given — **a flag wins
+over the environment**, and a later flag over an earlier one. An empty variable counts as unset;
+a malformed one fails at startup naming the variable.
+
+| key | default | selects |
+|---|---|---|
+| `attn_decode` | `1` | decode-only steps take the bandwidth-bound decode kernel (`decode_attention.cu`); `0`: the generic paged kernel |
+| `attn_decode_splits` | `0` | force the decode kernel's split-KV count, 1..64; `0`: auto (fill the GPU's resident-block slots) |
+| `attn_cluster_splits` | `16` | most splits of a sequence merged in one thread-block cluster, 2..16 (`12`: faster at ~512-token contexts, slower at long ones) |
+| `attn_cluster_merge` | `1` | merge a batch-1 sequence's splits in a thread-block cluster (Hopper); `0`: the combine kernel |
+| `attn_decode_mma` | `1` | tensor-core decode kernel for head_dim 64/128; `0`: the CUDA-core kernel |
+| `attn_decode_unroll` | `0` | decode keys per iteration: CUDA-core keys per lane group (`2`, `4`), tensor-core 8-key tiles per warp (`1`, `2`); `0`: auto |
+| `attn_decode_prefetch` | `1` | the decode kernel prefetches the next iteration's K/V (tensor cores: with 1 tile only); `0`: off |
+| `attn_early_kv` | `1` | the tensor-core decode kernel loads its first K/V tile before the PDL wait; `0`: after it |
+| `attn_prefill` | `1` | multi-token queries take the tensor-core prefill kernel (`flash_prefill.cu`); `0`: the generic paged kernel |
+| `attn_prefill_tile` | `auto` | the prefill kernel's block `WxM` (warps x 16-row tiles a warp): `4x1`, `4x2`, `8x1`, `8x2`; auto picks by SM fill (head_dim 256: always one tile a warp) |
+| `attn_split_target` | `2` | generic paged kernel: split the keys until there are this many blocks per SM, 1..64 |
+| `gemv_stream` | `1` | one-row GEMVs take the TMA-streamed kernel on Hopper (`stream_gemv.cu`); `0`: the small-batch kernel |
+| `gemv_rope` | `1` | the batch-1 qkv projection does the rope and KV stores in the streamed GEMV's epilogue; `0`: two launches |
+| `gemv_queue` | `1` | the streamed logits GEMV takes its last row groups from a work queue; `0`: static blocks |
+| `cublaslt_tune` | `1` | time cuBLASLt's first N heuristic candidates per GEMM shape on the real operands (eager steps only) and keep the fastest, 1..64; `1`: the heuristic's pick |
+| `cuda_pdl` | `1` | launch the decode chain's kernels with programmatic dependent launch; `0`: plain stream order (A/B, debugging) |
+| `cuda_fuse` | `1` | fused q\|k\|v and gate\|up weights and fused ops (norm into the GEMV, rope + KV store); `0`: separate weights, unfused ops |
+| `graph_lookahead` | `1` | greedy decode steps of at most N rows queue the next step before their ids reach the host, 0..4096; `0`: off |
+| `graph_tail` | `1` | the batch-1 decode graph ends with the argmax and the lookahead's input advance; `0`: they run after the graph |
+| `graph_tail_fused` | `1` | that batch-1 tail as one kernel; `0`: argmax, combine and advance as three kernels |
+
+**Retired** (their A/B is settled; `--cuda-tune` refuses them, the variable only warns):
+`attn_small_rows` (`LOOM_ATTN_SMALL_ROWS`: the generic kernel's 32-row decode instance, 4,905 vs
+7,000 tok/s at 8B batch 64, and decode steps take the decode kernel), `gemv_ring_kb`
+(`LOOM_GEMV_RING_KB`: 64, 96 and 160 KB rings all measured slower than 128), `gemv_spread`
+(`LOOM_GEMV_SPREAD`: both the off setting and 2 measured slower than 1).
+
+## Diagnostics
+
+| flag | environment (compatibility) | what |
+|---|---|---|
+| `--cuda-profile` | `LOOM_CUDA_PROFILE=1` | per-op GPU time table on stderr when the backend is destroyed (eager steps only: add `--no-cuda-graphs`), and each new cuBLASLt plan's candidates |
+| `--ktrace-file PATH` | `LOOM_KTRACE_FILE=PATH` | diagnostic builds (`-DLOOM_CUDA_KTRACE=ON`): the kernel timeline, written at exit, for `tools/cuda/ktrace.py` |
+| `--step-trace` | `LOOM_STEP_TRACE=1` | one stderr line per engine step: its host timing (`ExecuteAndSample`'s duration, the time since the previous step's start) |
+| `--cpu-isa ISA` | `LOOM_CPU_ISA=ISA` | CPU: cap the dot-product kernels at `avx2` or `scalar` (A/B against AVX-512); `auto` / `avx512`: the best the CPU has |
+
+As for `--cuda-tune`, a flag wins over its variable; the variables are read by the CLI only.
 TAIL

@@ -34,7 +34,9 @@ void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : options_(options),
       kernels_(options.kernels != nullptr ? *options.kernels
-                                          : cpu::SelectDotKernels(options.force_scalar)),
+                                          : cpu::SelectDotKernels(options.force_scalar
+                                                                      ? cpu::CpuIsa::kScalar
+                                                                      : options.isa)),
       matmul_(kernels_, options.num_threads, options.blas_min_rows, options.bf16_activations) {
   CHECK_GE(options_.num_threads, 1);
 }

@@ -3,8 +3,8 @@
 // in place from the file mapping with weights_in_huge_pages = false); K/V pools in f32, f16 or
 // bf16. Data-parallel work runs on OpenMP threads (num_threads). Kernels: AVX2+FMA+F16C, with
 // AVX-512 VNNI ones for quantized weights where the CPU has it (bit-identical to AVX2), selected
-// at runtime (LOOM_CPU_ISA=avx2|scalar caps it); portable scalar fallbacks (same numerics up to
-// f32 rounding).
+// at runtime (CpuBackendOptions::isa, the CLI's --cpu-isa avx2|scalar, caps it); portable scalar
+// fallbacks (same numerics up to f32 rounding).
 //
 // Determinism: every op computes each output row the same way whatever the other rows of the
 // batch are (with blas_min_rows = 0, the default), so a sequence's logits alone equal its logits
@@ -26,6 +26,9 @@ namespace loom {
 struct CpuBackendOptions {
   int num_threads = 1;        // OpenMP threads for data-parallel ops (>= 1)
   bool force_scalar = false;  // use the portable kernels even when AVX2 is available
+  // Caps the kernels SelectDotKernels picks (A/B runs: avx2 against AVX-512; the CLI's
+  // --cpu-isa). kAuto: the best the CPU has.
+  cpu::CpuIsa isa = cpu::CpuIsa::kAuto;
   // When set, these kernels instead of SelectDotKernels' choice (tests, benchmarks).
   const cpu::DotKernels* kernels = nullptr;
   // MatMul with at least this many rows dequantizes weight tiles and uses OpenBLAS sgemm

@@ -4,12 +4,14 @@
 // --batched: only batched decode instead: rows/s through a 4096 x 4096 MatMul at n = 1..16 rows
 // for each number of activation rows per kernel call (act_rows 1 = one row per call, the
 // pre-multi-row kernels), 1 thread, to choose DotKernels' act_rows.
-//   usage: cpu_backend_bench [--scalar] [--batched]
+// --isa=auto|avx512|avx2|scalar caps the kernels (as `loom --cpu-isa`; --scalar = --isa=scalar).
+//   usage: cpu_backend_bench [--scalar] [--isa=ISA] [--batched]
 #include <omp.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -93,9 +95,9 @@ double BatchedRowsPerSec(const cpu::DotKernels& base, int act_rows, const Tensor
   return static_cast<double>(n) * iters / secs;
 }
 
-void BatchedDecode(bool scalar) {
+void BatchedDecode(cpu::CpuIsa isa) {
   const int64_t m = 4096, k = 4096;
-  const cpu::DotKernels& kernels = cpu::SelectDotKernels(scalar);
+  const cpu::DotKernels& kernels = cpu::SelectDotKernels(isa);
   std::printf("batched decode 4096x4096, 1 thread, %s: rows/s at n rows (act_rows per call)\n",
               kernels.isa);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
@@ -113,13 +115,22 @@ void BatchedDecode(bool scalar) {
 }
 
 int Main(int argc, char** argv) {
-  bool scalar = false, batched = false;
+  bool batched = false;
+  cpu::CpuIsa isa = cpu::CpuIsa::kAuto;
   for (int i = 1; i < argc; ++i) {
-    scalar |= std::strcmp(argv[i], "--scalar") == 0;
+    if (std::strcmp(argv[i], "--scalar") == 0) isa = cpu::CpuIsa::kScalar;
     batched |= std::strcmp(argv[i], "--batched") == 0;
+    if (std::strncmp(argv[i], "--isa=", 6) == 0) {
+      const std::optional<cpu::CpuIsa> parsed = cpu::ParseCpuIsa(argv[i] + 6);
+      if (!parsed) {
+        std::fprintf(stderr, "%s: expected --isa=auto|avx512|avx2|scalar\n", argv[i]);
+        return 2;
+      }
+      isa = *parsed;
+    }
   }
   if (batched) {
-    BatchedDecode(scalar);
+    BatchedDecode(isa);
     return 0;
   }
   const int64_t m = 4096, k = 4096;
@@ -132,7 +143,7 @@ int Main(int argc, char** argv) {
     Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
     std::printf("  %-5s %6.1f MiB:", std::string(DTypeName(dt)).c_str(), w.nbytes() / 1048576.0);
     for (int threads : {1, 2}) {
-      CpuBackend backend(CpuBackendOptions{.num_threads = threads, .force_scalar = scalar});
+      CpuBackend backend(CpuBackendOptions{.num_threads = threads, .isa = isa});
       const double gbs = GemvGBs(backend, w, x1, out1);
       std::printf("  %d thr %6.1f GB/s [%7.1f/s]", threads, gbs, gbs * 1e9 / w.nbytes());
     }
@@ -146,9 +157,9 @@ int Main(int argc, char** argv) {
               static_cast<long long>(n));
   for (DType dt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K}) {  // NOLINT
     Tensor w = RandomTensor(dt, m, k, 0.05f, 4);
-    CpuBackend kern(CpuBackendOptions{.num_threads = 2, .force_scalar = scalar});
+    CpuBackend kern(CpuBackendOptions{.num_threads = 2, .isa = isa});
     CpuBackend blas(
-        CpuBackendOptions{.num_threads = 2, .force_scalar = scalar, .blas_min_rows = 32});
+        CpuBackendOptions{.num_threads = 2, .isa = isa, .blas_min_rows = 32});
     const double a = PrefillGflops(kern, w, xn, outn);
     const double b = PrefillGflops(blas, w, xn, outn);
     std::printf("  %-5s %6.1f | %6.1f\n", std::string(DTypeName(dt)).c_str(), a, b);

@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "tensor/dtype.h"
 
@@ -120,9 +122,12 @@ const DotKernels* Avx512DotKernels();
 DotTileB Bf16ActDotKernel();
 using Bf16RoundFn = void (*)(const float* x, uint16_t* out, int64_t count);
 Bf16RoundFn Bf16RoundRowsKernel();
-// The best set the CPU has: AVX-512, else AVX2, else scalar. `force_scalar` or the environment
-// variable LOOM_CPU_ISA=scalar selects scalar; LOOM_CPU_ISA=avx2 caps the choice at AVX2 (for
-// A/B measurements); unset, empty or "auto": the best.
-const DotKernels& SelectDotKernels(bool force_scalar);
+// A cap on SelectDotKernels' choice (CpuBackendOptions::isa; the CLI's --cpu-isa).
+enum class CpuIsa { kAuto, kAvx512, kAvx2, kScalar };
+// "auto", "avx512", "avx2" or "scalar"; nullopt for anything else.
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
+// The best set the CPU has up to `cap`: AVX-512, else AVX2, else scalar. kAvx2 caps the choice
+// at AVX2 (for A/B measurements), kScalar selects scalar; kAuto and kAvx512: the best.
+const DotKernels& SelectDotKernels(CpuIsa cap);
 
 }  // namespace loom::cpu

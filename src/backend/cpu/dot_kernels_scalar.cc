@@ -191,13 +191,17 @@ const DotKernels& ScalarDotKernels() {
   return k;
 }
 
-const DotKernels& SelectDotKernels(bool force_scalar) {
-  const char* env = std::getenv("LOOM_CPU_ISA");
-  const std::string cap = env != nullptr ? env : "";
-  CHECK(cap.empty() || cap == "auto" || cap == "avx512" || cap == "avx2" || cap == "scalar")
-      << "LOOM_CPU_ISA must be auto, avx512, avx2 or scalar, got '" << cap << "'";
-  if (force_scalar || cap == "scalar") return ScalarDotKernels();
-  if (cap != "avx2" && Avx512DotKernels() != nullptr) return *Avx512DotKernels();
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
+  if (name == "auto") return CpuIsa::kAuto;
+  if (name == "avx512") return CpuIsa::kAvx512;
+  if (name == "avx2") return CpuIsa::kAvx2;
+  if (name == "scalar") return CpuIsa::kScalar;
+  return std::nullopt;
+}
+
+const DotKernels& SelectDotKernels(CpuIsa cap) {
+  if (cap == CpuIsa::kScalar) return ScalarDotKernels();
+  if (cap != CpuIsa::kAvx2 && Avx512DotKernels() != nullptr) return *Avx512DotKernels();
   if (Avx2DotKernels() != nullptr) return *Avx2DotKernels();
   return ScalarDotKernels();
 }

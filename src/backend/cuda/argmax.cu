@@ -208,18 +208,18 @@ SplitPlan PlanSplits(int64_t rows, int64_t vocab, int num_sms) {
 // fused tail (one row, `tail` used).
 template <bool kTail>
 void Launch(const void* x, DType dtype, int64_t rows, int64_t vocab, const SplitPlan& p,
-            Best* partial, int32_t* out, const AdvanceTail& tail, cudaStream_t stream) {
+            Best* partial, int32_t* out, const AdvanceTail& tail, cudaStream_t stream, bool pdl) {
   auto go = [&](auto* typed) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
     const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(rows));
     const bool vec = reinterpret_cast<uintptr_t>(typed) % 16 == 0 &&
                      (static_cast<size_t>(vocab) * sizeof(T)) % 16 == 0;
     if (vec) {
-      LaunchPdl(ArgmaxChunkKernel<T, true, kTail>, grid, dim3(kThreads), 0, stream, typed, vocab,
-                p.chunk, p.splits, partial, out, tail);
+      LaunchPdl(ArgmaxChunkKernel<T, true, kTail>, grid, dim3(kThreads), 0, stream, pdl, typed,
+                vocab, p.chunk, p.splits, partial, out, tail);
     } else {
-      LaunchPdl(ArgmaxChunkKernel<T, false, kTail>, grid, dim3(kThreads), 0, stream, typed, vocab,
-                p.chunk, p.splits, partial, out, tail);
+      LaunchPdl(ArgmaxChunkKernel<T, false, kTail>, grid, dim3(kThreads), 0, stream, pdl, typed,
+                vocab, p.chunk, p.splits, partial, out, tail);
     }
   };
   if (dtype == DType::kF32) return go(static_cast<const float*>(x));
@@ -236,30 +236,30 @@ size_t ArgmaxScratchBytes(int64_t rows, int64_t vocab, int num_sms) {
 }
 
 void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, int num_sms,
-                      void* scratch, int32_t* out, cudaStream_t stream) {
+                      void* scratch, int32_t* out, cudaStream_t stream, bool pdl) {
   if (rows == 0) return;
   CHECK(vocab > 0 && vocab < INT_MAX) << "ArgmaxRows: vocab " << vocab;
   CHECK_LE(rows, 65535) << "ArgmaxRows: too many rows";
   const SplitPlan p = PlanSplits(rows, vocab, num_sms);
   Best* partial = static_cast<Best*>(scratch);
   CHECK(p.splits == 1 || partial != nullptr) << "ArgmaxRows: no scratch";
-  Launch<false>(x, dtype, rows, vocab, p, partial, out, AdvanceTail{}, stream);
+  Launch<false>(x, dtype, rows, vocab, p, partial, out, AdvanceTail{}, stream, pdl);
   if (p.splits > 1) {
     const int threads = 128;
     LaunchPdl(ArgmaxCombineKernel, dim3(static_cast<unsigned>((rows + threads - 1) / threads)),
-              dim3(threads), 0, stream, partial, rows, p.splits, out);
+              dim3(threads), 0, stream, pdl, partial, rows, p.splits, out);
   }
 }
 
 void LaunchArgmaxAdvance(const void* x, DType dtype, int64_t vocab, int num_sms, void* scratch,
                          unsigned* ticket, int32_t* out, const DecodeInputs& in, int block_size,
-                         int32_t* host_ids, int host_stride, cudaStream_t stream) {
+                         int32_t* host_ids, int host_stride, cudaStream_t stream, bool pdl) {
   CHECK(vocab > 0 && vocab < INT_MAX) << "ArgmaxAdvance: vocab " << vocab;
   const SplitPlan p = PlanSplits(1, vocab, num_sms);
   Best* partial = static_cast<Best*>(scratch);
   CHECK(p.splits == 1 || (partial != nullptr && ticket != nullptr)) << "ArgmaxAdvance: no scratch";
   const AdvanceTail tail{ticket, in, block_size, host_ids, host_stride};
-  Launch<true>(x, dtype, 1, vocab, p, partial, out, tail, stream);
+  Launch<true>(x, dtype, 1, vocab, p, partial, out, tail, stream, pdl);
 }
 
 }  // namespace loom::cuda

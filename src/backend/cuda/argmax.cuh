@@ -32,8 +32,9 @@ size_t ArgmaxScratchBytes(int64_t rows, int64_t vocab, int num_sms);
 
 // out[r] = argmax of row r of x (rules above).   x [rows, vocab] f32 or bf16, row-major on the
 // device; out [rows] i32 on the device; scratch: ArgmaxScratchBytes(rows, vocab, num_sms) bytes.
+// pdl: programmatic dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, int num_sms,
-                      void* scratch, int32_t* out, cudaStream_t stream);
+                      void* scratch, int32_t* out, cudaStream_t stream, bool pdl);
 
 // One row (batch-1 decode): out[0] = argmax of x as above, then row 0 of `in` advanced with it
 // (AdvanceDecodeRow, decode_inputs.cuh), in one launch: the chunk blocks count themselves on
@@ -42,6 +43,6 @@ void LaunchArgmaxRows(const void* x, DType dtype, int64_t rows, int64_t vocab, i
 // launch (the last block puts it back to 0); scratch: ArgmaxScratchBytes(1, vocab, num_sms).
 void LaunchArgmaxAdvance(const void* x, DType dtype, int64_t vocab, int num_sms, void* scratch,
                          unsigned* ticket, int32_t* out, const DecodeInputs& in, int block_size,
-                         int32_t* host_ids, int host_stride, cudaStream_t stream);
+                         int32_t* host_ids, int host_stride, cudaStream_t stream, bool pdl);
 
 }  // namespace loom::cuda

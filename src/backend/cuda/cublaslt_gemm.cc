@@ -9,7 +9,6 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_allocator.h"
-#include "base/env.h"
 
 namespace loom::cuda {
 namespace {
@@ -48,8 +47,10 @@ struct CublasLtGemm::Plan {
   }
 };
 
-CublasLtGemm::CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream)
-    : allocator_(allocator), stream_(stream) {
+CublasLtGemm::CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream, int tune,
+                           bool print_plans)
+    : allocator_(allocator), stream_(stream), tune_(tune), print_plans_(print_plans) {
+  CHECK_GE(tune, 1) << "CublasLtGemm: tune " << tune;
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_ = Tensor(DType::kI32, Shape{static_cast<int64_t>(kWorkspaceBytes / 4)},
                       allocator.NewBuffer(kWorkspaceBytes));
@@ -88,13 +89,13 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   const size_t ws = kWorkspaceBytes;
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws, sizeof ws));
-  // LOOM_CUBLASLT_TUNE=N (N > 1): time cuBLASLt's first N heuristic candidates on the real
-  // operands (not while the stream captures a graph, and not when accumulating: the trial runs
-  // would add into `out` repeatedly) and keep the fastest.
+  // tune_ > 1: time cuBLASLt's first tune_ heuristic candidates on the real operands (not while
+  // the stream captures a graph, and not when accumulating: the trial runs would add into `out`
+  // repeatedly) and keep the fastest.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
   const int tune =
-      capturing == cudaStreamCaptureStatusNone && !accumulate ? EnvInt("LOOM_CUBLASLT_TUNE", 1) : 1;
+      capturing == cudaStreamCaptureStatusNone && !accumulate ? tune_ : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(tune, 1)));
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
@@ -142,7 +143,7 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
   }
-  if (EnvInt("LOOM_CUDA_PROFILE", 0) != 0) {
+  if (print_plans_) {
     for (int i = 0; i < found; ++i) {
       std::fprintf(stderr, "cublaslt n=%lld m=%lld k=%lld cand %d: %s%s %.2f us%s\n",
                    static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k),

@@ -1,6 +1,7 @@
 // CublasLtGemm: out[n, m] = x[n, k] @ w[m, k]^T through cuBLASLt, bf16 inputs, f32 accumulation,
 // bf16 or f32 output. One handle and one workspace per instance; the algorithm for each
-// (n, m, k, out dtype) is chosen once by cuBLASLt's heuristic and cached with its descriptors.
+// (n, m, k, out dtype) is chosen once by cuBLASLt's heuristic (or by timing its first `tune`
+// candidates) and cached with its descriptors.
 //
 // Row-major [n, m] = col-major [m, n]: C = W^T(k x m stored, op T) * X^T(k x n stored, op N).
 // Not thread-safe (one stream).
@@ -22,7 +23,12 @@ class DeviceAllocator;
 
 class CublasLtGemm {
  public:
-  CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream);
+  // tune > 1: time cuBLASLt's first `tune` heuristic candidates on the real operands (not while
+  // the stream captures a graph, not when accumulating) and keep the fastest
+  // (CudaTuning::cublaslt_tune). print_plans: each new plan's candidates and timings to stderr
+  // (CudaBackendOptions::profile).
+  CublasLtGemm(DeviceAllocator& allocator, cudaStream_t stream, int tune = 1,
+               bool print_plans = false);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
@@ -43,6 +49,8 @@ class CublasLtGemm {
 
   DeviceAllocator& allocator_;  // the backend's; outlives this
   cudaStream_t stream_;
+  int tune_ = 1;
+  bool print_plans_ = false;
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;

@@ -166,7 +166,7 @@ TEST_F(CudaArgmaxTest, ArgmaxAdvanceMatchesArgmaxThenAdvance) {
         auto* sc = scratch.data_as<int32_t>();
         cuda::LaunchArgmaxAdvance(
             dev.data(), dtype, vocab, sms, sc, reinterpret_cast<unsigned*>(sc + winners / 4),
-            out.data_as<int32_t>(), di, kBlock, b + 8, kStride, gpu_->stream());
+            out.data_as<int32_t>(), di, kBlock, b + 8, kStride, gpu_->stream(), /*pdl=*/true);
         std::vector<int32_t> got(static_cast<size_t>(block.numel()));
         gpu_->CopyToHost(block, got.data());
         int32_t id = 0;

@@ -229,13 +229,10 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
   }
 }
 
-// Decode-kernel tests: the switches are process-wide, so each test restores them.
+// Decode-kernel tests: each test's backend is fresh (GpuTest), so the variants it sets
+// (CudaBackend::set_tuning) end with it.
 class CudaDecodeAttentionTest : public CudaAttentionTest {
  protected:
-  void TearDown() override {
-    cuda::SetDecodeAttentionEnabled(enabled_before_);
-    cuda::SetDecodeAttentionTuning({});
-  }
   // Decodes (q_len 1) over contexts of 1, 3, 17, 97, 1000 and 8191 keys: one key, less than a
   // page, page + 1, several lane-group iterations, and split ranges that divide nothing.
   static std::vector<SeqSpec> AwkwardContexts() {
@@ -256,11 +253,9 @@ class CudaDecodeAttentionTest : public CudaAttentionTest {
         {"mha, d128, block 7, window 1", 2, 2, 128, 7, 1, 0.f, ctx},
     };
   }
-  const bool enabled_before_ = cuda::DecodeAttentionEnabled();
 };
 
 TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
-  cuda::SetDecodeAttentionEnabled(true);
   unsigned seed = 300;
   for (const Scenario& sc : DecodeScenarios()) {
     const Inputs in = Prepare(sc, seed++);
@@ -280,13 +275,13 @@ TEST_F(CudaDecodeAttentionTest, MatchesCpu) {
         std::vector<float> clustered;
         for (int cluster : {1, 0}) {
           if (cluster == 0 && (splits == 1 || splits == 64)) continue;
-          cuda::DecodeAttentionTuning t;
-          t.splits = splits;
-          t.unroll = v.unroll;
-          t.prefetch = v.prefetch;
-          t.mma = v.mma;
-          t.cluster = cluster;
-          cuda::SetDecodeAttentionTuning(t);
+          CudaTuning t;
+          t.attn_decode_splits = splits;
+          t.attn_decode_unroll = v.unroll;
+          t.attn_decode_prefetch = v.prefetch != 0;
+          t.attn_decode_mma = v.mma != 0;
+          t.attn_cluster_merge = cluster != 0;
+          gpu_->set_tuning(t);
           const std::vector<float> out = RunOn(*gpu_, true, in);
           const double err = NormalizedError(out, ref);
           if (cluster == 1) clustered = out;
@@ -314,8 +309,7 @@ TEST_F(CudaDecodeAttentionTest, BatchOnePlansClusterMerge) {
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major < 9) GTEST_SKIP() << "thread-block clusters need Hopper";
-  cuda::SetDecodeAttentionEnabled(true);
-  cuda::SetDecodeAttentionTuning({});
+  const CudaTuning defaults;
   cuda::PagedAttentionArgs a{};
   a.num_seqs = 1;
   a.num_tokens = 1;
@@ -325,16 +319,18 @@ TEST_F(CudaDecodeAttentionTest, BatchOnePlansClusterMerge) {
   a.num_kv_heads = 8;
   a.head_dim = 128;
   a.block_size = 16;
-  const cuda::PagedAttentionPlan plan = cuda::PlanDecodeAttention(a, gpu_->num_sms());
+  const cuda::PagedAttentionPlan plan = cuda::PlanDecodeAttention(a, gpu_->num_sms(), defaults);
   EXPECT_TRUE(plan.decode_cluster);
   EXPECT_EQ(plan.num_splits, 16);
   a.num_seqs = a.num_tokens = 8;  // batch 8: 64 x splits blocks do not fit one per SM
-  EXPECT_FALSE(cuda::PlanDecodeAttention(a, gpu_->num_sms()).decode_cluster);
+  EXPECT_FALSE(cuda::PlanDecodeAttention(a, gpu_->num_sms(), defaults).decode_cluster);
 }
 
-// The generic kernel (LOOM_ATTN_DECODE=0) still serves decode steps correctly.
+// The generic kernel (attn_decode=0) still serves decode steps correctly.
 TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
-  cuda::SetDecodeAttentionEnabled(false);
+  CudaTuning t;
+  t.attn_decode = false;
+  gpu_->set_tuning(t);
   const Scenario sc = DecodeScenarios()[0];
   const double err = Run(sc, 400);
   EXPECT_LT(err, kTolRounded) << sc.name;
@@ -344,15 +340,14 @@ TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
 // A sequence's output rows do not depend on the rest of the batch: bit-identical to the same
 // sequence run alone (same data, different pages), for a fixed split count.
 TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
-  cuda::SetDecodeAttentionEnabled(true);
   for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
     const Inputs batch_in = Prepare(base, 500);
     const std::pair<int, int> configs[] = {{0, 1}, {0, 4}, {1, 1}, {1, 4}};  // (mma, splits)
     for (auto [mma, splits] : configs) {
-      cuda::DecodeAttentionTuning t;
-      t.splits = splits;
-      t.mma = mma;
-      cuda::SetDecodeAttentionTuning(t);
+      CudaTuning t;
+      t.attn_decode_splits = splits;
+      t.attn_decode_mma = mma != 0;
+      gpu_->set_tuning(t);
       const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
       const int64_t row = int64_t{base.num_heads} * base.head_dim;
       for (size_t i = 0; i < base.seqs.size(); ++i) {
@@ -411,10 +406,6 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
 
 // Which kernel and block shape PlanPagedAttention picks (host only: runs without a GPU).
 TEST(CudaAttentionPlanTest, PrefillKernelAndTile) {
-  if (std::getenv("LOOM_ATTN_PREFILL") != nullptr ||
-      std::getenv("LOOM_ATTN_PREFILL_TILE") != nullptr) {
-    GTEST_SKIP() << "the plan is forced by the environment";
-  }
   auto step = [](int tokens, int max_q, int head_dim) {
     cuda::PagedAttentionArgs a;
     a.num_seqs = 1;
@@ -428,35 +419,47 @@ TEST(CudaAttentionPlanTest, PrefillKernelAndTile) {
     return a;
   };
   constexpr int kSms = 132;
+  const CudaTuning t;  // the defaults
   // 4096-token prompt: 64 tiles of 256 rows (64 tokens x 4 heads) x 8 kv heads = 512 blocks.
-  cuda::PagedAttentionPlan p = cuda::PlanPagedAttention(step(4096, 4096, 128), kSms);
+  cuda::PagedAttentionPlan p = cuda::PlanPagedAttention(step(4096, 4096, 128), kSms, t);
   EXPECT_TRUE(p.flash);
   EXPECT_EQ(p.flash_tile.warps, 8);
   EXPECT_EQ(p.flash_tile.m_tiles, 2);
   EXPECT_EQ(p.q_per_tile, 64);
   EXPECT_EQ(p.num_splits, 1);
   // 512-token chunk: 8x2 would make 64 blocks (< 3/4 of 132 SMs), 8x1 makes 128.
-  p = cuda::PlanPagedAttention(step(512, 512, 128), kSms);
+  p = cuda::PlanPagedAttention(step(512, 512, 128), kSms, t);
   EXPECT_EQ(p.flash_tile.warps, 8);
   EXPECT_EQ(p.flash_tile.m_tiles, 1);
   EXPECT_EQ(p.q_per_tile, 32);
   // 256 tokens: 8x1 would make 64 blocks, 4x1 makes 128.
-  p = cuda::PlanPagedAttention(step(256, 256, 128), kSms);
+  p = cuda::PlanPagedAttention(step(256, 256, 128), kSms, t);
   EXPECT_EQ(p.flash_tile.warps, 4);
   EXPECT_EQ(p.flash_tile.m_tiles, 1);
   EXPECT_EQ(p.q_per_tile, 16);
   // 2048 tokens: 8x2 256 blocks.
-  p = cuda::PlanPagedAttention(step(2048, 2048, 128), kSms);
+  p = cuda::PlanPagedAttention(step(2048, 2048, 128), kSms, t);
   EXPECT_EQ(p.flash_tile.m_tiles, 2);
   // head_dim 256: one row tile a warp.
-  p = cuda::PlanPagedAttention(step(4096, 4096, 256), kSms);
+  p = cuda::PlanPagedAttention(step(4096, 4096, 256), kSms, t);
   EXPECT_TRUE(p.flash);
   EXPECT_EQ(p.flash_tile.warps, 8);
   EXPECT_EQ(p.flash_tile.m_tiles, 1);
   // Decode-only steps, head dims the tensor-core kernel lacks, and the A/B switch: old kernel.
-  EXPECT_FALSE(cuda::PlanPagedAttention(step(64, 1, 128), kSms).flash);
-  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 80), kSms).flash);
-  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 128), kSms, false).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(64, 1, 128), kSms, t).flash);
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 80), kSms, t).flash);
+  CudaTuning generic;
+  generic.attn_prefill = false;
+  EXPECT_FALSE(cuda::PlanPagedAttention(step(4096, 4096, 128), kSms, generic).flash);
+  // A forced tile, and head_dim 256 keeping one row tile a warp under it.
+  CudaTuning forced;
+  ASSERT_TRUE(ApplyCudaTuneArg("attn_prefill_tile=4x2", &forced).ok());
+  p = cuda::PlanPagedAttention(step(512, 512, 128), kSms, forced);
+  EXPECT_EQ(p.flash_tile.warps, 4);
+  EXPECT_EQ(p.flash_tile.m_tiles, 2);
+  EXPECT_EQ(p.q_per_tile, 32);
+  p = cuda::PlanPagedAttention(step(512, 512, 256), kSms, forced);
+  EXPECT_EQ(p.flash_tile.m_tiles, 1);
 }
 
 }  // namespace

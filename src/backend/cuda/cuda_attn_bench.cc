@@ -1,14 +1,18 @@
 // cuda_attn_bench: paged decode attention alone, Llama-3.1-8B heads (32 q heads, 8 kv heads,
 // head_dim 128, block size 16), random bf16 pools, page tables drawn from a shuffled block
 // permutation. For each case (batch x context) it runs the generic kernel ("old",
-// LOOM_ATTN_DECODE=0 path) and the decode kernel (automatic plan, then variants: keys per
+// attn_decode=0 path) and the decode kernel (automatic plan, then variants: keys per
 // iteration, prefetch, forced splits)
 // and prints per call: median microseconds (cudaEvents around each call, after warmup), KV bytes
 // read / time, and the ratio to the HBM read bandwidth measured in the same run by a read-only
 // reduction over 4 GiB. Small cases rotate over several disjoint page tables so that consecutive
 // calls do not read from L2.
 //
-//   cuda_attn_bench [timed_calls=30]
+//   cuda_attn_bench [timed_calls=30] [KEY=VALUE ...]
+//
+// The base tuning every variant starts from: the defaults, then the LOOM_<KEY> environment
+// variables, then the KEY=VALUE arguments (backend/cuda_tuning.h, as `loom --cuda-tune`), so an
+// A/B of two settings (tools/cuda/run_ab_on_device.sh's ENV_B) reaches this benchmark too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -71,22 +75,24 @@ Tensor UploadI32(CudaBackend& be, const std::vector<int32_t>& v) {
 
 struct Variant {
   std::string name;
-  bool decode;
-  cuda::DecodeAttentionTuning tuning;
+  CudaTuning tuning;
+  bool decode() const { return tuning.attn_decode; }
 };
 
-void Apply(const Variant& v) {
-  cuda::SetDecodeAttentionEnabled(v.decode);
-  cuda::SetDecodeAttentionTuning(v.tuning);
+// `base` with the generic kernel.
+CudaTuning Generic(CudaTuning base) {
+  base.attn_decode = false;
+  return base;
 }
 
-cuda::DecodeAttentionTuning Tuning(int unroll, int prefetch, int splits = 0, int mma = 0) {
-  cuda::DecodeAttentionTuning t;
-  t.mma = mma;
-  t.unroll = unroll;
-  t.prefetch = prefetch;
-  t.splits = splits;
-  return t;
+// `base` with a decode-kernel variant (mma = 0: the CUDA-core kernel; splits 0: as in base).
+CudaTuning Tuning(CudaTuning base, int unroll, int prefetch, int splits = 0, int mma = 0) {
+  base.attn_decode = true;
+  base.attn_decode_mma = mma != 0;
+  base.attn_decode_unroll = unroll;
+  base.attn_decode_prefetch = prefetch != 0;
+  if (splits > 0) base.attn_decode_splits = splits;
+  return base;
 }
 
 std::vector<float> ReadBf16(const Tensor& t, int64_t count) {
@@ -107,8 +113,10 @@ double NormalizedError(const std::vector<float>& got, const std::vector<float>& 
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-int Run(int timed_calls) {
-  auto created = CudaBackend::Create();
+int Run(int timed_calls, const CudaTuning& base) {
+  CudaBackendOptions options;
+  options.tuning = base;
+  auto created = CudaBackend::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
     return 1;
@@ -183,34 +191,35 @@ int Run(int timed_calls) {
       return a;
     };
 
+    CudaTuning decode_auto = base;
+    decode_auto.attn_decode = true;
     std::vector<Variant> variants = {
-        {"old (generic)", false, {}},
-        {"decode auto", true, {}},
-        {"u2 prefetch", true, Tuning(2, 1)},
-        {"u4 prefetch", true, Tuning(4, 1)},
-        {"u2 no-prefetch", true, Tuning(2, 0)},
-        {"u4 no-prefetch", true, Tuning(4, 0)},
-        {"mma 1 tile pf", true, Tuning(1, 1, 0, 1)},
-        {"mma 1 tile", true, Tuning(1, 0, 0, 1)},
-        {"mma 2 tiles", true, Tuning(2, 0, 0, 1)},
+        {"old (generic)", Generic(base)},
+        {"decode auto", decode_auto},
+        {"u2 prefetch", Tuning(base, 2, 1)},
+        {"u4 prefetch", Tuning(base, 4, 1)},
+        {"u2 no-prefetch", Tuning(base, 2, 0)},
+        {"u4 no-prefetch", Tuning(base, 4, 0)},
+        {"mma 1 tile pf", Tuning(base, 1, 1, 0, 1)},
+        {"mma 1 tile", Tuning(base, 1, 0, 0, 1)},
+        {"mma 2 tiles", Tuning(base, 2, 0, 0, 1)},
     };
     for (int sp : {1, 2, 3, 4, 8, 16, 32, 64}) {
       if (int64_t{c.batch} * kKvHeads * sp <= 8 * 132) {
         for (int u : {2, 4}) {
-          variants.push_back({"u" + std::to_string(u) + " pf splits " + std::to_string(sp), true,
-                              Tuning(u, 1, sp)});
+          variants.push_back({"u" + std::to_string(u) + " pf splits " + std::to_string(sp),
+                              Tuning(base, u, 1, sp)});
         }
       }
     }
     std::vector<float> old_out;
     for (const Variant& v : variants) {
-      Apply(v);
-      const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(args_for(steps[0]),
-                                                                     be.num_sms());
+      const cuda::PagedAttentionPlan plan =
+          cuda::PlanPagedAttention(args_for(steps[0]), be.num_sms(), v.tuning);
       auto call = [&](int i) {
         cuda::LaunchPagedAttention(args_for(steps[static_cast<size_t>(i) % steps.size()]), plan,
                                    tile_start.data_as<int32_t>(), partial.data_as<float>(),
-                                   lse.data_as<float>(), stream);
+                                   lse.data_as<float>(), stream, v.tuning.cuda_pdl);
       };
       for (int i = 0; i < 5; ++i) call(i);
       std::vector<double> us;
@@ -228,7 +237,7 @@ int Run(int timed_calls) {
       CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::vector<float> got = ReadBf16(out, int64_t{c.batch} * kHeads * kDim);
       double err = 0;
-      if (!v.decode) {
+      if (!v.decode()) {
         old_out = got;
       } else {
         err = NormalizedError(got, old_out);
@@ -241,11 +250,22 @@ int Run(int timed_calls) {
     }
     std::fflush(stdout);
   }
-  Apply({"", true, {}});
   return 0;
 }
 
 }  // namespace
 }  // namespace loom
 
-int main(int argc, char** argv) { return loom::Run(argc > 1 ? std::atoi(argv[1]) : 30); }
+int main(int argc, char** argv) {
+  // The benchmark's own reading of the compatibility variables (the CLI's rule: flags win).
+  std::vector<std::string> args(argv + std::min(argc, 2), argv + argc);
+  loom::StatusOr<loom::CudaTuning> base = loom::ResolveCudaTuning(
+      args, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!base.ok()) {
+    std::fprintf(stderr, "%s\n", base.status().message().c_str());
+    return 2;
+  }
+  const std::string tuned = loom::DescribeCudaTuning(*base);
+  if (!tuned.empty()) std::printf("tuning: %s\n", tuned.c_str());
+  return loom::Run(argc > 1 ? std::atoi(argv[1]) : 30, *base);
+}

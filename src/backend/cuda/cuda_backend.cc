@@ -24,6 +24,7 @@
 #include "backend/cuda/sample_rows.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 #include "backend/cuda/stream_gemv.cuh"
+#include "base/logging.h"
 #include "tensor/quant.h"
 
 namespace loom {
@@ -65,8 +66,8 @@ class PinnedBuffer final : public Buffer {
 
 }  // namespace
 
-// LOOM_CUDA_PROFILE=1: times the rest of the enclosing op (op_profiler.h); the label and byte
-// count are only evaluated when profiling.
+// options_.profile (--cuda-profile): times the rest of the enclosing op (op_profiler.h); the
+// label and byte count are only evaluated when profiling.
 #define LOOM_PROFILE_OP(label, bytes)                                                \
   const bool prof_on_ = prof_ != nullptr && prof_->enabled();                        \
   cuda::OpProfiler::Scope prof_scope_(prof_on_ ? prof_.get() : nullptr,              \
@@ -111,6 +112,7 @@ Status CudaBackend::CheckGpu(int device) {
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(options.tuning.Validate());
   RETURN_IF_ERROR(CheckGpu(options.device));
   CUDA_CHECK(cudaSetDevice(options.device));
   cudaDeviceProp prop{};
@@ -126,16 +128,29 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp
   name_ = ss.str();
   allocator_ = std::make_shared<cuda::DeviceAllocator>(device_);
   stream_ = std::make_unique<cuda::CudaStream>();
-  gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get());
-  prof_ = std::make_unique<cuda::OpProfiler>(stream_->get());
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(*allocator_, stream_->get(),
+                                               options_.tuning.cublaslt_tune, options_.profile);
+  prof_ = std::make_unique<cuda::OpProfiler>(stream_->get(), options_.profile);
   gemv_queue_ = Alloc(DType::kI32, Shape{2});
   cuda::KTraceInit();  // nothing outside diagnostic builds (ktrace.cuh)
+  if (!options_.ktrace_file.empty() && !cuda::KTraceBuilt()) {
+    LOG(WARNING) << "--ktrace-file " << options_.ktrace_file
+                 << ": this build records no kernel timeline (configure with "
+                    "-DLOOM_CUDA_KTRACE=ON); nothing will be written";
+  }
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) (void)cudaStreamSynchronize(stream_->get());
-  prof_.reset();  // prints the LOOM_CUDA_PROFILE table
+  prof_.reset();  // prints the --cuda-profile table
   gemm_.reset();
+  if (!options_.ktrace_file.empty()) cuda::KTraceDump(options_.ktrace_file.c_str());
+}
+
+void CudaBackend::set_tuning(const CudaTuning& tuning) {
+  const Status valid = tuning.Validate();
+  CHECK(valid.ok()) << valid.message();
+  options_.tuning = tuning;
 }
 
 std::string CudaBackend::name() const { return name_; }
@@ -186,13 +201,7 @@ Tensor CudaBackend::AllocScratch(DType dtype, Shape shape) {
   return Tensor(dtype, shape, allocator_->NewBuffer(bytes));
 }
 
-bool CudaBackend::prefers_fused_ops() const {
-  static const bool fuse = [] {
-    const char* v = std::getenv("LOOM_CUDA_FUSE");
-    return v == nullptr || v[0] != '0';
-  }();
-  return fuse;
-}
+bool CudaBackend::prefers_fused_ops() const { return options_.tuning.cuda_fuse; }
 
 Tensor CudaBackend::ConcatRows(const std::vector<Tensor>& parts) {
   const Shape shape = ConcatRowsShape(parts);
@@ -302,8 +311,8 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream(),
-                               cuda::GemvEpilogue::kNone, nullptr, options_.stream_gemv,
-                               static_cast<unsigned*>(gemv_queue_.data()));
+                               pdl(), cuda::GemvEpilogue::kNone, nullptr,
+                               options_.tuning.gemv_stream, GemvQueue());
   } else {
     gemm_->Run(x.data(), w.data(), out.data(), out.dtype(), n, m, k);
   }
@@ -323,7 +332,7 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float wei
   CHECK(out.shape() == x.shape() && w.numel() == x.cols())
       << "RmsNorm: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   cuda::LaunchRmsNorm(x.data(), w.data(), w.dtype(), eps, weight_offset, x.rows(), x.cols(),
-                      out.data(), stream());
+                      out.data(), stream(), pdl());
 }
 
 void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -341,7 +350,8 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
     if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
       if (UseGemv(x, w)) {
         cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, stream(),
-                                   cuda::GemvEpilogue::kAddTo, nullptr, options_.stream_gemv);
+                                   pdl(), cuda::GemvEpilogue::kAddTo, nullptr,
+                                   options_.tuning.gemv_stream);
       } else {
         gemm_->Run(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, /*accumulate=*/true);
       }
@@ -385,8 +395,8 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
     CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
         << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), x.rows(), w.rows(),
-                               x.cols(), stream(), cuda::GemvEpilogue::kNone, &gn,
-                               options_.stream_gemv, static_cast<unsigned*>(gemv_queue_.data()));
+                               x.cols(), stream(), pdl(), cuda::GemvEpilogue::kNone, &gn,
+                               options_.tuning.gemv_stream, GemvQueue());
     return;
   }
   Backend::RmsNormMatMul(x, norm, w, bias, out);
@@ -406,10 +416,10 @@ void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, cons
         << "RmsNormMatMulGated: x " << Describe(x) << " w " << Describe(w_gate_up) << " out "
         << Describe(out);
     cuda::LaunchSmallBatchGemm(x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(),
-                               w_gate_up.rows(), x.cols(), stream(),
+                               w_gate_up.rows(), x.cols(), stream(), pdl(),
                                act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul
                                                           : cuda::GemvEpilogue::kSiluMul,
-                               &gn, options_.stream_gemv);
+                               &gn, options_.tuning.gemv_stream);
     return;
   }
   Backend::RmsNormMatMulGated(x, norm, w_gate_up, act, out);
@@ -471,7 +481,7 @@ void CudaBackend::QkvRopeStore(const Tensor& qkv, const Tensor& positions, const
   cuda::QkvRopeStoreArgs a =
       RopeStoreArgs(qkv.cols(), qkv.rows(), positions, rope, l, meta, layer, q_out);
   a.qkv = qkv.data();
-  cuda::LaunchQkvRopeStore(a, stream());
+  cuda::LaunchQkvRopeStore(a, stream(), pdl());
 }
 
 void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, const Tensor& w_qkv,
@@ -480,8 +490,8 @@ void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, con
                                       const AttentionMeta& meta, const KvLayer& layer,
                                       const Tensor& qkv, const Tensor& q_out) {
   cuda::GemvNorm gn;
-  if (x.rows() == 1 && !bias.defined() && options_.stream_gemv &&
-      GemvNormFor(x, norm, w_qkv, &gn)) {
+  if (x.rows() == 1 && !bias.defined() && options_.tuning.gemv_stream &&
+      options_.tuning.gemv_rope && GemvNormFor(x, norm, w_qkv, &gn)) {
     CheckAct(w_qkv, "RmsNormQkvRopeStore", "w_qkv");
     CHECK_EQ(w_qkv.cols(), x.cols())
         << "RmsNormQkvRopeStore: x " << Describe(x) << " w " << Describe(w_qkv);
@@ -491,7 +501,7 @@ void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, con
       LOOM_PROFILE_OP("rmsnorm_qkv_rope_store(gemv) m=" + std::to_string(w_qkv.rows()) +
                           " k=" + std::to_string(x.cols()),
                       w_qkv.nbytes() + x.nbytes() + 3 * q_out.nbytes());
-      cuda::LaunchStreamGemvRopeStore(x.data(), w_qkv.data(), x.cols(), gn, a, stream());
+      cuda::LaunchStreamGemvRopeStore(x.data(), w_qkv.data(), x.cols(), gn, a, stream(), pdl());
       return;
     }
   }
@@ -530,14 +540,14 @@ void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, co
   const bool gelu = act == GatedAct::kGeluTanh;
   if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(
-        x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(),
+        x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(), pdl(),
         gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul, nullptr,
-        options_.stream_gemv);
+        options_.tuning.gemv_stream);
     return;
   }
   Tensor gate_up = AllocScratch(DType::kBF16, Shape{n, 2 * f});
   gemm_->Run(x.data(), w.data(), gate_up.data(), DType::kBF16, n, 2 * f, k);
-  cuda::LaunchGatedAct(gate_up.data(), out.data(), n, f, gelu, stream());
+  cuda::LaunchGatedAct(gate_up.data(), out.data(), n, f, gelu, stream(), pdl());
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -546,7 +556,7 @@ void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   CHECK(a.shape() == b.shape() && a.shape() == out.shape() && b.dtype() == a.dtype() &&
         out.dtype() == a.dtype())
       << "Add: " << Describe(a) << " + " << Describe(b) << " -> " << Describe(out);
-  cuda::LaunchAdd(a.data(), b.data(), out.data(), a.dtype(), a.numel(), stream());
+  cuda::LaunchAdd(a.data(), b.data(), out.data(), a.dtype(), a.numel(), stream(), pdl());
 }
 
 void CudaBackend::Scale(const Tensor& x, float s) {
@@ -575,7 +585,8 @@ void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& ou
   CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
         out.dtype() == gate.dtype())
       << "SiluMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
-  cuda::LaunchSiluMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
+  cuda::LaunchSiluMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream(),
+                      pdl());
 }
 
 void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor& out) {
@@ -584,7 +595,8 @@ void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor
   CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
         out.dtype() == gate.dtype())
       << "GeluTanhMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
-  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream());
+  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(),
+                          stream(), pdl());
 }
 
 void CudaBackend::SoftCap(const Tensor& x, float cap) {
@@ -659,7 +671,7 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   a.scale = params.scale;
   a.softcap = params.logit_softcap;
   a.out = out.data();
-  const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(a, num_sms_);
+  const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(a, num_sms_, options_.tuning);
   // Scratch from the caching allocator: freed right after the enqueue, reused only by later
   // work on this stream.
   // (Not zero-filled: TileStartKernel writes every entry; a memset would be one more launch.)
@@ -674,7 +686,7 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   }
   cuda::LaunchPagedAttention(a, plan, tile_start.data_as<int32_t>(),
                              partial.defined() ? partial.data_as<float>() : nullptr,
-                             lse.defined() ? lse.data_as<float>() : nullptr, stream());
+                             lse.defined() ? lse.data_as<float>() : nullptr, stream(), pdl());
 }
 
 void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {
@@ -685,7 +697,7 @@ void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& 
   CHECK(out.cols() == x.cols() && out.dtype() == x.dtype())
       << "GatherRows: x " << Describe(x) << " out " << Describe(out);
   cuda::LaunchGatherRows(x.data(), x.rows(), rows.data_as<const int32_t>(), out.rows(),
-                         x.row_bytes(), out.data(), stream());
+                         x.row_bytes(), out.data(), stream(), pdl());
 }
 
 void CudaBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst,
@@ -719,7 +731,7 @@ void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
       scratch_bytes > 0 ? allocator_->NewBuffer(scratch_bytes) : nullptr;
   cuda::LaunchArgmaxRows(x.data(), x.dtype(), x.rows(), x.cols(), num_sms_,
                          scratch != nullptr ? scratch->data() : nullptr, out.data_as<int32_t>(),
-                         stream());
+                         stream(), pdl());
 }
 
 void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) {

@@ -16,7 +16,9 @@
 // weights f32 or bf16; SoftCap/Scale/Add/GatherRows also on f32 tensors (logits); KV pools bf16.
 // Attention: paged_attention.cuh (GQA grouping, split-KV, causal + sliding window + softcap).
 //
-// LOOM_CUDA_PROFILE=1: per-op GPU time table on stderr at exit (eager steps only; op_profiler.h).
+// Kernel variants: CudaBackendOptions::tuning (backend/cuda_tuning.h; the CLI's --cuda-tune).
+// options.profile (--cuda-profile): per-op GPU time table on stderr at exit (eager steps only;
+// op_profiler.h).
 //
 // Thread-safety: one caller at a time.
 #pragma once
@@ -29,6 +31,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
+#include "backend/cuda_tuning.h"
 #include "base/status.h"
 
 namespace loom::cuda {
@@ -49,9 +52,14 @@ struct CudaBackendOptions {
   // on the H200 it beats cuBLASLt at n = 1 (157 vs 146 tok/s for 8B decode) but is 2.6x slower
   // at n = 8 (tools/cuda/NOTES.md).
   int small_batch_gemm_rows = 1;
-  // One-row GEMVs take the TMA-streamed kernel (stream_gemv.cuh) on Hopper; false = the
-  // small-batch kernel (tests of both; LOOM_GEMV_STREAM=0 turns it off process-wide).
-  bool stream_gemv = true;
+  // The kernels' A/B switches (validated by Create); defaults are the measured choices.
+  CudaTuning tuning = {};
+  // Per-op GPU timing printed when the backend is destroyed, and each new cuBLASLt plan's
+  // candidates (op_profiler.h; the CLI's --cuda-profile).
+  bool profile = false;
+  // Diagnostic builds (-DLOOM_CUDA_KTRACE=ON): the kernel timeline is written to this file when
+  // the backend is destroyed (ktrace.cuh; the CLI's --ktrace-file). "" = not written.
+  std::string ktrace_file = {};
 };
 
 class CudaBackend final : public Backend {
@@ -64,7 +72,8 @@ class CudaBackend final : public Backend {
   static Status CheckGpu(int device = 0);
   // Free and total device memory in bytes (cudaMemGetInfo on this backend's device).
   void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const;
-  // Fails (FailedPrecondition, naming the device) when CheckGpu does.
+  // Fails (FailedPrecondition, naming the device) when CheckGpu does, and (InvalidArgument)
+  // when options.tuning does not validate.
   static StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
   ~CudaBackend() override;
 
@@ -100,8 +109,8 @@ class CudaBackend final : public Backend {
   void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;
-  // Fused ops (one kernel each; LOOM_CUDA_FUSE=0 turns fused weights and folded ops off for A/B
-  // runs).
+  // Fused ops (one kernel each; tuning.cuda_fuse = false turns fused weights and folded ops off
+  // for A/B runs).
   bool prefers_fused_ops() const override;
   Tensor ConcatRows(const std::vector<Tensor>& parts) override;
   void TrimMemory() override;
@@ -140,7 +149,13 @@ class CudaBackend final : public Backend {
   // ---- CUDA-specific ----
   cudaStream_t stream() const;
   void set_small_batch_gemm_rows(int rows);
-  void set_stream_gemv(bool on) { options_.stream_gemv = on; }
+  // One-row GEMVs take the TMA-streamed kernel (stream_gemv.cuh) on Hopper; false: the
+  // small-batch kernel (tuning.gemv_stream; tests of both).
+  void set_stream_gemv(bool on) { options_.tuning.gemv_stream = on; }
+  const CudaTuning& tuning() const { return options_.tuning; }
+  // Replaces the kernel variants for later calls (tests and benchmarks; CHECKs that it
+  // validates). Not while a graph that baked the old ones is replayed.
+  void set_tuning(const CudaTuning& tuning);
   int num_sms() const { return num_sms_; }
   cuda::DeviceAllocator& allocator() { return *allocator_; }
 
@@ -156,6 +171,12 @@ class CudaBackend final : public Backend {
   // Fills *out and returns true when the small-batch GEMV can RMSNorm x in its prologue.
   bool GemvNormFor(const Tensor& x, const NormSpec& norm, const Tensor& w,
                    cuda::GemvNorm* out) const;
+  // Whether kernels launch with programmatic dependent launch (tuning.cuda_pdl).
+  bool pdl() const { return options_.tuning.cuda_pdl; }
+  // The logits GEMV's work queue, or null when tuning.gemv_queue is off.
+  unsigned* GemvQueue() const {
+    return options_.tuning.gemv_queue ? static_cast<unsigned*>(gemv_queue_.data()) : nullptr;
+  }
 
   CudaBackendOptions options_;
   int device_;
@@ -164,7 +185,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<cuda::DeviceAllocator> allocator_;
   std::unique_ptr<cuda::CudaStream> stream_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
-  std::unique_ptr<cuda::OpProfiler> prof_;  // LOOM_CUDA_PROFILE=1 (op_profiler.h)
+  std::unique_ptr<cuda::OpProfiler> prof_;  // options_.profile (op_profiler.h)
   // u32 [2], zero between launches: the streamed GEMV's work queue for logits (stream_gemv.cuh).
   Tensor gemv_queue_;
   // EditLogits' upload: page-locked staging grown on demand, and the event after its last copy

@@ -1,7 +1,10 @@
 // cuda_prefill_bench: the prefill side of the H200 issue bar (a 4k-token prompt at >= 65 % of the
 // bf16 GEMM rate cuBLAS reaches, attention FLOPs counted).
 //
-//   cuda_prefill_bench [all|model]     (default all; "model" runs only part c)
+//   cuda_prefill_bench [all|model] [KEY=VALUE ...]   (default all; "model" runs only part c)
+//
+// The backend's tuning: the defaults, then the LOOM_<KEY> environment variables, then the
+// KEY=VALUE arguments (backend/cuda_tuning.h, as `loom --cuda-tune`).
 //
 // (a) cuBLASLt bf16 GEMM TFLOP/s (the project's CublasLtGemm) at 4096^3 and at the Llama-3.1-8B
 //     prefill shapes (n = 4096 tokens x fused qkv 6144x4096, o 4096x4096, fused gate/up
@@ -12,12 +15,14 @@
 //     4 * H * D * sum over rows of the keys each row sees.
 // (c) A whole-model 4096-token prefill of a random-weight Llama-3.1-8B (Model::Forward, logits of
 //     the last token), in TFLOP/s with the linear layers and attention counted, and as a fraction
-//     of (a)'s 4096^3 rate. LOOM_ATTN_PREFILL=0 runs it on the old attention kernel.
+//     of (a)'s 4096^3 rate. attn_prefill=0 runs it on the old attention kernel.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -64,7 +69,7 @@ constexpr GemmShape kGemms[] = {
 // Returns ms per GEMM for each of kGemms.
 std::vector<double> GemmBench(CudaBackend& be) {
   std::printf("(a) cuBLASLt bf16 GEMM, out[n, m] = x[n, k] w[m, k]^T, bf16 out:\n");
-  cuda::CublasLtGemm gemm(be.allocator(), be.stream());
+  cuda::CublasLtGemm gemm(be.allocator(), be.stream(), be.tuning().cublaslt_tune);
   std::vector<double> ms;
   for (const GemmShape& s : kGemms) {
     Tensor x = be.Alloc(DType::kBF16, Shape{s.n, s.k});
@@ -159,7 +164,9 @@ AttnStep MakeStep(CudaBackend& be, const AttnCase& c) {
 
 // tile.warps == 0: the CUDA-core kernel; else the tensor-core kernel with that block shape.
 double TimeAttention(CudaBackend& be, AttnStep& s, cuda::FlashPrefillTile tile, int reps) {
-  cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(s.args, be.num_sms(), tile.warps > 0);
+  CudaTuning tuning = be.tuning();
+  tuning.attn_prefill = tile.warps > 0;
+  cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(s.args, be.num_sms(), tuning);
   if (tile.warps > 0) {
     CHECK(plan.flash) << "flash path not taken";
     plan.flash_tile = tile;
@@ -171,7 +178,8 @@ double TimeAttention(CudaBackend& be, AttnStep& s, cuda::FlashPrefillTile tile, 
   Tensor lse = be.Alloc(DType::kF32, Shape{std::max<int64_t>(plan.lse_floats, 1)});
   return TimeMs(be, 1, reps, [&] {
     cuda::LaunchPagedAttention(s.args, plan, tile_start.data_as<int32_t>(),
-                               partial.data_as<float>(), lse.data_as<float>(), be.stream());
+                               partial.data_as<float>(), lse.data_as<float>(), be.stream(),
+                               be.tuning().cuda_pdl);
   });
 }
 
@@ -196,7 +204,8 @@ std::vector<float> ReadBf16(CudaBackend& be, const Tensor& t) {
 // The 8B 4096-token prompt: every block shape vs the CUDA-core kernel; then other shapes.
 void AttentionBench(CudaBackend& be) {
   AttnStep s = MakeStep(be, {"8B prompt 4096", 32, 8, 128, {{0, kPrompt}}});
-  const cuda::FlashPrefillTile chosen = cuda::FlashPrefillTileFor(s.args, be.num_sms());
+  const cuda::FlashPrefillTile chosen =
+      cuda::FlashPrefillTileFor(s.args, be.num_sms(), be.tuning());
   std::printf(
       "\n(b) attention alone (q/out bf16, bf16 KV pool, block 16); tile chosen for the "
       "4096 prompt %dx%d (warps x 16-row tiles a warp):\n",
@@ -246,11 +255,6 @@ void AttentionBench(CudaBackend& be) {
 
 // ---- (c) ----
 
-const char* Env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : fallback;
-}
-
 void ModelPrefill(CudaBackend& be, double square_tflops) {
   const ModelConfig cfg = Llama31_8BConfig();
   std::unique_ptr<Model> model = MakeRandomModel(cfg, &be, 42);
@@ -283,11 +287,12 @@ void ModelPrefill(CudaBackend& be, double square_tflops) {
       4.0 * cfg.num_heads * cfg.head_dim * (double(kPrompt) * (kPrompt + 1) / 2) * cfg.num_layers;
   const double tflops = (linear + attn) / (best * 1e-3) / 1e12;
   std::printf(
-      "\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, LOOM_ATTN_PREFILL=%s "
-      "LOOM_ATTN_PREFILL_TILE=%s: "
+      "\n(c) Llama-3.1-8B (random bf16) prefill of %d tokens, attn_prefill=%s "
+      "attn_prefill_tile=%s: "
       "%.2f ms (%.0f tok/s); %.1f + %.1f TFLOP (linear + attention) -> %.1f TFLOP/s = "
       "%.1f %% of the 4096^3 GEMM rate (%.1f TFLOP/s)\n",
-      kPrompt, Env("LOOM_ATTN_PREFILL", "1"), Env("LOOM_ATTN_PREFILL_TILE", "default"), best,
+      kPrompt, CudaTuningValue(be.tuning(), "attn_prefill").c_str(),
+      CudaTuningValue(be.tuning(), "attn_prefill_tile").c_str(), best,
       kPrompt * 1e3 / best, linear / 1e12, attn / 1e12, tflops, 100 * tflops / square_tflops,
       square_tflops);
 }
@@ -298,11 +303,22 @@ void ModelPrefill(CudaBackend& be, double square_tflops) {
 int main(int argc, char** argv) {
   using namespace loom;
   const bool model_only = argc > 1 && std::strcmp(argv[1], "model") == 0;
+  const bool has_mode = argc > 1 && std::strchr(argv[1], '=') == nullptr;
+  // The benchmark's own reading of the compatibility variables (the CLI's rule: flags win).
+  const std::vector<std::string> tune_args(argv + (has_mode ? 2 : 1), argv + argc);
+  StatusOr<CudaTuning> tuning = ResolveCudaTuning(
+      tune_args, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!tuning.ok()) {
+    std::fprintf(stderr, "cuda_prefill_bench: %s\n", tuning.status().message().c_str());
+    return 2;
+  }
   if (CudaBackend::DeviceCount() == 0) {
     std::fprintf(stderr, "cuda_prefill_bench: no CUDA device\n");
     return 1;
   }
-  auto be_or = CudaBackend::Create();
+  CudaBackendOptions options;
+  options.tuning = *tuning;
+  auto be_or = CudaBackend::Create(options);
   CHECK_OK(be_or.status());
   CudaBackend& be = **be_or;
   std::printf("device: %s\n", be.name().c_str());

@@ -1,13 +1,11 @@
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
-#include "base/env.h"
 
 namespace loom::cuda {
 LOOM_KTRACE_TU(decode_attention)
@@ -22,22 +20,14 @@ constexpr int kMinKeysPerSplit = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// In-process switches (decode_attention.cuh).
-bool g_enabled = EnvInt("LOOM_ATTN_DECODE", 1) != 0;
-DecodeAttentionTuning g_tuning;
-// LOOM_ATTN_DECODE_SPLITS=N: force N splits (A/B; 0 = auto)
-const int g_splits_env = EnvInt("LOOM_ATTN_DECODE_SPLITS", 0);
 // Splits merged in a cluster: 2..kMaxClusterSplits (more than the 8 portable blocks per cluster
 // needs cudaFuncAttributeNonPortableClusterSizeAllowed; the H200 takes 16).
+// CudaTuning::attn_cluster_splits: the most splits a cluster takes (at most kMaxClusterSplits,
+// the default). H200, 1B batch 1 at 512-640 tokens (keys go in chunks of 64, so 9-11 splits
+// have keys either way): 12 gave 1,356.5 / 1,356.8 tok/s, 16 1,339.2 / 1,339.0 (run 110); but
+// one sequence at 8192 keys took 31.3 us a call with 12 against 26.7 with 16 (cuda_attn_bench),
+// so the default stays 16 (the short-context gain without that cost: branch h-skip).
 constexpr int kMaxClusterSplits = 16;
-// LOOM_ATTN_CLUSTER_SPLITS: the most splits a cluster takes (at most kMaxClusterSplits, the
-// default). H200, 1B batch 1 at 512-640 tokens (keys go in chunks of 64, so 9-11 splits have
-// keys either way): 12 gave 1,356.5 / 1,356.8 tok/s, 16 1,339.2 / 1,339.0 (run 110); but one
-// sequence at 8192 keys took 31.3 us a call with 12 against 26.7 with 16 (cuda_attn_bench), so
-// the default stays 16 (the short-context gain without that cost: branch h-skip).
-const int g_cluster_splits_env = EnvInt("LOOM_ATTN_CLUSTER_SPLITS", kMaxClusterSplits);
-// LOOM_ATTN_DECODE_MMA=0: the CUDA-core kernel (A/B)
-const bool g_mma_env = EnvInt("LOOM_ATTN_DECODE_MMA", 1) != 0;
 
 // n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund-Montgomery): a division by
 // the runtime block size would be ~20 instructions per key.
@@ -68,7 +58,7 @@ struct DecodeArgs : PagedKernelTables {
   float* partial;
   float* lse;
   int cluster_merge;  // the splits are one thread-block cluster (StoreBlockResult)
-  int early_kv;       // mma kernel: first K/V loads before PdlWait (LOOM_ATTN_EARLY_KV=0: after)
+  int early_kv;       // mma kernel: first K/V loads before PdlWait (attn_early_kv=0: after)
 };
 
 // exp2(x - max) with the convention that an all-masked row (max = -inf) weighs nothing.
@@ -532,7 +522,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
                          ActiveSplits(kv_len, a.window, a.num_splits, KB));
 }
 
-// ---- Tensor-core variant (opt-in: DecodeAttentionTuning::mma / LOOM_ATTN_DECODE_MMA=1) ----
+// ---- Tensor-core variant (CudaTuning::attn_decode_mma, the default for head_dim <= 128) ----
 //
 // q.K and P.V on mma.sync (bf16 in, f32 accumulate), so a key costs a few mma instructions per
 // warp instead of ~70 FMAs/conversions/shuffles per lane. A warp takes 8 keys per mma tile:
@@ -961,27 +951,24 @@ int MaxClusterSplits(KernelFn fn) {
 
 template <int D>
 void LaunchCombine(const float* partial, const float* lse, int num_splits, int64_t num_rows,
-                   __nv_bfloat16* out, cudaStream_t stream) {
+                   __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
   const auto blocks =
       static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
   LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream,
-            partial, lse, num_splits, num_rows, out);
+            pdl, partial, lse, num_splits, num_rows, out);
 }
 
 }  // namespace
 
-void SetDecodeAttentionEnabled(bool enabled) { g_enabled = enabled; }
-bool DecodeAttentionEnabled() { return g_enabled; }
-void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning) { g_tuning = tuning; }
-
-bool DecodeAttentionApplies(const PagedAttentionArgs& a) {
-  if (!g_enabled || a.max_query_len > 1 || a.block_size <= 0) return false;
+bool DecodeAttentionApplies(const PagedAttentionArgs& a, const CudaTuning& t) {
+  if (!t.attn_decode || a.max_query_len > 1 || a.block_size <= 0) return false;
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return false;
   return a.num_heads / a.num_kv_heads <= 8;
 }
 
-PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms) {
+PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms,
+                                       const CudaTuning& t) {
   const int group = a.num_heads / a.num_kv_heads;
   PagedAttentionPlan p;
   p.decode = true;
@@ -989,27 +976,27 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
   p.rows = RowCapacity(group);
   p.grid_tiles = a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;  // unused by this kernel; the caller allocates it anyway
-  const DecodeAttentionTuning& t = g_tuning;
   // 4 keys per iteration with prefetch: the fastest variant at GQA 4 on the H200 (64 x 8192:
   // 2.47 TB/s vs 1.69 for 2 keys, 1.95 without prefetch). GQA 8 x 4 keys would need > 255
   // registers.
-  p.decode_unroll = t.unroll == 2 || t.unroll == 4 ? t.unroll : group <= 4 ? 4 : 2;
-  p.decode_prefetch = t.prefetch != 0;
+  const int unroll = t.attn_decode_unroll;
+  p.decode_unroll = unroll == 2 || unroll == 4 ? unroll : group <= 4 ? 4 : 2;
+  p.decode_prefetch = t.attn_decode_prefetch;
   // Tensor-core variant, the default for head_dim 64 / 128; unroll = 8-key tiles per warp per
   // iteration, 1 or 2. H200, cuda_attn_bench, 2 tiles vs 1 tile + prefetch vs the CUDA-core
   // kernel: 64 x 8192 4.04 / 3.63 / 2.01 TB/s (90 % / 81 % / 45 % of the 4.49 TB/s HBM read
   // rate), 256 x 576 3.19 / 2.94 / 1.79 TB/s.
-  p.decode_mma = (t.mma < 0 ? g_mma_env : t.mma != 0) && a.head_dim <= 128;
+  p.decode_mma = t.attn_decode_mma && a.head_dim <= 128;
   if (p.decode_mma) {
-    p.decode_unroll = t.unroll == 1 ? 1 : 2;
+    p.decode_unroll = unroll == 1 ? 1 : 2;
     p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
   }
-  static const bool cluster_env = HopperPathEnabled("LOOM_ATTN_CLUSTER_MERGE");
-  const bool cluster = t.cluster < 0 ? cluster_env : t.cluster != 0;
+  p.decode_early_kv = t.attn_early_kv && HopperOrNewer();
+  const bool cluster = t.attn_cluster_merge && HopperOrNewer();
   const int max_cluster =
-      cluster ? std::min(MaxClusterSplits(KernelFor(p, a.head_dim)), g_cluster_splits_env) : 0;
-  if (t.splits > 0 || g_splits_env > 0) {
-    p.num_splits = std::min(t.splits > 0 ? t.splits : g_splits_env, kMaxSplits);
+      cluster ? std::min(MaxClusterSplits(KernelFor(p, a.head_dim)), t.attn_cluster_splits) : 0;
+  if (t.attn_decode_splits > 0) {
+    p.num_splits = std::min(t.attn_decode_splits, kMaxSplits);
     p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster &&
                        MergeBufferBytes(p.num_splits, group, a.head_dim) <= kMaxMergeBytes;
   } else {
@@ -1032,7 +1019,7 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms)
 }
 
 void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
-                           float* partial, float* lse, cudaStream_t stream) {
+                           float* partial, float* lse, cudaStream_t stream, bool pdl) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   DecodeArgs d;
   static_cast<PagedKernelTables&>(d) = KernelTables(a);
@@ -1043,28 +1030,27 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.partial = partial;
   d.lse = lse;
   d.cluster_merge = plan.decode_cluster ? 1 : 0;
-  static const bool early_kv = HopperPathEnabled("LOOM_ATTN_EARLY_KV");
-  d.early_kv = early_kv ? 1 : 0;
+  d.early_kv = plan.decode_early_kv ? 1 : 0;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
   const KernelFn kernel = KernelFor(plan, a.head_dim);
   if (plan.decode_cluster) {
     LaunchPdlCluster(kernel, grid, dim3(kThreads),
                      MergeBufferBytes(plan.num_splits, a.num_heads / a.num_kv_heads, a.head_dim),
-                     stream, dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
+                     stream, pdl, dim3(1, static_cast<unsigned>(plan.num_splits), 1), d);
     return;
   }
-  LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, d);
+  LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, pdl, d);
   if (plan.num_splits > 1) {
     switch (a.head_dim) {
       case 64:
-        LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
         break;
       case 128:
-        LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
         break;
       default:
-        LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream);
+        LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
         break;
     }
   }

@@ -21,7 +21,7 @@
 // padded to the mma's 8-row tiles; P rounded to bf16 for P.V, as the prefill kernel does), two
 // 8-key tiles per warp per iteration. H200, Llama-3.1-8B heads (cuda_attn_bench): 64 x 8192
 // reads KV at 4.04 TB/s, 90 % of the measured 4.49 TB/s HBM read rate (CUDA-core variant 2.01,
-// generic kernel 1.59). The CUDA-core variant serves head_dim 256 and LOOM_ATTN_DECODE_MMA=0.
+// generic kernel 1.59). The CUDA-core variant serves head_dim 256 and attn_decode_mma=0.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,33 +30,18 @@
 
 namespace loom::cuda {
 
-// True when the decode kernel handles this step (decode-only, supported shapes, not disabled by
-// LOOM_ATTN_DECODE=0 or SetDecodeAttentionEnabled(false)).
-bool DecodeAttentionApplies(const PagedAttentionArgs& args);
+// True when the decode kernel handles this step (decode-only, supported shapes, and
+// tuning.attn_decode).
+bool DecodeAttentionApplies(const PagedAttentionArgs& args, const CudaTuning& tuning);
 
-// Plan for the decode kernel (plan.decode = true): split count and scratch sizes.
-PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& args, int num_sms);
+// Plan for the decode kernel (plan.decode = true): split count, kernel variant and scratch
+// sizes, from tuning's attn_decode_* / attn_cluster_* / attn_early_kv (defaults: automatic).
+// Host only (without a device the Hopper-only cluster merge and early K/V loads are off).
+PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& args, int num_sms,
+                                       const CudaTuning& tuning);
 
+// pdl: programmatic dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchDecodeAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
-                           float* partial, float* lse, cudaStream_t stream);
-
-// In-process switches for tests and the benchmark (not thread-safe; set before planning).
-// Enabled: starts from LOOM_ATTN_DECODE (unset or non-zero = on).
-void SetDecodeAttentionEnabled(bool enabled);
-bool DecodeAttentionEnabled();
-// Kernel variants and split count, for tests and the benchmark's A/B (defaults: automatic).
-struct DecodeAttentionTuning {
-  int splits = 0;  // > 0: forced split count (at most 64)
-  int unroll = 0;    // keys per lane group per iteration, 2 or 4 (else: 4 for GQA <= 4, else 2)
-  int prefetch = 1;  // 0: no K/V prefetch of the next iteration
-  // 1: the tensor-core kernel (head_dim 64 / 128; unroll then means 8-key tiles per warp per
-  // iteration, 1 or 2 (default), prefetch only with 1); 0: the CUDA-core kernel; -1:
-  // LOOM_ATTN_DECODE_MMA (unset = 1).
-  int mma = -1;
-  // 1: merge 2..16 splits in a thread-block cluster (distributed shared memory) instead of the
-  // combine kernel; 0: the combine kernel; -1: LOOM_ATTN_CLUSTER_MERGE (unset = 1 on Hopper).
-  int cluster = -1;
-};
-void SetDecodeAttentionTuning(const DecodeAttentionTuning& tuning);
+                           float* partial, float* lse, cudaStream_t stream, bool pdl);
 
 }  // namespace loom::cuda

@@ -25,11 +25,12 @@ __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInput
 }  // namespace
 
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
-                               int32_t* host_ids, int host_stride, cudaStream_t stream) {
+                               int32_t* host_ids, int host_stride, cudaStream_t stream,
+                               bool pdl) {
   if (n <= 0) return;
   const int threads = 128;
   LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0, stream,
-            ids, n, in, block_size, host_ids, host_stride);
+            pdl, ids, n, in, block_size, host_ids, host_stride);
 }
 
 }  // namespace loom::cuda

@@ -25,8 +25,9 @@ struct DecodeInputs {
   int32_t* slots;
 };
 
+// pdl: programmatic dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
-                               int32_t* host_ids, int host_stride, cudaStream_t stream);
+                               int32_t* host_ids, int host_stride, cudaStream_t stream, bool pdl);
 
 #ifdef __CUDACC__
 // Row i's advance with its new token `id` (the kernel above; also the fused argmax's last block,

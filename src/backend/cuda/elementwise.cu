@@ -77,16 +77,16 @@ void CheckFloatType(DType dtype) {
 
 template <typename Op>
 void Binary(const void* a, const void* b, void* out, DType dtype, int64_t count, Op op,
-            cudaStream_t stream) {
+            cudaStream_t stream, bool pdl) {
   CheckFloatType(dtype);
   if (count <= 0) return;
   const int blocks = BlocksFor(count, kThreads);
   if (dtype == DType::kBF16) {
     using T = __nv_bfloat16;
-    LaunchPdl(BinaryKernel<T, Op>, dim3(blocks), dim3(kThreads), 0, stream,
+    LaunchPdl(BinaryKernel<T, Op>, dim3(blocks), dim3(kThreads), 0, stream, pdl,
               static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), count, op);
   } else {
-    LaunchPdl(BinaryKernel<float, Op>, dim3(blocks), dim3(kThreads), 0, stream,
+    LaunchPdl(BinaryKernel<float, Op>, dim3(blocks), dim3(kThreads), 0, stream, pdl,
               static_cast<const float*>(a), static_cast<const float*>(b),
               static_cast<float*>(out), count, op);
   }
@@ -122,23 +122,23 @@ void AddBiasTyped(T* out, const void* bias, DType bias_dtype, int64_t count, int
 }  // namespace
 
 void LaunchAdd(const void* a, const void* b, void* out, DType dtype, int64_t count,
-               cudaStream_t stream) {
-  Binary(a, b, out, dtype, count, AddOp{}, stream);
+               cudaStream_t stream, bool pdl) {
+  Binary(a, b, out, dtype, count, AddOp{}, stream, pdl);
 }
 
 void LaunchGatedAct(const void* gate_up, void* out, int64_t rows, int64_t f, bool gelu_tanh,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool pdl) {
   const int64_t count = rows * f;
   if (count <= 0) return;
   const int blocks = BlocksFor(count, kThreads);
   const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
   auto* o = static_cast<__nv_bfloat16*>(out);
   if (gelu_tanh) {
-    LaunchPdl(GatedKernel<GeluTanhMulOp>, dim3(blocks), dim3(kThreads), 0, stream, gu, o, rows, f,
-              GeluTanhMulOp{});
+    LaunchPdl(GatedKernel<GeluTanhMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o,
+              rows, f, GeluTanhMulOp{});
   } else {
-    LaunchPdl(GatedKernel<SiluMulOp>, dim3(blocks), dim3(kThreads), 0, stream, gu, o, rows, f,
-              SiluMulOp{});
+    LaunchPdl(GatedKernel<SiluMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o, rows,
+              f, SiluMulOp{});
   }
 }
 
@@ -147,13 +147,13 @@ void LaunchScale(void* x, float s, DType dtype, int64_t count, cudaStream_t stre
 }
 
 void LaunchSiluMul(const void* gate, const void* up, void* out, DType dtype, int64_t count,
-                   cudaStream_t stream) {
-  Binary(gate, up, out, dtype, count, SiluMulOp{}, stream);
+                   cudaStream_t stream, bool pdl) {
+  Binary(gate, up, out, dtype, count, SiluMulOp{}, stream, pdl);
 }
 
 void LaunchGeluTanhMul(const void* gate, const void* up, void* out, DType dtype, int64_t count,
-                       cudaStream_t stream) {
-  Binary(gate, up, out, dtype, count, GeluTanhMulOp{}, stream);
+                       cudaStream_t stream, bool pdl) {
+  Binary(gate, up, out, dtype, count, GeluTanhMulOp{}, stream, pdl);
 }
 
 void LaunchSoftCap(void* x, float cap, DType dtype, int64_t count, cudaStream_t stream) {

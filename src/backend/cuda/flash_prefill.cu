@@ -486,18 +486,12 @@ void LaunchForShape(const FlashArgs& fa, int head_dim, int num_kv_heads, int gri
 
 }  // namespace
 
-FlashPrefillTile FlashPrefillTileFor(const PagedAttentionArgs& a, int num_sms) {
-  // LOOM_ATTN_PREFILL_TILE=WxM (warps x 16-row tiles a warp: 4x1, 8x1, 4x2, 8x2) for A/B.
-  static const FlashPrefillTile forced = [] {
-    FlashPrefillTile t{0, 0};
-    const char* v = std::getenv("LOOM_ATTN_PREFILL_TILE");
-    if (v != nullptr && (v[0] == '4' || v[0] == '8') && v[1] == 'x' &&
-        (v[2] == '1' || v[2] == '2')) {
-      t = {v[0] - '0', v[2] - '0'};
-    }
-    return t;
-  }();
-  if (forced.warps > 0) return {forced.warps, a.head_dim > 128 ? 1 : forced.m_tiles};
+FlashPrefillTile FlashPrefillTileFor(const PagedAttentionArgs& a, int num_sms,
+                                     const CudaTuning& tuning) {
+  // attn_prefill_tile=WxM (warps x 16-row tiles a warp: 4x1, 8x1, 4x2, 8x2) for A/B.
+  if (tuning.attn_prefill_warps > 0) {
+    return {tuning.attn_prefill_warps, a.head_dim > 128 ? 1 : tuning.attn_prefill_m_tiles};
+  }
   // The largest block that still gives about every SM a block (>= 3/4 of them): bigger blocks
   // read each K/V tile into shared memory once for more rows, but too few of them leave SMs
   // idle. Fitted to two H200 points, 8B heads, 132 SMs (cuda_prefill_bench): a 4096-token prompt

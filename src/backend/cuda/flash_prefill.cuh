@@ -28,9 +28,10 @@ bool FlashPrefillSupports(const PagedAttentionArgs& a);
 
 // Block shape for a step: 8 warps x 2 row tiles of 16 when that still makes a block for >= 3/4
 // of the SMs, else 8x1 if that does, else 4x1 (head_dim 256: one row tile a warp).
-// LOOM_ATTN_PREFILL_TILE=WxM overrides (W in {4, 8} warps, M in {1, 2} row tiles a warp; M is 1
-// for head_dim 256).
-FlashPrefillTile FlashPrefillTileFor(const PagedAttentionArgs& a, int num_sms);
+// CudaTuning::attn_prefill_tile (attn_prefill_warps x attn_prefill_m_tiles) overrides it (W in
+// {4, 8} warps, M in {1, 2} row tiles a warp; M is 1 for head_dim 256).
+FlashPrefillTile FlashPrefillTileFor(const PagedAttentionArgs& a, int num_sms,
+                                     const CudaTuning& tuning);
 
 // Query tokens per tile: the block's rows / group.
 int FlashPrefillTokensPerTile(int group, FlashPrefillTile tile);

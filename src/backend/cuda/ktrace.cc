@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -31,7 +30,6 @@ void* KTraceDeviceRing() {
   if (ring == nullptr) {
     CUDA_CHECK(cudaMalloc(&ring, kRingBytes));
     CUDA_CHECK(cudaMemset(ring, 0, kRingBytes));
-    std::atexit(KTraceDump);
   }
 #endif
   return ring;
@@ -51,9 +49,16 @@ void KTraceInit() {
 #endif
 }
 
-void KTraceDump() {
-  const char* path = std::getenv("LOOM_KTRACE_FILE");
-  if (ring == nullptr || path == nullptr) return;
+bool KTraceBuilt() {
+#if defined(LOOM_KTRACE)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void KTraceDump(const char* path) {
+  if (ring == nullptr || path == nullptr || path[0] == '\0') return;
   std::vector<char> host(kRingBytes);
   if (cudaDeviceSynchronize() != cudaSuccess ||
       cudaMemcpy(host.data(), ring, kRingBytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
@@ -61,7 +66,10 @@ void KTraceDump() {
     return;
   }
   FILE* f = std::fopen(path, "wb");
-  if (f == nullptr) return;
+  if (f == nullptr) {
+    std::fprintf(stderr, "ktrace: cannot write %s\n", path);
+    return;
+  }
   std::fwrite(host.data(), 1, host.size(), f);
   std::fclose(f);
   std::fprintf(stderr, "ktrace: wrote %s\n", path);

@@ -1,7 +1,8 @@
 // A kernel timeline without nsys (the GPU machine has none, and ncu serializes kernels): with
 // -DLOOM_KTRACE (CMake option LOOM_CUDA_KTRACE, off by default) the instrumented kernels record,
 // for each block, the global timer at its start, after its PdlWait and at its end, into a
-// device ring that KTraceDump writes to $LOOM_KTRACE_FILE at exit; tools/cuda/ktrace.py turns
+// device ring that KTraceDump writes to the CLI's --ktrace-file (CudaBackendOptions::ktrace_file)
+// when the backend is destroyed; tools/cuda/ktrace.py turns
 // it into a per-kernel critical path. Without the option every macro compiles to nothing.
 //
 // Use in a kernel (thread 0 records; its end is the block's end for kernels whose thread 0
@@ -37,8 +38,11 @@ constexpr uint32_t kKTraceCapacity = 1u << 20;  // records (a power of two; the 
 void* KTraceDeviceRing();
 // Binds every instrumented file's ring pointer (call once, outside stream capture).
 void KTraceInit();
-// Writes the counter and the ring to $LOOM_KTRACE_FILE (no-op when unset or never initialized).
-void KTraceDump();
+// Writes the counter and the ring to the file `path` (synchronizes the device first); no-op when
+// the ring was never allocated (a build without LOOM_KTRACE, or no instrumented launch).
+void KTraceDump(const char* path);
+// Whether this build records the timeline (-DLOOM_CUDA_KTRACE=ON).
+bool KTraceBuilt();
 
 #if defined(LOOM_KTRACE) && defined(__CUDACC__)
 

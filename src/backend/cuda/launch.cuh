@@ -21,34 +21,29 @@
 //   - PdlLaunchDependents goes after PdlWait, so at most two kernels overlap.
 // Kernels launched with <<<>>> keep full stream ordering; griddepcontrol is a no-op for them.
 //
-// LOOM_CUDA_PDL=0 launches everything without the attribute (A/B, debugging).
+// Every launcher takes `pdl`: false launches without the attribute (CudaTuning::cuda_pdl, the
+// CLI's --cuda-tune cuda_pdl=0: A/B, debugging).
 #pragma once
 
 #include <cuda_runtime.h>
-
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 
 namespace loom::cuda {
 
-// True on a Hopper-or-newer current device, unless the environment variable `off_switch` is
-// set to 0 (the A/B switches of Hopper-only paths).
-inline bool HopperPathEnabled(const char* off_switch) {
-  const char* v = std::getenv(off_switch);
-  if (v != nullptr && v[0] == '0') return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return major >= 9;
-}
-
-inline bool PdlEnabled() {
-  static const bool enabled = HopperPathEnabled("LOOM_CUDA_PDL");
-  return enabled;
+// True when the current device is Hopper or newer (the Hopper-only paths: PDL, clusters, TMA);
+// false without a device. Queried on the first call (one device a process).
+inline bool HopperOrNewer() {
+  static const bool hopper = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return hopper;
 }
 
 __device__ __forceinline__ void PdlWait() {
@@ -63,11 +58,11 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when enabled, in
-// thread-block clusters of `cluster` blocks when that is more than one (Hopper+).
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl` (on Hopper+),
+// in thread-block clusters of `cluster` blocks when that is more than one (Hopper+).
 template <typename... Params, typename... Args>
 void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, dim3 cluster, Args... args) {
+                      cudaStream_t stream, bool pdl, dim3 cluster, Args... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
@@ -75,7 +70,7 @@ void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   config.stream = stream;
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
-  if (PdlEnabled()) {
+  if (pdl && HopperOrNewer()) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
@@ -94,8 +89,8 @@ void LaunchPdlCluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
 
 template <typename... Params, typename... Args>
 void LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-               Args... args) {
-  LaunchPdlCluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), args...);
+               bool pdl, Args... args) {
+  LaunchPdlCluster(kernel, grid, block, smem, stream, pdl, dim3(1, 1, 1), args...);
 }
 
 }  // namespace loom::cuda

@@ -2,18 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
 
 namespace loom::cuda {
 
-OpProfiler::OpProfiler(cudaStream_t stream) : stream_(stream) {
-  const char* env = std::getenv("LOOM_CUDA_PROFILE");
-  enabled_ = env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
-}
+OpProfiler::OpProfiler(cudaStream_t stream, bool enabled) : stream_(stream), enabled_(enabled) {}
 
 OpProfiler::~OpProfiler() {
   if (!enabled_) return;

@@ -1,4 +1,5 @@
-// OpProfiler: opt-in per-op GPU timing of the CUDA backend (LOOM_CUDA_PROFILE=1).
+// OpProfiler: opt-in per-op GPU timing of the CUDA backend (CudaBackendOptions::profile, the
+// CLI's --cuda-profile).
 //
 // Each backend op records a cudaEvent pair around its launches (only while the stream is not
 // capturing a graph: run eager, e.g. `--no-cuda-graphs`, or the timings cover only the graph
@@ -20,7 +21,8 @@ namespace loom::cuda {
 
 class OpProfiler {
  public:
-  explicit OpProfiler(cudaStream_t stream);
+  // enabled = false: every Scope is a no-op and nothing is printed.
+  OpProfiler(cudaStream_t stream, bool enabled);
   ~OpProfiler();  // prints the table when enabled
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;

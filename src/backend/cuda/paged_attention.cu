@@ -1,7 +1,6 @@
 #include "backend/cuda/paged_attention.cuh"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.cuh"
@@ -293,7 +292,8 @@ __global__ void CombineKernel(const float* partial, const float* lse, int num_sp
 }
 
 template <int D, int R>
-void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream,
+                      bool pdl) {
   constexpr size_t kSmem = SharedBytes<D, R>();
   static bool configured = false;  // per instantiation; the attribute is per-function
   if (!configured) {
@@ -304,17 +304,18 @@ void LaunchForDimRows(const KernelArgs& ka, const PagedAttentionPlan& plan, cuda
   }
   const dim3 grid(static_cast<unsigned>(plan.grid_tiles), static_cast<unsigned>(ka.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  LaunchPdl(PagedAttentionKernel<D, R>, grid, dim3(kThreads), kSmem, stream, ka);
+  LaunchPdl(PagedAttentionKernel<D, R>, grid, dim3(kThreads), kSmem, stream, pdl, ka);
 }
 
 template <int D>
-void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream) {
+void LaunchForDim(const KernelArgs& ka, const PagedAttentionPlan& plan, cudaStream_t stream,
+                  bool pdl) {
   if (plan.rows == kTinyRows) {
-    LaunchForDimRows<D, kTinyRows>(ka, plan, stream);
+    LaunchForDimRows<D, kTinyRows>(ka, plan, stream, pdl);
   } else if (plan.rows == kSmallRows) {
-    LaunchForDimRows<D, kSmallRows>(ka, plan, stream);
+    LaunchForDimRows<D, kSmallRows>(ka, plan, stream, pdl);
   } else {
-    LaunchForDimRows<D, kMaxRows>(ka, plan, stream);
+    LaunchForDimRows<D, kMaxRows>(ka, plan, stream, pdl);
   }
 }
 
@@ -345,48 +346,37 @@ void SizeSplitScratch(const PagedAttentionArgs& a, PagedAttentionPlan* p) {
   p->lse_floats = p->num_splits * rows;
 }
 
-PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, bool allow_flash) {
+PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms,
+                                      const CudaTuning& tuning) {
   CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0)
       << "Attention: " << a.num_heads << " heads, " << a.num_kv_heads << " kv heads";
-  // Decode-only steps: the bandwidth-bound decode kernel (LOOM_ATTN_DECODE=0 turns it off).
-  if (DecodeAttentionApplies(a)) return PlanDecodeAttention(a, num_sms);
+  // Decode-only steps: the bandwidth-bound decode kernel (attn_decode = false turns it off).
+  if (DecodeAttentionApplies(a, tuning)) return PlanDecodeAttention(a, num_sms, tuning);
   const int group = a.num_heads / a.num_kv_heads;
   CHECK_LE(group, kMaxRows) << "Attention: GQA group larger than the CUDA kernel's row tile";
   PagedAttentionPlan p;
-  static const bool flash_enabled = [] {  // LOOM_ATTN_PREFILL=0: the CUDA-core kernel (A/B)
-    const char* v = std::getenv("LOOM_ATTN_PREFILL");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
-  if (allow_flash && flash_enabled && a.max_query_len > 1 && FlashPrefillSupports(a)) {
+  // attn_prefill = false: the CUDA-core kernel (A/B).
+  if (tuning.attn_prefill && a.max_query_len > 1 && FlashPrefillSupports(a)) {
     p.flash = true;
-    p.flash_tile = FlashPrefillTileFor(a, num_sms);
+    p.flash_tile = FlashPrefillTileFor(a, num_sms, tuning);
     p.q_per_tile = FlashPrefillTokensPerTile(group, p.flash_tile);
     p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
     p.tile_start_ints = a.num_seqs + 1;
     return p;
   }
   p.q_per_tile = a.max_query_len <= 1 ? 1 : std::max(1, kMaxRows / group);
-  // LOOM_ATTN_SMALL_ROWS=0: always the kMaxRows instance (A/B against the decode instances).
-  static const bool small_rows_enabled = [] {
-    const char* v = std::getenv("LOOM_ATTN_SMALL_ROWS");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
+  // Decode tiles take the 4- or 8-row instance: the 32-row one spent most of its instructions
+  // on empty rows (H200, 8B batch 64: 4,905 vs 7,000 tok/s; its switch, LOOM_ATTN_SMALL_ROWS, is
+  // retired).
   const int rows = p.q_per_tile * group;
-  p.rows = !small_rows_enabled ? kMaxRows
-           : rows <= kTinyRows ? kTinyRows
-           : rows <= kSmallRows ? kSmallRows
-                                : kMaxRows;
+  p.rows = rows <= kTinyRows ? kTinyRows : rows <= kSmallRows ? kSmallRows : kMaxRows;
   p.grid_tiles = a.num_tokens / p.q_per_tile + a.num_seqs;
   p.tile_start_ints = a.num_seqs + 1;
   // Real tiles (decode: one per sequence); split the keys when they leave SMs idle.
   const int64_t tiles =
       a.max_query_len <= 1 ? a.num_seqs : (a.num_tokens + p.q_per_tile - 1) / p.q_per_tile;
   const int64_t blocks = tiles * a.num_kv_heads;
-  static const int target_per_sm = [] {  // LOOM_ATTN_SPLIT_TARGET: blocks per SM to aim for
-    const char* v = std::getenv("LOOM_ATTN_SPLIT_TARGET");
-    return v != nullptr && v[0] != '\0' ? std::max(1, std::atoi(v)) : 2;
-  }();
-  const int64_t target = target_per_sm * int64_t{num_sms};
+  const int64_t target = tuning.attn_split_target * int64_t{num_sms};  // blocks to aim for
   if (blocks > 0 && blocks < target) {
     const int64_t want = (target + blocks - 1) / blocks;
     const int64_t key_tiles = (a.max_kv_len + kKeyTile - 1) / kKeyTile;
@@ -397,14 +387,15 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms, 
 }
 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
-                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream) {
+                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
+                          bool pdl) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (plan.decode) {
-    LaunchDecodeAttention(a, plan, partial, lse, stream);
+    LaunchDecodeAttention(a, plan, partial, lse, stream, pdl);
     return;
   }
-  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, a.query_start, a.num_seqs,
-            plan.q_per_tile, tile_start);
+  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, pdl, a.query_start,
+            a.num_seqs, plan.q_per_tile, tile_start);
   if (plan.flash) {
     LaunchFlashPrefill(a, plan.flash_tile, tile_start, plan.grid_tiles, stream);
     return;
@@ -421,17 +412,17 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
   ka.partial = partial;
   ka.lse = lse;
   switch (a.head_dim) {  // kPagedAttentionHeadDims
-    case 16: LaunchForDim<16>(ka, plan, stream); break;
-    case 32: LaunchForDim<32>(ka, plan, stream); break;
-    case 64: LaunchForDim<64>(ka, plan, stream); break;
-    case 80: LaunchForDim<80>(ka, plan, stream); break;
-    case 96: LaunchForDim<96>(ka, plan, stream); break;
-    case 128: LaunchForDim<128>(ka, plan, stream); break;
-    case 256: LaunchForDim<256>(ka, plan, stream); break;
+    case 16: LaunchForDim<16>(ka, plan, stream, pdl); break;
+    case 32: LaunchForDim<32>(ka, plan, stream, pdl); break;
+    case 64: LaunchForDim<64>(ka, plan, stream, pdl); break;
+    case 80: LaunchForDim<80>(ka, plan, stream, pdl); break;
+    case 96: LaunchForDim<96>(ka, plan, stream, pdl); break;
+    case 128: LaunchForDim<128>(ka, plan, stream, pdl); break;
+    case 256: LaunchForDim<256>(ka, plan, stream, pdl); break;
     default: CHECK(false) << "Attention: head_dim " << a.head_dim << " not built for CUDA";
   }
   if (plan.num_splits > 1) {
-    LaunchPdl(CombineKernel, dim3(static_cast<unsigned>(ka.num_rows)), dim3(128), 0, stream,
+    LaunchPdl(CombineKernel, dim3(static_cast<unsigned>(ka.num_rows)), dim3(128), 0, stream, pdl,
               static_cast<const float*>(partial), static_cast<const float*>(lse), plan.num_splits,
               ka.num_rows, a.head_dim, ka.out);
   }

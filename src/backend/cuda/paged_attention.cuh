@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda_tuning.h"
+
 namespace loom::cuda {
 
 inline constexpr int kAttnMaxRows = 32;
@@ -65,7 +67,8 @@ PagedKernelTables KernelTables(const PagedAttentionArgs& args);
 
 struct PagedAttentionPlan {
   // Tensor-core prefill kernel (flash_prefill.cuh) instead of PagedAttentionKernel: steps with a
-  // query longer than one token, head_dim 64/128/256. LOOM_ATTN_PREFILL=0 turns it off (A/B).
+  // query longer than one token, head_dim 64/128/256. CudaTuning::attn_prefill = false turns it
+  // off (A/B).
   bool flash = false;
   FlashPrefillTile flash_tile;
   int q_per_tile = 1;
@@ -86,6 +89,9 @@ struct PagedAttentionPlan {
   // head) run as one thread-block cluster and meet in distributed shared memory, so no combine
   // kernel and no partial rows in global memory (Hopper; decode_attention.cuh).
   bool decode_cluster = false;
+  // The tensor-core decode kernel loads its first K/V tile before the PDL wait
+  // (CudaTuning::attn_early_kv; Hopper).
+  bool decode_early_kv = false;
   // Scratch the caller provides: tile_start ints, and (when num_splits > 1) partial outputs and
   // log-sum-exps in f32.
   int64_t tile_start_ints = 0;
@@ -93,15 +99,20 @@ struct PagedAttentionPlan {
   int64_t lse_floats = 0;
 };
 
-// allow_flash = false: always PagedAttentionKernel (the benchmark's old-vs-new A/B).
 // Sets plan->partial_floats / lse_floats for plan->num_splits (none when it is 1).
 void SizeSplitScratch(const PagedAttentionArgs& args, PagedAttentionPlan* plan);
 
+// The kernel, block shape and split count for one step. `tuning`: the attn_* variants
+// (attn_prefill = false: always PagedAttentionKernel for multi-token steps, the benchmark's
+// old-vs-new A/B). Host only: runs without a device (Hopper-only paths are then off).
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms,
-                                      bool allow_flash = true);
+                                      const CudaTuning& tuning);
 
+// Runs `plan` (from PlanPagedAttention for the same args) on `stream`. pdl: programmatic
+// dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
-                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream);
+                          int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
+                          bool pdl);
 
 // The head dims LaunchPagedAttention has kernels for (its generic kernel's instances; the
 // tensor-core prefill and decode kernels serve a subset and leave the rest to it).

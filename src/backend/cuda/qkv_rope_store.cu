@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeStoreKernel(QkvRopeStoreAr
 
 }  // namespace
 
-void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream) {
+void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream, bool pdl) {
   CHECK(args.head_dim > 0 && args.head_dim <= kMaxHeadDim && args.head_dim % 2 == 0)
       << "QkvRopeStore: head_dim " << args.head_dim;
   CHECK(args.rotary_dim > 0 && args.rotary_dim % 2 == 0 && args.rotary_dim <= args.head_dim)
@@ -83,7 +83,7 @@ void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream) {
   const int64_t items = args.n * (args.num_heads + 2 * int64_t{args.num_kv_heads});
   if (items == 0) return;
   const auto blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
-  LaunchPdl(QkvRopeStoreKernel, dim3(blocks), dim3(kWarps * 32), 0, stream, args);
+  LaunchPdl(QkvRopeStoreKernel, dim3(blocks), dim3(kWarps * 32), 0, stream, pdl, args);
 }
 
 }  // namespace loom::cuda

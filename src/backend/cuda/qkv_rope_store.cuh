@@ -30,7 +30,8 @@ struct QkvRopeStoreArgs {
   void* v_pool;
 };
 
-// head_dim <= 256 and even.
-void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream);
+// head_dim <= 256 and even. pdl: programmatic dependent launch (launch.cuh;
+// CudaTuning::cuda_pdl).
+void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream, bool pdl);
 
 }  // namespace loom::cuda

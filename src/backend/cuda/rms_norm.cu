@@ -69,7 +69,7 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <typename W>
 bool TryVec(const void* x, const void* w, float eps, float offset, int64_t rows, int64_t d,
-            void* out, cudaStream_t stream) {
+            void* out, cudaStream_t stream, bool pdl) {
   if (d % 8 != 0 || !Aligned16(x) || !Aligned16(out)) return false;
   const auto* px = static_cast<const __nv_bfloat16*>(x);
   const auto* pw = static_cast<const W*>(w);
@@ -78,13 +78,16 @@ bool TryVec(const void* x, const void* w, float eps, float offset, int64_t rows,
   const int vecs = static_cast<int>(d / 8);
   const int di = static_cast<int>(d);
   if (vecs <= 32 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 32>, grid, dim3(32), 0, stream, px, pw, eps, offset, di, po);
+    LaunchPdl(RmsNormVecKernel<W, 32>, grid, dim3(32), 0, stream, pdl, px, pw, eps, offset, di, po);
   } else if (vecs <= 128 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 128>, grid, dim3(128), 0, stream, px, pw, eps, offset, di, po);
+    LaunchPdl(RmsNormVecKernel<W, 128>, grid, dim3(128), 0, stream, pdl, px, pw, eps, offset, di,
+              po);
   } else if (vecs <= 256 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 256>, grid, dim3(256), 0, stream, px, pw, eps, offset, di, po);
+    LaunchPdl(RmsNormVecKernel<W, 256>, grid, dim3(256), 0, stream, pdl, px, pw, eps, offset, di,
+              po);
   } else if (vecs <= 512 * kVecs) {
-    LaunchPdl(RmsNormVecKernel<W, 512>, grid, dim3(512), 0, stream, px, pw, eps, offset, di, po);
+    LaunchPdl(RmsNormVecKernel<W, 512>, grid, dim3(512), 0, stream, pdl, px, pw, eps, offset, di,
+              po);
   } else {
     return false;
   }
@@ -93,30 +96,30 @@ bool TryVec(const void* x, const void* w, float eps, float offset, int64_t rows,
 
 template <typename W>
 void Run(const void* x, const void* w, float eps, float offset, int64_t rows, int64_t d, void* out,
-         cudaStream_t stream) {
-  if (TryVec<W>(x, w, eps, offset, rows, d, out, stream)) return;
+         cudaStream_t stream, bool pdl) {
+  if (TryVec<W>(x, w, eps, offset, rows, d, out, stream, pdl)) return;
   const auto* px = static_cast<const __nv_bfloat16*>(x);
   const auto* pw = static_cast<const W*>(w);
   auto* po = static_cast<__nv_bfloat16*>(out);
   const dim3 grid(static_cast<unsigned>(rows));
   if (d <= 256) {
-    LaunchPdl(RmsNormKernel<W, 64>, grid, dim3(64), 0, stream, px, pw, eps, offset, d, po);
+    LaunchPdl(RmsNormKernel<W, 64>, grid, dim3(64), 0, stream, pdl, px, pw, eps, offset, d, po);
   } else {
-    LaunchPdl(RmsNormKernel<W, 256>, grid, dim3(256), 0, stream, px, pw, eps, offset, d, po);
+    LaunchPdl(RmsNormKernel<W, 256>, grid, dim3(256), 0, stream, pdl, px, pw, eps, offset, d, po);
   }
 }
 
 }  // namespace
 
 void LaunchRmsNorm(const void* x, const void* w, DType w_dtype, float eps, float weight_offset,
-                   int64_t rows, int64_t d, void* out, cudaStream_t stream) {
+                   int64_t rows, int64_t d, void* out, cudaStream_t stream, bool pdl) {
   if (rows == 0) return;
   if (w_dtype == DType::kF32) {
-    Run<float>(x, w, eps, weight_offset, rows, d, out, stream);
+    Run<float>(x, w, eps, weight_offset, rows, d, out, stream, pdl);
   } else {
     CHECK(w_dtype == DType::kBF16) << "RmsNorm weight must be f32 or bf16, got "
                                    << DTypeName(w_dtype);
-    Run<__nv_bfloat16>(x, w, eps, weight_offset, rows, d, out, stream);
+    Run<__nv_bfloat16>(x, w, eps, weight_offset, rows, d, out, stream, pdl);
   }
 }
 

@@ -10,7 +10,8 @@
 
 namespace loom::cuda {
 
+// pdl: programmatic dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchRmsNorm(const void* x, const void* w, DType w_dtype, float eps, float weight_offset,
-                   int64_t rows, int64_t d, void* out, cudaStream_t stream);
+                   int64_t rows, int64_t d, void* out, cudaStream_t stream, bool pdl);
 
 }  // namespace loom::cuda

@@ -63,16 +63,16 @@ dim3 GridFor(int64_t units, int64_t n) {
 }  // namespace
 
 void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_t n,
-                      size_t row_bytes, void* out, cudaStream_t stream) {
+                      size_t row_bytes, void* out, cudaStream_t stream, bool pdl) {
   if (n == 0 || row_bytes == 0) return;
   CHECK_EQ(row_bytes % 2, 0u);
   if (row_bytes % 16 == 0 && Aligned16(x) && Aligned16(out)) {
     const int64_t units = static_cast<int64_t>(row_bytes / 16);
-    LaunchPdl(GatherKernel<uint4>, GridFor(units, n), dim3(256), 0, stream,
+    LaunchPdl(GatherKernel<uint4>, GridFor(units, n), dim3(256), 0, stream, pdl,
               static_cast<const uint4*>(x), x_rows, rows, units, static_cast<uint4*>(out));
   } else {
     const int64_t units = static_cast<int64_t>(row_bytes / 2);
-    LaunchPdl(GatherKernel<uint16_t>, GridFor(units, n), dim3(256), 0, stream,
+    LaunchPdl(GatherKernel<uint16_t>, GridFor(units, n), dim3(256), 0, stream, pdl,
               static_cast<const uint16_t*>(x), x_rows, rows, units, static_cast<uint16_t*>(out));
   }
   CUDA_CHECK_LAUNCH();

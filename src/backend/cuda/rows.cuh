@@ -14,8 +14,9 @@
 
 namespace loom::cuda {
 
+// pdl: programmatic dependent launch (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchGatherRows(const void* x, int64_t x_rows, const int32_t* rows, int64_t n,
-                      size_t row_bytes, void* out, cudaStream_t stream);
+                      size_t row_bytes, void* out, cudaStream_t stream, bool pdl);
 void LaunchScatterRows(const void* src, int64_t n, const int32_t* slots, int64_t num_slots,
                        size_t row_bytes, void* dst, cudaStream_t stream);
 // Two scatters with the same rows and slots in one launch (StoreKv: K and V); src1/dst1 may be

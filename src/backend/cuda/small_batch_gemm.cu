@@ -176,6 +176,7 @@ struct Call {
   int64_t m, k;
   GemvNorm norm;
   cudaStream_t stream;
+  bool pdl;
 };
 
 template <int N, int S, GemvEpilogue Epi, bool kNorm>
@@ -187,12 +188,12 @@ void LaunchNS(const Call& c) {
   if constexpr (Epi == GemvEpilogue::kNone) {
     if (c.out_dtype == DType::kF32) {
       LaunchPdl(SmallBatchGemmKernel<N, S, float, Epi, kNorm>, dim3(blocks), dim3(kThreads), 0,
-                c.stream, xv, wv, static_cast<float*>(c.out), c.m, c.k / 8, c.norm);
+                c.stream, c.pdl, xv, wv, static_cast<float*>(c.out), c.m, c.k / 8, c.norm);
       return;
     }
   }
   LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi, kNorm>, dim3(blocks), dim3(kThreads),
-            0, c.stream, xv, wv, static_cast<__nv_bfloat16*>(c.out), c.m, c.k / 8, c.norm);
+            0, c.stream, c.pdl, xv, wv, static_cast<__nv_bfloat16*>(c.out), c.m, c.k / 8, c.norm);
 }
 
 // Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200
@@ -239,17 +240,18 @@ bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t 
 }
 
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue,
-                          const GemvNorm* norm, bool stream_batch1, unsigned* queue) {
+                          int64_t m, int64_t k, cudaStream_t stream, bool pdl,
+                          GemvEpilogue epilogue, const GemvNorm* norm, bool stream_batch1,
+                          unsigned* queue) {
   CHECK(SmallBatchGemmApplies(x, w, n, k)) << "SmallBatchGemm: n " << n << " k " << k;
   CHECK(norm == nullptr || SmallBatchGemmNormApplies(x, w, n, k))
       << "SmallBatchGemm norm prologue: n " << n << " k " << k;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
       << "SmallBatchGemm: out " << DTypeName(out_dtype);
   if (stream_batch1 && n == 1 && StreamGemvApplies(x, w, k)) {  // batch 1 on Hopper: the TMA-streamed GEMV
-    return LaunchStreamGemv(x, w, out, out_dtype, m, k, stream, epilogue, norm, queue);
+    return LaunchStreamGemv(x, w, out, out_dtype, m, k, stream, pdl, epilogue, norm, queue);
   }
-  const Call c{x, w, out, out_dtype, m, k, norm != nullptr ? *norm : GemvNorm{}, stream};
+  const Call c{x, w, out, out_dtype, m, k, norm != nullptr ? *norm : GemvNorm{}, stream, pdl};
   const bool normed = norm != nullptr;
   switch (epilogue) {
     case GemvEpilogue::kNone: LaunchRows<GemvEpilogue::kNone>(c, n, normed); break;

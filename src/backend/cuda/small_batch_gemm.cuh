@@ -37,9 +37,11 @@ bool SmallBatchGemmNormApplies(const void* x, const void* w, int64_t n, int64_t 
 
 // out_dtype f32 only with kNone. norm: null, or RMSNorm x first (SmallBatchGemmNormApplies).
 // stream_batch1: n = 1 takes the TMA-streamed GEMV (stream_gemv.cuh) where it applies, with
-// `queue` (LaunchStreamGemv).
+// `queue` (LaunchStreamGemv; null: no work queue). pdl: programmatic dependent launch
+// (launch.cuh; CudaTuning::cuda_pdl).
 void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                          int64_t m, int64_t k, cudaStream_t stream, GemvEpilogue epilogue,
-                          const GemvNorm* norm, bool stream_batch1, unsigned* queue = nullptr);
+                          int64_t m, int64_t k, cudaStream_t stream, bool pdl,
+                          GemvEpilogue epilogue, const GemvNorm* norm, bool stream_batch1,
+                          unsigned* queue = nullptr);
 
 }  // namespace loom::cuda

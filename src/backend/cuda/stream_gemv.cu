@@ -7,7 +7,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/stream_gemv.cuh"
-#include "base/env.h"
 
 namespace loom::cuda {
 LOOM_KTRACE_TU(stream_gemv)
@@ -22,10 +21,12 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 // back-to-back GEMVs: 16 KB stages with 2 KB copies cap near 3.3 TB/s whatever the ring depth,
 // 32 KB with the copies spread over the producer warp's lanes reach 4.1-4.4 TB/s (cuda_bench gemv).
 constexpr int kStageBytes = 32768;
-// The ring: LOOM_GEMV_RING_KB (default 128: 4 stages). H200, engine batch 1 (1B / 8B tok/s),
+// The ring: 128 KB (4 stages) where x leaves room. H200, engine batch 1 (1B / 8B tok/s),
 // session 5: 64 KB 752 / 150, 96 KB 849-864 / 192-194, 128 KB 1,035 / 241-242, 160 KB
-// 1,038-1,050 / 241-243. Once the o projection ran as one-stage blocks (LOOM_GEMV_SPREAD),
-// 128 KB let the gate/up blocks in beside them: 1B 1,356 vs 1,337 tok/s with 160 KB.
+// 1,038-1,050 / 241-243. Once the o projection ran as one-stage blocks, 128 KB let the gate/up
+// blocks in beside them: 1B 1,356 vs 1,337 tok/s with 160 KB (run 110). The sweep is settled:
+// the depth is no longer a switch (it was LOOM_GEMV_RING_KB).
+constexpr int kRingBytes = 128 * 1024;
 constexpr int kMaxStages = 5;
 constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps (0 is __syncthreads)
 
@@ -559,13 +560,15 @@ int NumSms() {
 
 // Fewer stages than this starve the stream (96 KB: 849-864 vs 1,038-1,050 tok/s, 1B batch 1).
 constexpr int kMinStages = 3;
+static_assert(kRingBytes >= kMinStages * kStageBytes && kRingBytes <= kMaxStages * kStageBytes);
 // A launch takes its groups from the work queue when it has at least this many a block.
 constexpr int kQueueMinGroupsPerBlock = 16;
 
 template <int R, typename Out, GemvEpilogue Epi, bool kNorm, bool kRope = false,
           bool kQueue = false>
 void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm& norm,
-            cudaStream_t stream, const QkvRopeStoreArgs& rope = {}, unsigned* queue = nullptr) {
+            cudaStream_t stream, bool pdl, const QkvRopeStoreArgs& rope = {},
+            unsigned* queue = nullptr) {
   // The norm prologue loads its weights as float4 (CudaBackend::GemvNormFor only offers aligned
   // ones).
   CHECK(!kNorm || reinterpret_cast<uintptr_t>(norm.w) % 16 == 0) << "StreamGemv: norm weights";
@@ -589,73 +592,64 @@ void Launch(const void* x, const void* w, void* out, int64_t m, int64_t k, const
   const int64_t groups = (m + kGroupRows - 1) / kGroupRows;
   const int64_t slices = (k + Plan<R>::kSlice - 1) / Plan<R>::kSlice;
   unsigned blocks = static_cast<unsigned>(groups < sms ? groups : sms);
-  static const int ring_bytes =
-      std::clamp(EnvInt("LOOM_GEMV_RING_KB", 128), 64, kMaxStages * kStageBytes / 1024) * 1024;
   const int fit = (MaxDynamicSmem() - static_cast<int>(k) * 2) / kStageBytes;  // >= kMinStages
-  int stages = std::clamp(std::min(ring_bytes / kStageBytes, fit), 2, kMaxStages);
+  int stages = std::clamp(std::min(kRingBytes / kStageBytes, fit), 2, kMaxStages);
   // Two blocks an SM, each with a ring just big enough for its run, where the whole weight fits
-  // in them at `spread` stages a block or fewer (LOOM_GEMV_SPREAD, default 1; 0 off): such a
-  // launch is paced by its consumers once its rings are loaded, and its smaller blocks let the
-  // next launch's blocks in sooner. H200, 1B batch 1, the o projection (256 groups of one
-  // slice: 256 one-stage blocks instead of 132 two-stage ones): 1,312-1,316 vs 1,291-1,294
-  // tok/s; traced, gate/up's blocks started 2.4 us before o's end instead of 0.7 and its first
-  // stage was ready 1.4 us after its release instead of 2.0. Spread 2 (the q|k|v projection
-  // too) measured the same as 1.
-  static const int spread = EnvInt("LOOM_GEMV_SPREAD", 1);
-  if (spread > 0 && !kQueue && groups > sms && groups * slices <= int64_t{2} * sms * spread) {
+  // in them at one stage a block: such a launch is paced by its consumers once its rings are
+  // loaded, and its smaller blocks let the next launch's blocks in sooner. H200, 1B batch 1, the
+  // o projection (256 groups of one slice: 256 one-stage blocks instead of 132 two-stage ones):
+  // 1,312-1,316 vs 1,291-1,294 tok/s; traced, gate/up's blocks started 2.4 us before o's end
+  // instead of 0.7 and its first stage was ready 1.4 us after its release instead of 2.0. Two
+  // stages a block (the q|k|v projection too) measured the same or slower (runs 108-109); the
+  // switch between these (LOOM_GEMV_SPREAD) is retired.
+  if (!kQueue && groups > sms && groups * slices <= int64_t{2} * sms) {
     blocks = static_cast<unsigned>(std::min<int64_t>(groups, 2 * int64_t{sms}));
     const int64_t run = (groups + blocks - 1) / blocks * slices;
     stages = static_cast<int>(std::min<int64_t>(run, stages));
   }
   const size_t smem = static_cast<size_t>(stages) * kStageBytes + static_cast<size_t>(k) * 2;
-  LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, static_cast<const uint4*>(x),
+  LaunchPdl(kernel, dim3(blocks), dim3(kThreads), smem, stream, pdl, static_cast<const uint4*>(x),
             static_cast<const __nv_bfloat16*>(w), static_cast<Out*>(out), static_cast<int>(m),
             static_cast<int>(k), stages, norm, rope, queue);
 }
 
 template <int R, typename Out, GemvEpilogue Epi>
 void LaunchNorm(const void* x, const void* w, void* out, int64_t m, int64_t k, const GemvNorm* norm,
-                cudaStream_t stream) {
-  if (norm != nullptr) return Launch<R, Out, Epi, true>(x, w, out, m, k, *norm, stream);
-  Launch<R, Out, Epi, false>(x, w, out, m, k, GemvNorm{}, stream);
+                cudaStream_t stream, bool pdl) {
+  if (norm != nullptr) return Launch<R, Out, Epi, true>(x, w, out, m, k, *norm, stream, pdl);
+  Launch<R, Out, Epi, false>(x, w, out, m, k, GemvNorm{}, stream, pdl);
 }
 
 // Plain f32 outputs (logits) with many row groups a block take them from `queue`.
 void LaunchQueued(const void* x, const void* w, void* out, int64_t m, int64_t k,
-                  const GemvNorm* norm, cudaStream_t stream, unsigned* queue) {
+                  const GemvNorm* norm, cudaStream_t stream, bool pdl, unsigned* queue) {
   if (norm != nullptr) {
     return Launch<1, float, GemvEpilogue::kNone, true, false, true>(x, w, out, m, k, *norm, stream,
-                                                                    {}, queue);
+                                                                    pdl, {}, queue);
   }
-  Launch<1, float, GemvEpilogue::kNone, false, false, true>(x, w, out, m, k, GemvNorm{}, stream, {},
-                                                            queue);
+  Launch<1, float, GemvEpilogue::kNone, false, false, true>(x, w, out, m, k, GemvNorm{}, stream,
+                                                            pdl, {}, queue);
 }
 
 // The work queue pays where a block has many groups: the static plan's slowest block ended
 // 6.6 us after the median one in the 1B's lm_head (122 groups a block, H200), where one group
-// takes ~1 us. LOOM_GEMV_QUEUE=0: static runs (A/B).
+// takes ~1 us. No queue (CudaTuning::gemv_queue = false: the backend passes none): static runs.
 bool UseQueue(int64_t m, unsigned* queue) {
-  static const bool enabled = EnvInt("LOOM_GEMV_QUEUE", 1) != 0;
   const int sms = NumSms();
-  return enabled && queue != nullptr && m >= int64_t{kQueueMinGroupsPerBlock} * 8 * sms;
-}
-
-bool StreamGemvEnabled() {
-  static const bool enabled = HopperPathEnabled("LOOM_GEMV_STREAM");
-  return enabled;
+  return queue != nullptr && m >= int64_t{kQueueMinGroupsPerBlock} * 8 * sms;
 }
 
 }  // namespace
 
 bool StreamGemvApplies(const void* x, const void* w, int64_t k) {
-  return StreamGemvEnabled() && k % 8 == 0 && k > 0 && k <= kStreamGemvMaxK &&
+  return HopperOrNewer() && k % 8 == 0 && k > 0 && k <= kStreamGemvMaxK &&
          kMinStages * kStageBytes + k * 2 <= MaxDynamicSmem() &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
 void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, int64_t m,
-                      int64_t k, cudaStream_t stream, GemvEpilogue epilogue, const GemvNorm* norm,
-                      unsigned* queue) {
+                      int64_t k, cudaStream_t stream, bool pdl, GemvEpilogue epilogue,
+                      const GemvNorm* norm, unsigned* queue) {
   CHECK(StreamGemvApplies(x, w, k)) << "StreamGemv: k " << k;
   CHECK(norm == nullptr || k <= kGemvNormMaxK) << "StreamGemv norm prologue: k " << k;
   CHECK(m > 0 && m * k < (int64_t{1} << 40) && m < (int64_t{1} << 31)) << "StreamGemv: m " << m;
@@ -665,37 +659,36 @@ void LaunchStreamGemv(const void* x, const void* w, void* out, DType out_dtype, 
   switch (epilogue) {
     case GemvEpilogue::kNone:
       if (out_dtype == DType::kF32) {
-        if (UseQueue(m, queue)) return LaunchQueued(x, w, out, m, k, norm, stream, queue);
-        return LaunchNorm<1, float, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);
+        if (UseQueue(m, queue)) return LaunchQueued(x, w, out, m, k, norm, stream, pdl, queue);
+        return LaunchNorm<1, float, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream, pdl);
       }
-      return LaunchNorm<1, Bf16, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream);
+      return LaunchNorm<1, Bf16, GemvEpilogue::kNone>(x, w, out, m, k, norm, stream, pdl);
     case GemvEpilogue::kAddTo:
-      return LaunchNorm<1, Bf16, GemvEpilogue::kAddTo>(x, w, out, m, k, norm, stream);
+      return LaunchNorm<1, Bf16, GemvEpilogue::kAddTo>(x, w, out, m, k, norm, stream, pdl);
     case GemvEpilogue::kSiluMul:
       CHECK_EQ(m % 2, 0) << "StreamGemv gated: m " << m;
-      return LaunchNorm<2, Bf16, GemvEpilogue::kSiluMul>(x, w, out, m, k, norm, stream);
+      return LaunchNorm<2, Bf16, GemvEpilogue::kSiluMul>(x, w, out, m, k, norm, stream, pdl);
     case GemvEpilogue::kGeluTanhMul:
       CHECK_EQ(m % 2, 0) << "StreamGemv gated: m " << m;
-      return LaunchNorm<2, Bf16, GemvEpilogue::kGeluTanhMul>(x, w, out, m, k, norm, stream);
+      return LaunchNorm<2, Bf16, GemvEpilogue::kGeluTanhMul>(x, w, out, m, k, norm, stream, pdl);
   }
 }
 
 bool StreamGemvRopeStoreApplies(const void* x, const void* w, int64_t k,
                                 const QkvRopeStoreArgs& rope) {
-  static const bool enabled = HopperPathEnabled("LOOM_GEMV_ROPE");  // 0: two launches (A/B)
-  return enabled && StreamGemvApplies(x, w, k) && k <= kGemvNormMaxK && rope.n == 1 &&
+  return StreamGemvApplies(x, w, k) && k <= kGemvNormMaxK && rope.n == 1 &&
          rope.q_norm == nullptr && rope.k_norm == nullptr && rope.head_dim > 0 &&
          rope.head_dim % 2 == 0 && rope.rotary_dim % 2 == 0 && rope.rotary_dim <= rope.head_dim;
 }
 
 void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const GemvNorm& norm,
-                               const QkvRopeStoreArgs& rope, cudaStream_t stream) {
+                               const QkvRopeStoreArgs& rope, cudaStream_t stream, bool pdl) {
   CHECK(StreamGemvRopeStoreApplies(x, w, k, rope))
       << "StreamGemvRopeStore: k " << k << " n " << rope.n << " head_dim " << rope.head_dim
       << " rotary_dim " << rope.rotary_dim;
   const int64_t m = (rope.num_heads + 2 * int64_t{rope.num_kv_heads}) * rope.head_dim;
   Launch<1, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream,
-                                                            rope);
+                                                            pdl, rope);
 }
 
 }  // namespace loom::cuda
