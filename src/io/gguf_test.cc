@@ -8,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "io/gguf_writer.h"
 #include "io/io_test_util.h"
+#include "support/test_data.h"
 
 namespace loom {
 namespace {
@@ -20,7 +21,7 @@ const char* kTinyRandom =
     LOOM_SHARED_DIR "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf";
 
 TEST(GgufFileTest, ReadsStories260K) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << kStories << " not present";
+  LOOM_NEED_FILE(kStories);
   StatusOr<std::shared_ptr<GgufFile>> file = GgufFile::Open(kStories);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   const GgufFile& f = **file;
@@ -55,7 +56,7 @@ TEST(GgufFileTest, ReadsStories260K) {
 
   // The weights are byte-equal to the llama2.c checkpoint (PROVENANCE.txt): after its 28-byte
   // header come token_embedding [512, 64] then rms_att_weight [5, 64].
-  if (!std::filesystem::exists(kStoriesBin)) return;
+  if (!testing::OptionalFile(kStoriesBin)) return;
   StatusOr<MappedFile> bin = MappedFile::Open(kStoriesBin);
   ASSERT_TRUE(bin.ok());
   StatusOr<Tensor> embd = f.GetTensor("token_embd.weight");
@@ -70,7 +71,7 @@ TEST(GgufFileTest, ReadsStories260K) {
 }
 
 TEST(GgufFileTest, ReadsLlama2TinyRandomF16) {
-  if (!std::filesystem::exists(kTinyRandom)) GTEST_SKIP() << kTinyRandom << " not present";
+  LOOM_NEED_FILE(kTinyRandom);
   StatusOr<std::shared_ptr<GgufFile>> file = GgufFile::Open(kTinyRandom);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   const GgufFile& f = **file;

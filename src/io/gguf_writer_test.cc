@@ -8,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "io/gguf.h"
 #include "io/io_test_util.h"
+#include "support/test_data.h"
 
 namespace loom {
 namespace {
@@ -135,7 +136,7 @@ TEST(GgufWriterTest, RoundTripsEveryMetadataTypeAndTensorType) {
 // Re-writing a llama.cpp-produced file's metadata and tensors with GgufWriter reproduces it
 // byte for byte: the writer follows the same layout rules as llama.cpp's gguf writer.
 void ExpectRewriteIsByteIdentical(const std::string& path) {
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  LOOM_NEED_FILE(path);
   StatusOr<std::shared_ptr<GgufFile>> file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   const GgufFile& f = **file;

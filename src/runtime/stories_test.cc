@@ -14,6 +14,7 @@
 #include "io/json_file.h"
 #include "model/model.h"
 #include "runtime/forward_batch.h"
+#include "support/test_data.h"
 
 namespace loom {
 namespace {
@@ -38,7 +39,8 @@ std::vector<float> RunStep(Model& model, CpuBackend& be, std::vector<KvLayer>& k
 TEST(StoriesTest, MatchesLlama2c) {
   const fs::path gguf = kShared / "data/models/stories260K-gguf/stories260K.gguf";
   const fs::path golden_path = kShared / "data/models/stories260K-llama2c/golden_once_upon_a_time.json";
-  if (!fs::exists(gguf) || !fs::exists(golden_path)) GTEST_SKIP() << "../shared not present";
+  LOOM_NEED_FILE(gguf.string());
+  LOOM_NEED_FILE(golden_path.string());
   CpuBackend be(2);
   auto model = LoadModel(gguf.string(), &be);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -69,7 +71,7 @@ TEST(StoriesTest, MatchesLlama2c) {
 
 TEST(StoriesTest, TinyRandomLlama2F16Runs) {
   const fs::path gguf = kShared / "data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf";
-  if (!fs::exists(gguf)) GTEST_SKIP() << "../shared not present";
+  LOOM_NEED_FILE(gguf.string());
   CpuBackend be(2);
   auto model = LoadModel(gguf.string(), &be);
   ASSERT_TRUE(model.ok()) << model.status().ToString();

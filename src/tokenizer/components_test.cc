@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "support/test_data.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -18,10 +19,9 @@ std::unique_ptr<Tokenizer> FromJsonText(const std::string& json, const std::stri
   return t.ok() ? std::move(t).value() : nullptr;
 }
 
+// A real tokenizer (tests/support/test_data.h); call LOOM_NEED_FILE(TokenizerDir(dir)) first.
 std::unique_ptr<Tokenizer> Shared(const char* dir) {
-  const std::string path = std::string(LOOM_SHARED_DIR) + "/data/tokenizers/" + dir;
-  if (!std::filesystem::exists(path)) return nullptr;
-  auto t = Tokenizer::FromHfDirectory(path);
+  auto t = Tokenizer::FromHfDirectory(testing::TokenizerDir(dir));
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(t).value() : nullptr;
 }
@@ -140,8 +140,9 @@ TEST(LoaderTest, ErrorsNameTheProblem) {
 }
 
 TEST(RobustnessTest, InvalidUtf8IsReplacedOrRejected) {
+  LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-llama3_1-lenml"));
   auto t = Shared("tokenizer-llama3_1-lenml");
-  if (!t) GTEST_SKIP() << "llama3 tokenizer absent";
+  ASSERT_NE(t, nullptr);
   const std::string bad = "ab\xFF" "cd\xE4\xB8" "e\xED\xA0\x80";
   EXPECT_EQ(t->Encode(bad, false),
             t->Encode("ab\xEF\xBF\xBD" "cd\xEF\xBF\xBD" "e\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD",
@@ -158,8 +159,9 @@ TEST(RobustnessTest, InvalidUtf8IsReplacedOrRejected) {
 
 TEST(RobustnessTest, TenMegabyteInputsAreLinear) {
   for (const char* dir : {"tokenizer-llama3_1-lenml", "tokenizer-gemma3-lenml"}) {
+    LOOM_NEED_FILE(testing::TokenizerDir(dir));
     auto t = Shared(dir);
-    if (!t) continue;
+    ASSERT_NE(t, nullptr);
     const std::string chunk =
         "The quick brown fox jumps over the lazy dog. 你好，世界！ int main() { return 0; }\n";
     std::string text;

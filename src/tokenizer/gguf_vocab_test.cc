@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "support/test_data.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -154,9 +155,8 @@ TEST(GgufVocabTest, Stories260KPromptAndGreedyText) {
   const std::string dir = std::string(LOOM_SHARED_DIR) + "/data/models/";
   const std::string gguf = dir + "stories260K-gguf/stories260K.gguf";
   const std::string golden = dir + "stories260K-llama2c/golden_once_upon_a_time.json";
-  if (!std::filesystem::exists(gguf) || !std::filesystem::exists(golden)) {
-    GTEST_SKIP() << "stories260K files are absent";
-  }
+  LOOM_NEED_FILE(gguf);
+  LOOM_NEED_FILE(golden);
   auto tok = LoadGgufTokenizer(gguf);
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->vocab_size(), 512);
@@ -193,7 +193,7 @@ TEST(GgufVocabTest, Stories260KPromptAndGreedyText) {
 TEST(GgufVocabTest, Llama2GgufMatchesHfLlama2OnCorpus) {
   const std::string gguf =
       std::string(LOOM_SHARED_DIR) + "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf";
-  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << gguf << " is absent";
+  LOOM_NEED_FILE(gguf);
   auto tok = LoadGgufTokenizer(gguf);
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->vocab_size(), 32000);

@@ -7,15 +7,15 @@
 
 #include <filesystem>
 
+#include "support/test_data.h"
 #include "tokenizer/unicode.h"
 
 namespace loom {
 namespace {
 
+// A real tokenizer (tests/support/test_data.h); call LOOM_NEED_FILE(TokenizerDir(dir)) first.
 std::unique_ptr<Tokenizer> Shared(const char* dir) {
-  const std::string path = std::string(LOOM_SHARED_DIR) + "/data/tokenizers/" + dir;
-  if (!std::filesystem::exists(path)) return nullptr;
-  auto t = Tokenizer::FromHfDirectory(path);
+  auto t = Tokenizer::FromHfDirectory(testing::TokenizerDir(dir));
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(t).value() : nullptr;
 }
@@ -36,8 +36,9 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 TEST(IncrementalDecoderTest, ByteFallbackRunIsHeldUntilComplete) {
+  LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-llama2-ortx"));
   auto t = Shared("tokenizer-llama2-ortx");
-  if (!t) GTEST_SKIP();
+  ASSERT_NE(t, nullptr);
   const auto ids = t->Encode("a 🦙 b", false);  // the llama emoji is 4 byte-fallback tokens
   const auto deltas = Stream(*t, ids, false);
   EXPECT_EQ(Join(deltas), "a 🦙 b");
@@ -53,8 +54,9 @@ TEST(IncrementalDecoderTest, ByteFallbackRunIsHeldUntilComplete) {
 }
 
 TEST(IncrementalDecoderTest, InvalidByteFallbackRunMatchesDecode) {
+  LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-llama2-ortx"));
   auto t = Shared("tokenizer-llama2-ortx");
-  if (!t) GTEST_SKIP();
+  ASSERT_NE(t, nullptr);
   const int32_t e4 = *t->TokenToId("<0xE4>"), b8 = *t->TokenToId("<0xB8>");
   const int32_t a = *t->TokenToId("a");
   const std::vector<int32_t> ids = {a, e4, b8, a, e4};
@@ -65,8 +67,9 @@ TEST(IncrementalDecoderTest, InvalidByteFallbackRunMatchesDecode) {
 }
 
 TEST(IncrementalDecoderTest, ByteLevelHoldsPartialUtf8AndReplacesInvalid) {
+  LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-llama3_1-lenml"));
   auto t = Shared("tokenizer-llama3_1-lenml");
-  if (!t) GTEST_SKIP();
+  ASSERT_NE(t, nullptr);
   // Rare astral ideographs split into byte-level tokens that end mid-character.
   const auto ids = t->Encode("𠜎𠜱𠝹", false);
   ASSERT_GT(ids.size(), 3u);
@@ -86,8 +89,9 @@ TEST(IncrementalDecoderTest, ByteLevelHoldsPartialUtf8AndReplacesInvalid) {
 }
 
 TEST(IncrementalDecoderTest, SkipSpecialTokensAndReuseAfterFlush) {
+  LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-mistral-v0.1-lenml"));
   auto t = Shared("tokenizer-mistral-v0.1-lenml");
-  if (!t) GTEST_SKIP();
+  ASSERT_NE(t, nullptr);
   const auto ids = t->Encode("Hello world", /*add_special_tokens=*/true);  // <s> first
   ASSERT_EQ(ids[0], 1);
   EXPECT_EQ(Join(Stream(*t, ids, /*skip=*/true)), "Hello world");

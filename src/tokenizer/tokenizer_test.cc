@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/mapped_file.h"
+#include "support/test_data.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/unicode.h"
 
@@ -20,7 +21,7 @@ using nlohmann::json;
 
 struct TokenizerCase {
   const char* name;  // expected_<name>.json
-  const char* dir;   // under LOOM_SHARED_DIR/data/tokenizers
+  const char* dir;   // under ../shared/data/tokenizers (or tests/tokenizers: TokenizerDir)
 };
 
 std::string Printable(const std::vector<int32_t>& ids) {
@@ -41,8 +42,8 @@ class GoldenTest : public ::testing::TestWithParam<TokenizerCase> {};
 
 TEST_P(GoldenTest, MatchesHfTokenizers) {
   const TokenizerCase& c = GetParam();
-  const std::string dir = std::string(LOOM_SHARED_DIR) + "/data/tokenizers/" + c.dir;
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " is absent";
+  const std::string dir = testing::TokenizerDir(c.dir);
+  LOOM_NEED_FILE(dir);
   auto tok_or = Tokenizer::FromHfDirectory(dir);
   ASSERT_TRUE(tok_or.ok()) << tok_or.status().ToString();
   const Tokenizer& tok = **tok_or;

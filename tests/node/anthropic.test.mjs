@@ -1,5 +1,6 @@
-// The official `@anthropic-ai/sdk` client against `loom serve` (stories260K + a plain chat
-// template): messages streaming and not, stop sequences, token counting, errors.
+// The official `@anthropic-ai/sdk` client against `loom serve` (the embedded default model, its
+// template overridden by --chat-template with a plain one): messages streaming and not, stop
+// sequences, token counting, errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -15,8 +16,9 @@ before(async () => {
 });
 after(async () => { if (server) assert.equal(await server.stop(), 0, server.log()); });
 
-const base = { model: 'stories260K', max_tokens: 16, temperature: 0,
-  system: 'Tell a story.', messages: [{ role: 'user', content: 'Once upon a time' }] };
+// ignore_eos (a loom extension) keeps the lengths exact whatever the small model says.
+const base = { model: 'loom-default', max_tokens: 16, temperature: 0, ignore_eos: true,
+  system: 'Tell a story.', messages: [{ role: 'user', content: 'Who made the earth?' }] };
 
 test('messages: non-streaming', { skip }, async () => {
   const m = await client.messages.create(base);
@@ -73,8 +75,8 @@ test('messages: stop_sequences → stop_reason stop_sequence', { skip }, async (
 
 test('messages: repeated prefix reads the cache', { skip }, async () => {
   const long = { ...base, max_tokens: 2,
-    system: 'Tell a long story about a little dog named Max who liked to run in the park with his ' +
-            'friends and play with a red ball every single day of the week.' };
+    system: 'In the beginning God created the heaven and the earth. And the earth was without ' +
+            'form, and void; and darkness was upon the face of the deep.' };
   await client.messages.create(long);
   const m = await client.messages.create(long);
   assert.ok(m.usage.cache_read_input_tokens >= 16, JSON.stringify(m.usage));

@@ -1,9 +1,10 @@
 // Bad input over HTTP: every case gets the right status and an OpenAI- (or Anthropic-) shaped
 // error naming the field; afterwards the server is healthy and no KV block is leaked. The
-// server runs with --api-key, a 1 MiB body cap and a 256-token context.
+// server runs the default model without its chat template, with --api-key, a 1 MiB body cap and a
+// 256-token context.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { skipReason, startServer, getJson, waitIdle } from './helpers.mjs';
+import { skipReason, startServer, getJson, waitIdle, defaultModelWithoutTemplate } from './helpers.mjs';
 
 const skip = skipReason() || false;
 const KEY = 'sk-bad-input';
@@ -12,12 +13,13 @@ let server;
 
 before(async () => {
   if (skip) return;
-  server = await startServer(['--api-key', KEY, '--max-body-mb', '1', '--max-model-len', '256']);
+  server = await startServer(['--api-key', KEY, '--max-body-mb', '1', '--max-model-len', '256'],
+    defaultModelWithoutTemplate());
 });
 after(async () => { if (server) assert.equal(await server.stop(), 0, server.log()); });
 
 const msgs = [{ role: 'user', content: 'hi' }];
-const long = 'Once upon a time there was a dog. '.repeat(60);  // > 256 tokens
+const long = 'And God said, Let there be light: and there was light. '.repeat(40);  // > 256 tokens
 
 // [name, method, path, body (object → JSON, string → raw), expected status, param or message
 //  regex, headers]
@@ -43,9 +45,9 @@ const CASES = [
   ['n=0', 'POST', '/v1/completions', { prompt: 'a', n: 0 }, 400, 'n'],
   ['n=1000', 'POST', '/v1/completions', { prompt: 'a', n: 1000 }, 400, 'n'],
   ['logit_bias out of vocab', 'POST', '/v1/completions', { prompt: 'a', logit_bias: { 99999: 5 } }, 400, 'logit_bias'],
-  ['prompt ids out of vocab', 'POST', '/v1/completions', { prompt: [1, 5000] }, 400, 'prompt'],
+  ['prompt ids out of vocab', 'POST', '/v1/completions', { prompt: [1, 99999] }, 400, 'prompt'],
   ['prompt longer than context', 'POST', '/v1/completions', { prompt: long, max_tokens: 4 }, 400, 'prompt'],
-  ['prompt + max_tokens over context', 'POST', '/v1/completions', { prompt: 'Once', max_tokens: 255 }, 400, 'max_tokens'],
+  ['prompt + max_tokens over context', 'POST', '/v1/completions', { prompt: 'Once', max_tokens: 256 }, 400, 'max_tokens'],
   ['suffix', 'POST', '/v1/completions', { prompt: 'a', suffix: 'b' }, 400, 'suffix'],
   ['stop wrong type', 'POST', '/v1/completions', { prompt: 'a', stop: 3 }, 400, 'stop'],
   ['stream_options without stream', 'POST', '/v1/completions', { prompt: 'a', stream_options: { include_usage: true } }, 400, 'stream_options'],
@@ -109,7 +111,7 @@ test('after the table: healthy, serving, no leaked KV blocks', { skip }, async (
   assert.equal((await getJson(`${server.url}/health`)).status, 200);
   const ok = await getJson(`${server.url}/v1/completions`, { method: 'POST',
     headers: { 'Content-Type': 'application/json', ...AUTH },
-    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }) });
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0, ignore_eos: true }) });
   assert.equal(ok.status, 200);
   assert.equal(ok.body.usage.completion_tokens, 8);
   const s = await waitIdle(server.url, AUTH);

@@ -1,7 +1,9 @@
-// Starts `loom serve` (LOOM_BIN) on a free port with the stories260K GGUF from LOOM_SHARED_DIR
-// and stops it. Tests skip when the binary or the shared data is missing.
+// Starts `loom serve` (LOOM_BIN) on a free port and stops it. The model is the embedded default
+// (models/default, in the repo; its transformers golden.json is the oracle), so these tests run in
+// any clone; a test that needs a model from ../shared (LOOM_SHARED_DIR) asks with sharedSkip().
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -9,18 +11,55 @@ export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const LOOM_BIN = process.env.LOOM_BIN || path.join(HERE, '../../build/src/cli/loom');
 export const SHARED = process.env.LOOM_SHARED_DIR || path.join(HERE, '../../../shared');
 export const STORIES = path.join(SHARED, 'data/models/stories260K-gguf/stories260K.gguf');
-export const GOLDEN = path.join(SHARED, 'data/models/stories260K-llama2c/golden_once_upon_a_time.json');
+export const STORIES_GOLDEN = path.join(SHARED, 'data/models/stories260K-llama2c/golden_once_upon_a_time.json');
 export const CHAT_TEMPLATE = path.join(HERE, 'testdata/plain_chat.jinja');
+
+// The default model: `loom serve` with no MODEL serves it as "loom-default".
+export const DEFAULT_MODEL = path.join(HERE, '../../models/default');
+export const DEFAULT_ID = 'loom-default';
+// golden.json: greedy {prompt, prompt_ids, generated_ids, generated_text}, chat_template_check...
+export const DEFAULT_GOLDEN = JSON.parse(fs.readFileSync(path.join(DEFAULT_MODEL, 'golden.json'), 'utf8'));
 
 export function skipReason() {
   if (!fs.existsSync(LOOM_BIN)) return `loom binary not found at ${LOOM_BIN} (set LOOM_BIN)`;
-  if (!fs.existsSync(STORIES)) return `stories260K not found under ${SHARED}`;
   return null;
 }
 
+// For a test that needs files from ../shared: false when they all exist (and the binary does),
+// else the skip reason ("needs ../shared/data/..."). Under LOOM_REQUIRE_SHARED_DATA=1 (CI) a
+// missing file throws instead, so the test file fails rather than skips.
+export function sharedSkip(...files) {
+  const bin = skipReason();
+  if (bin) return bin;
+  const missing = files.filter((f) => !fs.existsSync(f));
+  if (missing.length === 0) return false;
+  const why = 'needs ' + missing.map((f) => '../shared/' + path.relative(SHARED, f)).join(', ');
+  if (process.env.LOOM_REQUIRE_SHARED_DATA === '1') {
+    throw new Error(`${why} (required: LOOM_REQUIRE_SHARED_DATA=ON)`);
+  }
+  return why;
+}
+
+// A copy of the default model without a chat template (links to its files, tokenizer_config.json
+// minus chat_template), for the "chat without template" errors. Removed at exit.
+export function defaultModelWithoutTemplate() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-no-template-'));
+  for (const f of fs.readdirSync(DEFAULT_MODEL)) {
+    if (f === 'tokenizer_config.json' || f === 'chat_template.jinja') continue;
+    fs.symlinkSync(path.join(DEFAULT_MODEL, f), path.join(dir, f));
+  }
+  const cfg = JSON.parse(fs.readFileSync(path.join(DEFAULT_MODEL, 'tokenizer_config.json'), 'utf8'));
+  delete cfg.chat_template;
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(cfg));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 // Starts the server; resolves {url, port, proc, stop(signal) → exit code, log()}.
-export async function startServer(extraArgs = []) {
-  const args = ['serve', STORIES, '--port', '0', '--no-open', '--threads', '1', ...extraArgs];
+// model: a path, or null for the default model.
+export async function startServer(extraArgs = [], model = null) {
+  const args = ['serve', ...(model ? [model] : []), '--port', '0', '--no-open', '--threads', '1',
+    ...extraArgs];
   const proc = spawn(LOOM_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const onData = (d) => { log += d.toString(); };

@@ -1,15 +1,17 @@
 // Concurrency, disconnects and lifecycle: N concurrent streaming requests (LOOM_LOAD_STREAMS,
 // default 256) with random client disconnects — zero server errors, every completed stream
 // well-formed, KV back to baseline, memory stable; a dropped stream is aborted promptly; a busy
-// port is refused; SIGTERM drains and exits 0.
+// port is refused; SIGTERM drains and exits 0. The model is the embedded default (512 positions:
+// LONG tokens make a request that runs for a while).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { skipReason, startServer, getJson, waitIdle, LOOM_BIN, STORIES, CHAT_TEMPLATE } from './helpers.mjs';
+import { skipReason, startServer, getJson, waitIdle, LOOM_BIN, CHAT_TEMPLATE } from './helpers.mjs';
 
 const skip = skipReason() || false;
 const N = Number(process.env.LOOM_LOAD_STREAMS || 256);
+const LONG = 480;  // max_tokens of a request meant to be cut off: fits the 512-token context
 
 function rssMb(pid) {
   const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
@@ -112,13 +114,13 @@ test('a client that goes away aborts its request promptly', { skip }, async () =
   const server = await startServer([]);
   try {
     const r = await readStream(`${server.url}/v1/completions`,
-      { prompt: 'Once upon a time', max_tokens: 1500, temperature: 0.8, ignore_eos: true, stream: true }, 3);
+      { prompt: 'Once upon a time', max_tokens: LONG, temperature: 0.8, ignore_eos: true, stream: true }, 3);
     assert.ok(r.aborted);
     const t0 = Date.now();
     const s = await waitIdle(server.url, {}, 5000);
     assert.equal(s.batch.active_rows, 0, 'the request kept running after the disconnect');
     assert.equal(s.kv.blocks_used, 0);
-    assert.ok(s.batch.generated_tokens < 1500, `generated ${s.batch.generated_tokens}`);
+    assert.ok(s.batch.generated_tokens < LONG, `generated ${s.batch.generated_tokens}`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     assert.match(metrics, /loom_client_disconnects_total 1/);
     console.log(`# disconnect noticed and freed in ${Date.now() - t0} ms`);
@@ -134,10 +136,10 @@ test('a non-streaming client that goes away aborts its request promptly', { skip
   const server = await startServer(['--chat-template', CHAT_TEMPLATE]);
   try {
     const cases = [
-      ['/v1/completions', { prompt: 'Once upon a time', max_tokens: 1500, temperature: 0.8, ignore_eos: true }],
-      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Once' }], max_tokens: 1500,
+      ['/v1/completions', { prompt: 'Once upon a time', max_tokens: LONG, temperature: 0.8, ignore_eos: true }],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Once' }], max_tokens: LONG,
         temperature: 0.8, ignore_eos: true }],
-      ['/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'Once' }], max_tokens: 1500,
+      ['/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'Once' }], max_tokens: LONG,
         temperature: 0.8, ignore_eos: true }],
     ];
     let disconnects = 0;
@@ -167,7 +169,7 @@ test('a non-streaming client that goes away aborts its request promptly', { skip
     // A request that stays connected still completes.
     const ok = await getJson(`${server.url}/v1/completions`, { method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }) });
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0, ignore_eos: true }) });
     assert.equal(ok.status, 200);
     assert.equal(ok.body.usage.completion_tokens, 8);
   } finally {
@@ -178,7 +180,7 @@ test('a non-streaming client that goes away aborts its request promptly', { skip
 test('a busy port is refused with a clear message', { skip }, async () => {
   const server = await startServer([]);
   try {
-    const r = spawnSync(LOOM_BIN, ['serve', STORIES, '--port', String(server.port), '--no-open'],
+    const r = spawnSync(LOOM_BIN, ['serve', '--port', String(server.port), '--no-open'],
       { encoding: 'utf8', timeout: 30000 });
     assert.equal(r.status, 1);
     assert.match(r.stderr, /already in use/);
@@ -191,7 +193,7 @@ test('a busy port is refused with a clear message', { skip }, async () => {
 test('SIGTERM: in-flight stream ends cleanly after the grace period, exit 0', { skip }, async () => {
   const server = await startServer(['--shutdown-grace', '0.5']);
   const pending = readStream(`${server.url}/v1/completions`,
-    { prompt: 'Once', max_tokens: 2000, ignore_eos: true, temperature: 0.8, stream: true });
+    { prompt: 'Once', max_tokens: LONG, ignore_eos: true, temperature: 0.8, stream: true });
   await new Promise((r) => setTimeout(r, 200));
   const code = await server.stop('SIGTERM');
   assert.equal(code, 0, server.log());
@@ -201,7 +203,8 @@ test('SIGTERM: in-flight stream ends cleanly after the grace period, exit 0', { 
 });
 
 test('engine admission errors are 400 memory_admission; small requests still run', { skip }, async () => {
-  const server = await startServer(['--kv-budget', '0.0001']);  // ~78 tokens of KV
+  // 5e5 bytes: ~81 tokens of f32 KV (6 layers x K,V x 4 heads x 32 x 4 bytes = 6 KiB a token).
+  const server = await startServer(['--kv-budget', '0.0005']);
   try {
     const big = await getJson(`${server.url}/v1/completions`, { method: 'POST',
       headers: { 'Content-Type': 'application/json' },
@@ -211,7 +214,7 @@ test('engine admission errors are 400 memory_admission; small requests still run
     assert.match(big.body.error.message, /--kv-budget/);
     const small = await getJson(`${server.url}/v1/completions`, { method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }) });
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0, ignore_eos: true }) });
     assert.equal(small.status, 200);
     assert.equal(small.body.usage.completion_tokens, 8);
   } finally {

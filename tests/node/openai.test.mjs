@@ -1,10 +1,10 @@
-// The official `openai` npm client against `loom serve` with stories260K (real weights and
-// tokenizer). Oracle for greedy text: llama2.c's output in ../shared (golden_once_upon_a_time).
+// The official `openai` npm client against `loom serve` with the embedded default model (real
+// weights and tokenizer, in the repo). Oracle for greedy text: transformers' 32-token greedy
+// trajectory in models/default/golden.json (written by tools/train_default_model/train.py).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import OpenAI from 'openai';
-import { skipReason, startServer, getJson, postJson, waitIdle, GOLDEN, CHAT_TEMPLATE } from './helpers.mjs';
+import { skipReason, startServer, getJson, postJson, waitIdle, DEFAULT_GOLDEN, DEFAULT_ID } from './helpers.mjs';
 
 const skip = skipReason() || false;
 const KEY = 'sk-loom-test';
@@ -12,42 +12,42 @@ let server, client;
 
 before(async () => {
   if (skip) return;
-  server = await startServer(['--api-key', KEY, '--chat-template', CHAT_TEMPLATE]);
+  server = await startServer(['--api-key', KEY]);
   client = new OpenAI({ apiKey: KEY, baseURL: `${server.url}/v1`, maxRetries: 0 });
 });
 after(async () => { if (server) assert.equal(await server.stop(), 0, server.log()); });
 
-const golden = () => JSON.parse(fs.readFileSync(GOLDEN, 'utf8'));
-const goldenContinuation = () => golden().generated_text_stdout.slice('Once upon a time'.length);
+// "<|endoftext|>And God said," → " Blessed be the LORD God of Israel, which brought you out ..."
+const greedy = DEFAULT_GOLDEN.greedy;
+const PROMPT = greedy.prompt;
 
 test('models list', { skip }, async () => {
   const models = await client.models.list();
   assert.equal(models.data.length, 1);
-  assert.equal(models.data[0].id, 'stories260K.gguf');
+  assert.equal(models.data[0].id, DEFAULT_ID);
   assert.equal(models.data[0].object, 'model');
 });
 
-test('greedy completion matches llama2.c', { skip }, async () => {
+test('greedy completion matches transformers', { skip }, async () => {
+  const n = greedy.generated_ids.length;  // 32, none of them an end-of-sequence token
   const r = await client.completions.create({
-    model: 'stories260K.gguf', prompt: 'Once upon a time', max_tokens: 40, temperature: 0,
+    model: DEFAULT_ID, prompt: PROMPT, max_tokens: n, temperature: 0,
   });
   assert.equal(r.object, 'text_completion');
   assert.equal(r.choices[0].finish_reason, 'length');
-  assert.ok(r.choices[0].text.length > 20);
-  assert.ok(goldenContinuation().startsWith(r.choices[0].text),
-    `got ${JSON.stringify(r.choices[0].text)}`);
-  assert.equal(r.usage.prompt_tokens, golden().prompt_ids.length);
-  assert.equal(r.usage.completion_tokens, 40);
-  assert.equal(r.usage.total_tokens, 40 + golden().prompt_ids.length);
+  assert.equal(r.choices[0].text, greedy.generated_text);
+  assert.equal(r.usage.prompt_tokens, greedy.prompt_ids.length);
+  assert.equal(r.usage.completion_tokens, n);
+  assert.equal(r.usage.total_tokens, n + greedy.prompt_ids.length);
   // The same prompt as token ids gives the same text.
   const ids = await client.completions.create({
-    model: 'x', prompt: golden().prompt_ids, max_tokens: 40, temperature: 0,
+    model: 'x', prompt: greedy.prompt_ids, max_tokens: n, temperature: 0,
   });
   assert.equal(ids.choices[0].text, r.choices[0].text);
 });
 
 test('streaming completion equals the non-streaming text; include_usage', { skip }, async () => {
-  const args = { model: 'm', prompt: 'Once upon a time', max_tokens: 30, temperature: 0 };
+  const args = { model: 'm', prompt: PROMPT, max_tokens: 30, temperature: 0 };
   const whole = await client.completions.create(args);
   const stream = await client.completions.create({ ...args, stream: true,
     stream_options: { include_usage: true } });
@@ -64,19 +64,19 @@ test('streaming completion equals the non-streaming text; include_usage', { skip
   assert.equal(text, whole.choices[0].text);
   assert.equal(finish, 'length');
   assert.equal(usage.completion_tokens, 30);
-  assert.equal(usage.prompt_tokens, 5);
+  assert.equal(usage.prompt_tokens, greedy.prompt_ids.length);
 });
 
 test('stop strings are never emitted, also across chunk boundaries', { skip }, async () => {
-  const cont = goldenContinuation();
-  const stop = ' named';  // "... a little girl named Lily"
+  const cont = greedy.generated_text;
+  const stop = ' Israel';  // " Blessed be the LORD God of Israel, ..."
   const expected = cont.slice(0, cont.indexOf(stop));
-  const r = await client.completions.create({ model: 'm', prompt: 'Once upon a time',
-    max_tokens: 40, temperature: 0, stop: [stop, 'zzz'] });
+  const r = await client.completions.create({ model: 'm', prompt: PROMPT,
+    max_tokens: 32, temperature: 0, stop: [stop, 'zzz'] });
   assert.equal(r.choices[0].text, expected);
   assert.equal(r.choices[0].finish_reason, 'stop');
-  const stream = await client.completions.create({ model: 'm', prompt: 'Once upon a time',
-    max_tokens: 40, temperature: 0, stop: stop, stream: true });
+  const stream = await client.completions.create({ model: 'm', prompt: PROMPT,
+    max_tokens: 32, temperature: 0, stop: stop, stream: true });
   let text = '', finish = null;
   for await (const c of stream) for (const ch of c.choices) {
     text += ch.text;
@@ -87,7 +87,8 @@ test('stop strings are never emitted, also across chunk boundaries', { skip }, a
 });
 
 test('n=2 and seed reproducibility', { skip }, async () => {
-  const args = { model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 1.0, seed: 1234, n: 2 };
+  const args = { model: 'm', prompt: PROMPT, max_tokens: 24, temperature: 1.0, seed: 1234, n: 2,
+    ignore_eos: true };
   const a = await client.completions.create(args);
   const b = await client.completions.create(args);
   assert.equal(a.choices.length, 2);
@@ -103,8 +104,8 @@ test('n=2 and seed reproducibility', { skip }, async () => {
 });
 
 test('completions logprobs and echo', { skip }, async () => {
-  const r = await client.completions.create({ model: 'm', prompt: 'Once upon a time',
-    max_tokens: 6, temperature: 0, logprobs: 3 });
+  const r = await client.completions.create({ model: 'm', prompt: 'And God said,',
+    max_tokens: 6, temperature: 0, logprobs: 3, ignore_eos: true });
   const lp = r.choices[0].logprobs;
   assert.equal(lp.tokens.length, 6);
   assert.equal(lp.tokens.join(''), r.choices[0].text);
@@ -118,14 +119,14 @@ test('completions logprobs and echo', { skip }, async () => {
     assert.equal(Math.max(...Object.values(alts)), lp.token_logprobs[i]);
   }
   assert.deepEqual(lp.text_offset, lp.tokens.map((_, i) => lp.tokens.slice(0, i).join('').length));
-  const echo = await client.completions.create({ model: 'm', prompt: 'Once upon a time',
-    max_tokens: 6, temperature: 0, echo: true });
-  assert.equal(echo.choices[0].text, 'Once upon a time' + r.choices[0].text);
+  const echo = await client.completions.create({ model: 'm', prompt: 'And God said,',
+    max_tokens: 6, temperature: 0, echo: true, ignore_eos: true });
+  assert.equal(echo.choices[0].text, 'And God said,' + r.choices[0].text);
 });
 
 test('cached_tokens on a repeated prefix', { skip }, async () => {
-  const prompt = 'Once upon a time, there was a little dog named Max. Max liked to run in the ' +
-    'park with his friends and play with a red ball every day.';
+  const prompt = 'In the beginning God created the heaven and the earth. And the earth was ' +
+    'without form, and void; and darkness was upon the face of the deep.';
   await client.completions.create({ model: 'm', prompt, max_tokens: 2, temperature: 0 });
   const r = await client.completions.create({ model: 'm', prompt, max_tokens: 2, temperature: 0 });
   assert.ok(r.usage.prompt_tokens > 32, `prompt has ${r.usage.prompt_tokens} tokens`);
@@ -134,24 +135,25 @@ test('cached_tokens on a repeated prefix', { skip }, async () => {
   assert.ok(r.usage.prompt_tokens_details.cached_tokens < r.usage.prompt_tokens);
 });
 
-test('chat completions (template from --chat-template), streaming and not', { skip }, async () => {
-  const messages = [{ role: 'system', content: 'Tell a story.' }, { role: 'user', content: 'Once upon a time' }];
-  const r = await client.chat.completions.create({ model: 'm', messages, max_tokens: 20, temperature: 0 });
+test('chat completions (the model\'s own template), streaming and not', { skip }, async () => {
+  const messages = [{ role: 'system', content: 'Tell a story.' }, { role: 'user', content: 'Who made the earth?' }];
+  const r = await client.chat.completions.create({ model: 'm', messages, max_tokens: 20,
+    temperature: 0, ignore_eos: true });
   assert.equal(r.object, 'chat.completion');
   assert.equal(r.choices[0].message.role, 'assistant');
   assert.equal(typeof r.choices[0].message.content, 'string');
   assert.ok(r.choices[0].message.content.length > 0);
   assert.equal(r.choices[0].finish_reason, 'length');
   assert.equal(r.usage.completion_tokens, 20);
-  // Prompt = the rendered template, tokenized.
-  const rendered = '<s>system: Tell a story.\nuser: Once upon a time\nassistant:';
+  // Prompt = models/default's template (golden.json chat_template_check) rendered, tokenized.
+  const rendered = '<|endoftext|><|system|>\nTell a story.<|end|>\n<|user|>\nWho made the earth?<|end|>\n<|assistant|>\n';
   const tok = await postJson(`${server.url}/tokenize`, { content: rendered, add_special: false },
     { Authorization: `Bearer ${KEY}` });
   assert.equal(tok.status, 200);
   assert.equal(r.usage.prompt_tokens, tok.body.tokens.length);
 
   const stream = await client.chat.completions.create({ model: 'm', messages, max_tokens: 20,
-    temperature: 0, stream: true, stream_options: { include_usage: true } });
+    temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
   let text = '', roles = 0, finish = null, usage = null;
   for await (const c of stream) {
     assert.equal(c.object, 'chat.completion.chunk');
@@ -170,7 +172,7 @@ test('chat completions (template from --chat-template), streaming and not', { sk
 
 test('chat logprobs in OpenAI shape', { skip }, async () => {
   const r = await client.chat.completions.create({ model: 'm', max_tokens: 5, temperature: 0,
-    messages: [{ role: 'user', content: 'Hi' }], logprobs: true, top_logprobs: 2 });
+    messages: [{ role: 'user', content: 'Hi' }], logprobs: true, top_logprobs: 2, ignore_eos: true });
   const content = r.choices[0].logprobs.content;
   assert.equal(content.length, 5);
   assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
@@ -183,11 +185,14 @@ test('chat logprobs in OpenAI shape', { skip }, async () => {
 
 test('tokenize / detokenize round trip', { skip }, async () => {
   const h = { Authorization: `Bearer ${KEY}` };
-  const t = await postJson(`${server.url}/tokenize`, { content: 'Once upon a time' }, h);
-  assert.deepEqual(t.body.tokens, golden().prompt_ids);
-  const d = await postJson(`${server.url}/detokenize`, { tokens: golden().greedy_generated_ids.slice(0, 10) }, h);
-  assert.ok(goldenContinuation().startsWith(d.body.content) ||
-            goldenContinuation().startsWith(' ' + d.body.content), d.body.content);
+  const t = await postJson(`${server.url}/tokenize`, { content: PROMPT }, h);
+  assert.deepEqual(t.body.tokens, greedy.prompt_ids);
+  for (const c of DEFAULT_GOLDEN.tokenization) {  // transformers' ids, special tokens verbatim
+    const r = await postJson(`${server.url}/tokenize`, { content: c.text }, h);
+    assert.deepEqual(r.body.tokens, c.ids, c.text);
+  }
+  const d = await postJson(`${server.url}/detokenize`, { tokens: greedy.generated_ids }, h);
+  assert.equal(d.body.content, greedy.generated_text);
 });
 
 test('/stats, /metrics and /health', { skip }, async () => {

