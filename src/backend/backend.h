@@ -42,6 +42,8 @@ struct KvLayer {
 //
 // The j-th query row of sequence s sits at position kv_len[s] - q_len(s) + j and attends to cache
 // positions p <= that position (causal), and p > position - window when sliding_window > 0.
+struct AttentionPlan;
+
 struct AttentionMeta {
   int num_seqs = 0;
   int num_tokens = 0;
@@ -53,6 +55,26 @@ struct AttentionMeta {
   Tensor page_indptr;   // [num_seqs + 1] i32
   Tensor page_indices;  // [total_pages] i32 block ids
   Tensor slot_mapping;  // [num_tokens] i32: block_id * block_size + offset of each new token
+  // What Backend::PlanAttention decided for this step, read by every layer's Attention; null
+  // when the backend needs none or the caller did not plan (Attention then plans the call).
+  std::shared_ptr<const AttentionPlan> plan;
+};
+
+// The heads of one attention call: with the page tables, all a plan depends on (a layer's
+// window, scale and soft-cap are arguments of the run, not of the plan).
+struct AttentionShape {
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  bool operator==(const AttentionShape&) const = default;
+};
+
+// A backend's plan for one step's attention (FlashInfer's plan / run split): which kernel, how
+// the keys are split, the per-step tile tables and scratch, made once before the first layer.
+// Its contents are the backend's own; `shape` is what it was planned for.
+struct AttentionPlan {
+  virtual ~AttentionPlan() = default;
+  AttentionShape shape;
 };
 
 struct AttentionParams {
@@ -147,8 +169,19 @@ class Backend {
   // Paged attention for every query row of the step (prefill chunks and decodes mixed).
   // q [n, num_heads * head_dim]; out [n, num_heads * head_dim]. GQA: query head h reads kv head
   // h / (num_heads / num_kv_heads).
+  // meta.plan, when set, must come from this backend's PlanAttention for params' heads.
   virtual void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                          const AttentionParams& params, const Tensor& out) = 0;
+  // Plans the attention of a step once, before its layers run (the model stores the result in
+  // meta.plan): host-side choices and any device work the page tables allow up front (CUDA: the
+  // kernel and split count, the query-tile table, split scratch). Default: no plan (the CPU
+  // backend decides per call at no cost). Enqueued work is stream-ordered before the layers.
+  virtual std::shared_ptr<const AttentionPlan> PlanAttention(const AttentionMeta& meta,
+                                                             const AttentionShape& shape) {
+    (void)meta;
+    (void)shape;
+    return nullptr;
+  }
   // out[i, :] = x[rows[i], :].   rows [r] i32; out [r, d].
   virtual void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // dst[:, dst_col : dst_col + num_cols] = src[:, src_col : src_col + num_cols], e.g. to split a

@@ -110,6 +110,11 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     be.Add(x, o, x);
   };
 
+  // The step's attention is planned once; every layer runs that plan (same heads throughout).
+  AttentionMeta meta = in.meta;
+  const AttentionShape attn_shape{c.num_heads, c.num_kv_heads, static_cast<int>(hd)};
+  if (meta.plan == nullptr) meta.plan = be.PlanAttention(meta, attn_shape);
+
   be.Embed(weights_.embed, in.token_ids, c.embed_scale, x);
   emit("embed", x);
 
@@ -134,11 +139,11 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
       layout.norm_offset = norm_offset;
       if (fold) {
         be.RmsNormQkvRopeStore(x, norm_spec(l.attn_norm), l.wqkv, l.bqkv, in.positions, rope,
-                               layout, in.meta, layer_kv, qkv, q);
+                               layout, meta, layer_kv, qkv, q);
       } else {
         norm_x(l.attn_norm, "attn_norm" + li);
         be.MatMul(h, l.wqkv, l.bqkv, qkv);
-        be.QkvRopeStore(qkv, in.positions, rope, layout, in.meta, layer_kv, q);
+        be.QkvRopeStore(qkv, in.positions, rope, layout, meta, layer_kv, q);
       }
     } else {
       norm_x(l.attn_norm, "attn_norm" + li);
@@ -153,7 +158,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
       }
       be.Rope(q, in.positions, rope, c.num_heads, static_cast<int>(hd));
       be.Rope(k, in.positions, rope, c.num_kv_heads, static_cast<int>(hd));
-      be.StoreKv(k, v, in.meta, layer_kv);
+      be.StoreKv(k, v, meta, layer_kv);
     }
     AttentionParams ap;
     ap.num_heads = c.num_heads;
@@ -162,7 +167,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     ap.scale = c.softmax_scale();
     ap.sliding_window = c.layer_window[static_cast<size_t>(i)];
     ap.logit_softcap = c.attn_logit_softcap;
-    be.Attention(q, layer_kv, in.meta, ap, attn);
+    be.Attention(q, layer_kv, meta, ap, attn);
     add_projection(attn, l.wo, l.bo, l.post_attn_norm, "attn_out" + li);
 
     // MLP: gate = act(x W_gate) * (x W_up), then x += gate W_down.

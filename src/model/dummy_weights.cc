@@ -18,16 +18,23 @@ constexpr float kStd = 0.02f;
 
 class Filler {
  public:
-  Filler(Backend* backend, DType matrix_dtype, uint64_t seed)
-      : backend_(backend), matrix_dtype_(matrix_dtype), seed_(seed) {
+  Filler(Backend* backend, DType matrix_dtype, uint64_t seed, DummyScale scale)
+      : backend_(backend), matrix_dtype_(matrix_dtype), seed_(seed), scale_(scale) {
     // A device backend keeps matrices in bf16 (what Upload would make of them there).
     if (backend_->device() != Device::kCpu) matrix_dtype_ = DType::kBF16;
   }
 
-  // [rows, cols], uniform with std kStd.
+  // [rows, cols], uniform with std kStd (kUnitGain: 1 / sqrt(cols)).
   Tensor Matrix(int64_t rows, int64_t cols) {
-    const float a = kStd * std::sqrt(3.f);
+    const float std_dev =
+        scale_ == DummyScale::kHf ? kStd : 1.f / std::sqrt(static_cast<float>(cols));
+    const float a = std_dev * std::sqrt(3.f);
     return Make(matrix_dtype_, Shape{rows, cols}, -a, 2 * a);
+  }
+  // The token embedding [vocab, d] (and a tied lm_head).
+  Tensor Embedding(int64_t rows, int64_t cols) {
+    return scale_ == DummyScale::kHf ? Matrix(rows, cols)
+                                     : Make(matrix_dtype_, Shape{rows, cols}, -1.f, 2.f);
   }
   Tensor Norm(int64_t d, bool plus_one) {
     return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f)
@@ -52,6 +59,7 @@ class Filler {
   Backend* backend_;
   DType matrix_dtype_;
   uint64_t seed_;
+  DummyScale scale_;
   uint64_t counter_ = 0;
   size_t bytes_ = 0;
 };
@@ -65,16 +73,17 @@ std::string Hex(uint64_t v) {
 }  // namespace
 
 std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend, DType weight_dtype,
-                                                uint64_t seed, std::string origin) {
+                                                uint64_t seed, std::string origin,
+                                                DummyScale scale) {
   CHECK_OK(c.Validate());
   CHECK(weight_dtype == DType::kBF16 || weight_dtype == DType::kF16 || weight_dtype == DType::kF32)
       << "dummy weights: unsupported weight dtype " << DTypeName(weight_dtype);
-  Filler f(backend, weight_dtype, seed);
+  Filler f(backend, weight_dtype, seed, scale);
   const bool p1 = c.norm_plus_one;
   const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   Weights w;
-  w.embed = f.Matrix(c.vocab_size, d);
+  w.embed = f.Embedding(c.vocab_size, d);
   w.final_norm = f.Norm(d, p1);
   w.lm_head = c.tie_word_embeddings ? w.embed : f.Matrix(c.vocab_size, d);
   w.layers.resize(static_cast<size_t>(c.num_layers));

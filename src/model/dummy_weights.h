@@ -22,6 +22,13 @@
 
 namespace loom {
 
+// How large the random values are. kHf: HF's initializer (matrices and embedding std 0.02,
+// above), what a --dummy-weights benchmark runs. kUnitGain: every matrix keeps its input's
+// scale (uniform with std 1/sqrt(in)) and the embedding is uniform in [-1, 1), so activations
+// stay O(1) through the layers: a numerics test (CUDA vs the CPU) sees each op's rounding at
+// full size. Norms and biases are the same in both.
+enum class DummyScale { kHf, kUnitGain };
+
 // `config_path`: a config.json file, or a directory holding one. `weight_dtype`: dtype of the
 // matrices (bf16, f16 or f32 on the CPU backend; a CUDA backend always gets bf16, the only weight
 // dtype its MatMul reads). Norms and biases are f32. Errors name the config file and field.
@@ -33,6 +40,7 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
 // Same, from an already-built config (config.Validate() must pass).
 std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig config, Backend* backend,
                                                 DType weight_dtype, uint64_t seed,
-                                                std::string origin);
+                                                std::string origin,
+                                                DummyScale scale = DummyScale::kHf);
 
 }  // namespace loom

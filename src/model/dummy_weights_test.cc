@@ -1,6 +1,7 @@
 // MakeDummyModel on the CPU backend: the checked-in bench configs parse to their published
 // shapes; a shrunken config of each architecture family builds every role tensor with the
-// LoadWeights shape, runs a finite forward, and is deterministic per seed.
+// LoadWeights shape, runs a finite forward, and is deterministic per seed. Also the decoder's
+// attention planning (one plan a step) on those models.
 #include "model/dummy_weights.h"
 
 #include <gtest/gtest.h>
@@ -181,6 +182,51 @@ TEST(DummyWeightsTest, BuildsEveryArchFamilyWithLoaderShapes) {
     ASSERT_TRUE(same.ok() && other.ok());
     EXPECT_EQ(Logits(**same, &be, {1, 5, 9, 2, 7}), a);
     EXPECT_NE(Logits(**other, &be, {1, 5, 9, 2, 7}), a);
+  }
+}
+
+// A CPU backend that hands out attention plans and checks every layer runs the step's one.
+class PlanCountingBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  std::shared_ptr<const AttentionPlan> PlanAttention(const AttentionMeta& meta,
+                                                     const AttentionShape& shape) override {
+    EXPECT_EQ(CpuBackend::PlanAttention(meta, shape), nullptr);  // the CPU's own: none
+    auto plan = std::make_shared<AttentionPlan>();
+    plan->shape = shape;
+    last_plan_ = plan;
+    ++plans_;
+    return plan;
+  }
+  void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
+                 const AttentionParams& params, const Tensor& out) override {
+    EXPECT_EQ(meta.plan, last_plan_);
+    EXPECT_EQ(meta.plan->shape, (AttentionShape{params.num_heads, params.num_kv_heads,
+                                                params.head_dim}));
+    ++attention_calls_;
+    CpuBackend::Attention(q, layer, meta, params, out);
+  }
+  int plans_ = 0, attention_calls_ = 0;
+
+ private:
+  std::shared_ptr<const AttentionPlan> last_plan_;
+};
+
+// Model::Forward plans the step's attention once (Backend::PlanAttention) and every layer's
+// Attention gets that plan, local (windowed) and global layers alike; results are unchanged.
+TEST(DecoderTest, PlansAttentionOncePerStep) {
+  for (const char* name : {"llama-3.2-1b", "gemma-3-4b"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = Shrunk(name);
+    CpuBackend plain(1);
+    PlanCountingBackend counting(1);
+    auto a = MakeDummyModel(dir, &plain, DType::kBF16, 3);
+    auto b = MakeDummyModel(dir, &counting, DType::kBF16, 3);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7};
+    EXPECT_EQ(Logits(**b, &counting, ids), Logits(**a, &plain, ids));
+    EXPECT_EQ(counting.plans_, 1);
+    EXPECT_EQ(counting.attention_calls_, (*b)->config().num_layers);
   }
 }
 

@@ -9,13 +9,15 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 build=${BUILD:-$root/build-cuda2}
 out=${OUT_DIR:-$root/.dev/cuda2-bin}
-bins=(${BINS:-loom cuda_graph_runner_test cuda_sampling_test cuda_golden_test cli_test
-      cuda_backend_test cuda_prefill_bench cuda_attn_bench cuda_bench})
+bins=(${BINS:-loom cuda_graph_runner_test cuda_sampling_test cuda_golden_test cuda_model_test
+      cli_test cuda_backend_test cuda_prefill_bench cuda_attn_bench cuda_bench})
 where() {  # the build's path of a binary
   case $1 in
     loom) echo src/cli/loom ;;
     cli_test) echo src/cli/cli_test ;;
-    cuda_graph_runner_test | cuda_sampling_test | cuda_golden_test) echo "src/runtime/$1" ;;
+    cuda_graph_runner_test | cuda_sampling_test | cuda_golden_test | cuda_model_test)
+      echo "src/runtime/$1" ;;
+    cuda_bench | cuda_prefill_bench) echo "tools/cuda/bench/$1" ;;
     *) echo "src/backend/cuda/$1" ;;
   esac
 }

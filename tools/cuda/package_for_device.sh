@@ -10,7 +10,8 @@ out=$root/.dev/cuda-bin
 ninja -C "$build" -j2 cuda_backend_test cuda_bench
 rm -rf "$out"
 mkdir -p "$out/lib"
-for b in cuda_backend_test cuda_bench; do strip -o "$out/$b" "$build/src/backend/cuda/$b"; done
+strip -o "$out/cuda_backend_test" "$build/src/backend/cuda/cuda_backend_test"
+strip -o "$out/cuda_bench" "$build/tools/cuda/bench/cuda_bench"
 for lib in $(ldd "$out/cuda_backend_test" "$out/cuda_bench" | awk '/=>/ {print $3}' | sort -u); do
   case $(basename "$lib") in
     libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libstdc++* | \

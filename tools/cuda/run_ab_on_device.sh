@@ -30,6 +30,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 side() {  # A|B -> "env... binary-folder"
   if [ "$1" = A ]; then echo "${ENV_A:-} $bin"; else echo "${ENV_B:-} $bin_b"; fi
 }
+tune_args() {  # A|B -> the side's LOOM_<KEY>=V settings as cuda_attn_bench's key=v arguments
+  local e k
+  for e in $(side "$1"); do
+    case $e in LOOM_*=*) k=${e%%=*}; k=${k#LOOM_}; echo -n "${k,,}=${e#*=} " ;; esac
+  done
+}
 run_side() {  # seconds A|B command...: the side's binary under its environment, with a timeout
   local secs=$1 s=$2; shift 2
   local parts
@@ -77,6 +83,6 @@ fi
 for s in A B; do
   folder=$(side $s | awk '{print $NF}')
   [ -f "$folder/cuda_attn_bench" ] || continue
-  run_side 60 $s cuda_attn_bench 20 > "$out/attn_$s.log" 2>&1
+  run_side 60 $s cuda_attn_bench 20 $(tune_args $s) > "$out/attn_$s.log" 2>&1
   echo "$s attention:"; grep -E "decode auto" "$out/attn_$s.log"
 done

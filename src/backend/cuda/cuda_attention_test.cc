@@ -141,8 +141,10 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     return in;
   }
 
-  // The attention output of the prepared inputs on one backend.
-  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in) {
+  // The attention output of the prepared inputs on one backend. planned: the step's plan comes
+  // from PlanAttention first and an earlier "layer" (another window and soft-cap, its own
+  // output) runs it before this one, as in a model's forward.
+  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in, bool planned = false) {
     const Scenario& sc = in.sc;
     const HostStep& h = in.h;
     const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
@@ -175,6 +177,13 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     if (gpu) q = be.Upload(q);
     Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
     if (gpu) Poison(*gpu_, out);
+    if (planned) {
+      meta.plan = be.PlanAttention(meta, AttentionShape{H, KVH, D});
+      AttentionParams other = p;
+      other.sliding_window = sc.window > 0 ? 0 : 5;
+      other.logit_softcap = sc.softcap > 0 ? 0.f : 20.f;
+      be.Attention(q, layer, meta, other, be.Alloc(be.act_dtype(), Shape{n, wq}));
+    }
     be.Attention(q, layer, meta, p, out);
     return gpu ? GpuValues(*gpu_, out) : CpuValues(out);
   }
@@ -401,6 +410,34 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
     const double err = Run(sc, seed++);
     EXPECT_LT(err, kTolRounded) << sc.name;
     std::printf("  %-50s normalized error %.2e\n", sc.name, err);
+  }
+}
+
+// A step planned once (Backend::PlanAttention: the kernel choice, the query-tile table, the split
+// scratch) and run by several layers with their own windows and soft-caps gives each layer
+// exactly what planning that call alone gives: prefill (tensor-core), mixed, decode (split and
+// cluster-merged) and the generic kernel.
+TEST_F(CudaAttentionTest, OnePlanServesEveryLayer) {
+  const std::vector<Scenario> scenarios = {
+      {"prompt 97, gqa 4, block 7", 32, 8, 128, 7, 0, 0.f, {{0, 97}}},
+      {"mixed, window 32, softcap 50", 32, 8, 128, 16, 32, 50.f,
+       {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}, {999, 2}}},
+      {"64 decodes", 32, 8, 128, 16, 0, 0.f, std::vector<SeqSpec>(64, SeqSpec{200, 1})},
+      {"batch-1 decode, long context", 32, 8, 128, 16, 0, 0.f, {{3000, 1}}},
+      {"decode batch, split-KV, d64", 16, 2, 64, 16, 0, 0.f, {{0, 1}, {37, 1}, {999, 1}}},
+      {"d80 (generic kernel), chunks", 4, 4, 80, 7, 8, 0.f, {{0, 17}, {120, 1}, {30, 40}}},
+  };
+  for (const bool generic : {false, true}) {
+    CudaTuning t = gpu_->tuning();
+    t.attn_prefill = t.attn_decode = !generic;
+    gpu_->set_tuning(t);
+    unsigned seed = 900;
+    for (const Scenario& sc : scenarios) {
+      const Inputs in = Prepare(sc, seed++);
+      const std::vector<float> alone = RunOn(*gpu_, true, in);
+      const std::vector<float> planned = RunOn(*gpu_, true, in, /*planned=*/true);
+      EXPECT_EQ(planned, alone) << sc.name << (generic ? " (generic kernels)" : "");
+    }
   }
 }
 

@@ -625,6 +625,59 @@ void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta&
                               k.row_bytes(), stream());
 }
 
+namespace {
+
+// CudaBackend's AttentionPlan.
+struct CudaAttentionPlan final : AttentionPlan {
+  cuda::PagedAttentionPlan kernel;
+  Tensor tile_start;    // [num_seqs + 1] i32 (not for decode plans)
+  Tensor partial, lse;  // split scratch (num_splits > 1)
+};
+
+// The step-level kernel arguments (no tensors of a layer, window, scale or soft-cap).
+cuda::PagedAttentionArgs StepArgs(const AttentionMeta& meta, const AttentionShape& shape) {
+  cuda::PagedAttentionArgs a;
+  a.query_start = meta.query_start.data_as<const int32_t>();
+  a.kv_len = meta.kv_len.data_as<const int32_t>();
+  a.page_indptr = meta.page_indptr.data_as<const int32_t>();
+  a.page_indices = meta.page_indices.data_as<const int32_t>();
+  a.num_seqs = meta.num_seqs;
+  a.num_tokens = meta.num_tokens;
+  a.max_query_len = meta.max_query_len;
+  a.max_kv_len = meta.max_kv_len;
+  a.num_heads = shape.num_heads;
+  a.num_kv_heads = shape.num_kv_heads;
+  a.head_dim = shape.head_dim;
+  a.block_size = meta.block_size;
+  return a;
+}
+
+}  // namespace
+
+std::shared_ptr<const AttentionPlan> CudaBackend::PlanAttention(const AttentionMeta& meta,
+                                                                const AttentionShape& shape) {
+  CheckI32(meta.query_start, meta.num_seqs + 1, "PlanAttention", "query_start");
+  auto p = std::make_shared<CudaAttentionPlan>();
+  p->shape = shape;
+  const cuda::PagedAttentionArgs a = StepArgs(meta, shape);
+  p->kernel = cuda::PlanPagedAttention(a, num_sms_, options_.tuning);
+  // Scratch from the caching allocator, held by the plan until the step's forward has been
+  // enqueued; reused only by later work on this stream.
+  auto scratch = [&](DType dtype, int64_t n) {
+    return Tensor(dtype, Shape{n}, allocator_->NewBuffer(static_cast<size_t>(n) * 4));
+  };
+  if (p->kernel.num_splits > 1) {
+    p->partial = scratch(DType::kF32, p->kernel.partial_floats);
+    p->lse = scratch(DType::kF32, p->kernel.lse_floats);
+  }
+  if (!p->kernel.decode) {
+    // (Not zero-filled: TileStartKernel writes every entry; a memset would be one more launch.)
+    p->tile_start = scratch(DType::kI32, p->kernel.tile_start_ints);
+    cuda::LaunchTileStarts(a, p->kernel, p->tile_start.data_as<int32_t>(), stream(), pdl());
+  }
+  return p;
+}
+
 void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                             const AttentionParams& params, const Tensor& out) {
   LOOM_PROFILE_OP(
@@ -651,42 +704,26 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   CheckI32(meta.page_indptr, meta.num_seqs + 1, "Attention", "page_indptr");
   CheckDevice(meta.page_indices, "Attention", "page_indices");
 
-  cuda::PagedAttentionArgs a;
+  const AttentionShape shape{H, KVH, D};
+  std::shared_ptr<const AttentionPlan> own;  // the call's own plan when the step has none
+  if (meta.plan == nullptr) own = PlanAttention(meta, shape);
+  const auto* plan = dynamic_cast<const CudaAttentionPlan*>(own ? own.get() : meta.plan.get());
+  CHECK(plan != nullptr && plan->shape == shape)
+      << "Attention: meta.plan is not this backend's plan for " << H << " heads / " << KVH
+      << " kv heads x " << D;
+  cuda::PagedAttentionArgs a = StepArgs(meta, shape);
   a.q = q.data();
   a.k_pool = kp.data();
   a.v_pool = layer.v.data();
-  a.query_start = meta.query_start.data_as<const int32_t>();
-  a.kv_len = meta.kv_len.data_as<const int32_t>();
-  a.page_indptr = meta.page_indptr.data_as<const int32_t>();
-  a.page_indices = meta.page_indices.data_as<const int32_t>();
-  a.num_seqs = meta.num_seqs;
-  a.num_tokens = meta.num_tokens;
-  a.max_query_len = meta.max_query_len;
-  a.max_kv_len = meta.max_kv_len;
-  a.num_heads = H;
-  a.num_kv_heads = KVH;
-  a.head_dim = D;
-  a.block_size = meta.block_size;
   a.sliding_window = params.sliding_window;
   a.scale = params.scale;
   a.softcap = params.logit_softcap;
   a.out = out.data();
-  const cuda::PagedAttentionPlan plan = cuda::PlanPagedAttention(a, num_sms_, options_.tuning);
-  // Scratch from the caching allocator: freed right after the enqueue, reused only by later
-  // work on this stream.
-  // (Not zero-filled: TileStartKernel writes every entry; a memset would be one more launch.)
-  Tensor tile_start(DType::kI32, Shape{plan.tile_start_ints},
-                    allocator_->NewBuffer(static_cast<size_t>(plan.tile_start_ints) * 4));
-  Tensor partial, lse;
-  if (plan.num_splits > 1) {
-    partial = Tensor(DType::kF32, Shape{plan.partial_floats},
-                     allocator_->NewBuffer(static_cast<size_t>(plan.partial_floats) * 4));
-    lse = Tensor(DType::kF32, Shape{plan.lse_floats},
-                 allocator_->NewBuffer(static_cast<size_t>(plan.lse_floats) * 4));
-  }
-  cuda::LaunchPagedAttention(a, plan, tile_start.data_as<int32_t>(),
-                             partial.defined() ? partial.data_as<float>() : nullptr,
-                             lse.defined() ? lse.data_as<float>() : nullptr, stream(), pdl());
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.data_as<float>() : nullptr; };
+  cuda::LaunchPagedAttention(a, plan->kernel,
+                             plan->tile_start.defined() ? plan->tile_start.data_as<int32_t>()
+                                                        : nullptr,
+                             ptr(plan->partial), ptr(plan->lse), stream(), pdl());
 }
 
 void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {

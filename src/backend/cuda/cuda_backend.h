@@ -106,6 +106,10 @@ class CudaBackend final : public Backend {
                const KvLayer& layer) override;
   void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                  const AttentionParams& params, const Tensor& out) override;
+  // PlanPagedAttention's choice for the step, its query-tile table (one TileStartKernel launch,
+  // not one a layer) and the split scratch the layers share.
+  std::shared_ptr<const AttentionPlan> PlanAttention(const AttentionMeta& meta,
+                                                     const AttentionShape& shape) override;
   void GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;

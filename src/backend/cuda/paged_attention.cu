@@ -386,6 +386,13 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms,
   return p;
 }
 
+void LaunchTileStarts(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
+                      int32_t* tile_start, cudaStream_t stream, bool pdl) {
+  if (a.num_tokens == 0 || a.num_seqs == 0 || plan.decode) return;
+  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, pdl, a.query_start,
+            a.num_seqs, plan.q_per_tile, tile_start);
+}
+
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
                           bool pdl) {
@@ -394,8 +401,6 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
     LaunchDecodeAttention(a, plan, partial, lse, stream, pdl);
     return;
   }
-  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, pdl, a.query_start,
-            a.num_seqs, plan.q_per_tile, tile_start);
   if (plan.flash) {
     LaunchFlashPrefill(a, plan.flash_tile, tile_start, plan.grid_tiles, stream);
     return;

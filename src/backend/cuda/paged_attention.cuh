@@ -108,8 +108,15 @@ void SizeSplitScratch(const PagedAttentionArgs& args, PagedAttentionPlan* plan);
 PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& args, int num_sms,
                                       const CudaTuning& tuning);
 
-// Runs `plan` (from PlanPagedAttention for the same args) on `stream`. pdl: programmatic
-// dependent launch (launch.cuh; CudaTuning::cuda_pdl).
+// Fills tile_start [plan.tile_start_ints] (the first query tile of each sequence, and the
+// total) for a non-decode `plan` of this step: once a step, before any layer's
+// LaunchPagedAttention reads it. pdl: programmatic dependent launch (launch.cuh;
+// CudaTuning::cuda_pdl).
+void LaunchTileStarts(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
+                      int32_t* tile_start, cudaStream_t stream, bool pdl);
+
+// Runs `plan` (from PlanPagedAttention for the same step and heads) on `stream`; tile_start is
+// LaunchTileStarts' table (unused by decode plans), partial / lse the split scratch.
 void LaunchPagedAttention(const PagedAttentionArgs& args, const PagedAttentionPlan& plan,
                           int32_t* tile_start, float* partial, float* lse, cudaStream_t stream,
                           bool pdl);

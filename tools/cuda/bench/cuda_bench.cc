@@ -19,8 +19,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
-#include "backend/cuda/random_model.h"
 #include "runtime/forward_batch.h"
+#include "bench_model.h"
 
 namespace loom {
 namespace {
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
 
   const ModelConfig cfg = Llama31_8BConfig();
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<Model> model = MakeRandomModel(cfg, &be, 42);
+  std::unique_ptr<Model> model = MakeBenchModel(&be);
   be.Synchronize();
   const double build_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

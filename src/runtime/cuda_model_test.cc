@@ -1,6 +1,6 @@
-// End to end: the decoder (model/decoder.cc) with identical random weights on the CPU and the
-// CUDA backend, a prefill step of two prompts followed by decode steps, logits compared.
-// Skips without a GPU.
+// End to end: the decoder (model/decoder.cc) with identical random weights (dummy_weights.h,
+// DummyScale::kUnitGain: O(1) activations) on the CPU and the CUDA backend, a prefill step of two
+// prompts followed by decode steps, logits compared. Skips without a GPU.
 //
 // Tolerance: every CUDA op rounds its activations to bf16 (about 2^-9 relative each), about a
 // dozen ops per layer compound, and the final logits are a 512-term dot product of those; 3e-2
@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_test_util.h"
-#include "backend/cuda/random_model.h"
+#include "model/dummy_weights.h"
 #include "runtime/forward_batch.h"
 
 namespace loom {
@@ -22,8 +22,19 @@ using cuda_test::CpuValues;
 using cuda_test::GpuValues;
 using cuda_test::NormalizedError;
 
+// Llama 3.1's rope (llama3 scaling) on a 2-layer model.
 ModelConfig TinyLlama() {
-  ModelConfig c = Llama31_8BConfig();
+  ModelConfig c;
+  c.arch = "llama";
+  c.max_position_embeddings = 131072;
+  c.rms_norm_eps = 1e-5f;
+  c.rope.type = RopeType::kLlama3;
+  c.rope.theta = 500000.f;
+  c.rope.factor = 8.f;
+  c.rope.low_freq_factor = 1.f;
+  c.rope.high_freq_factor = 4.f;
+  c.rope.original_max_position_embeddings = 8192;
+  c.rope_local = c.rope;
   c.vocab_size = 1000;
   c.hidden_size = 512;
   c.intermediate_size = 1024;
@@ -62,8 +73,12 @@ ModelConfig TinyGemmaLike() {
 class CudaModelTest : public cuda_test::GpuTest {
  protected:
   void Compare(const ModelConfig& cfg) {
-    auto cpu_model = MakeRandomModel(cfg, &cpu_, 7);
-    auto gpu_model = MakeRandomModel(cfg, gpu_.get(), 7);
+    auto make = [&](Backend* be) {
+      return MakeDummyModelFromConfig(cfg, be, DType::kBF16, 7, "tiny " + cfg.arch,
+                                      DummyScale::kUnitGain);
+    };
+    auto cpu_model = make(&cpu_);
+    auto gpu_model = make(gpu_.get());
     constexpr int kBlock = 16;
     std::vector<KvLayer> cpu_kv = cpu_model->AllocateKv(16, kBlock, DType::kBF16);
     std::vector<KvLayer> gpu_kv = gpu_model->AllocateKv(16, kBlock, DType::kBF16);
