@@ -26,8 +26,8 @@ run: build
 
 FUZZ_SECONDS ?= 30
 # 1: `make test` first fails on any C++ file clang-format would change (tools/format/check.sh).
-# 0 until the tree-wide format: flipped to 1 with the tree-wide format commit.
-FORMAT_CHECK ?= 0
+# On since the tree-wide format; FORMAT_CHECK=0 skips it.
+FORMAT_CHECK ?= 1
 # 1: `make test` also builds the unit tests ASAN_TESTS with ASan + UBSan (LOOM_SANITIZE, GCC) in
 # ASAN_BUILD and runs them (ctest names = target names). The default holds the ones run clean
 # under ASan + UBSan so far; the next ones to add, once a run on a quiet machine has measured

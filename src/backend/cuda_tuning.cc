@@ -32,11 +32,17 @@ const std::vector<Field>& Fields() {
        &T::attn_decode},
       {{"attn_decode_splits", "0",
         "force the decode kernel's split-KV count (1..64); 0: auto (fill the GPU's block slots)"},
-       nullptr, &T::attn_decode_splits, 0, 64},
+       nullptr,
+       &T::attn_decode_splits,
+       0,
+       64},
       {{"attn_cluster_splits", "16",
         "most splits of a sequence merged in one thread-block cluster (2..16); 12 is faster at "
         "short contexts, slower at long ones"},
-       nullptr, &T::attn_cluster_splits, 2, 16},
+       nullptr,
+       &T::attn_cluster_splits,
+       2,
+       16},
       {{"attn_cluster_merge", "1",
         "merge a sequence's decode splits in a thread-block cluster (Hopper); 0: the combine "
         "kernel"},
@@ -47,7 +53,10 @@ const std::vector<Field>& Fields() {
       {{"attn_decode_unroll", "0",
         "decode kernel keys per iteration: CUDA-core keys per lane group (2 or 4), tensor-core "
         "8-key tiles per warp (1 or 2); 0: auto (4 for GQA <= 4 else 2; tensor cores 2)"},
-       nullptr, &T::attn_decode_unroll, 0, 4},
+       nullptr,
+       &T::attn_decode_unroll,
+       0,
+       4},
       {{"attn_decode_prefetch", "1",
         "decode kernel prefetches the next iteration's K/V (tensor cores: only with 1 tile); 0: "
         "off"},
@@ -62,7 +71,10 @@ const std::vector<Field>& Fields() {
       {kAttnPrefillTile},
       {{"attn_split_target", "2",
         "generic paged kernel: split the keys until there are this many blocks per SM (1..64)"},
-       nullptr, &T::attn_split_target, 1, 64},
+       nullptr,
+       &T::attn_split_target,
+       1,
+       64},
       {{"gemv_stream", "1",
         "one-row GEMVs take the TMA-streamed kernel on Hopper (stream_gemv.cuh); 0: the "
         "small-batch kernel"},
@@ -77,7 +89,10 @@ const std::vector<Field>& Fields() {
       {{"cublaslt_tune", "1",
         "time cuBLASLt's first N heuristic candidates per shape on the real operands (eager steps "
         "only) and keep the fastest (1..64); 1: the heuristic's pick"},
-       nullptr, &T::cublaslt_tune, 1, 64},
+       nullptr,
+       &T::cublaslt_tune,
+       1,
+       64},
       {{"cuda_pdl", "1",
         "launch the decode chain's kernels with programmatic dependent launch (launch.cuh); 0: "
         "plain stream order (A/B, debugging)"},
@@ -89,7 +104,10 @@ const std::vector<Field>& Fields() {
       {{"graph_lookahead", "1",
         "greedy decode steps of at most N rows queue the next step before their ids reach the "
         "host (0..4096; 0: off)"},
-       nullptr, &T::graph_lookahead, 0, 4096},
+       nullptr,
+       &T::graph_lookahead,
+       0,
+       4096},
       {{"graph_tail", "1",
         "the batch-1 decode graph ends with the argmax and the lookahead's input advance; 0: "
         "they run after the graph"},
@@ -185,10 +203,10 @@ std::string Set(std::string_view key, std::string_view value, CudaTuning* t) {
       return "";
     }
     const size_t x = value.find('x');
-    const std::optional<int> w = x == std::string_view::npos ? std::nullopt
-                                                             : ParseInt(value.substr(0, x));
-    const std::optional<int> m = x == std::string_view::npos ? std::nullopt
-                                                             : ParseInt(value.substr(x + 1));
+    const std::optional<int> w =
+        x == std::string_view::npos ? std::nullopt : ParseInt(value.substr(0, x));
+    const std::optional<int> m =
+        x == std::string_view::npos ? std::nullopt : ParseInt(value.substr(x + 1));
     if (!w || !m || *w == 0 || !ValidTile(*w, *m)) return "must be auto, 4x1, 4x2, 8x1 or 8x2";
     t->attn_prefill_warps = *w;
     t->attn_prefill_m_tiles = *m;
@@ -218,10 +236,9 @@ Status CudaTuning::Validate() const {
     }
   }
   if (!ValidTile(attn_prefill_warps, attn_prefill_m_tiles)) {
-    return InvalidArgumentError("cuda tuning attn_prefill_tile=" +
-                                std::to_string(attn_prefill_warps) + "x" +
-                                std::to_string(attn_prefill_m_tiles) +
-                                ": must be auto, 4x1, 4x2, 8x1 or 8x2");
+    return InvalidArgumentError(
+        "cuda tuning attn_prefill_tile=" + std::to_string(attn_prefill_warps) + "x" +
+        std::to_string(attn_prefill_m_tiles) + ": must be auto, 4x1, 4x2, 8x1 or 8x2");
   }
   return OkStatus();
 }

@@ -110,7 +110,7 @@ TEST(CudaTuningTest, EnvironmentVariablesAreTheKeysUpperCased) {
                                           {"LOOM_CUDA_FUSE", "0"},
                                           {"LOOM_GRAPH_TAIL", ""},  // empty: unset
                                           {"LOOM_GEMV_SPREAD", "2"}}),
-                                  &t, &warnings)
+                                 &t, &warnings)
                   .ok());
   EXPECT_EQ(t.attn_cluster_splits, 12);
   EXPECT_FALSE(t.cuda_fuse);

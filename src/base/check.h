@@ -24,8 +24,8 @@ struct Voidify {
 
 }  // namespace loom::internal
 
-#define CHECK(cond)                 \
-  (cond) ? (void)0                  \
+#define CHECK(cond)                      \
+  (cond) ? (void)0                       \
          : ::loom::internal::Voidify() & \
                ::loom::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 
@@ -36,8 +36,8 @@ struct Voidify {
 #define CHECK_LE(a, b) CHECK_OP_(a, b, <=)
 #define CHECK_GT(a, b) CHECK_OP_(a, b, >)
 #define CHECK_GE(a, b) CHECK_OP_(a, b, >=)
-#define CHECK_OK(expr)                                              \
-  do {                                                              \
-    ::loom::Status loom_check_status_ = (expr);                     \
+#define CHECK_OK(expr)                                               \
+  do {                                                               \
+    ::loom::Status loom_check_status_ = (expr);                      \
     CHECK(loom_check_status_.ok()) << loom_check_status_.ToString(); \
   } while (0)

@@ -31,7 +31,7 @@ class LogMessage {
 #define LOOM_LOG_LEVEL_WARNING ::loom::LogLevel::kWarning
 #define LOOM_LOG_LEVEL_ERROR ::loom::LogLevel::kError
 
-#define LOG(severity)                                          \
-  if (LOOM_LOG_LEVEL_##severity < ::loom::GetLogLevel()) {     \
-  } else                                                       \
+#define LOG(severity)                                      \
+  if (LOOM_LOG_LEVEL_##severity < ::loom::GetLogLevel()) { \
+  } else                                                   \
     ::loom::internal::LogMessage(LOOM_LOG_LEVEL_##severity, __FILE__, __LINE__).stream()

@@ -14,16 +14,16 @@ namespace loom {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller passed something wrong (a request field, a flag, a file)
-  kNotFound,           // a file, tensor, token or route that does not exist
-  kFailedPrecondition, // the system is not in a state to do this
-  kResourceExhausted,  // memory / KV / queue capacity
-  kOutOfRange,         // a value outside what is supported (context length, vocab)
-  kUnimplemented,      // a feature that loom does not support (yet)
-  kDataLoss,           // a corrupted or truncated file
-  kAborted,            // cancelled by the client or shutdown
-  kUnavailable,        // try again later
-  kInternal,           // a bug: should not happen
+  kInvalidArgument,     // the caller passed something wrong (a request field, a flag, a file)
+  kNotFound,            // a file, tensor, token or route that does not exist
+  kFailedPrecondition,  // the system is not in a state to do this
+  kResourceExhausted,   // memory / KV / queue capacity
+  kOutOfRange,          // a value outside what is supported (context length, vocab)
+  kUnimplemented,       // a feature that loom does not support (yet)
+  kDataLoss,            // a corrupted or truncated file
+  kAborted,             // cancelled by the client or shutdown
+  kUnavailable,         // try again later
+  kInternal,            // a bug: should not happen
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -54,12 +54,20 @@ class [[nodiscard]] Status {
 };
 
 inline Status OkStatus() { return Status(); }
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status FailedPreconditionError(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-inline Status ResourceExhaustedError(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status FailedPreconditionError(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status ResourceExhaustedError(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 inline Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
@@ -105,9 +113,9 @@ class [[nodiscard]] StatusOr {
 #define LOOM_CONCAT_(a, b) LOOM_CONCAT_INNER_(a, b)
 
 // Returns from the current function if `expr` (a Status) is not OK.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::loom::Status loom_status_ = (expr);      \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::loom::Status loom_status_ = (expr);        \
     if (!loom_status_.ok()) return loom_status_; \
   } while (0)
 

@@ -70,7 +70,8 @@ void RunBench(const BenchFlags& f) {
   if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  double best_prefill = 0, best_decode = 0, best_output = 0, best_step_s = kInf, best_noop_step_s = kInf;
+  double best_prefill = 0, best_decode = 0, best_output = 0, best_step_s = kInf,
+         best_noop_step_s = kInf;
   SharedPrefixTiming best_prefix{kInf, kInf, 0, 0};
   for (int rep = 0; rep < f.repeat; ++rep) {
     // Prefill: one request, one generated token; distinct prompts so the prefix cache never hits.
@@ -87,8 +88,8 @@ void RunBench(const BenchFlags& f) {
     // Decode: `concurrency` requests with short distinct prompts.
     const uint32_t decode_seed = 7000u + static_cast<uint32_t>(rep * 1000);
     auto decode_requests = [&] {
-      std::vector<Request> reqs = DecodeRequests(f.concurrency, f.decode_prompt_tokens,
-                                                 f.gen_tokens, vocab, decode_seed);
+      std::vector<Request> reqs =
+          DecodeRequests(f.concurrency, f.decode_prompt_tokens, f.gen_tokens, vocab, decode_seed);
       for (size_t i = 0; i < reqs.size(); ++i) {
         reqs[i].params.temperature = f.temperature;
         reqs[i].params.top_p = f.top_p;
@@ -105,8 +106,8 @@ void RunBench(const BenchFlags& f) {
     best_decode = std::max(best_decode, decode);
     // End to end, as a client sees it: every generated token over the whole run, the decode
     // requests' prefill included (what `tests/node/bench_serve.mjs` reports for a server).
-    best_output = std::max(best_output, static_cast<double>(f.concurrency) * f.gen_tokens /
-                                            std::max(d.total_s, 1e-9));
+    best_output = std::max(
+        best_output, static_cast<double>(f.concurrency) * f.gen_tokens / std::max(d.total_s, 1e-9));
     if (d.steps_after_first > 0) best_step_s = std::min(best_step_s, d.mean_step_s());
 
     if (noop != nullptr) {
@@ -172,8 +173,8 @@ void RunBench(const BenchFlags& f) {
         "\"kv_pool_tokens\":%lld,\"kv_pool_mb\":%.1f",
         s.model_path.c_str(), std::string(DTypeName(s.model->weights().dtype)).c_str(),
         s.backend->name().c_str(), f.prompt_tokens, f.gen_tokens, f.concurrency, best_prefill,
-        best_decode, best_output, rss_mb, weights_mb, step_ms, f.temperature, f.top_p, f.top_k, f.frequency_penalty,
-        f.repetition_penalty, kv_dtype.c_str(), s.kv_bytes_per_token,
+        best_decode, best_output, rss_mb, weights_mb, step_ms, f.temperature, f.top_p, f.top_k,
+        f.frequency_penalty, f.repetition_penalty, kv_dtype.c_str(), s.kv_bytes_per_token,
         s.num_kv_blocks, block_size, pool_tokens, pool_mb);
     if (f.overhead) {
       std::printf(",\"step_ms_model\":%.4f,\"step_ms_noop\":%.4f,\"overhead_pct\":%.2f", step_ms,

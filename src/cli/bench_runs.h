@@ -19,10 +19,10 @@ struct BatchTiming {
   // Step() calls after the one that gave the last request its first token: the decode steps when
   // every request prefills in the first steps and has the same max_tokens.
   int steps_after_first = 0;
-  std::vector<int> cached_tokens;             // per request: prompt tokens the prefix cache served
+  std::vector<int> cached_tokens;  // per request: prompt tokens the prefix cache served
   // Per request: the generated tokens (with their logprobs when the request asked for them).
   std::vector<std::vector<TokenOutput>> outputs;
-  std::vector<FinishReason> finish_reasons;   // per request
+  std::vector<FinishReason> finish_reasons;  // per request
 
   // Mean seconds of the steps after the last first token; 0 when there were none.
   double mean_step_s() const {

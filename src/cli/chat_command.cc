@@ -3,7 +3,6 @@
 // `/quit` (or end of input) leaves. A model without a chat template is refused.
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -96,8 +95,10 @@ void AddChatCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("chat", "chat with a model in the terminal");
   f->model.Add(cmd);
   cmd->add_option("--system", f->system, "system prompt");
-  cmd->add_option("-n,--max-tokens", f->max_tokens, "max tokens per answer")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temp,--temperature", f->temperature, "sampling temperature (default: the model's)");
+  cmd->add_option("-n,--max-tokens", f->max_tokens, "max tokens per answer")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temp,--temperature", f->temperature,
+                  "sampling temperature (default: the model's)");
   cmd->add_option("--seed", f->seed, "sampling seed");
   cmd->callback([f] { RunChat(*f); });
 }

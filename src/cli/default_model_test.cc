@@ -129,7 +129,8 @@ TEST_P(DefaultModelTest, LastLogitsMatch) {
     std::vector<TokenOutput> outs;
     while (!h->stream->done()) {
       session_->engine->Step();
-      while (auto c = h->stream->TryPop()) outs.insert(outs.end(), c->tokens.begin(), c->tokens.end());
+      while (auto c = h->stream->TryPop())
+        outs.insert(outs.end(), c->tokens.begin(), c->tokens.end());
     }
     ASSERT_EQ(outs.size(), 1u);
     // The engine reports log-softmax of the logits: compare against the golden's log-softmax.
@@ -267,7 +268,8 @@ TEST_P(DefaultModelTest, TokensAloneEqualBatchedCachedAndPreempted) {
   {
     auto s = open(GetParam(), 0.05, false);
     BatchTiming alone;
-    for (const Request& r : requests) alone.outputs.push_back(RunTogether(*s->engine, {r}).outputs[0]);
+    for (const Request& r : requests)
+      alone.outputs.push_back(RunTogether(*s->engine, {r}).outputs[0]);
     check(alone, "alone");
   }
   {

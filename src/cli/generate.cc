@@ -149,7 +149,8 @@ void RunGenerate(const GenerateFlags& f) {
                "[%s] prompt %zu tokens, prefill %.1f tok/s (%.3f s) | generated %d tokens, decode "
                "%.1f tok/s | finish: %s\n",
                s.model_name.c_str(), prompt.size(), prompt.size() / std::max(prefill_s, 1e-9),
-               prefill_s, generated, generated > 1 ? (generated - 1) / std::max(decode_s, 1e-9) : 0.0,
+               prefill_s, generated,
+               generated > 1 ? (generated - 1) / std::max(decode_s, 1e-9) : 0.0,
                FinishReasonName(*reason));
 }
 
@@ -167,18 +168,21 @@ void AddGenerateCommand(CLI::App& root) {
   auto* p = cmd->add_option("-p,--prompt", f->prompt, "prompt text");
   auto* ids = cmd->add_option("--ids", f->ids, "prompt as comma-separated token ids");
   p->excludes(ids);
-  cmd->add_option("-n,--max-tokens", f->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-n,--max-tokens", f->max_tokens, "tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temp,--temperature", f->temperature, "sampling temperature (0 = greedy)")
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-p", f->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--min-p", f->min_p, "min-p truncation")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", f->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
   cmd->add_option("--dump-activations", f->dump_dir,
                   "write named per-layer activations of every step (raw f32) into DIR");
   cmd->callback([f, p, ids] {
-    if (p->count() == 0 && ids->count() == 0) Fail("generate: give a prompt with -p TEXT or --ids 1,2,3");
+    if (p->count() == 0 && ids->count() == 0)
+      Fail("generate: give a prompt with -p TEXT or --ids 1,2,3");
     RunGenerate(*f);
   });
 }

@@ -4,8 +4,9 @@
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"loom — local LLM inference server (OpenAI / Anthropic APIs, continuous batching, "
-               "paged KV cache, prefix caching) for Hugging Face and GGUF models"};
+  CLI::App app{
+      "loom — local LLM inference server (OpenAI / Anthropic APIs, continuous batching, "
+      "paged KV cache, prefix caching) for Hugging Face and GGUF models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "loom 0.1.0");
   loom::AddGenerateCommand(app);

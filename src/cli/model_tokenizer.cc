@@ -11,7 +11,8 @@ namespace fs = std::filesystem;
 StatusOr<GgufVocab> ReadGgufVocab(const GgufFile& file) {
   GgufVocab v;
   auto model = file.GetString("tokenizer.ggml.model");
-  if (!model.ok()) return NotFoundError(file.path() + ": no tokenizer (tokenizer.ggml.model missing)");
+  if (!model.ok())
+    return NotFoundError(file.path() + ": no tokenizer (tokenizer.ggml.model missing)");
   v.model = *model;
   if (auto pre = file.GetString("tokenizer.ggml.pre"); pre.ok()) v.pre = *pre;
   ASSIGN_OR_RETURN(v.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
@@ -59,8 +60,8 @@ StatusOr<ModelChatTemplates> LoadChatTemplatesFor(const std::string& path,
                                                   const std::string& override_file,
                                                   const Tokenizer* tokenizer) {
   ModelChatTemplates out;
-  auto parse = [](const std::string& source, const std::string& where)
-      -> StatusOr<std::shared_ptr<const ChatTemplate>> {
+  auto parse = [](const std::string& source,
+                  const std::string& where) -> StatusOr<std::shared_ptr<const ChatTemplate>> {
     auto t = ChatTemplate::Parse(source);
     if (!t.ok()) return t.status().WithContext(where);
     return std::make_shared<const ChatTemplate>(std::move(t).value());

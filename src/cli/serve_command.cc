@@ -63,7 +63,8 @@ StatusOr<std::shared_ptr<const ChatTemplate>> ResolveChatTemplate(const Session&
     StatusOr<LoadedChatTemplate> loaded =
         LoadChatTemplate(config, fs::exists(jinja) ? jinja : std::string());
     if (!loaded.ok()) {
-      if (loaded.status().code() == StatusCode::kNotFound) return std::shared_ptr<const ChatTemplate>();
+      if (loaded.status().code() == StatusCode::kNotFound)
+        return std::shared_ptr<const ChatTemplate>();
       return loaded.status();
     }
     source = loaded->source;
@@ -140,17 +141,17 @@ void RunServe(ServeFlags& f) {
                "  url       %s  (chat page %s/#/chat)\n",
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
                s.backend->name().c_str(), ctx->model.max_model_len, s.num_kv_blocks,
-               s.flags.block_size,
-               static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
+               s.flags.block_size, static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
                s.load_seconds, url.c_str(), url.c_str());
   if (s.is_default_model) {
-    std::fprintf(stderr,
-                 "  note      this is loom's embedded 4.6M-parameter demo model (Bible text, no\n"
-                 "            instruction tuning); serve your own with `loom serve /path/to/hf-dir`\n"
-                 "            or `loom serve model.gguf` (make run MODEL=...)\n");
+    std::fprintf(
+        stderr,
+        "  note      this is loom's embedded 4.6M-parameter demo model (Bible text, no\n"
+        "            instruction tuning); serve your own with `loom serve /path/to/hf-dir`\n"
+        "            or `loom serve model.gguf` (make run MODEL=...)\n");
   }
   std::fflush(stderr);
   if (!f.no_open && ::isatty(STDOUT_FILENO) && f.server.chat_page) {
@@ -160,7 +161,8 @@ void RunServe(ServeFlags& f) {
     }
   }
 
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(f.server.shutdown_grace_s * 1000));
+  const auto grace =
+      std::chrono::milliseconds(static_cast<int64_t>(f.server.shutdown_grace_s * 1000));
   std::thread watcher([&server, grace] {
     char sig = 0;
     while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
@@ -193,8 +195,8 @@ void RunServe(ServeFlags& f) {
 
 void AddServeCommand(CLI::App& root) {
   auto f = std::make_shared<ServeFlags>();
-  CLI::App* cmd = root.add_subcommand(
-      "serve", "serve a model over OpenAI- and Anthropic-compatible HTTP APIs");
+  CLI::App* cmd =
+      root.add_subcommand("serve", "serve a model over OpenAI- and Anthropic-compatible HTTP APIs");
   f->model.Add(cmd);
   ServerOptions& o = f->server;
   cmd->add_option("--host", o.host, "interface to bind (0.0.0.0 exposes it on your network)")
@@ -219,8 +221,7 @@ void AddServeCommand(CLI::App& root) {
                   "max_tokens when a request omits it (0 = until the context is full)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--temp,--temperature", o.defaults.temperature,
-                  "default sampling temperature")
+  cmd->add_option("--temp,--temperature", o.defaults.temperature, "default sampling temperature")
       ->check(CLI::Range(0.0, 2.0))
       ->capture_default_str();
   cmd->add_option("--top-p", o.defaults.top_p, "default nucleus sampling mass")

@@ -126,11 +126,13 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--prompt-cache", prompt_cache_gb, "prefix cache (0 disables; on by default)");
   app->add_option("--max-model-len", max_model_len, "context length cap (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--chat-template", chat_template, "Jinja chat template file overriding the model's")
+  app->add_option("--chat-template", chat_template,
+                  "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
-  app->add_flag("--step-trace", step_trace,
-                "one stderr line per engine step: its size and host timing (also LOOM_STEP_TRACE=1)");
+  app->add_flag(
+      "--step-trace", step_trace,
+      "one stderr line per engine step: its size and host timing (also LOOM_STEP_TRACE=1)");
   app->add_option("--dummy-weights", dummy_weights,
                   "build the model from this config.json (or its directory) with random weights "
                   "(benchmarks; no tokenizer; MODEL is ignored)");
@@ -166,7 +168,6 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "this file at exit, for tools/cuda/ktrace.py (LOOM_KTRACE_FILE)");
 }
 
-
 std::string DefaultModelPath() {
   std::vector<fs::path> candidates = {
       fs::path(SelfDir()) / "../../../models/default",  // build/src/cli/loom
@@ -194,8 +195,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     s->model_path = DefaultModelPath();
     s->is_default_model = true;
     if (s->model_path.empty()) {
-      return NotFoundError("no MODEL given and the embedded default model (models/default) was "
-                           "not found; pass a Hugging Face model directory or a .gguf file");
+      return NotFoundError(
+          "no MODEL given and the embedded default model (models/default) was "
+          "not found; pass a Hugging Face model directory or a .gguf file");
     }
   }
   while (s->model_path.size() > 1 && s->model_path.back() == '/') s->model_path.pop_back();
@@ -203,8 +205,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   if (s->is_default_model) s->model_name = "loom-default";
   if (dummy) s->model_name = "dummy-" + fs::path(s->model_path).stem().string();
 
-  int threads = flags.threads > 0 ? flags.threads
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = flags.threads > 0
+                    ? flags.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool use_cuda = false;
 #ifdef LOOM_HAVE_CUDA
   use_cuda = flags.device == "cuda";
@@ -229,8 +232,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   }
 #else
   if (flags.device == "cuda") {
-    return FailedPreconditionError("--device cuda: this loom was built without CUDA (configure "
-                                   "with -DLOOM_CUDA=ON on a machine with nvcc)");
+    return FailedPreconditionError(
+        "--device cuda: this loom was built without CUDA (configure "
+        "with -DLOOM_CUDA=ON on a machine with nvcc)");
   }
 #endif
   auto make_cpu = [&] {
@@ -289,7 +293,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     pool_bytes = std::max<int64_t>(budget - used - reserve, int64_t{64} << 20);
 #endif
   } else {
-    int64_t want = static_cast<int64_t>(context) * flags.batch * static_cast<int64_t>(s->kv_bytes_per_token);
+    int64_t want =
+        static_cast<int64_t>(context) * flags.batch * static_cast<int64_t>(s->kv_bytes_per_token);
     pool_bytes = std::min<int64_t>(want, int64_t{2} << 30);
   }
   int64_t block_bytes = static_cast<int64_t>(s->kv_bytes_per_token) * flags.block_size;
@@ -316,8 +321,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.device_sampling = flags.device_sampling;
   ec.step_trace = flags.step_trace;
   s->model = model.get();
-  auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks, flags.block_size,
-                                                kv_dtype);
+  auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,
+                                                flags.block_size, kv_dtype);
 #ifdef LOOM_HAVE_CUDA
   if (use_cuda && flags.cuda_graphs) {
     CudaGraphOptions go;
@@ -326,9 +331,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     go.lookahead_max_rows = flags.cuda_tuning.graph_lookahead;
     go.graph_tail = flags.cuda_tuning.graph_tail;
     go.tail_fused = flags.cuda_tuning.graph_tail_fused;
-    runner->set_step_accelerator(std::make_unique<CudaGraphRunner>(
-        runner->model(), runner->kv(), flags.block_size,
-        static_cast<CudaBackend*>(s->backend.get()), go));
+    runner->set_step_accelerator(
+        std::make_unique<CudaGraphRunner>(runner->model(), runner->kv(), flags.block_size,
+                                          static_cast<CudaBackend*>(s->backend.get()), go));
   }
 #endif
 #ifdef LOOM_HAVE_TOKENIZER
@@ -370,8 +375,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   }
   s->runner = runner.get();
   ASSIGN_OR_RETURN(s->engine, Engine::Create(ec, std::move(runner)));
-  s->load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }
 

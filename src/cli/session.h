@@ -5,11 +5,10 @@
 // inside is now a flag, and the variable fills that flag when it is not given (a flag wins).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
 #include "backend/cuda_tuning.h"
@@ -24,35 +23,35 @@ class DecoderRunner;
 
 // Flags shared by generate / bench / serve / chat (FEATURES.md F1, F2, F8-F11).
 struct ModelFlags {
-  std::string model;             // HF directory or .gguf file; "" = the embedded default model
-  int threads = 0;               // 0 = all cores
-  std::string device = "auto";   // auto | cpu | cuda
+  std::string model;                 // HF directory or .gguf file; "" = the embedded default model
+  int threads = 0;                   // 0 = all cores
+  std::string device = "auto";       // auto | cpu | cuda
   double gpu_memory_fraction = 0.9;  // CUDA: share of device memory for weights + KV
   int block_size = 16;
-  double kv_cache_gb = 0;        // 0 = auto: min(2 GiB, batch x context)
+  double kv_cache_gb = 0;         // 0 = auto: min(2 GiB, batch x context)
   std::string kv_dtype = "auto";  // auto | f32 | f16 | bf16 (auto: f32 on the CPU, bf16 on CUDA)
-  int batch = 8;                 // --batch / --decode-concurrency
+  int batch = 8;                  // --batch / --decode-concurrency
   int max_batched_tokens = 2048;
   double kv_budget_gb = 0;
   double memory_budget_gb = 0;
-  double prompt_cache_gb = -1;   // -1 = on (bounded by the pool); 0 = off
-  int max_model_len = 0;         // 0 = the model's
-  std::string chat_template;     // file overriding the model's template
+  double prompt_cache_gb = -1;  // -1 = on (bounded by the pool); 0 = off
+  int max_model_len = 0;        // 0 = the model's
+  std::string chat_template;    // file overriding the model's template
   bool debug_integrity = false;
-  bool step_trace = false;      // --step-trace (or LOOM_STEP_TRACE=1): one stderr line a step
+  bool step_trace = false;  // --step-trace (or LOOM_STEP_TRACE=1): one stderr line a step
   // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;
-  bool cuda_graphs = true;       // CUDA: replay decode-only steps from CUDA graphs
-  bool device_sampling = true;   // CUDA: greedy argmax and plain draws on the device (ids, not
-                                 // logits)
-  bool mmap_weights = false;     // CPU: weights used in place from the file mapping (--mmap)
+  bool cuda_graphs = true;        // CUDA: replay decode-only steps from CUDA graphs
+  bool device_sampling = true;    // CUDA: greedy argmax and plain draws on the device (ids, not
+                                  // logits)
+  bool mmap_weights = false;      // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations
-  std::string cpu_isa;           // CPU: auto | avx512 | avx2 | scalar; "" = LOOM_CPU_ISA or auto
+  std::string cpu_isa;            // CPU: auto | avx512 | avx2 | scalar; "" = LOOM_CPU_ISA or auto
   // CUDA: --cuda-tune KEY=VALUE arguments in order (backend/cuda_tuning.h lists the keys).
   std::vector<std::string> cuda_tune;
-  bool cuda_profile = false;     // CUDA: per-op GPU time table at exit (--cuda-profile)
-  std::string ktrace_file;       // CUDA diagnostic builds: kernel timeline file (--ktrace-file)
+  bool cuda_profile = false;  // CUDA: per-op GPU time table at exit (--cuda-profile)
+  std::string ktrace_file;    // CUDA diagnostic builds: kernel timeline file (--ktrace-file)
 
   // Filled by ResolveModelFlags from cuda_tune and the LOOM_* environment.
   CudaTuning cuda_tuning;
@@ -84,7 +83,7 @@ struct SamplingDefaults {
 
 struct Session {
   ModelFlags flags;
-  std::string model_path;   // resolved (default model filled in)
+  std::string model_path;  // resolved (default model filled in)
   bool is_default_model = false;
   std::unique_ptr<Backend> backend;
   const Model* model = nullptr;     // owned by the engine's runner
@@ -100,7 +99,7 @@ struct Session {
   size_t kv_bytes_per_token = 0;
   double load_seconds = 0;
   SamplingDefaults defaults;  // after generation_config.json (flags are applied by the command)
-  std::string model_name;  // what /v1/models lists: the directory or file name
+  std::string model_name;     // what /v1/models lists: the directory or file name
 };
 
 // The embedded default model's directory (models/default next to the binary's source tree, or

@@ -26,9 +26,9 @@ ModelFlags Parse(std::vector<std::string> args) {
 }
 
 TEST(ModelFlagsTest, CudaTuneIsRepeatableAndLeavesTheModelPositional) {
-  const ModelFlags f = Parse({"--cuda-tune", "attn_cluster_splits=12", "some/model",
-                              "--cuda-tune=cuda_pdl=0", "--step-trace", "--cuda-profile",
-                              "--ktrace-file", "k.bin", "--cpu-isa", "avx2"});
+  const ModelFlags f =
+      Parse({"--cuda-tune", "attn_cluster_splits=12", "some/model", "--cuda-tune=cuda_pdl=0",
+             "--step-trace", "--cuda-profile", "--ktrace-file", "k.bin", "--cpu-isa", "avx2"});
   EXPECT_EQ(f.model, "some/model");
   EXPECT_EQ(f.cuda_tune, (std::vector<std::string>{"attn_cluster_splits=12", "cuda_pdl=0"}));
   EXPECT_TRUE(f.step_trace);
@@ -42,8 +42,7 @@ TEST(ModelFlagsTest, BadCudaTuneFailsAtParseNamingIt) {
     Parse({"--cuda-tune", "attn_cluster_splits=99"});
     FAIL() << "accepted a bad --cuda-tune";
   } catch (const CLI::ParseError& e) {
-    EXPECT_NE(std::string(e.what()).find("attn_cluster_splits=99"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("attn_cluster_splits=99"), std::string::npos) << e.what();
   }
   EXPECT_THROW(Parse({"--cuda-tune", "gemv_ring_kb=160"}), CLI::ParseError);  // retired
   EXPECT_THROW(Parse({"--cpu-isa", "sse2"}), CLI::ParseError);
@@ -70,8 +69,8 @@ TEST(ModelFlagsTest, EnvironmentFillsWhatTheFlagsLeaveUnset) {
   EXPECT_NE(warnings[0].find("LOOM_GEMV_SPREAD"), std::string::npos) << warnings[0];
 
   // Flags win over the same variables.
-  ModelFlags g = Parse({"--cuda-tune", "attn_decode_splits=8", "--ktrace-file", "flag.bin",
-                        "--cpu-isa", "avx2"});
+  ModelFlags g = Parse(
+      {"--cuda-tune", "attn_decode_splits=8", "--ktrace-file", "flag.bin", "--cpu-isa", "avx2"});
   ASSERT_TRUE(ResolveModelFlags(env, &g, nullptr).ok());
   EXPECT_EQ(g.cuda_tuning.attn_decode_splits, 8);
   EXPECT_EQ(g.cuda_tuning.graph_lookahead, 0);  // no flag: the environment's
@@ -90,11 +89,11 @@ TEST(ModelFlagsTest, NothingSetMeansTheDefaults) {
 }
 
 TEST(ModelFlagsTest, BadEnvironmentValuesNameTheVariable) {
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"LOOM_CPU_ISA", "sse2"},
-           {"LOOM_STEP_TRACE", "yes"},
-           {"LOOM_CUDA_PROFILE", "2"},
-           {"LOOM_ATTN_CLUSTER_SPLITS", "40"}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"LOOM_CPU_ISA", "sse2"},
+                                                        {"LOOM_STEP_TRACE", "yes"},
+                                                        {"LOOM_CUDA_PROFILE", "2"},
+                                                        {"LOOM_ATTN_CLUSTER_SPLITS", "40"}}) {
     ModelFlags f;
     const Status s = ResolveModelFlags(FakeEnv({{name, value}}), &f, nullptr);
     ASSERT_FALSE(s.ok()) << name;

@@ -1,13 +1,12 @@
 // `loom tokenize MODEL_OR_TOKENIZER [--text T | --file F] [--verbose] [--decode 1,2,3]`: the
 // model's tokenizer from the command line (an HF directory, a tokenizer.json or a .gguf file).
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/model_tokenizer.h"
-
-#include <nlohmann/json.hpp>
 
 namespace loom {
 namespace {
@@ -39,7 +38,8 @@ void RunChatRender(const TokenizeFlags& f, const Tokenizer& tok) {
   bool has_tools = ctx.contains("tools") && !ctx["tools"].empty();
   const auto& tpl = has_tools ? templates->tools : templates->plain;
   if (!tpl) Fail(f.path + " has no chat template");
-  if (!ctx.contains("add_generation_prompt")) ctx["add_generation_prompt"] = !f.no_generation_prompt;
+  if (!ctx.contains("add_generation_prompt"))
+    ctx["add_generation_prompt"] = !f.no_generation_prompt;
   if (!ctx.contains("bos_token")) ctx["bos_token"] = templates->bos_token;
   if (!ctx.contains("eos_token")) ctx["eos_token"] = templates->eos_token;
   auto rendered = tpl->Render(ctx);
@@ -94,20 +94,23 @@ void RunTokenize(const TokenizeFlags& f) {
 
 void AddTokenizeCommand(CLI::App& root) {
   auto f = std::make_shared<TokenizeFlags>();
-  CLI::App* cmd = root.add_subcommand("tokenize", "encode text or decode ids with a model's tokenizer");
+  CLI::App* cmd =
+      root.add_subcommand("tokenize", "encode text or decode ids with a model's tokenizer");
   cmd->add_option("model", f->path, "HF model directory, tokenizer.json or .gguf file")->required();
   auto* text = cmd->add_option("--text", f->text, "text to encode");
-  auto* file = cmd->add_option("--file", f->file, "file whose contents to encode")->check(CLI::ExistingFile);
+  auto* file =
+      cmd->add_option("--file", f->file, "file whose contents to encode")->check(CLI::ExistingFile);
   auto* dec = cmd->add_option("--decode", f->decode, "comma-separated ids to decode");
   text->excludes(file);
   dec->excludes(text);
   dec->excludes(file);
   cmd->add_flag("--verbose,-v", f->verbose, "print one id and its token string per line");
   cmd->add_flag("--no-special", f->no_special, "do not add BOS/EOS");
-  auto* chat = cmd->add_option("--chat", f->chat,
-                               "render messages.json (a list of messages, or {messages, tools, ...}) "
-                               "with the chat template; print the text, ids to stderr")
-                   ->check(CLI::ExistingFile);
+  auto* chat =
+      cmd->add_option("--chat", f->chat,
+                      "render messages.json (a list of messages, or {messages, tools, ...}) "
+                      "with the chat template; print the text, ids to stderr")
+          ->check(CLI::ExistingFile);
   chat->excludes(text);
   chat->excludes(dec);
   cmd->add_flag("--no-generation-prompt", f->no_generation_prompt,

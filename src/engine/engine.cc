@@ -52,8 +52,8 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
     : config_(config),
       vocab_size_(runner->vocab_size()),
       runner_(std::move(runner)),
-      sampler_(StepSamplerConfig{vocab_size_, config_.num_sampling_threads,
-                                 config_.device_sampling}) {
+      sampler_(
+          StepSamplerConfig{vocab_size_, config_.num_sampling_threads, config_.device_sampling}) {
   KvCacheConfig kv_cfg;
   kv_cfg.num_blocks = config_.num_blocks;
   kv_cfg.block_size = config_.block_size;
@@ -277,10 +277,10 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
       const int num_prompt = std::min(upto, req->num_prompt_tokens);
       StepRow& r = rows.emplace_back();
       r.request = seq.request_id;
-      r.ctx = SampleContext{&live.params, tokens.first(static_cast<size_t>(num_prompt)),
-                            tokens.subspan(static_cast<size_t>(num_prompt),
-                                           static_cast<size_t>(upto - num_prompt)),
-                            live.seed, config_.eos_token_ids};
+      r.ctx = SampleContext{
+          &live.params, tokens.first(static_cast<size_t>(num_prompt)),
+          tokens.subspan(static_cast<size_t>(num_prompt), static_cast<size_t>(upto - num_prompt)),
+          live.seed, config_.eos_token_ids};
       r.last_of_seq = j + 1 == seq.num_logits;
     }
   }

@@ -45,10 +45,10 @@ struct RequestHandle {
 
 // A snapshot for /stats and /metrics.
 struct EngineStats {
-  int active_rows = 0;             // running requests
-  int pending_rows = 0;            // queued: waiting for rows, blocks or --kv-budget
-  uint64_t submitted_rows = 0;     // accepted by Submit since start
-  uint64_t finished_rows = 0;      // finished for any reason
+  int active_rows = 0;          // running requests
+  int pending_rows = 0;         // queued: waiting for rows, blocks or --kv-budget
+  uint64_t submitted_rows = 0;  // accepted by Submit since start
+  uint64_t finished_rows = 0;   // finished for any reason
   int kv_blocks_total = 0;
   int kv_blocks_used = 0;          // referenced by running requests
   int kv_blocks_cached = 0;        // hashed (prefix cache), used or free
@@ -64,8 +64,8 @@ struct EngineStats {
   uint64_t prefix_cache_evictions = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
-  uint64_t computed_tokens = 0;    // tokens whose KV the runner wrote
-  uint64_t generated_tokens = 0;   // tokens sampled and emitted
+  uint64_t computed_tokens = 0;        // tokens whose KV the runner wrote
+  uint64_t generated_tokens = 0;       // tokens sampled and emitted
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
 };
@@ -153,9 +153,9 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   StepSampler sampler_;
   std::unordered_map<RequestId, Live> live_;  // engine thread only
-  uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
-  bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
-  uint64_t finished_ = 0;         // stats counters, engine thread
+  uint64_t seed_base_ = 0;                    // draws the seeds of unseeded requests
+  bool idle_checked_ = false;                 // CheckIntegrity ran since the engine became idle
+  uint64_t finished_ = 0;                     // stats counters, engine thread
   uint64_t steps_ = 0;
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;

@@ -6,20 +6,20 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
 #include "base/ids.h"
+#include "base/status.h"
 
 namespace loom {
 
 struct EngineConfig {
   // KV pool, as the runner allocated it.
-  int num_blocks = 0;                 // > 0
-  int block_size = 16;                // tokens per block (--block-size)
-  int64_t bytes_per_token_kv = 0;     // KV bytes of one token, all layers, K + V
+  int num_blocks = 0;              // > 0
+  int block_size = 16;             // tokens per block (--block-size)
+  int64_t bytes_per_token_kv = 0;  // KV bytes of one token, all layers, K + V
 
   // Per-step limits.
-  int max_batched_tokens = 2048;      // --max-batched-tokens (2048 on CPU)
-  int max_num_seqs = 8;               // --batch: rows per step
+  int max_batched_tokens = 2048;  // --max-batched-tokens (2048 on CPU)
+  int max_num_seqs = 8;           // --batch: rows per step
 
   // Host sampling: threads that sample the rows whose logits come back to the host (the engine
   // thread + a pool of num_sampling_threads - 1), used only when a step has enough logits
@@ -30,10 +30,10 @@ struct EngineConfig {
   bool device_sampling = true;
 
   // Admission.
-  int64_t kv_budget_bytes = 0;        // --kv-budget (decimal GB x 1e9); 0 = off
-  int64_t memory_budget_bytes = 0;    // --memory-budget; 0 = off
-  int64_t model_bytes = 0;            // weights etc., counted against memory_budget_bytes
-  int max_model_len = 0;              // context length; 0 = the runner's max_model_len()
+  int64_t kv_budget_bytes = 0;      // --kv-budget (decimal GB x 1e9); 0 = off
+  int64_t memory_budget_bytes = 0;  // --memory-budget; 0 = off
+  int64_t model_bytes = 0;          // weights etc., counted against memory_budget_bytes
+  int max_model_len = 0;            // context length; 0 = the runner's max_model_len()
 
   // Prefix cache: on by default; the root hash binds blocks to model + KV dtype + tokenizer.
   bool enable_prefix_cache = true;

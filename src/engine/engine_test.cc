@@ -203,13 +203,30 @@ std::vector<Request> Workload() {
     r.params.seed = 100 + i;
     r.params.num_logprobs = 2;
     switch (i) {
-      case 0: r.params.temperature = 0; break;
-      case 1: r.params.top_k = 5; r.params.temperature = 0.8f; break;
-      case 2: r.params.top_p = 0.9f; r.params.repetition_penalty = 1.3f; break;
-      case 3: r.params.min_p = 0.1f; r.params.presence_penalty = 0.5f;
-              r.params.frequency_penalty = 0.3f; break;
-      case 4: r.params.xtc_probability = 0.5f; r.params.xtc_threshold = 0.05f; break;
-      case 5: r.params.temperature = 1.5f; r.params.logit_bias = {{3, 2.0f}}; break;
+      case 0:
+        r.params.temperature = 0;
+        break;
+      case 1:
+        r.params.top_k = 5;
+        r.params.temperature = 0.8f;
+        break;
+      case 2:
+        r.params.top_p = 0.9f;
+        r.params.repetition_penalty = 1.3f;
+        break;
+      case 3:
+        r.params.min_p = 0.1f;
+        r.params.presence_penalty = 0.5f;
+        r.params.frequency_penalty = 0.3f;
+        break;
+      case 4:
+        r.params.xtc_probability = 0.5f;
+        r.params.xtc_threshold = 0.05f;
+        break;
+      case 5:
+        r.params.temperature = 1.5f;
+        r.params.logit_bias = {{3, 2.0f}};
+        break;
     }
     rs.push_back(r);
   }

@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "base/status.h"
 #include "base/ids.h"
+#include "base/status.h"
 #include "sample/sampler.h"
 
 namespace loom {

@@ -30,7 +30,9 @@ struct BlockHash {
 };
 
 struct BlockHashHasher {
-  size_t operator()(const BlockHash& h) const noexcept { return h.low ^ (h.high * 0x9E3779B97F4A7C15ull); }
+  size_t operator()(const BlockHash& h) const noexcept {
+    return h.low ^ (h.high * 0x9E3779B97F4A7C15ull);
+  }
 };
 
 // The seed of every hash chain. Changing any argument changes every block hash, so blocks written

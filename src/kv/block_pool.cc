@@ -11,8 +11,8 @@ BlockPool::BlockPool(int num_blocks) {
 }
 
 void BlockPool::CheckValid(BlockId block) const {
-  CHECK(block >= 0 && block < num_blocks()) << "block id " << block << " out of [0, "
-                                            << num_blocks() << ")";
+  CHECK(block >= 0 && block < num_blocks())
+      << "block id " << block << " out of [0, " << num_blocks() << ")";
 }
 
 void BlockPool::PushBack(BlockId block) {

@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kv/block_hash.h"
 #include "base/ids.h"
+#include "kv/block_hash.h"
 
 namespace loom {
 

@@ -20,17 +20,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/ids.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
-#include "base/ids.h"
 
 namespace loom {
 
 struct KvCacheConfig {
-  int num_blocks = 0;           // blocks in the pool (> 0)
-  int block_size = 16;          // tokens per block (> 0)
+  int num_blocks = 0;   // blocks in the pool (> 0)
+  int block_size = 16;  // tokens per block (> 0)
   bool enable_prefix_cache = true;
-  BlockHash root_hash;          // RootBlockHash(model fingerprint, KV dtype, tokenizer hash)
+  BlockHash root_hash;  // RootBlockHash(model fingerprint, KV dtype, tokenizer hash)
 };
 
 // Cached full blocks that cover a prefix of a request's tokens.
@@ -49,7 +49,7 @@ struct KvCacheStats {
   uint64_t prefix_hits = 0;        // ... of which hit at least one block
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
-  uint64_t evictions = 0;          // hashed blocks dropped for reuse
+  uint64_t evictions = 0;  // hashed blocks dropped for reuse
 };
 
 class KvCacheManager {

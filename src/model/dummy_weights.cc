@@ -1,9 +1,9 @@
 #include "model/dummy_weights.h"
 
+#include <xxhash.h>
+
 #include <cmath>
 #include <filesystem>
-
-#include <xxhash.h>
 
 #include "base/hash_uniform.h"
 #include "io/json_file.h"

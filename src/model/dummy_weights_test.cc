@@ -201,8 +201,8 @@ class PlanCountingBackend : public CpuBackend {
   void Attention(const Tensor& q, const KvLayer& layer, const AttentionMeta& meta,
                  const AttentionParams& params, const Tensor& out) override {
     EXPECT_EQ(meta.plan, last_plan_);
-    EXPECT_EQ(meta.plan->shape, (AttentionShape{params.num_heads, params.num_kv_heads,
-                                                params.head_dim}));
+    EXPECT_EQ(meta.plan->shape,
+              (AttentionShape{params.num_heads, params.num_kv_heads, params.head_dim}));
     ++attention_calls_;
     CpuBackend::Attention(q, layer, meta, params, out);
   }

@@ -10,7 +10,8 @@ float ModelConfig::softmax_scale() const {
 
 Status ModelConfig::Validate() const {
   auto positive = [](int v, const char* name) -> Status {
-    if (v <= 0) return InvalidArgumentError(std::string(name) + " must be > 0, got " + std::to_string(v));
+    if (v <= 0)
+      return InvalidArgumentError(std::string(name) + " must be > 0, got " + std::to_string(v));
     return OkStatus();
   };
   RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
@@ -28,7 +29,8 @@ Status ModelConfig::Validate() const {
   }
   if (rotary_dim <= 0 || rotary_dim > head_dim || rotary_dim % 2 != 0) {
     return InvalidArgumentError("rotary dim " + std::to_string(rotary_dim) +
-                                " must be even and in (0, head_dim=" + std::to_string(head_dim) + "]");
+                                " must be even and in (0, head_dim=" + std::to_string(head_dim) +
+                                "]");
   }
   if (!(rms_norm_eps > 0.f)) return InvalidArgumentError("rms_norm_eps must be > 0");
   if (static_cast<int>(layer_window.size()) != num_layers) {

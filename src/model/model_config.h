@@ -17,21 +17,22 @@ enum class Activation { kSilu, kGeluTanh };
 struct RopeConfig {
   RopeType type = RopeType::kDefault;
   float theta = 10000.f;
-  float factor = 1.f;                     // linear / llama3 / yarn
-  float low_freq_factor = 1.f;            // llama3
-  float high_freq_factor = 4.f;           // llama3
+  float factor = 1.f;                        // linear / llama3 / yarn
+  float low_freq_factor = 1.f;               // llama3
+  float high_freq_factor = 4.f;              // llama3
   int original_max_position_embeddings = 0;  // llama3 / yarn
-  float beta_fast = 32.f;                 // yarn
-  float beta_slow = 1.f;                  // yarn
-  float attention_factor = 0.f;           // yarn: 0 = derive from factor (0.1 ln(s) + 1)
-  bool truncate = true;                   // yarn: round the correction range (HF default true)
+  float beta_fast = 32.f;                    // yarn
+  float beta_slow = 1.f;                     // yarn
+  float attention_factor = 0.f;              // yarn: 0 = derive from factor (0.1 ln(s) + 1)
+  bool truncate = true;                      // yarn: round the correction range (HF default true)
   // [rotary_dim / 2] f32 or empty. Per-dimension divisors of the inverse frequencies, applied
   // after the scaling above: GGUF's `rope_freqs.weight`, llama.cpp's form of Llama 3.1 scaling.
   std::vector<float> freq_factors;
 };
 
 struct ModelConfig {
-  std::string arch;  // registry key: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"
+  std::string
+      arch;  // registry key: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -43,22 +44,22 @@ struct ModelConfig {
   int max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;
 
-  RopeConfig rope;        // global layers
-  RopeConfig rope_local;  // sliding-window layers (== rope unless the arch says otherwise)
+  RopeConfig rope;                // global layers
+  RopeConfig rope_local;          // sliding-window layers (== rope unless the arch says otherwise)
   bool rope_interleaved = false;  // GGUF llama stores q/k for pairwise rotation
 
   bool tie_word_embeddings = false;
-  bool attention_bias = false;    // q/k/v projections carry a bias (Qwen2)
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool attention_out_bias = false;
   bool mlp_bias = false;
-  bool qk_norm = false;           // RMSNorm over head_dim on q and k before rope (Qwen3, Gemma 3)
-  bool norm_plus_one = false;     // RMSNorm multiplies by (1 + w) (Gemma)
-  bool sandwich_norm = false;     // extra norms after attention and after the MLP (Gemma 2/3)
-  bool fused_qkv = false;         // one qkv projection (Phi-3)
-  bool fused_gate_up = false;     // one gate_up projection (Phi-3)
+  bool qk_norm = false;        // RMSNorm over head_dim on q and k before rope (Qwen3, Gemma 3)
+  bool norm_plus_one = false;  // RMSNorm multiplies by (1 + w) (Gemma)
+  bool sandwich_norm = false;  // extra norms after attention and after the MLP (Gemma 2/3)
+  bool fused_qkv = false;      // one qkv projection (Phi-3)
+  bool fused_gate_up = false;  // one gate_up projection (Phi-3)
   Activation activation = Activation::kSilu;
-  float embed_scale = 1.f;        // Gemma: sqrt(hidden_size), rounded to the weights' dtype
-  float query_scale = 0.f;        // softmax scale; 0 -> head_dim^-0.5
+  float embed_scale = 1.f;  // Gemma: sqrt(hidden_size), rounded to the weights' dtype
+  float query_scale = 0.f;  // softmax scale; 0 -> head_dim^-0.5
   float attn_logit_softcap = 0.f;
   float final_logit_softcap = 0.f;
   // Per layer: 0 = global attention, else the sliding window in tokens.

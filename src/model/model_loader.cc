@@ -1,9 +1,9 @@
 // LoadModel: resolves a path to a Hugging Face directory or a GGUF file, builds the ModelConfig
 // through the architecture registry, and loads the weights.
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <filesystem>
-#include <xxhash.h>
 
 #include "base/logging.h"
 #include "io/gguf.h"
@@ -60,7 +60,8 @@ std::string Hex(uint64_t v) {
 StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend* backend) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASSIGN_OR_RETURN(nlohmann::json config_json, LoadJsonFile(config_path));
-  if (!config_json.is_object()) return InvalidArgumentError(config_path + ": expected a JSON object");
+  if (!config_json.is_object())
+    return InvalidArgumentError(config_path + ": expected a JSON object");
   ASSIGN_OR_RETURN(const ArchSpec* arch, FindArchForHfConfig(config_json));
   ModelConfig cfg;
   try {
@@ -81,7 +82,8 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
         }
       }
       for (int id : ids) {
-        if (std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), id) == cfg.eos_token_ids.end()) {
+        if (std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), id) ==
+            cfg.eos_token_ids.end()) {
           cfg.eos_token_ids.push_back(id);
         }
       }
@@ -124,8 +126,9 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* bac
     return LoadHfDirectory(path, backend);
   }
   if (!fs::exists(path, ec)) {
-    return NotFoundError(path + ": no such file or directory (expected a Hugging Face model "
-                                "directory or a .gguf file)");
+    return NotFoundError(path +
+                         ": no such file or directory (expected a Hugging Face model "
+                         "directory or a .gguf file)");
   }
   return LoadGguf(path, backend);
 }

@@ -12,8 +12,8 @@
 namespace loom {
 
 struct RopeFrequencies {
-  std::vector<float> inv_freq;  // [rotary_dim / 2]
-  float attention_factor = 1.f; // multiplies cos and sin (yarn)
+  std::vector<float> inv_freq;   // [rotary_dim / 2]
+  float attention_factor = 1.f;  // multiplies cos and sin (yarn)
 };
 
 // `max_position_embeddings` is the model's (yarn uses it when original_max_position_embeddings

@@ -42,8 +42,8 @@ class Loader {
  private:
   StatusOr<Tensor> Fetch(const std::string& name, int64_t rows, int64_t cols) {
     ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
-    bool ok = cols == 0 ? (t.numel() == rows)
-                        : (t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols);
+    bool ok =
+        cols == 0 ? (t.numel() == rows) : (t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols);
     if (!ok) {
       std::string want = cols == 0 ? "[" + std::to_string(rows) + "]"
                                    : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
@@ -54,7 +54,8 @@ class Loader {
       t = t.Reshape(Shape{rows});
       if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) {
         return InvalidArgumentError(source_.Describe() + ": vector tensor '" + name +
-                                    "' must be f32/f16/bf16, got " + std::string(DTypeName(t.dtype())));
+                                    "' must be f32/f16/bf16, got " +
+                                    std::string(DTypeName(t.dtype())));
       }
       t = ToF32(t);  // norms and biases are tiny: keep them f32 for every backend op
     }
@@ -94,8 +95,8 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;
   Weights w;
-  ASSIGN_OR_RETURN(w.embed, L.Required("model.embed_tokens.weight", "token_embd.weight", -1,
-                                       cfg.vocab_size, d));
+  ASSIGN_OR_RETURN(
+      w.embed, L.Required("model.embed_tokens.weight", "token_embd.weight", -1, cfg.vocab_size, d));
   ASSIGN_OR_RETURN(w.final_norm, L.Required("model.norm.weight", "output_norm.weight", -1, d, 0));
   ASSIGN_OR_RETURN(w.lm_head, L.Optional("lm_head.weight", "output.weight", -1, cfg.vocab_size, d));
   if (!w.lm_head.defined()) {
@@ -108,7 +109,8 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
   w.layers.resize(static_cast<size_t>(cfg.num_layers));
   for (int i = 0; i < cfg.num_layers; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
-    ASSIGN_OR_RETURN(l.attn_norm, L.Required("input_layernorm.weight", "attn_norm.weight", i, d, 0));
+    ASSIGN_OR_RETURN(l.attn_norm,
+                     L.Required("input_layernorm.weight", "attn_norm.weight", i, d, 0));
     if (cfg.fused_qkv) {
       ASSIGN_OR_RETURN(l.wqkv, L.Required("self_attn.qkv_proj.weight", "attn_qkv.weight", i,
                                           q_dim + 2 * kv_dim, d));
@@ -122,11 +124,14 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
         ASSIGN_OR_RETURN(l.bv, L.Required("self_attn.v_proj.bias", "attn_v.bias", i, kv_dim, 0));
       }
     }
-    ASSIGN_OR_RETURN(l.wo, L.Required("self_attn.o_proj.weight", "attn_output.weight", i, d, q_dim));
+    ASSIGN_OR_RETURN(l.wo,
+                     L.Required("self_attn.o_proj.weight", "attn_output.weight", i, d, q_dim));
     ASSIGN_OR_RETURN(l.bo, L.Optional("self_attn.o_proj.bias", "attn_output.bias", i, d, 0));
     if (cfg.qk_norm) {
-      ASSIGN_OR_RETURN(l.q_norm, L.Required("self_attn.q_norm.weight", "attn_q_norm.weight", i, hd, 0));
-      ASSIGN_OR_RETURN(l.k_norm, L.Required("self_attn.k_norm.weight", "attn_k_norm.weight", i, hd, 0));
+      ASSIGN_OR_RETURN(l.q_norm,
+                       L.Required("self_attn.q_norm.weight", "attn_q_norm.weight", i, hd, 0));
+      ASSIGN_OR_RETURN(l.k_norm,
+                       L.Required("self_attn.k_norm.weight", "attn_k_norm.weight", i, hd, 0));
     }
     if (cfg.sandwich_norm) {
       ASSIGN_OR_RETURN(l.post_attn_norm, L.Required("post_attention_layernorm.weight",
@@ -140,7 +145,8 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
                        L.Required("post_attention_layernorm.weight", "ffn_norm.weight", i, d, 0));
     }
     if (cfg.fused_gate_up) {
-      ASSIGN_OR_RETURN(l.w_gate_up, L.Required("mlp.gate_up_proj.weight", "ffn_up.weight", i, 2 * f, d));
+      ASSIGN_OR_RETURN(l.w_gate_up,
+                       L.Required("mlp.gate_up_proj.weight", "ffn_up.weight", i, 2 * f, d));
     } else {
       ASSIGN_OR_RETURN(l.w_gate, L.Required("mlp.gate_proj.weight", "ffn_gate.weight", i, f, d));
       ASSIGN_OR_RETURN(l.w_up, L.Required("mlp.up_proj.weight", "ffn_up.weight", i, f, d));

@@ -34,7 +34,7 @@ struct Weights {
   Tensor final_norm;  // [hidden]
   Tensor lm_head;     // [vocab, hidden] (== embed when tied)
   std::vector<LayerWeights> layers;
-  size_t total_bytes = 0;  // bytes of all distinct weight tensors
+  size_t total_bytes = 0;     // bytes of all distinct weight tensors
   DType dtype = DType::kF32;  // dtype of the largest matrices (for the ready card)
 };
 
@@ -44,7 +44,7 @@ class TensorSource {
   virtual ~TensorSource() = default;
   virtual bool Has(const std::string& name) const = 0;
   virtual StatusOr<Tensor> Get(const std::string& name) const = 0;  // host tensor (may be mmap'd)
-  virtual std::string Describe() const = 0;  // path, for error messages
+  virtual std::string Describe() const = 0;                         // path, for error messages
 };
 
 // Tensor names of one checkpoint flavour.
@@ -52,8 +52,8 @@ enum class TensorNaming { kHuggingFace, kGguf };
 
 // Loads and shape-checks every tensor `cfg` needs from `source`, uploads them to `backend`.
 // Errors name the tensor, the expected and actual shapes, and the source.
-StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source, TensorNaming naming,
-                              Backend* backend);
+StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
+                              TensorNaming naming, Backend* backend);
 
 // Concatenates each layer's separate q/k/v (and their biases) into wqkv (Backend::ConcatRows) and
 // gate/up into w_gate_up in the backend's layout (Backend::FuseGateUp; a checkpoint's fused

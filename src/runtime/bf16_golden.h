@@ -69,7 +69,9 @@ inline double KlDivergence(const float* ref, const float* got, int n) {
   return kl;
 }
 
-inline int Argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+inline int Argmax(const float* x, int n) {
+  return static_cast<int>(std::max_element(x, x + n) - x);
+}
 
 inline double MaxAbsDiff(const float* a, const float* b, int n) {
   double m = 0;
@@ -113,12 +115,11 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
 
   void TearDown() override {
     if (rows_ > 0) {
-      std::printf("  %-8s %-30s %3d rows: max normalized error %.2e, max KL %.2e nats%s\n",
-                  GetParam().c_str(),
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name(), rows_,
-                  max_err_, max_kl_,
-                  near_ties_ > 0 ? (", " + std::to_string(near_ties_) + " near-tie argmax").c_str()
-                                 : "");
+      std::printf(
+          "  %-8s %-30s %3d rows: max normalized error %.2e, max KL %.2e nats%s\n",
+          GetParam().c_str(), ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+          rows_, max_err_, max_kl_,
+          near_ties_ > 0 ? (", " + std::to_string(near_ties_) + " near-tie argmax").c_str() : "");
     }
   }
 
@@ -178,9 +179,9 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
   void AllSequencesInOneStepAndAsAlone() {
     std::vector<std::vector<int32_t>> ids = {Sequence(0), Sequence(1), Sequence(2)};
     const std::vector<int32_t> b0 = {40}, b1 = {7, 3}, b2 = {9, 1, 30, 2, 5, 60};
-    std::vector<float> batched = Step(
-        {SeqSlice{ids[0], 0, b0, true}, SeqSlice{ids[1], 0, b1, true}, SeqSlice{ids[2], 0, b2, true}},
-        /*all_rows=*/true);
+    std::vector<float> batched = Step({SeqSlice{ids[0], 0, b0, true}, SeqSlice{ids[1], 0, b1, true},
+                                       SeqSlice{ids[2], 0, b2, true}},
+                                      /*all_rows=*/true);
     int row = 0;
     for (int k = 0; k < 3; ++k) {
       const int n = static_cast<int>(ids[static_cast<size_t>(k)].size());
@@ -213,9 +214,10 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     for (int p = 60; p < 70; ++p) {
       // A decode step of this sequence next to a fresh prefill of sequence 1 in other blocks.
       const std::vector<int32_t> other_blocks = {50 + (p % 3)};
-      std::vector<float> d = Step({SeqSlice{other, 0, other_blocks, true},
-                                   SeqSlice{all.subspan(static_cast<size_t>(p), 1), p, blocks, true}},
-                                  false);
+      std::vector<float> d =
+          Step({SeqSlice{other, 0, other_blocks, true},
+                SeqSlice{all.subspan(static_cast<size_t>(p), 1), p, blocks, true}},
+               false);
       ExpectRowsNear(d, 1, Reference(2), p, 1, "decode");
       ExpectRowsNear(d, 0, Reference(1), static_cast<int>(other.size()) - 1, 1, "neighbour");
     }
@@ -229,12 +231,14 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     std::vector<std::vector<float>> step_logits;  // this backend's logits before each token
     int computed = 0;
     while (ids.size() < prompt.size() + expected.size()) {
-      std::span<const int32_t> fresh(ids.data() + computed, ids.size() - static_cast<size_t>(computed));
+      std::span<const int32_t> fresh(ids.data() + computed,
+                                     ids.size() - static_cast<size_t>(computed));
       step_logits.push_back(Step({SeqSlice{fresh, computed, blocks, true}}, false));
       computed = static_cast<int>(ids.size());
       ids.push_back(Argmax(step_logits.back().data(), vocab_));
     }
-    const std::vector<int32_t> got(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end());
+    const std::vector<int32_t> got(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                   ids.end());
     const auto diverged = std::mismatch(got.begin(), got.end(), expected.begin()).first;
     if (diverged == got.end()) {
       std::printf("  %-8s greedy: %zu / %zu ids identical to HF\n", GetParam().c_str(),
@@ -248,17 +252,19 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(ref_model.ok()) << ref_model.status().ToString();
     std::vector<KvLayer> ref_kv = (*ref_model)->AllocateKv(8, kBf16BlockSize, DType::kF32);
     std::vector<int32_t> prefix = prompt;
-    prefix.insert(prefix.end(), expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(i));
-    std::vector<float> ref = ForwardLogits(**ref_model, ref_kv,
-                                                   {SeqSlice{prefix, 0, blocks, true}}, kBf16BlockSize,
-                                                   false);
+    prefix.insert(prefix.end(), expected.begin(),
+                  expected.begin() + static_cast<std::ptrdiff_t>(i));
+    std::vector<float> ref = ForwardLogits(**ref_model, ref_kv, {SeqSlice{prefix, 0, blocks, true}},
+                                           kBf16BlockSize, false);
     ASSERT_EQ(Argmax(ref.data(), vocab_), expected[i]) << "the CPU reference is not HF's here";
     const std::vector<float>& ours = step_logits[i];
-    const double gap = double{ref[static_cast<size_t>(expected[i])]} - ref[static_cast<size_t>(got[i])];
+    const double gap =
+        double{ref[static_cast<size_t>(expected[i])]} - ref[static_cast<size_t>(got[i])];
     const double err = MaxAbsDiff(ours.data(), ref.data(), vocab_);
-    std::printf("  %-8s greedy: %zu / %zu ids identical, then %d instead of HF's %d: HF leads by "
-                "%.2e, this backend's largest logit error there is %.2e\n",
-                GetParam().c_str(), i, expected.size(), got[i], expected[i], gap, err);
+    std::printf(
+        "  %-8s greedy: %zu / %zu ids identical, then %d instead of HF's %d: HF leads by "
+        "%.2e, this backend's largest logit error there is %.2e\n",
+        GetParam().c_str(), i, expected.size(), got[i], expected[i], gap, err);
     EXPECT_LE(gap, 2 * err) << "greedy diverged at step " << i << " where HF's choice was not a "
                             << "near tie";
   }
@@ -278,13 +284,13 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
 // The fixture's four checks as tests of `Fixture` (a Bf16GoldenTest with its MakeBackend), over
 // every architecture's golden.
 #define LOOM_BF16_GOLDEN_TESTS(Fixture)                                                    \
-  TEST_P(Fixture, EachSequenceAlone) { EachSequenceAlone(); }                               \
-  TEST_P(Fixture, AllSequencesInOneStepAndAsAlone) { AllSequencesInOneStepAndAsAlone(); }   \
-  TEST_P(Fixture, ChunkedPrefillThenDecode) { ChunkedPrefillThenDecode(); }                 \
-  TEST_P(Fixture, GreedyTrajectory) { GreedyTrajectory(); }                                 \
-  INSTANTIATE_TEST_SUITE_P(Archs, Fixture,                                                  \
-                           ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", \
-                                             "gemma3", "phi3"),                              \
-                           ::loom::golden::ParamName)
+  TEST_P(Fixture, EachSequenceAlone) { EachSequenceAlone(); }                              \
+  TEST_P(Fixture, AllSequencesInOneStepAndAsAlone) { AllSequencesInOneStepAndAsAlone(); }  \
+  TEST_P(Fixture, ChunkedPrefillThenDecode) { ChunkedPrefillThenDecode(); }                \
+  TEST_P(Fixture, GreedyTrajectory) { GreedyTrajectory(); }                                \
+  INSTANTIATE_TEST_SUITE_P(                                                                \
+      Archs, Fixture,                                                                      \
+      ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"), \
+      ::loom::golden::ParamName)
 
 }  // namespace loom::golden

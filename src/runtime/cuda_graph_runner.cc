@@ -48,9 +48,8 @@ struct CudaGraphRunner::Graph {
   }
 };
 
-CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>& kv,
-                                 int block_size, CudaBackend* backend,
-                                 const CudaGraphOptions& options)
+CudaGraphRunner::CudaGraphRunner(const Model& model, const std::vector<KvLayer>& kv, int block_size,
+                                 CudaBackend* backend, const CudaGraphOptions& options)
     : model_(model), kv_(kv), block_size_(block_size), backend_(backend) {
   CHECK(backend_ != nullptr && model_.backend() == backend_)
       << "CudaGraphRunner: the model must live on the given CudaBackend";
@@ -142,8 +141,8 @@ int64_t CudaGraphRunner::Stage(const StepPlan& plan, int B) {
       h[L.tokens + i] = s.tokens[0];
       h[L.positions + i] = pos;
       h[L.kv_len + i] = kv_len;
-      h[L.slots + i] = s.block_table[static_cast<size_t>(pos / block_size_)] * block_size_ +
-                       pos % block_size_;
+      h[L.slots + i] =
+          s.block_table[static_cast<size_t>(pos / block_size_)] * block_size_ + pos % block_size_;
       std::memcpy(h + L.pages + num_pages_total, s.block_table.data(),
                   static_cast<size_t>(pages) * sizeof(int32_t));
       num_pages_total += pages;

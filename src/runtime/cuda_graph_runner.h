@@ -63,8 +63,8 @@ namespace loom {
 struct CudaGraphOptions {
   // Padded batch sizes to capture (ascending); sizes above max_batch are dropped.
   std::vector<int> batch_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-  int max_batch = 256;          // the engine's max_num_seqs
-  int max_pages_per_seq = 0;    // 0: ceil(max_model_len / block_size)
+  int max_batch = 256;        // the engine's max_num_seqs
+  int max_pages_per_seq = 0;  // 0: ceil(max_model_len / block_size)
   // Greedy decode steps of at most this many sequences queue the next step before their ids
   // come back (ArgmaxAndLookahead); 0: never (the CLI's --cuda-tune graph_lookahead). A queued step
   // the engine does not take (a request ended on EOS or a stop, one arrived) costs a whole step,
@@ -154,8 +154,8 @@ class CudaGraphRunner final : public StepAccelerator {
   // i32 [2 x bmax]: the D2H copy's ids at [0, n); the advance's at the parity of each row's
   // position (decode_inputs.cuh), so a queued step's write never lands on the ids being read.
   std::unique_ptr<cuda::PinnedHostBuffer> ids_host_;
-  int32_t* ids_host_device_ = nullptr;                // ids_host_ as the device addresses it
-  std::unique_ptr<cuda::CudaEvent> ids_copied_;       // recorded once ids_host_ holds the ids
+  int32_t* ids_host_device_ = nullptr;           // ids_host_ as the device addresses it
+  std::unique_ptr<cuda::CudaEvent> ids_copied_;  // recorded once ids_host_ holds the ids
   Lookahead ahead_;
   int64_t lookaheads_ = 0, lookahead_hits_ = 0;
 };

@@ -38,7 +38,8 @@ int Argmax(const float* row, int vocab) {
 // Runs prefill then greedy decode of every seq on `runner`; returns the generated ids and the
 // logits of every decode step.
 std::vector<std::vector<int32_t>> RunGreedy(DecoderRunner& runner, std::vector<Seq> seqs,
-                                      double* max_abs_logit, std::vector<std::vector<float>>* all) {
+                                            double* max_abs_logit,
+                                            std::vector<std::vector<float>>* all) {
   const int vocab = runner.vocab_size();
   // Prefill: every prompt in one eager step.
   StepPlan pre;
@@ -80,7 +81,8 @@ std::vector<std::vector<int32_t>> RunGreedy(DecoderRunner& runner, std::vector<S
     all->push_back(*step);
     for (size_t r = 0; r < rows.size(); ++r) {
       const float* row = step->data() + r * vocab;
-      for (int v = 0; v < vocab; ++v) *max_abs_logit = std::max<double>(*max_abs_logit, std::fabs(row[v]));
+      for (int v = 0; v < vocab; ++v)
+        *max_abs_logit = std::max<double>(*max_abs_logit, std::fabs(row[v]));
       Seq& q = seqs[rows[r]];
       q.computed += 1;
       q.generated.push_back(Argmax(row, vocab));
@@ -190,8 +192,8 @@ std::vector<std::vector<int32_t>> RunRunnerGreedy(DecoderRunner& runner, std::ve
     seqs[i].computed = static_cast<int>(seqs[i].prompt.size());
     seqs[i].generated.push_back(first[i]);
   }
-  auto ids = DecodeAll(seqs,
-                       [&](const StepPlan& plan, const std::vector<size_t>&) { return step(plan); });
+  auto ids =
+      DecodeAll(seqs, [&](const StepPlan& plan, const std::vector<size_t>&) { return step(plan); });
   EXPECT_GT(sampler.stats().rows_on_device, 0);
   // Mixed runs have host rows when there is a second sequence (every other row is one).
   EXPECT_EQ(sampler.stats().rows_on_host > 0, mixed && seqs.size() > 1);
@@ -215,8 +217,9 @@ std::vector<std::vector<int32_t>> RunRunnerDraws(DecoderRunner& runner, CudaBack
     std::vector<std::span<const int32_t>> outputs;
     for (size_t r = 0; r < idx.size(); ++r) {
       const int kind = mixed ? static_cast<int>(idx[r] % 3) : 0;
-      params.push_back(kind == 0 ? DeviceDraw(seeds[idx[r]]) : kind == 1 ? DeviceGreedy()
-                                                                         : HostGreedy());
+      params.push_back(kind == 0   ? DeviceDraw(seeds[idx[r]])
+                       : kind == 1 ? DeviceGreedy()
+                                   : HostGreedy());
       outputs.emplace_back(seqs[idx[r]].generated);
     }
     std::vector<int32_t> ids;
@@ -379,8 +382,8 @@ TEST_F(CudaGraphRunnerTest, EngineLookaheadKeepsEveryRequestsTokens) {
     const ModelConfig c = test_models::GemmaLikeConfig(1001);
     auto model = MakeDummyModelFromConfig(c, backend_.get(), DType::kBF16, 11, "test");
     const int num_blocks = 64, block_size = 16;
-    auto runner = std::make_unique<DecoderRunner>(std::move(model), num_blocks, block_size,
-                                                  DType::kBF16);
+    auto runner =
+        std::make_unique<DecoderRunner>(std::move(model), num_blocks, block_size, DType::kBF16);
     CudaGraphOptions opt;
     opt.max_batch = 4;
     opt.lookahead_max_rows = lookahead_rows;
@@ -567,7 +570,6 @@ TEST_F(CudaGraphRunnerTest, MixedStepsStayEager) {
   took = g.TryForward(too_long, &out);
   ASSERT_TRUE(took.ok());
   EXPECT_FALSE(*took);
-
 }
 
 }  // namespace

@@ -88,8 +88,10 @@ class CudaModelTest : public cuda_test::GpuTest {
     const std::vector<int32_t> blocks0 = {9, 2, 14}, blocks1 = {0, 7, 3, 11};
     int len0 = 0, len1 = 0;
     for (int step = 0; step < 4; ++step) {
-      std::vector<int32_t> t0 = step == 0 ? p0 : std::vector<int32_t>{static_cast<int32_t>(step * 3)};
-      std::vector<int32_t> t1 = step == 0 ? p1 : std::vector<int32_t>{static_cast<int32_t>(step * 5)};
+      std::vector<int32_t> t0 =
+          step == 0 ? p0 : std::vector<int32_t>{static_cast<int32_t>(step * 3)};
+      std::vector<int32_t> t1 =
+          step == 0 ? p1 : std::vector<int32_t>{static_cast<int32_t>(step * 5)};
       std::vector<SeqSlice> seqs = {SeqSlice{t0, len0, blocks0, true},
                                     SeqSlice{t1, len1, blocks1, true}};
       HostForwardBatch hb = BuildHostForwardBatch(seqs, kBlock);

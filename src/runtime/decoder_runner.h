@@ -26,10 +26,10 @@ class StepAccelerator {
   virtual StatusOr<bool> TryForward(const StepPlan& plan, Tensor* logits) = 0;
 
   // After a TryForward that returned true for `plan`, whose every row is sampled as the plain
-  // argmax (ids.size() == plan.seqs.size(); ModelRunner::GreedyIds): writes each row's argmax to `ids`
-  // (Backend::ArgmaxRows codes: kArgmaxNone / kArgmaxNaN) and returns true, or touches nothing
-  // and returns false (the caller takes the argmax itself). An accelerator may use the wait for
-  // the ids to queue the likely next step (every sequence one token further, fed with these ids
+  // argmax (ids.size() == plan.seqs.size(); ModelRunner::GreedyIds): writes each row's argmax to
+  // `ids` (Backend::ArgmaxRows codes: kArgmaxNone / kArgmaxNaN) and returns true, or touches
+  // nothing and returns false (the caller takes the argmax itself). An accelerator may use the wait
+  // for the ids to queue the likely next step (every sequence one token further, fed with these ids
   // on the device), so the device need not idle while the host handles this one; a next
   // TryForward that asks for exactly that step gets its logits, any other plan discards it.
   virtual bool ArgmaxAndLookahead(const StepPlan& /*plan*/, std::span<int32_t> /*ids*/) {

@@ -47,7 +47,8 @@ HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block
     const int32_t kv_len = s.start_pos + n;
     const int32_t num_pages = (kv_len + block_size - 1) / block_size;
     CHECK_GE(static_cast<int32_t>(s.block_table.size()), num_pages)
-        << "block table of " << s.block_table.size() << " blocks cannot hold " << kv_len << " tokens";
+        << "block table of " << s.block_table.size() << " blocks cannot hold " << kv_len
+        << " tokens";
     for (int32_t j = 0; j < n; ++j) {
       const int32_t p = s.start_pos + j;
       b.token_ids.push_back(s.tokens[static_cast<size_t>(j)]);

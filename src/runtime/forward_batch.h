@@ -15,10 +15,11 @@ namespace loom {
 
 // One sequence's share of a step.
 struct SeqSlice {
-  std::span<const int32_t> tokens;       // tokens computed this step
-  int32_t start_pos = 0;                 // position of tokens[0] (== tokens already in the cache)
-  std::span<const int32_t> block_table;  // the sequence's blocks, covering start_pos + tokens.size()
-  int32_t num_logits = 1;                // wants the logits rows of its last num_logits tokens
+  std::span<const int32_t> tokens;  // tokens computed this step
+  int32_t start_pos = 0;            // position of tokens[0] (== tokens already in the cache)
+  std::span<const int32_t>
+      block_table;         // the sequence's blocks, covering start_pos + tokens.size()
+  int32_t num_logits = 1;  // wants the logits rows of its last num_logits tokens
 };
 
 // The plan's sequences as slices (views into `plan`, valid while it lives). Errors (Internal):

@@ -111,7 +111,8 @@ TEST_P(GoldenTest, AllSequencesInOneStep) {
       /*all_rows=*/true);
   int row = 0;
   for (int k = 0; k < 3; ++k) {
-    ExpectRowsNear(logits, row, k, 0, static_cast<int>(ids[static_cast<size_t>(k)].size()), "batched");
+    ExpectRowsNear(logits, row, k, 0, static_cast<int>(ids[static_cast<size_t>(k)].size()),
+                   "batched");
     row += static_cast<int>(ids[static_cast<size_t>(k)].size());
   }
 }
@@ -143,7 +144,8 @@ TEST_P(GoldenTest, GreedyTrajectory) {
   std::vector<int32_t> got;
   int computed = 0;
   while (got.size() < expected.size()) {
-    std::span<const int32_t> fresh(ids.data() + computed, ids.size() - static_cast<size_t>(computed));
+    std::span<const int32_t> fresh(ids.data() + computed,
+                                   ids.size() - static_cast<size_t>(computed));
     std::vector<float> l = Step({SeqSlice{fresh, computed, blocks, true}}, false);
     computed = static_cast<int>(ids.size());
     int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.begin() + vocab) - l.begin());

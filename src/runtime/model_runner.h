@@ -24,8 +24,8 @@ namespace loom {
 //   rows:       [ r(s0) , r(s2,0) , r(s2,1) , r(s2,2) ]      (plan.num_logits entries)
 //   logits:     f32 [>= 1 + max(rows), vocab]; row rows[k] holds the k-th logits row
 struct StepLogits {
-  Tensor logits;              // f32 [m, vocab] on `backend`'s device, row-major
-  std::vector<int32_t> rows;  // [plan.num_logits]: the row of `logits` of each logits row
+  Tensor logits;               // f32 [m, vocab] on `backend`'s device, row-major
+  std::vector<int32_t> rows;   // [plan.num_logits]: the row of `logits` of each logits row
   Backend* backend = nullptr;  // where `logits` lives (its ops may read and edit it in place)
 };
 

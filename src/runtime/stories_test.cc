@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 const fs::path kShared = LOOM_SHARED_DIR;
 
 std::vector<float> RunStep(Model& model, CpuBackend& be, std::vector<KvLayer>& kv,
-                           std::span<const int32_t> tokens, int start, std::span<const int32_t> blocks) {
+                           std::span<const int32_t> tokens, int start,
+                           std::span<const int32_t> blocks) {
   std::vector<SeqSlice> seqs = {SeqSlice{tokens, start, blocks, true}};
   HostForwardBatch hb = BuildHostForwardBatch(seqs, 16);
   ForwardInput in = UploadForwardBatch(hb, 16, &be);
@@ -38,7 +39,8 @@ std::vector<float> RunStep(Model& model, CpuBackend& be, std::vector<KvLayer>& k
 
 TEST(StoriesTest, MatchesLlama2c) {
   const fs::path gguf = kShared / "data/models/stories260K-gguf/stories260K.gguf";
-  const fs::path golden_path = kShared / "data/models/stories260K-llama2c/golden_once_upon_a_time.json";
+  const fs::path golden_path =
+      kShared / "data/models/stories260K-llama2c/golden_once_upon_a_time.json";
   LOOM_NEED_FILE(gguf.string());
   LOOM_NEED_FILE(golden_path.string());
   CpuBackend be(2);
@@ -59,11 +61,13 @@ TEST(StoriesTest, MatchesLlama2c) {
   std::vector<int32_t> got;
   int computed = static_cast<int>(ids.size());
   for (size_t step = 0; step < expected.size(); ++step) {
-    int32_t best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    int32_t best =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     got.push_back(best);
     ids.push_back(best);
     if (got.size() == expected.size()) break;
-    logits = RunStep(**model, be, kv, std::span<const int32_t>(ids).subspan(computed, 1), computed, blocks);
+    logits = RunStep(**model, be, kv, std::span<const int32_t>(ids).subspan(computed, 1), computed,
+                     blocks);
     ++computed;
   }
   EXPECT_EQ(got, expected);

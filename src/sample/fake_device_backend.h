@@ -22,7 +22,8 @@ namespace loom {
 // changes the tokens.
 class FakeDeviceBackend final : public CpuBackend {
  public:
-  FakeDeviceBackend(bool edits, bool logprobs) : CpuBackend(1), edits_(edits), logprobs_(logprobs) {}
+  FakeDeviceBackend(bool edits, bool logprobs)
+      : CpuBackend(1), edits_(edits), logprobs_(logprobs) {}
 
   bool has_argmax_rows() const override { return true; }
   bool has_sample_rows(int64_t vocab) const override { return vocab > 0; }

@@ -296,7 +296,8 @@ void Sampler::ApplyTopP(float top_p, double total) {
   while (true) {
     const auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(sorted);
     const auto mid = candidates_.begin() + static_cast<std::ptrdiff_t>(m);
-    if (mid != candidates_.end()) std::nth_element(first, mid, candidates_.end(), Before<Candidate>);
+    if (mid != candidates_.end())
+      std::nth_element(first, mid, candidates_.end(), Before<Candidate>);
     std::sort(first, mid, Before<Candidate>);
     for (size_t i = sorted; i < m; ++i) {
       cum += candidates_[i].p;
@@ -411,9 +412,8 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
       }
       if (num_above >= 2) {
         const Candidate keep = *last_above;
-        std::erase_if(candidates_, [&](const Candidate& c) {
-          return c.p >= cut && !(c.id == keep.id);
-        });
+        std::erase_if(candidates_,
+                      [&](const Candidate& c) { return c.p >= cut && !(c.id == keep.id); });
       }
     }
     // Inverse CDF in id order: deterministic whatever order the steps above left. Candidates

@@ -20,8 +20,8 @@
 
 #include "backend/logit_edit.h"
 #include "base/counter_uniform.h"  // CounterUniform, shared with the device sampler
-#include "base/status.h"
 #include "base/ids.h"
+#include "base/status.h"
 #include "sample/sampling_params.h"
 
 namespace loom {

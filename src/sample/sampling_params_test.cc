@@ -30,14 +30,19 @@ TEST(SamplingParamsTest, ValidateTable) {
        "repetition_penalty must be > 0, got 0"},
       {"presence", [](SamplingParams& p) { p.presence_penalty = 3; },
        "presence_penalty must be in [-2, 2], got 3"},
-      {"bias id", [](SamplingParams& p) { p.logit_bias = {{32, 1.0f}}; },
+      {"bias id",
+       [](SamplingParams& p) {
+         p.logit_bias = {{32, 1.0f}};
+       },
        "logit_bias: token id 32 is out of the vocabulary [0, 32)"},
-      {"bias value", [](SamplingParams& p) { p.logit_bias = {{3, 101.0f}}; },
+      {"bias value",
+       [](SamplingParams& p) {
+         p.logit_bias = {{3, 101.0f}};
+       },
        "logit_bias values must be in [-100, 100], got 101"},
       {"logprobs", [](SamplingParams& p) { p.num_logprobs = 21; },
        "top_logprobs must be in [0, 20], got 21"},
-      {"max_tokens", [](SamplingParams& p) { p.max_tokens = 0; },
-       "max_tokens must be >= 1, got 0"},
+      {"max_tokens", [](SamplingParams& p) { p.max_tokens = 0; }, "max_tokens must be >= 1, got 0"},
       {"min_tokens", [](SamplingParams& p) { p.min_tokens = 17; },
        "min_tokens must be in [0, max_tokens], got 17"},
       {"stop id", [](SamplingParams& p) { p.stop_token_ids = {-1}; },

@@ -37,7 +37,7 @@ StepSampler::RowPlan StepSampler::Plan(const StepRow& row, const DeviceOps& ops)
   const SamplingParams& p = *row.ctx.params;
   const int num_output = static_cast<int>(row.ctx.output.size());
   // step: SampleRow's counter, the request's output tokens so far.
-  const DrawParams draw{p.temperature, p.top_k,    p.top_p,
+  const DrawParams draw{p.temperature, p.top_k,      p.top_p,
                         p.min_p,       row.ctx.seed, static_cast<uint64_t>(num_output)};
   RowPlan plan;
   if (IsPlainGreedy(p, num_output)) {
@@ -95,7 +95,8 @@ std::vector<StatusOr<SampleResult>> StepSampler::Sample(const StepPlan& plan,
   if (all_plain_greedy) {  // one row per sequence, every one the plain argmax
     std::vector<int32_t> ids(rows.size());
     if (runner.GreedyIds(plan, ids)) {
-      for (size_t k = 0; k < rows.size(); ++k) results[k] = DeviceResult(ids[k], config_.vocab_size);
+      for (size_t k = 0; k < rows.size(); ++k)
+        results[k] = DeviceResult(ids[k], config_.vocab_size);
       stats_.rows_on_device += static_cast<int64_t>(rows.size());
       return results;
     }
@@ -205,8 +206,8 @@ void StepSampler::SampleOnHost(StepLogits& logits, std::span<const StepRow> rows
   std::vector<std::span<float>> spans(host.size());
   if (x.device() == Device::kCpu) {
     for (size_t j = 0; j < host.size(); ++j) {
-      spans[j] = std::span<float>(x.data_as<float>() + static_cast<size_t>(lrows[host[j]]) * vocab,
-                                  vocab);
+      spans[j] =
+          std::span<float>(x.data_as<float>() + static_cast<size_t>(lrows[host[j]]) * vocab, vocab);
     }
   } else {
     const int64_t h = static_cast<int64_t>(host.size());

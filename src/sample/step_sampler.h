@@ -30,9 +30,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/ids.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "base/ids.h"
 #include "runtime/model_runner.h"
 #include "sample/sampler.h"
 
@@ -60,8 +60,8 @@ struct StepRow {
 };
 
 struct StepSamplerStats {
-  int64_t rows_on_device = 0;         // rows whose token was chosen where the logits are
-  int64_t rows_on_host = 0;           // rows sampled by the host Sampler
+  int64_t rows_on_device = 0;          // rows whose token was chosen where the logits are
+  int64_t rows_on_host = 0;            // rows sampled by the host Sampler
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
 };
 
@@ -89,9 +89,9 @@ class StepSampler {
   enum class Where : uint8_t { kHost, kDeviceGreedy, kDeviceDraw };
   struct RowPlan {
     Where where = Where::kHost;
-    DrawParams draw;                     // kDeviceDraw
-    std::span<const LogitEdit> edits;    // applied before the device argmax / draw
-    int num_logprobs = -1;               // >= 0: logprobs taken on the device after the edits
+    DrawParams draw;                   // kDeviceDraw
+    std::span<const LogitEdit> edits;  // applied before the device argmax / draw
+    int num_logprobs = -1;             // >= 0: logprobs taken on the device after the edits
   };
   // The capabilities of the backend the logits live on, as used this step.
   struct DeviceOps {
@@ -108,9 +108,9 @@ class StepSampler {
 
   // A row sampled by the host Sampler.
   struct HostRow {
-    size_t row_idx = 0;         // the step's logits row
-    const SampleContext* ctx;   // points into the caller's rows: valid for the step
-    std::span<float> logits;    // [vocab_size] f32, host (sampler scratch)
+    size_t row_idx = 0;        // the step's logits row
+    const SampleContext* ctx;  // points into the caller's rows: valid for the step
+    std::span<float> logits;   // [vocab_size] f32, host (sampler scratch)
   };
   // How many sampling workers `num_rows` host rows costing `work_logits` get (a sampled row costs
   // vocab_size, an argmax-only row an eighth of it): at most one per row and per
@@ -134,11 +134,11 @@ class StepSampler {
     explicit SamplerSlot(int vocab_size) : sampler(vocab_size) {}
     Sampler sampler;
   };
-  std::vector<SamplerSlot> samplers_;        // [num_threads]
-  std::unique_ptr<ThreadPool> pool_;         // num_threads - 1 threads; null if none
+  std::vector<SamplerSlot> samplers_;  // [num_threads]
+  std::unique_ptr<ThreadPool> pool_;   // num_threads - 1 threads; null if none
   std::unordered_map<RequestId, LogitEditCache> edit_caches_;
-  std::shared_ptr<Buffer> staging_;          // host, Backend::AllocHostStaging
-  std::vector<LogitEdit> edits_;             // the step's device edits (allocation reused)
+  std::shared_ptr<Buffer> staging_;  // host, Backend::AllocHostStaging
+  std::vector<LogitEdit> edits_;     // the step's device edits (allocation reused)
   StepSamplerStats stats_;
 };
 

@@ -26,11 +26,9 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgumentError("--batch must be >= 1, got " + std::to_string(max_num_seqs));
   }
   if (max_model_len < 1) {
-    return InvalidArgumentError("max_model_len must be >= 1, got " +
-                                std::to_string(max_model_len));
+    return InvalidArgumentError("max_model_len must be >= 1, got " + std::to_string(max_model_len));
   }
-  if (bytes_per_token_kv < 0 || kv_budget_bytes < 0 || memory_budget_bytes < 0 ||
-      model_bytes < 0) {
+  if (bytes_per_token_kv < 0 || kv_budget_bytes < 0 || memory_budget_bytes < 0 || model_bytes < 0) {
     return InvalidArgumentError("KV/memory byte sizes must be >= 0");
   }
   if ((kv_budget_bytes > 0 || memory_budget_bytes > 0) && bytes_per_token_kv == 0) {
@@ -44,8 +42,7 @@ Status SchedulerConfig::Validate() const {
   return OkStatus();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
-    : config_(config), kv_(kv) {
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv) : config_(config), kv_(kv) {
   CHECK(kv_ != nullptr);
   CHECK_OK(config_.Validate());
 }
@@ -57,8 +54,8 @@ Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) cons
   }
   const int64_t total = static_cast<int64_t>(num_prompt_tokens) + max_new_tokens;
   const std::string need = std::to_string(num_prompt_tokens) + " prompt + " +
-                           std::to_string(max_new_tokens) + " max_tokens = " +
-                           std::to_string(total) + " tokens";
+                           std::to_string(max_new_tokens) +
+                           " max_tokens = " + std::to_string(total) + " tokens";
   if (total > config_.max_model_len) {
     return OutOfRangeError("the request needs " + need + ", but the model's context length is " +
                            std::to_string(config_.max_model_len) +
@@ -69,16 +66,14 @@ Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) cons
   if (blocks > kv_->num_blocks()) {
     return ResourceExhaustedError(
         "the request needs " + need + " of KV (" + std::to_string(blocks) + " blocks of " +
-        std::to_string(bs) + "), but the KV pool holds only " +
-        std::to_string(kv_->num_blocks()) + " blocks (" +
-        std::to_string(static_cast<int64_t>(kv_->num_blocks()) * bs) +
+        std::to_string(bs) + "), but the KV pool holds only " + std::to_string(kv_->num_blocks()) +
+        " blocks (" + std::to_string(static_cast<int64_t>(kv_->num_blocks()) * bs) +
         " tokens); lower max_tokens or enlarge the KV cache (--kv-cache-gb)");
   }
   const int64_t bytes = total * config_.bytes_per_token_kv;
   if (config_.kv_budget_bytes > 0 && bytes > config_.kv_budget_bytes) {
     return ResourceExhaustedError("the request needs " + need + " = " + Gb(bytes) +
-                                  " of KV, more than --kv-budget " +
-                                  Gb(config_.kv_budget_bytes) +
+                                  " of KV, more than --kv-budget " + Gb(config_.kv_budget_bytes) +
                                   " allows for all requests together; lower max_tokens or raise "
                                   "--kv-budget");
   }
@@ -87,9 +82,8 @@ Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) cons
     if (bytes > room) {
       return ResourceExhaustedError(
           "memory_admission: the request needs " + need + " = " + Gb(bytes) +
-          " of KV, but --memory-budget " + Gb(config_.memory_budget_bytes) + " leaves " +
-          Gb(room) + " after the model (" +
-          std::to_string(room / config_.bytes_per_token_kv) +
+          " of KV, but --memory-budget " + Gb(config_.memory_budget_bytes) + " leaves " + Gb(room) +
+          " after the model (" + std::to_string(room / config_.bytes_per_token_kv) +
           " tokens); lower max_tokens or raise --memory-budget");
     }
   }
@@ -125,7 +119,7 @@ ScheduledSeq Scheduler::MakeSeq(const SchedRequest& req, int num_new_tokens) con
   seq.block_table.assign(table.begin(), table.end());
   seq.num_logits = req.num_computed_tokens + num_new_tokens == req.num_tokens() ? 1 : 0;
   seq.last_by_length = seq.num_logits > 0 && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
-                                      req.num_tokens() + 1 >= config_.max_model_len);
+                                              req.num_tokens() + 1 >= config_.max_model_len);
   return seq;
 }
 

@@ -33,9 +33,9 @@
 namespace loom {
 
 struct SchedulerConfig {
-  int max_batched_tokens = 2048;  // tokens per step (--max-batched-tokens)
-  int max_num_seqs = 8;           // rows per step (--batch)
-  int max_model_len = 4096;       // the model's context length, tokens
+  int max_batched_tokens = 2048;    // tokens per step (--max-batched-tokens)
+  int max_num_seqs = 8;             // rows per step (--batch)
+  int max_model_len = 4096;         // the model's context length, tokens
   int64_t bytes_per_token_kv = 0;   // KV bytes of one token over all layers (K and V)
   int64_t kv_budget_bytes = 0;      // --kv-budget: cap on running requests' projected KV; 0 = off
   int64_t memory_budget_bytes = 0;  // --memory-budget: one request's KV must fit; 0 = off
@@ -51,9 +51,9 @@ struct SchedRequest {
   int num_prompt_tokens = 0;
   int num_computed_tokens = 0;  // tokens whose KV is written
   int max_new_tokens = 0;
-  std::string extra_keys;       // prefix-cache extra keys (adapter, media hashes, salt)
+  std::string extra_keys;          // prefix-cache extra keys (adapter, media hashes, salt)
   int64_t projected_kv_bytes = 0;  // (prompt + max_new_tokens) * bytes_per_token_kv
-  int num_cached_tokens = -1;   // prefix-cache hit at first admission; -1 until admitted
+  int num_cached_tokens = -1;      // prefix-cache hit at first admission; -1 until admitted
   int num_preemptions = 0;
   bool running = false;
 

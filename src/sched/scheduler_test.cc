@@ -124,7 +124,7 @@ TEST_F(SchedulerTest, MarksTheLastStepByLength) {
   Init(16, cfg);
   ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 2), 3).ok());  // max_tokens 3
   ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 9), 3).ok());  // and ends at the context
-  std::vector<std::pair<bool, bool>> last;  // per step: (R1, R2)
+  std::vector<std::pair<bool, bool>> last;                     // per step: (R1, R2)
   for (int i = 0; i < 3; ++i) {
     StepPlan p = Step();
     ASSERT_EQ(p.seqs.size(), 2u);
@@ -188,8 +188,8 @@ TEST_F(SchedulerTest, HeadOfQueueThatDoesNotFitBlocksLaterRequests) {
 
 TEST_F(SchedulerTest, PreemptsTheNewestAndRecomputesItWithItsOutput) {
   Init(3, Config(64, 8), /*prefix_cache=*/true);
-  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 4), 8).ok());   // block 0, full
-  ASSERT_TRUE(sched_->AddRequest(R(2), Range(10, 14), 8).ok()); // block 1, full
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 4), 8).ok());    // block 0, full
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(10, 14), 8).ok());  // block 1, full
   StepPlan p1 = Step();
   ASSERT_EQ(p1.seqs.size(), 2u);
   // Each sampled a token at position 4: both need a second block, one is left (block 2).

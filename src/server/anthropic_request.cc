@@ -26,8 +26,9 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
     return OkStatus();
   }
   if (!content.is_array()) {
-    return Fail(param, name, name + " must be a string or an array of content blocks, got " +
-                                 JsonTypeName(content));
+    return Fail(
+        param, name,
+        name + " must be a string or an array of content blocks, got " + JsonTypeName(content));
   }
   for (size_t j = 0; j < content.size(); ++j) {
     const json& b = content[j];
@@ -54,7 +55,6 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
   return OkStatus();
 }
 
-
 StatusOr<GenerationRequest> ParseMessages(const std::string& body, const RequestDefaults& d,
                                           std::string* param, bool for_count_tokens) {
   ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
@@ -80,8 +80,8 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
   RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (const json* v = f.Find("stop_sequences")) {
     if (!v->is_array()) {
-      return f.Error("stop_sequences", "stop_sequences must be an array of strings, got " +
-                                           JsonTypeName(*v));
+      return f.Error("stop_sequences",
+                     "stop_sequences must be an array of strings, got " + JsonTypeName(*v));
     }
     if (static_cast<int>(v->size()) > d.max_stop_strings) {
       return f.Error("stop_sequences", "stop_sequences has too many entries (at most " +
@@ -132,8 +132,9 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
     std::string role = m["role"].get<std::string>();
     if (role != "user" && role != "assistant") {
       return Fail(param, name + ".role",
-                  name + ".role \"" + role + "\" is unknown; expected user or assistant "
-                  "(put system prompts in the top-level system field)");
+                  name + ".role \"" + role +
+                      "\" is unknown; expected user or assistant "
+                      "(put system prompts in the top-level system field)");
     }
     if (!m.contains("content") || m["content"].is_null()) {
       return Fail(param, name + ".content", name + ".content is required");
@@ -152,9 +153,8 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
 
 }  // namespace
 
-StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
-                                                 const RequestDefaults& d, std::string* param,
-                                                 bool for_count_tokens) {
+StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body, const RequestDefaults& d,
+                                                 std::string* param, bool for_count_tokens) {
   return CatchJsonErrors([&] { return ParseMessages(body, d, param, for_count_tokens); });
 }
 

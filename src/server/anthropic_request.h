@@ -15,7 +15,6 @@ namespace loom {
 // `for_count_tokens`: max_tokens is not required (count_tokens bodies omit it).
 StatusOr<GenerationRequest> ParseMessagesRequest(const std::string& body,
                                                  const RequestDefaults& defaults,
-                                                 std::string* param,
-                                                 bool for_count_tokens = false);
+                                                 std::string* param, bool for_count_tokens = false);
 
 }  // namespace loom

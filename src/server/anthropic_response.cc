@@ -47,15 +47,15 @@ ordered_json AnthropicMessageJson(const ResponseMeta& meta, const CollectedChoic
     content.push_back(ordered_json{
         {"type", "tool_use"}, {"id", t.id}, {"name", t.name}, {"input", std::move(input)}});
   }
-  return ordered_json{{"id", meta.id},
-                      {"type", "message"},
-                      {"role", "assistant"},
-                      {"model", meta.model},
-                      {"content", std::move(content)},
-                      {"stop_reason", AnthropicStopReason(choice.finish_reason)},
-                      {"stop_sequence", choice.stop_string ? ordered_json(*choice.stop_string)
-                                                           : ordered_json()},
-                      {"usage", AnthropicUsageJson(usage)}};
+  return ordered_json{
+      {"id", meta.id},
+      {"type", "message"},
+      {"role", "assistant"},
+      {"model", meta.model},
+      {"content", std::move(content)},
+      {"stop_reason", AnthropicStopReason(choice.finish_reason)},
+      {"stop_sequence", choice.stop_string ? ordered_json(*choice.stop_string) : ordered_json()},
+      {"usage", AnthropicUsageJson(usage)}};
 }
 
 ordered_json MessageStartJson(const ResponseMeta& meta, const Usage& usage) {
@@ -88,8 +88,7 @@ ordered_json ContentBlockStopJson(int index) {
 }
 
 ordered_json MessageDeltaJson(const std::string& stop_reason,
-                              const std::optional<std::string>& stop_sequence,
-                              const Usage& usage) {
+                              const std::optional<std::string>& stop_sequence, const Usage& usage) {
   return ordered_json{
       {"type", "message_delta"},
       {"delta", ordered_json{{"stop_reason", stop_reason},

@@ -4,10 +4,9 @@
 // (cache_read_input_tokens), as Anthropic counts them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "server/choice_collector.h"
 #include "server/openai_response.h"

@@ -38,26 +38,41 @@ ApiError ApiError::FromStatus(const Status& status, std::string param) {
 
 std::string ApiError::OpenAiType() const {
   switch (http_status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 405: return "invalid_request_error";
-    case 413: return "invalid_request_error";
-    case 429: return "rate_limit_error";
-    case 503: return "server_unavailable";
-    default: return http_status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 405:
+      return "invalid_request_error";
+    case 413:
+      return "invalid_request_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "server_unavailable";
+    default:
+      return http_status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
 std::string ApiError::AnthropicType() const {
   switch (http_status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 503: return "overloaded_error";
-    default: return http_status >= 500 ? "api_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    default:
+      return http_status >= 500 ? "api_error" : "invalid_request_error";
   }
 }
 

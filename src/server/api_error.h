@@ -4,9 +4,8 @@
 //   Anthropic: {"type": "error", "error": {"type", "message"}}
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 
@@ -20,8 +19,8 @@ struct ApiError {
   std::string param;  // the request field at fault; "" = none
   std::string code;   // machine-readable code (OpenAI "code"); "" = null
 
-  // InvalidArgument/OutOfRange → 400, NotFound → 404, ResourceExhausted → 400 "memory_admission", FailedPrecondition/Unavailable → 503, the
-  // rest → 500. `param` names the field, "" when unknown.
+  // InvalidArgument/OutOfRange → 400, NotFound → 404, ResourceExhausted → 400 "memory_admission",
+  // FailedPrecondition/Unavailable → 503, the rest → 500. `param` names the field, "" when unknown.
   static ApiError FromStatus(const Status& status, std::string param = "");
 
   // OpenAI's error "type" for the status: invalid_request_error, authentication_error,

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/status.h"
 #include "base/ids.h"
+#include "base/status.h"
 
 namespace loom {
 

@@ -3,11 +3,10 @@
 // anthropic_request.h) are pure functions from the JSON body to this struct.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/ids.h"
 #include "sample/sampling_params.h"
@@ -43,16 +42,16 @@ struct GenerationRequest {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
 
-  SamplingParams params;            // max_tokens == 0: fill up to the context (see max_tokens_set)
-  bool max_tokens_set = false;      // the request (or --max-tokens) chose max_tokens
-  std::vector<std::string> stop;    // stop strings, never emitted
+  SamplingParams params;          // max_tokens == 0: fill up to the context (see max_tokens_set)
+  bool max_tokens_set = false;    // the request (or --max-tokens) chose max_tokens
+  std::vector<std::string> stop;  // stop strings, never emitted
   int n = 1;
   bool stream = false;
-  bool include_usage = false;       // stream_options.include_usage
-  bool logprobs = false;            // chat: logprobs; completions: logprobs != null
-  int top_logprobs = 0;             // alternatives per position
-  bool echo = false;                // completions: prepend the prompt
-  std::string user;                 // informational
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // chat: logprobs; completions: logprobs != null
+  int top_logprobs = 0;        // alternatives per position
+  bool echo = false;           // completions: prepend the prompt
+  std::string user;            // informational
 };
 
 }  // namespace loom

@@ -1,10 +1,10 @@
 #include "server/http_server.h"
 
-#include <atomic>
-#include <thread>
-
 #include <httplib.h>
 #include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
 
 #include "base/logging.h"
 #include "server/route_util.h"
@@ -22,8 +22,8 @@ ApiFlavor FlavorOf(const std::string& path) {
 bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
 
 // Routes that exist, by method, for 405 answers.
-const char* const kPostRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                   "/v1/messages/count_tokens", "/tokenize", "/detokenize"};
+const char* const kPostRoutes[] = {"/v1/chat/completions",      "/v1/completions", "/v1/messages",
+                                   "/v1/messages/count_tokens", "/tokenize",       "/detokenize"};
 const char* const kGetRoutes[] = {"/v1/models", "/health", "/stats", "/metrics", "/"};
 
 }  // namespace
@@ -46,7 +46,8 @@ Status ServerOptions::Validate() const {
   return OkStatus();
 }
 
-HttpServer::HttpServer(ServerContext* ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerContext* ctx)
+    : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
   Configure();
 }
 
@@ -71,8 +72,8 @@ void HttpServer::Configure() {
   s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);
   s.set_read_timeout(60);
   s.set_write_timeout(60);
-  s.set_default_headers({{"Access-Control-Allow-Origin", "*"},
-                         {"Access-Control-Expose-Headers", "x-request-id"}});
+  s.set_default_headers(
+      {{"Access-Control-Allow-Origin", "*"}, {"Access-Control-Expose-Headers", "x-request-id"}});
 
   auto next_id = std::make_shared<std::atomic<uint64_t>>(1);
   ServerContext* ctx = ctx_;

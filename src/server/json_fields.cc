@@ -54,8 +54,8 @@ Status JsonFields::Number(const char* key, double lo, double hi, float* out) con
       std::snprintf(buf, sizeof(buf), "%g", x);
       return std::string(buf);
     };
-    return Error(key, std::string(key) + " must be in [" + fmt(lo) + ", " + fmt(hi) + "], got " +
-                          v->dump());
+    return Error(
+        key, std::string(key) + " must be in [" + fmt(lo) + ", " + fmt(hi) + "], got " + v->dump());
   }
   *out = static_cast<float>(d);
   return OkStatus();
@@ -156,11 +156,11 @@ class JsonPathTracker {
 std::string FailurePath(const std::string& body) {
   JsonPathTracker tracker;
   try {
-    const json ignored = json::parse(body, [&tracker](int, json::parse_event_t event,
-                                                       json& parsed) {
-      tracker.On(event, parsed);
-      return true;
-    });
+    const json ignored =
+        json::parse(body, [&tracker](int, json::parse_event_t event, json& parsed) {
+          tracker.On(event, parsed);
+          return true;
+        });
   } catch (const json::exception&) {
   }
   return tracker.Path();

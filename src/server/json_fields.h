@@ -3,10 +3,9 @@
 // null counts as absent (OpenAI clients send explicit nulls).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 

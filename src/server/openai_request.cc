@@ -64,13 +64,13 @@ Status ParseLogitBias(const JsonFields& f, const RequestDefaults& d, SamplingPar
                                        std::to_string(d.vocab_size) + ")");
     }
     if (!it->is_number()) {
-      return f.Error("logit_bias", "logit_bias[\"" + key + "\"] must be a number, got " +
-                                       JsonTypeName(*it));
+      return f.Error("logit_bias",
+                     "logit_bias[\"" + key + "\"] must be a number, got " + JsonTypeName(*it));
     }
     double bias = it->get<double>();
     if (!std::isfinite(bias) || bias < -100 || bias > 100) {
-      return f.Error("logit_bias", "logit_bias[\"" + key + "\"] must be in [-100, 100], got " +
-                                       it->dump());
+      return f.Error("logit_bias",
+                     "logit_bias[\"" + key + "\"] must be in [-100, 100], got " + it->dump());
     }
     p->logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(bias));
   }
@@ -207,13 +207,15 @@ Status ParseTemplateKwargs(const JsonFields& f, const RequestDefaults& d, Genera
   // enable_thinking precedence: chat_template_kwargs > reasoning_effort > --thinking.
   if (const json* v = f.Find("reasoning_effort")) {
     if (!v->is_string()) {
-      return f.Error("reasoning_effort", "reasoning_effort must be a string, got " +
-                                             JsonTypeName(*v));
+      return f.Error("reasoning_effort",
+                     "reasoning_effort must be a string, got " + JsonTypeName(*v));
     }
     std::string e = v->get<std::string>();
     if (e != "none" && e != "minimal" && e != "low" && e != "medium" && e != "high") {
-      return f.Error("reasoning_effort", "reasoning_effort must be one of none, minimal, low, "
-                                         "medium, high; got \"" + e + "\"");
+      return f.Error("reasoning_effort",
+                     "reasoning_effort must be one of none, minimal, low, "
+                     "medium, high; got \"" +
+                         e + "\"");
     }
     if (!out->template_kwargs.contains("enable_thinking")) {
       out->template_kwargs["enable_thinking"] = e != "none";
@@ -259,18 +261,17 @@ Status ParseOpenAiSampling(const json& body, const RequestDefaults& d, Generatio
       // An integer beyond 64 bits parses as a (whole) double.
       const bool too_big = v->is_number_float() && std::isfinite(v->get<double>()) &&
                            v->get<double>() == std::floor(v->get<double>());
-      return f.Error("seed", too_big
-                                 ? "seed must be an integer in [-2^63, 2^64), got " + v->dump()
-                                 : "seed must be an integer, got " + JsonTypeName(*v));
+      return f.Error("seed", too_big ? "seed must be an integer in [-2^63, 2^64), got " + v->dump()
+                                     : "seed must be an integer, got " + JsonTypeName(*v));
     }
-    p.seed = v->is_number_unsigned() ? v->get<uint64_t>()
-                                     : static_cast<uint64_t>(v->get<int64_t>());
+    p.seed =
+        v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
   }
   bool has_max = false, has_max_completion = false;
   int max_tokens = 0, max_completion_tokens = 0;
   RETURN_IF_ERROR(f.Int("max_tokens", 1, kMaxTokensCap, &max_tokens, &has_max));
-  RETURN_IF_ERROR(
-      f.Int("max_completion_tokens", 1, kMaxTokensCap, &max_completion_tokens, &has_max_completion));
+  RETURN_IF_ERROR(f.Int("max_completion_tokens", 1, kMaxTokensCap, &max_completion_tokens,
+                        &has_max_completion));
   if (has_max_completion) {
     p.max_tokens = max_completion_tokens;
   } else if (has_max) {
@@ -376,8 +377,8 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   } else if (prompt->is_array() && prompt->size() > 1) {
     return Unsupported(param, "prompt", "a batch of several prompts (send one request each)");
   } else {
-    return f.Error("prompt", "prompt must be a string or an array of token ids, got " +
-                                 JsonTypeName(*prompt));
+    return f.Error(
+        "prompt", "prompt must be a string or an array of token ids, got " + JsonTypeName(*prompt));
   }
   if (out.prompt_text.empty() && out.prompt_ids.empty()) {
     return f.Error("prompt", "prompt must not be empty");

@@ -5,9 +5,8 @@
 // On error, *param is the offending field ("messages[1].role", "top_p", ...).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 #include "server/generation_request.h"

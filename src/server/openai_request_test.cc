@@ -1,12 +1,13 @@
 // Table-driven tests of the OpenAI / Anthropic request parsers: good requests parse into the
 // expected fields; every bad input is rejected with InvalidArgument, the right `param`, and a
 // message naming the field.
+#include "server/openai_request.h"
+
 #include <gtest/gtest.h>
 
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
-#include "server/openai_request.h"
 
 namespace loom {
 namespace {
@@ -17,9 +18,12 @@ StatusOr<GenerationRequest> Parse(Route route, const std::string& body, std::str
   RequestDefaults d;
   d.vocab_size = 512;
   switch (route) {
-    case Route::kChat: return ParseChatCompletionsRequest(body, d, param);
-    case Route::kCompletions: return ParseCompletionsRequest(body, d, param);
-    case Route::kMessages: return ParseMessagesRequest(body, d, param);
+    case Route::kChat:
+      return ParseChatCompletionsRequest(body, d, param);
+    case Route::kCompletions:
+      return ParseCompletionsRequest(body, d, param);
+    case Route::kMessages:
+      return ParseMessagesRequest(body, d, param);
   }
   return InternalError("unreachable");
 }
@@ -28,8 +32,8 @@ struct BadCase {
   const char* name;
   Route route;
   std::string body;
-  std::string param;       // expected ApiError param ("" = none)
-  std::string substring;   // expected in the message
+  std::string param;      // expected ApiError param ("" = none)
+  std::string substring;  // expected in the message
 };
 
 const std::string kMsgs = R"("messages":[{"role":"user","content":"hi"}])";
@@ -61,16 +65,17 @@ std::vector<BadCase> BadCases() {
        "messages[0].role", "must be a string"},
       {"unknown_role", R::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})",
        "messages[0].role", "\"wizard\" is unknown"},
-      {"tool_role", R::kChat, R"({"messages":[{"role":"tool","content":"x"}]})",
-       "messages[0].role", "not supported yet"},
+      {"tool_role", R::kChat, R"({"messages":[{"role":"tool","content":"x"}]})", "messages[0].role",
+       "not supported yet"},
       {"missing_content", R::kChat, R"({"messages":[{"role":"user"}]})", "messages[0].content",
        "content is required"},
       {"empty_content", R::kChat, R"({"messages":[{"role":"user","content":""}]})",
        "messages[0].content", "must not be empty"},
       {"content_wrong_type", R::kChat, R"({"messages":[{"role":"user","content":5}]})",
        "messages[0].content", "must be a string or an array"},
-      {"content_part_no_type", R::kChat, R"({"messages":[{"role":"user","content":[{"text":"a"}]}]})",
-       "messages[0].content[0]", "\"type\""},
+      {"content_part_no_type", R::kChat,
+       R"({"messages":[{"role":"user","content":[{"text":"a"}]}]})", "messages[0].content[0]",
+       "\"type\""},
       {"content_part_text_missing", R::kChat,
        R"({"messages":[{"role":"user","content":[{"type":"text"}]}]})",
        "messages[0].content[0].text", "must be a string"},
@@ -89,7 +94,8 @@ std::vector<BadCase> BadCases() {
       // Sampling ranges and types.
       {"temperature_negative", R::kChat, Chat(R"("temperature":-1)"), "temperature",
        "temperature must be in [0, 2]"},
-      {"temperature_too_high", R::kChat, Chat(R"("temperature":2.5)"), "temperature", "temperature"},
+      {"temperature_too_high", R::kChat, Chat(R"("temperature":2.5)"), "temperature",
+       "temperature"},
       {"temperature_string", R::kChat, Chat(R"("temperature":"hot")"), "temperature",
        "must be a number"},
       {"top_p_two", R::kChat, Chat(R"("top_p":2)"), "top_p", "top_p must be in"},
@@ -99,8 +105,8 @@ std::vector<BadCase> BadCases() {
       {"min_p_big", R::kChat, Chat(R"("min_p":1.5)"), "min_p", "min_p"},
       {"xtc_probability_negative", R::kChat, Chat(R"("xtc_probability":-0.1)"), "xtc_probability",
        "xtc_probability"},
-      {"repetition_penalty_zero", R::kChat, Chat(R"("repetition_penalty":0)"),
-       "repetition_penalty", "> 0"},
+      {"repetition_penalty_zero", R::kChat, Chat(R"("repetition_penalty":0)"), "repetition_penalty",
+       "> 0"},
       {"presence_penalty_big", R::kChat, Chat(R"("presence_penalty":3)"), "presence_penalty",
        "presence_penalty"},
       {"frequency_penalty_small", R::kChat, Chat(R"("frequency_penalty":-2.5)"),
@@ -134,25 +140,27 @@ std::vector<BadCase> BadCases() {
       {"stop_entry_number", R::kChat, Chat(R"("stop":["a",3])"), "stop[1]", "must be a string"},
       {"stop_entry_empty", R::kChat, Chat(R"("stop":["a",""])"), "stop[1]", "must not be empty"},
       {"stop_too_many", R::kChat,
-       Chat(R"("stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])"),
+       Chat(
+           R"("stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])"),
        "stop", "at most 16"},
-      {"stop_token_ids_out_of_vocab", R::kChat, Chat(R"("stop_token_ids":[600])"),
-       "stop_token_ids", "stop_token_ids"},
+      {"stop_token_ids_out_of_vocab", R::kChat, Chat(R"("stop_token_ids":[600])"), "stop_token_ids",
+       "stop_token_ids"},
       {"stream_string", R::kChat, Chat(R"("stream":"yes")"), "stream", "must be a boolean"},
-      {"stream_options_without_stream", R::kChat, Chat(R"("stream_options":{"include_usage":true})"),
-       "stream_options", "only allowed when stream is true"},
+      {"stream_options_without_stream", R::kChat,
+       Chat(R"("stream_options":{"include_usage":true})"), "stream_options",
+       "only allowed when stream is true"},
       {"include_usage_type", R::kChat,
        Chat(R"("stream":true,"stream_options":{"include_usage":1})"),
        "stream_options.include_usage", "include_usage must be a boolean"},
       {"logprobs_type", R::kChat, Chat(R"("logprobs":1)"), "logprobs", "must be a boolean"},
       {"top_logprobs_without_logprobs", R::kChat, Chat(R"("top_logprobs":3)"), "top_logprobs",
        "requires logprobs"},
-      {"top_logprobs_range", R::kChat, Chat(R"("logprobs":true,"top_logprobs":21)"),
-       "top_logprobs", "top_logprobs must be in [0, 20]"},
+      {"top_logprobs_range", R::kChat, Chat(R"("logprobs":true,"top_logprobs":21)"), "top_logprobs",
+       "top_logprobs must be in [0, 20]"},
       {"model_type", R::kChat, Chat(R"("model":7)"), "model", "model must be a string"},
       // Not supported yet: clear 400, never ignored.
-      {"tools", R::kChat, Chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"),
-       "tools", "not supported yet"},
+      {"tools", R::kChat, Chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"), "tools",
+       "not supported yet"},
       {"tool_choice", R::kChat, Chat(R"("tool_choice":"auto")"), "tool_choice", "not supported"},
       {"functions", R::kChat, Chat(R"("functions":[{"name":"f"}])"), "functions", "not supported"},
       {"response_format_json", R::kChat, Chat(R"("response_format":{"type":"json_object"})"),
@@ -179,8 +187,7 @@ std::vector<BadCase> BadCases() {
        "logprobs must be in [0, 20]"},
       {"completions_echo_type", R::kCompletions, Comp(R"("echo":"yes")"), "echo",
        "must be a boolean"},
-      {"completions_best_of", R::kCompletions, Comp(R"("best_of":3)"), "best_of",
-       "not supported"},
+      {"completions_best_of", R::kCompletions, Comp(R"("best_of":3)"), "best_of", "not supported"},
       {"completions_temperature", R::kCompletions, Comp(R"("temperature":-0.5)"), "temperature",
        "temperature"},
       // Anthropic messages.
@@ -227,8 +234,8 @@ std::vector<BadCase> BadCases() {
        R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},)"
        R"({"role":"user","content":"b","x":[1,{"y":2}],"z":-1e999}]})",
        "messages[1].z", "messages[1].z: the number -1e999"},
-      {"logit_bias_overflows", R::kChat, Chat(R"("logit_bias":{"5":1e999})"),
-       R"(logit_bias["5"])", R"(logit_bias["5"]: the number 1e999)"},
+      {"logit_bias_overflows", R::kChat, Chat(R"("logit_bias":{"5":1e999})"), R"(logit_bias["5"])",
+       R"(logit_bias["5"]: the number 1e999)"},
       {"anthropic_max_tokens_overflows", R::kMessages,
        R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999})", "max_tokens",
        "max_tokens: the number 1e999 is out of range"},
@@ -409,9 +416,8 @@ TEST(JsonFieldsTest, ParseJsonObjectNamesTheOverflowingValue) {
   StatusOr<nlohmann::json> r = ParseJsonObject(R"({"a":{"b c":[0,{"d":1e999}]}})", &param);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(param, R"(a["b c"][1].d)");
-  EXPECT_EQ(std::string(r.status().message()).rfind(param + ": the number 1e999 is out of range",
-                                                    0),
-            0u)
+  EXPECT_EQ(
+      std::string(r.status().message()).rfind(param + ": the number 1e999 is out of range", 0), 0u)
       << r.status().message();
   r = ParseJsonObject("-1e999", &param);
   ASSERT_FALSE(r.ok());

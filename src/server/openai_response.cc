@@ -39,10 +39,10 @@ ordered_json ChatMessageJson(const CollectedChoice& c) {
   if (!c.tool_calls.empty()) {
     ordered_json calls = ordered_json::array();
     for (const CollectedToolCall& t : c.tool_calls) {
-      calls.push_back(ordered_json{
-          {"id", t.id},
-          {"type", "function"},
-          {"function", ordered_json{{"name", t.name}, {"arguments", t.arguments}}}});
+      calls.push_back(
+          ordered_json{{"id", t.id},
+                       {"type", "function"},
+                       {"function", ordered_json{{"name", t.name}, {"arguments", t.arguments}}}});
     }
     message["tool_calls"] = std::move(calls);
   }
@@ -155,12 +155,11 @@ ordered_json ChatChunkJson(const ResponseMeta& meta, int index, const std::strin
 ordered_json ChatDeltaChunkJson(const ResponseMeta& meta, int index, ordered_json delta,
                                 const std::vector<LogprobEntry>* logprobs,
                                 const std::string* finish_reason, bool with_usage_null) {
-  ordered_json choice{{"index", index},
-                      {"delta", std::move(delta)},
-                      {"logprobs", logprobs != nullptr ? ChatLogprobsJson(*logprobs)
-                                                       : ordered_json()},
-                      {"finish_reason", finish_reason != nullptr ? ordered_json(*finish_reason)
-                                                                 : ordered_json()}};
+  ordered_json choice{
+      {"index", index},
+      {"delta", std::move(delta)},
+      {"logprobs", logprobs != nullptr ? ChatLogprobsJson(*logprobs) : ordered_json()},
+      {"finish_reason", finish_reason != nullptr ? ordered_json(*finish_reason) : ordered_json()}};
   return ChunkJson(meta, "chat.completion.chunk", std::move(choice), with_usage_null);
 }
 
@@ -170,10 +169,9 @@ ordered_json CompletionChunkJson(const ResponseMeta& meta, int index, const std:
   ordered_json choice{
       {"index", index},
       {"text", text},
-      {"logprobs", logprobs != nullptr ? CompletionLogprobsJson(*logprobs, text_offset)
-                                       : ordered_json()},
-      {"finish_reason",
-       finish_reason != nullptr ? ordered_json(*finish_reason) : ordered_json()}};
+      {"logprobs",
+       logprobs != nullptr ? CompletionLogprobsJson(*logprobs, text_offset) : ordered_json()},
+      {"finish_reason", finish_reason != nullptr ? ordered_json(*finish_reason) : ordered_json()}};
   return ChunkJson(meta, "text_completion", std::move(choice), with_usage_null);
 }
 

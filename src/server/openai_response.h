@@ -4,10 +4,9 @@
 // top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/choice_collector.h"
 #include "server/choice_event.h"
@@ -15,7 +14,7 @@
 namespace loom {
 
 struct ResponseMeta {
-  std::string id;       // "chatcmpl-…" / "cmpl-…" / "msg_…"
+  std::string id;  // "chatcmpl-…" / "cmpl-…" / "msg_…"
   std::string model;
   int64_t created = 0;  // unix seconds
 };

@@ -21,25 +21,29 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
   RequestDefaults defaults = ctx->options.defaults;
   if (ctx->codec != nullptr) defaults.vocab_size = ctx->codec->vocab_size();
   if (defaults.vocab_size == 0) defaults.vocab_size = ctx->engine->vocab_size();
-  StatusOr<GenerationRequest> parsed = chat
-                                           ? ParseChatCompletionsRequest(http_req.body, defaults, &param)
-                                           : ParseCompletionsRequest(http_req.body, defaults, &param);
-  if (!parsed.ok()) return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(parsed.status(), param));
+  StatusOr<GenerationRequest> parsed =
+      chat ? ParseChatCompletionsRequest(http_req.body, defaults, &param)
+           : ParseCompletionsRequest(http_req.body, defaults, &param);
+  if (!parsed.ok())
+    return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(parsed.status(), param));
   GenerationRequest& req = *parsed;
   if (req.echo && req.logprobs) {
-    return SendError(res, ApiFlavor::kOpenAi,
-                     ApiError::FromStatus(InvalidArgumentError("echo together with logprobs (prompt "
-                                                               "logprobs) is not supported yet"),
-                                          "echo"));
+    return SendError(
+        res, ApiFlavor::kOpenAi,
+        ApiError::FromStatus(InvalidArgumentError("echo together with logprobs (prompt "
+                                                  "logprobs) is not supported yet"),
+                             "echo"));
   }
   StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param);
-  if (!prompt.ok()) return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(prompt.status(), param));
+  if (!prompt.ok())
+    return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(prompt.status(), param));
   const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) {
     std::string field;
     if (gen.status().code() == StatusCode::kOutOfRange) {
-      field = prompt_too_long || !req.max_tokens_set ? (chat ? "messages" : "prompt") : "max_tokens";
+      field =
+          prompt_too_long || !req.max_tokens_set ? (chat ? "messages" : "prompt") : "max_tokens";
     }
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(gen.status(), field));
   }
@@ -56,8 +60,8 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
     if (chat) {
       encoder = std::make_unique<OpenAiChatEncoder>(meta, req.n, req.include_usage);
     } else {
-      encoder = std::make_unique<OpenAiCompletionEncoder>(meta, req.n, req.include_usage,
-                                                          echo_text);
+      encoder =
+          std::make_unique<OpenAiCompletionEncoder>(meta, req.n, req.include_usage, echo_text);
     }
     return ServeStream(ctx, *std::move(gen), std::move(encoder), res);
   }
@@ -65,8 +69,9 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
   ChoiceCollector collector(req.n, echo_text);
   if (!CollectResponse(gen->get(), http_req, ctx, ApiFlavor::kOpenAi, res, &collector)) return;
   const Usage usage = (*gen)->usage();
-  SendJson(res, 200, chat ? ChatCompletionJson(meta, collector.choices(), req.logprobs, usage)
-                          : CompletionJson(meta, collector.choices(), req.logprobs, usage));
+  SendJson(res, 200,
+           chat ? ChatCompletionJson(meta, collector.choices(), req.logprobs, usage)
+                : CompletionJson(meta, collector.choices(), req.logprobs, usage));
 }
 
 }  // namespace

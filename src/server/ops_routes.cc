@@ -42,8 +42,10 @@ void HandleTokenize(ServerContext* ctx, const httplib::Request& req, httplib::Re
     param = key;
     return fail(ids.status());
   }
-  SendJson(res, 200, ordered_json{{"tokens", *ids}, {"count", ids->size()},
-                                  {"max_model_len", ctx->engine->max_model_len()}});
+  SendJson(res, 200,
+           ordered_json{{"tokens", *ids},
+                        {"count", ids->size()},
+                        {"max_model_len", ctx->engine->max_model_len()}});
 }
 
 void HandleDetokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
@@ -84,14 +86,13 @@ ordered_json StatsJson(const ServerContext& ctx) {
   const int64_t block_bytes = m.bytes_per_token_kv * m.block_size;
   const std::string mode = m.batch > 1 ? "batch" : "off";
   return ordered_json{
-      {"server",
-       ordered_json{{"owner", "serve"},
-                    {"model", m.name},
-                    {"started_at", std::chrono::duration_cast<std::chrono::seconds>(
-                                       ctx.started_at.time_since_epoch())
-                                       .count()},
-                    {"draining", ctx.draining.load()},
-                    {"requests_in_flight", ctx.metrics.in_flight()}}},
+      {"server", ordered_json{{"owner", "serve"},
+                              {"model", m.name},
+                              {"started_at", std::chrono::duration_cast<std::chrono::seconds>(
+                                                 ctx.started_at.time_since_epoch())
+                                                 .count()},
+                              {"draining", ctx.draining.load()},
+                              {"requests_in_flight", ctx.metrics.in_flight()}}},
       {"model", ordered_json{{"name", m.name},
                              {"path", m.path},
                              {"arch", m.arch},
@@ -107,21 +108,20 @@ ordered_json StatsJson(const ServerContext& ctx) {
                     {"hit_tokens", e.prefix_cache_hit_tokens},
                     {"query_tokens", e.prefix_cache_query_tokens},
                     {"evictions", e.prefix_cache_evictions}}},
-      {"kv", ordered_json{{"dtype", m.kv_dtype},
-                          {"block_size", m.block_size},
-                          {"blocks_total", e.kv_blocks_total},
-                          {"blocks_used", e.kv_blocks_used},
-                          {"blocks_free", e.kv_blocks_free},
-                          {"capacity_tokens", static_cast<int64_t>(e.kv_blocks_total) *
-                                                  m.block_size}}},
-      {"admission",
-       ordered_json{{"max_safe_context", m.max_model_len},
-                    {"memory_budget_bytes",
-                     ctx.engine->config().memory_budget_bytes > 0
-                         ? ordered_json(ctx.engine->config().memory_budget_bytes)
-                         : ordered_json()},
-                    {"kv_budget_bytes", e.kv_budget_bytes},
-                    {"weights_bytes", m.weights_bytes}}},
+      {"kv",
+       ordered_json{{"dtype", m.kv_dtype},
+                    {"block_size", m.block_size},
+                    {"blocks_total", e.kv_blocks_total},
+                    {"blocks_used", e.kv_blocks_used},
+                    {"blocks_free", e.kv_blocks_free},
+                    {"capacity_tokens", static_cast<int64_t>(e.kv_blocks_total) * m.block_size}}},
+      {"admission", ordered_json{{"max_safe_context", m.max_model_len},
+                                 {"memory_budget_bytes",
+                                  ctx.engine->config().memory_budget_bytes > 0
+                                      ? ordered_json(ctx.engine->config().memory_budget_bytes)
+                                      : ordered_json()},
+                                 {"kv_budget_bytes", e.kv_budget_bytes},
+                                 {"weights_bytes", m.weights_bytes}}},
       {"batch", ordered_json{{"configured", m.batch},
                              {"mode", mode},
                              {"batched", mode == "batch"},

@@ -72,7 +72,8 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
   }
   StatusOr<std::string> text = ctx.codec->RenderChat(context);
   if (!text.ok()) {
-    return InvalidArgumentError("the chat template failed: " + std::string(text.status().message()));
+    return InvalidArgumentError("the chat template failed: " +
+                                std::string(text.status().message()));
   }
   return ctx.codec->Encode(*text, /*add_special_tokens=*/false);
 }

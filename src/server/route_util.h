@@ -2,11 +2,11 @@
 // GenerationRequest into prompt token ids (chat template + tokenizer).
 #pragma once
 
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 #include "server/choice_collector.h"

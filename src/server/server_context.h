@@ -17,12 +17,12 @@ namespace loom {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                 // 0 = any free port (tests)
-  std::string api_key;             // "" = no auth
-  int http_threads = 512;          // worker pool: one per concurrent connection
+  int port = 8080;         // 0 = any free port (tests)
+  std::string api_key;     // "" = no auth
+  int http_threads = 512;  // worker pool: one per concurrent connection
   int64_t max_body_bytes = 32ll << 20;
-  int keep_alive_timeout_s = 5;   // idle keep-alive connections (also bounds shutdown)
-  double shutdown_grace_s = 10;    // in-flight streams get this long after SIGINT/SIGTERM
+  int keep_alive_timeout_s = 5;  // idle keep-alive connections (also bounds shutdown)
+  double shutdown_grace_s = 10;  // in-flight streams get this long after SIGINT/SIGTERM
   bool chat_page = true;
   RequestDefaults defaults;
 
@@ -31,7 +31,7 @@ struct ServerOptions {
 
 // What /v1/models, /stats and the ready card say about the served model.
 struct ServedModelInfo {
-  std::string name;   // /v1/models id
+  std::string name;  // /v1/models id
   std::string path;
   std::string arch;
   int max_model_len = 0;
@@ -40,7 +40,7 @@ struct ServedModelInfo {
   int64_t bytes_per_token_kv = 0;
   int64_t weights_bytes = 0;
   std::string kv_dtype = "f32";
-  int batch = 1;      // --batch
+  int batch = 1;  // --batch
 };
 
 struct ServerContext {

@@ -50,8 +50,8 @@ ServerMetrics::ServerMetrics()
              20, 40, 80}),
       itl_({0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
             0.4, 0.5, 0.75, 1, 2.5}),
-      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120,
-            240, 480, 960}) {}
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,
+            10,   15,   20,  30,  40,  50,  60, 120, 240, 480, 960}) {}
 
 void ServerMetrics::CountRequest(const std::string& route, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -97,8 +97,9 @@ int64_t ServerMetrics::in_flight() const {
 std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
-  out += "# HELP loom_requests_total HTTP requests by route and status.\n"
-         "# TYPE loom_requests_total counter\n";
+  out +=
+      "# HELP loom_requests_total HTTP requests by route and status.\n"
+      "# TYPE loom_requests_total counter\n";
   for (const auto& [key, count] : requests_) {
     out += "loom_requests_total{route=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
@@ -114,8 +115,7 @@ std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
   ttft_.Render("loom_time_to_first_token_seconds", "Time to first token.", &out);
   itl_.Render("loom_inter_token_latency_seconds", "Time between output tokens.", &out);
   e2e_.Render("loom_e2e_request_latency_seconds", "End-to-end request latency.", &out);
-  Line(&out, "loom_num_requests_running", "Requests in the running batch.", "gauge",
-       e.active_rows);
+  Line(&out, "loom_num_requests_running", "Requests in the running batch.", "gauge", e.active_rows);
   Line(&out, "loom_num_requests_waiting", "Requests queued for admission.", "gauge",
        e.pending_rows);
   Line(&out, "loom_kv_cache_usage_ratio", "Fraction of KV blocks in use (0-1).", "gauge",

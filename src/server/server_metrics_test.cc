@@ -8,7 +8,7 @@ namespace {
 TEST(HistogramTest, CumulativeBuckets) {
   Histogram h({0.1, 1.0});
   h.Observe(0.05);
-  h.Observe(0.1);   // le is inclusive
+  h.Observe(0.1);  // le is inclusive
   h.Observe(0.5);
   h.Observe(7);
   std::string out;
@@ -40,7 +40,8 @@ TEST(ServerMetricsTest, RendersCountersAndEngineGauges) {
   e.preemptions = 4;
   std::string out = m.RenderPrometheus(e);
   EXPECT_NE(out.find("loom_requests_total{route=\"/v1/completions\",status=\"200\"} 2\n"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("loom_requests_total{route=\"/v1/completions\",status=\"400\"} 1\n"),
             std::string::npos);
   EXPECT_NE(out.find("loom_prompt_tokens_total 10\n"), std::string::npos);

@@ -16,8 +16,8 @@ class StopMatcher {
   explicit StopMatcher(std::vector<std::string> stops);
 
   struct Result {
-    std::string text;                  // safe to emit now
-    std::optional<std::string> stop;   // the stop string that matched (the stream ends)
+    std::string text;                 // safe to emit now
+    std::optional<std::string> stop;  // the stop string that matched (the stream ends)
   };
   // Appends `delta`. After a match, further calls return nothing.
   Result Add(std::string_view delta);

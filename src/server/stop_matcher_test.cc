@@ -6,8 +6,8 @@ namespace loom {
 namespace {
 
 // Feeds `deltas` and returns everything emitted (including the final flush) and the stop.
-std::pair<std::string, std::optional<std::string>> RunMatcher(std::vector<std::string> stops,
-                                                       const std::vector<std::string>& deltas) {
+std::pair<std::string, std::optional<std::string>> RunMatcher(
+    std::vector<std::string> stops, const std::vector<std::string>& deltas) {
   StopMatcher m(std::move(stops));
   std::string out;
   std::optional<std::string> stop;
@@ -39,21 +39,20 @@ TEST_P(StopMatcherTableTest, EmitsTextBeforeTheStopOnly) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, StopMatcherTableTest,
-    ::testing::Values(
-        Case{"no_stops", {}, {"a", "b"}, "ab", std::nullopt},
-        Case{"no_match", {"END"}, {"Once ", "upon"}, "Once upon", std::nullopt},
-        Case{"match_in_one_delta", {"END"}, {"abcENDxyz"}, "abc", "END"},
-        Case{"split_across_deltas", {"END"}, {"abcE", "N", "Dxyz"}, "abc", "END"},
-        Case{"partial_then_diverge", {"END"}, {"abcEN", "x"}, "abcENx", std::nullopt},
-        Case{"partial_at_end_flushed", {"END"}, {"abcEN"}, "abcEN", std::nullopt},
-        Case{"earliest_wins", {"c", "ab"}, {"xabc"}, "x", "ab"},
-        Case{"longer_wins_on_tie", {"a", "ab"}, {"zab"}, "z", "ab"},
-        Case{"stop_at_start", {"Once"}, {"Once upon"}, "", "Once"},
-        Case{"newline_stop", {"\n"}, {"line one", "\nline two"}, "line one", "\n"},
-        Case{"nothing_after_stop", {"."}, {"a.", "b", "c"}, "a", "."},
-        Case{"overlapping_prefix", {"aab"}, {"aa", "aab"}, "aa", "aab"},
-        Case{"empty_stop_ignored", {""}, {"abc"}, "abc", std::nullopt},
-        Case{"utf8_stop", {"é!"}, {"caf", "é", "!x"}, "caf", "é!"}),
+    ::testing::Values(Case{"no_stops", {}, {"a", "b"}, "ab", std::nullopt},
+                      Case{"no_match", {"END"}, {"Once ", "upon"}, "Once upon", std::nullopt},
+                      Case{"match_in_one_delta", {"END"}, {"abcENDxyz"}, "abc", "END"},
+                      Case{"split_across_deltas", {"END"}, {"abcE", "N", "Dxyz"}, "abc", "END"},
+                      Case{"partial_then_diverge", {"END"}, {"abcEN", "x"}, "abcENx", std::nullopt},
+                      Case{"partial_at_end_flushed", {"END"}, {"abcEN"}, "abcEN", std::nullopt},
+                      Case{"earliest_wins", {"c", "ab"}, {"xabc"}, "x", "ab"},
+                      Case{"longer_wins_on_tie", {"a", "ab"}, {"zab"}, "z", "ab"},
+                      Case{"stop_at_start", {"Once"}, {"Once upon"}, "", "Once"},
+                      Case{"newline_stop", {"\n"}, {"line one", "\nline two"}, "line one", "\n"},
+                      Case{"nothing_after_stop", {"."}, {"a.", "b", "c"}, "a", "."},
+                      Case{"overlapping_prefix", {"aab"}, {"aa", "aab"}, "aa", "aab"},
+                      Case{"empty_stop_ignored", {""}, {"abc"}, "abc", std::nullopt},
+                      Case{"utf8_stop", {"é!"}, {"caf", "é", "!x"}, "caf", "é!"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(StopMatcherTest, HoldsBackOnlyPossiblePrefixes) {

@@ -12,8 +12,15 @@ namespace {
 class FakeSpmCodec : public TextCodec {
  public:
   FakeSpmCodec() {
-    pieces_ = {{1, "<s>"}, {3, "\xE2\x96\x81Once"}, {4, "\xE2\x96\x81upon"}, {5, "\xE2\x96\x81" "a"},
-               {6, "\xE2\x96\x81time"}, {7, ","}, {8, "\xE2\x96\x81"}};
+    pieces_ = {{1, "<s>"},
+               {3, "\xE2\x96\x81Once"},
+               {4, "\xE2\x96\x81upon"},
+               {5,
+                "\xE2\x96\x81"
+                "a"},
+               {6, "\xE2\x96\x81time"},
+               {7, ","},
+               {8, "\xE2\x96\x81"}};
   }
   StatusOr<std::vector<TokenId>> Encode(std::string_view, bool) const override {
     return UnimplementedError("not needed");

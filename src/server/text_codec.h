@@ -4,15 +4,14 @@
 // Tokenizer + ChatTemplate. Implementations are immutable and thread-safe.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "base/status.h"
 #include "base/ids.h"
+#include "base/status.h"
 
 namespace loom {
 

@@ -6,8 +6,8 @@ namespace loom {
 
 const DTypeInfo& GetDTypeInfo(DType t) {
   static const DTypeInfo kInfos[] = {
-      {"f32", 1, 4, false},    {"f16", 1, 2, false},     {"bf16", 1, 2, false},
-      {"q8_0", 32, 34, true},  {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
+      {"f32", 1, 4, false},     {"f16", 1, 2, false},   {"bf16", 1, 2, false},
+      {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true}, {"q4_K", 256, 144, true},
       {"q6_K", 256, 210, true}, {"i32", 1, 4, false},
   };
   auto idx = static_cast<size_t>(t);
@@ -53,10 +53,10 @@ uint16_t F32ToF16(float f) {
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in f16
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // rounds to 0
+  if (abs < 0x38800000u) {                                               // subnormal or zero in f16
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // rounds to 0
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
     uint32_t half = mant >> shift;

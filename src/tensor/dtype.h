@@ -22,8 +22,8 @@ enum class DType : uint8_t {
 
 struct DTypeInfo {
   std::string_view name;
-  int block_elems;   // elements per block (1 for plain types)
-  int block_bytes;   // bytes per block
+  int block_elems;  // elements per block (1 for plain types)
+  int block_bytes;  // bytes per block
   bool quantized;
 };
 

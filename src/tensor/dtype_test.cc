@@ -21,8 +21,8 @@ TEST(DTypeTest, F16RoundTripsEveryValue) {
 TEST(DTypeTest, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
-  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(F32ToF16(65520.f), 0x7c00);                // rounds to inf
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));         // smallest subnormal
+  EXPECT_EQ(F32ToF16(65520.f), 0x7c00);                       // rounds to inf
   EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even
 }
 

@@ -245,11 +245,16 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(h[i]);
       return;
     }
-    case DType::kQ8_0: return DequantizeQ8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case DType::kQ4_0: return DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case DType::kQ4_K: return DequantizeQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case DType::kQ6_K: return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
-    case DType::kI32: break;
+    case DType::kQ8_0:
+      return DequantizeQ8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case DType::kQ4_0:
+      return DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::kQ4_K:
+      return DequantizeQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case DType::kQ6_K:
+      return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
+    case DType::kI32:
+      break;
   }
   CHECK(false) << "DequantizeRow: " << DTypeName(dtype) << " is not a float type";
 }
@@ -270,11 +275,16 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) h[i] = F32ToBf16(src[i]);
       return;
     }
-    case DType::kQ8_0: return QuantizeQ8_0(src, static_cast<BlockQ8_0*>(dst), nb);
-    case DType::kQ4_0: return QuantizeQ4_0(src, static_cast<BlockQ4_0*>(dst), nb);
-    case DType::kQ4_K: return QuantizeQ4_K(src, static_cast<BlockQ4_K*>(dst), nb);
-    case DType::kQ6_K: return QuantizeQ6_K(src, static_cast<BlockQ6_K*>(dst), nb);
-    case DType::kI32: break;
+    case DType::kQ8_0:
+      return QuantizeQ8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+    case DType::kQ4_0:
+      return QuantizeQ4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case DType::kQ4_K:
+      return QuantizeQ4_K(src, static_cast<BlockQ4_K*>(dst), nb);
+    case DType::kQ6_K:
+      return QuantizeQ6_K(src, static_cast<BlockQ6_K*>(dst), nb);
+    case DType::kI32:
+      break;
   }
   CHECK(false) << "QuantizeRow: " << DTypeName(dtype) << " is not a float type";
 }

@@ -8,8 +8,7 @@ namespace {
 
 class HostBuffer final : public Buffer {
  public:
-  explicit HostBuffer(size_t size_bytes)
-      : Buffer(Allocate(size_bytes), size_bytes, Device::kCpu) {}
+  explicit HostBuffer(size_t size_bytes) : Buffer(Allocate(size_bytes), size_bytes, Device::kCpu) {}
   ~HostBuffer() override { std::free(data()); }
 
  private:
@@ -93,10 +92,18 @@ Tensor Tensor::Slice(int64_t begin, int64_t count) const {
   size_t stride = static_cast<size_t>(inner_rows) * row_bytes();
   Shape s;
   switch (ndim()) {
-    case 1: s = Shape{count}; break;
-    case 2: s = Shape{count, dim(1)}; break;
-    case 3: s = Shape{count, dim(1), dim(2)}; break;
-    default: s = Shape{count, dim(1), dim(2), dim(3)}; break;
+    case 1:
+      s = Shape{count};
+      break;
+    case 2:
+      s = Shape{count, dim(1)};
+      break;
+    case 3:
+      s = Shape{count, dim(1), dim(2)};
+      break;
+    default:
+      s = Shape{count, dim(1), dim(2), dim(3)};
+      break;
   }
   if (ndim() == 1) {
     CHECK_EQ(begin % GetDTypeInfo(dtype_).block_elems, 0);

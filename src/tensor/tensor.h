@@ -82,7 +82,9 @@ class Tensor {
   // Raw pointer (device memory for CUDA tensors). Backends only.
   void* data() const { return static_cast<char*>(buffer_->data()) + offset_bytes_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data()); }
+  T* data_as() const {
+    return static_cast<T*>(data());
+  }
 
   // A view of rows [begin, begin + count) along the first dimension.
   Tensor Slice(int64_t begin, int64_t count) const;

@@ -123,8 +123,7 @@ void AddedVocabulary::FindMatches(std::string_view text, const Trie& trie,
     if (tok.single_word) {
       const bool start_space = start == 0 || !IsWordChar(LastChar(text.substr(0, start)));
       size_t l;
-      const bool stop_space =
-          stop == text.size() || !IsWordChar(unicode::DecodeAt(text, stop, &l));
+      const bool stop_space = stop == text.size() || !IsWordChar(unicode::DecodeAt(text, stop, &l));
       if (!start_space || !stop_space) continue;
     }
     if (tok.lstrip) {

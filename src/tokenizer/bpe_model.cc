@@ -11,7 +11,6 @@
 namespace loom {
 namespace {
 
-
 struct Symbol {
   int32_t id;
   int32_t prev;
@@ -198,8 +197,8 @@ void BpeModel::InitialSymbols(std::string_view word, std::vector<int32_t>* symbo
     for (unsigned char c : word) {
       if (byte_ids_[c] >= 0) {
         symbols->push_back(byte_ids_[c]);
-      } else if (unk_id_ >= 0 && !(options_.fuse_unk && !symbols->empty() &&
-                                   symbols->back() == unk_id_)) {
+      } else if (unk_id_ >= 0 &&
+                 !(options_.fuse_unk && !symbols->empty() && symbols->back() == unk_id_)) {
         symbols->push_back(unk_id_);
       }
     }

@@ -7,13 +7,12 @@
 
 #include <array>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
 #include "tokenizer/model.h"
@@ -66,8 +65,8 @@ class BpeModel final : public TokenizerModel {
   }
 
   BpeOptions options_;
-  StringMap<int32_t> vocab_;             // token string -> id
-  StringMap<int32_t> raw_vocab_;         // byte_level only: raw bytes -> id
+  StringMap<int32_t> vocab_;              // token string -> id
+  StringMap<int32_t> raw_vocab_;          // byte_level only: raw bytes -> id
   std::vector<std::string> id_to_token_;  // id -> token string ("" for holes)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a,b) -> (rank, new id)
   std::array<int32_t, 256> byte_ids_{};  // byte_level: raw byte -> id; else <0xNN> ids (-1)

@@ -37,7 +37,7 @@ TEST(UnigramTest, ViterbiPicksBestSegmentationAndFusesUnknowns) {
   ASSERT_NE(t, nullptr);
   // "ab"+"c" = -3.5 beats "abc" = -5 and a+b+c = -4.
   EXPECT_EQ(t->Encode("abc", false), (Ids{3, 5}));
-  EXPECT_EQ(t->Encode("xyz", false), (Ids{0}));        // unknown run fused into one <unk>
+  EXPECT_EQ(t->Encode("xyz", false), (Ids{0}));  // unknown run fused into one <unk>
   EXPECT_EQ(t->Encode("axyb", false), (Ids{1, 0, 2}));
   EXPECT_EQ(t->Decode(Ids{3, 5}, false), "abc");
 }
@@ -60,8 +60,8 @@ TEST(WordPieceTest, GreedyLongestMatchWithContinuationPrefix) {
 TEST(NormalizerTest, UnicodeFormsLowercaseStripReplace) {
   // Identity-vocab BPE over single characters makes the normalized text visible via Decode.
   std::string vocab = "{";
-  const std::vector<std::string> chars = {"f", "i", "a", "b", "x", "\xC3\xA9", "e", "\xCC\x81",
-                                          "_", "1"};
+  const std::vector<std::string> chars = {"f",        "i", "a",        "b", "x",
+                                          "\xC3\xA9", "e", "\xCC\x81", "_", "1"};
   for (size_t i = 0; i < chars.size(); ++i) {
     vocab += (i ? "," : "") + std::string("\"") + chars[i] + "\":" + std::to_string(i);
   }
@@ -143,10 +143,14 @@ TEST(RobustnessTest, InvalidUtf8IsReplacedOrRejected) {
   LOOM_NEED_FILE(testing::TokenizerDir("tokenizer-llama3_1-lenml"));
   auto t = Shared("tokenizer-llama3_1-lenml");
   ASSERT_NE(t, nullptr);
-  const std::string bad = "ab\xFF" "cd\xE4\xB8" "e\xED\xA0\x80";
-  EXPECT_EQ(t->Encode(bad, false),
-            t->Encode("ab\xEF\xBF\xBD" "cd\xEF\xBF\xBD" "e\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD",
-                      false));
+  const std::string bad =
+      "ab\xFF"
+      "cd\xE4\xB8"
+      "e\xED\xA0\x80";
+  EXPECT_EQ(t->Encode(bad, false), t->Encode("ab\xEF\xBF\xBD"
+                                             "cd\xEF\xBF\xBD"
+                                             "e\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD",
+                                             false));
   auto checked = t->EncodeChecked(bad, false);
   ASSERT_FALSE(checked.ok());
   EXPECT_NE(checked.status().message().find("offset 2"), std::string::npos);

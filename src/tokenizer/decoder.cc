@@ -121,8 +121,7 @@ class FuseDecoder final : public Decoder {
 
 class StripDecoder final : public Decoder {
  public:
-  StripDecoder(char32_t content, size_t start, size_t stop)
-      : spec_{content, start, stop} {}
+  StripDecoder(char32_t content, size_t start, size_t stop) : spec_{content, start, stop} {}
   Kind kind() const override { return Kind::kStrip; }
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (auto& t : *tokens) MapToken(&t, false);
@@ -203,9 +202,9 @@ class ReplaceDecoder final : public Decoder {
 // Rust tokenizers' decoders::wordpiece::cleanup.
 void Cleanup(std::string* s) {
   static const std::pair<const char*, const char*> kRules[] = {
-      {" .", "."},   {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
-      {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"},
-      {" 're", "'re"}};
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) ReplaceAll(s, from, to);
 }
 
@@ -328,8 +327,8 @@ StatusOr<std::unique_ptr<Decoder>> Decoder::FromJson(const json& j) {
     return std::unique_ptr<Decoder>(new ReplaceDecoder("", std::move(re), content));
   }
   if (type == "WordPiece") {
-    return std::unique_ptr<Decoder>(new WordPieceDecoder(
-        j.value("prefix", std::string("##")), j.value("cleanup", true)));
+    return std::unique_ptr<Decoder>(
+        new WordPieceDecoder(j.value("prefix", std::string("##")), j.value("cleanup", true)));
   }
   if (type == "BPEDecoder") {
     return std::unique_ptr<Decoder>(new BpeDecoder(j.value("suffix", std::string("</w>"))));

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
 
@@ -17,7 +16,15 @@ namespace loom {
 class Decoder {
  public:
   enum class Kind {
-    kByteLevel, kMetaspace, kByteFallback, kFuse, kStrip, kReplace, kWordPiece, kBpe, kSequence
+    kByteLevel,
+    kMetaspace,
+    kByteFallback,
+    kFuse,
+    kStrip,
+    kReplace,
+    kWordPiece,
+    kBpe,
+    kSequence
   };
   virtual ~Decoder() = default;
   virtual Kind kind() const = 0;

@@ -13,7 +13,12 @@ namespace loom {
 struct GgufVocab {
   // GGUF tokenizer.ggml.token_type values.
   enum TokenType : int32_t {
-    kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
   };
 
   std::string model;                 // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE)
@@ -28,8 +33,8 @@ struct GgufVocab {
   std::optional<int32_t> pad_id;     // tokenizer.ggml.padding_token_id
   // Absent keys take llama.cpp's defaults: add_bos true for "llama" and the llama-bpe preset,
   // add_eos false, add_space_prefix true for "llama" and false for "gpt2".
-  std::optional<bool> add_bos;       // tokenizer.ggml.add_bos_token
-  std::optional<bool> add_eos;       // tokenizer.ggml.add_eos_token
+  std::optional<bool> add_bos;           // tokenizer.ggml.add_bos_token
+  std::optional<bool> add_eos;           // tokenizer.ggml.add_eos_token
   std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix
 };
 

@@ -87,18 +87,31 @@ class MiniGguf {
   }
   double ReadScalar(uint32_t type) {
     switch (type) {
-      case 0: return Read<uint8_t>();
-      case 1: return Read<int8_t>();
-      case 2: return Read<uint16_t>();
-      case 3: return Read<int16_t>();
-      case 4: return Read<uint32_t>();
-      case 5: return Read<int32_t>();
-      case 6: return Read<float>();
-      case 7: return Read<uint8_t>();
-      case 10: return static_cast<double>(Read<uint64_t>());
-      case 11: return static_cast<double>(Read<int64_t>());
-      case 12: return Read<double>();
-      default: ok_ = false; return 0;
+      case 0:
+        return Read<uint8_t>();
+      case 1:
+        return Read<int8_t>();
+      case 2:
+        return Read<uint16_t>();
+      case 3:
+        return Read<int16_t>();
+      case 4:
+        return Read<uint32_t>();
+      case 5:
+        return Read<int32_t>();
+      case 6:
+        return Read<float>();
+      case 7:
+        return Read<uint8_t>();
+      case 10:
+        return static_cast<double>(Read<uint64_t>());
+      case 11:
+        return static_cast<double>(Read<int64_t>());
+      case 12:
+        return Read<double>();
+      default:
+        ok_ = false;
+        return 0;
     }
   }
   const uint8_t* p_ = nullptr;
@@ -110,7 +123,10 @@ class MiniGguf {
 // Fills a GgufVocab the way the io/ room is expected to.
 GgufVocab VocabFromGguf(const MiniGguf& g) {
   GgufVocab v;
-  auto str = [&](const char* k) { const GgufKv* kv = g.Find(k); return kv ? kv->str : ""; };
+  auto str = [&](const char* k) {
+    const GgufKv* kv = g.Find(k);
+    return kv ? kv->str : "";
+  };
   auto id = [&](const char* k) -> std::optional<int32_t> {
     const GgufKv* kv = g.Find(k);
     if (!kv) return std::nullopt;
@@ -191,8 +207,8 @@ TEST(GgufVocabTest, Stories260KPromptAndGreedyText) {
 // llama.cpp-style score merging must agree with HF's merge-rank BPE on Llama 2's
 // tokenizer.json (expected_llama2.json) for the corpus strings without special-token text.
 TEST(GgufVocabTest, Llama2GgufMatchesHfLlama2OnCorpus) {
-  const std::string gguf =
-      std::string(LOOM_SHARED_DIR) + "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf";
+  const std::string gguf = std::string(LOOM_SHARED_DIR) +
+                           "/data/models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf";
   LOOM_NEED_FILE(gguf);
   auto tok = LoadGgufTokenizer(gguf);
   ASSERT_NE(tok, nullptr);

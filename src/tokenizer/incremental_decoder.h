@@ -37,9 +37,9 @@ class IncrementalDecoder {
   const Tokenizer* tokenizer_;
   const StreamPlan* plan_;
   bool skip_special_;
-  size_t num_tokens_ = 0;      // tokens that reached the decoder chain (after skipping)
-  std::string pending_;        // byte-level: undecided UTF-8 tail; byte-fallback: the run
-  size_t strip_remaining_ = 0; // leading strip_char still to remove from the stream
+  size_t num_tokens_ = 0;       // tokens that reached the decoder chain (after skipping)
+  std::string pending_;         // byte-level: undecided UTF-8 tail; byte-fallback: the run
+  size_t strip_remaining_ = 0;  // leading strip_char still to remove from the stream
   // Fallback for chains without a StreamPlan.
   std::vector<int32_t> ids_;
   size_t emitted_bytes_ = 0;

@@ -62,7 +62,9 @@ TEST(IncrementalDecoderTest, InvalidByteFallbackRunMatchesDecode) {
   const std::vector<int32_t> ids = {a, e4, b8, a, e4};
   const std::string full = t->Decode(ids, false);
   // HF ByteFallback: an invalid run becomes one U+FFFD per byte.
-  EXPECT_EQ(full, "a\xEF\xBF\xBD\xEF\xBF\xBD" "a\xEF\xBF\xBD");
+  EXPECT_EQ(full,
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "a\xEF\xBF\xBD");
   EXPECT_EQ(Join(Stream(*t, ids, false)), full);
 }
 

@@ -34,10 +34,10 @@ class UnicodeNormalizer final : public Normalizer {
     for (unsigned char c : *text) ascii &= c < 0x80;
     if (ascii) return;  // every normalization form is the identity on ASCII
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(
-        reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
-        static_cast<utf8proc_ssize_t>(text->size()), &out,
-        static_cast<utf8proc_option_t>(options_ | UTF8PROC_STABLE));
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
+                     static_cast<utf8proc_ssize_t>(text->size()), &out,
+                     static_cast<utf8proc_option_t>(options_ | UTF8PROC_STABLE));
     if (n >= 0) text->assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     std::free(out);
   }
@@ -293,8 +293,7 @@ StatusOr<std::unique_ptr<Normalizer>> Normalizer::FromJson(const json& j) {
     return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
   }
   if (type == "NFKD") {
-    return std::unique_ptr<Normalizer>(
-        new UnicodeNormalizer(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
   }
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
   if (type == "StripAccents") return std::unique_ptr<Normalizer>(new StripAccentsNormalizer());

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "base/status.h"
 

@@ -185,8 +185,8 @@ class MetaspacePre final : public PreTokenizer {
       // HF checks offsets_original().0 == 0 for "first": only the first word of the first
       // section starts at the beginning of the input.
       const bool at_start = first_section && out->empty();
-      if (!starts && (scheme_ == PrependScheme::kAlways ||
-                      (scheme_ == PrependScheme::kFirst && at_start))) {
+      if (!starts &&
+          (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && at_start))) {
         s.insert(0, replacement_);
       }
       if (!split_) {
@@ -274,8 +274,9 @@ StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
     }
     for (size_t i = 0; i + 1 < steps.size(); ++i) {
       if (steps[i]->IsByteLevel()) {
-        return UnimplementedError("tokenizer.json: ByteLevel must be the last pre-tokenizer of a "
-                                  "Sequence");
+        return UnimplementedError(
+            "tokenizer.json: ByteLevel must be the last pre-tokenizer of a "
+            "Sequence");
       }
     }
     return std::unique_ptr<PreTokenizer>(new SequencePre(std::move(steps)));
@@ -289,7 +290,8 @@ StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
       ASSIGN_OR_RETURN(re, Regex::Compile(p.at("Regex").get<std::string>()));
     }
     ASSIGN_OR_RETURN(SplitBehavior b, ParseBehavior(j.at("behavior").get<std::string>()));
-    return std::unique_ptr<PreTokenizer>(new RegexSplit(std::move(re), b, j.value("invert", false)));
+    return std::unique_ptr<PreTokenizer>(
+        new RegexSplit(std::move(re), b, j.value("invert", false)));
   }
   if (type == "ByteLevel") {
     std::unique_ptr<Regex> re;
@@ -304,7 +306,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       const std::string s = j["prepend_scheme"].get<std::string>();
-      scheme = s == "first" ? PrependScheme::kFirst
+      scheme = s == "first"   ? PrependScheme::kFirst
                : s == "never" ? PrependScheme::kNever
                               : PrependScheme::kAlways;
     } else if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean()) {

@@ -55,9 +55,9 @@ std::string EscapeLiteral(std::string_view s) {
 StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error_code, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error_code,
+                                   &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(error_code, buf, sizeof(buf));

@@ -9,7 +9,6 @@
 namespace loom {
 namespace {
 
-
 struct SpmSymbol {
   int32_t prev, next;
   uint32_t offset, size;  // byte range in the word; size 0 = merged away

@@ -19,13 +19,13 @@ class Decoder;
 
 struct StreamPlan {
   bool supported = false;
-  bool byte_level = false;       // pieces are raw bytes; output is lossy UTF-8 of the stream
-  bool byte_fallback = false;    // <0xNN> pieces form runs decoded all-or-nothing
-  bool join_with_space = false;  // no decoder: tokens joined with " "
-  bool first_sensitive = false;  // a map behaves differently for the first token
+  bool byte_level = false;           // pieces are raw bytes; output is lossy UTF-8 of the stream
+  bool byte_fallback = false;        // <0xNN> pieces form runs decoded all-or-nothing
+  bool join_with_space = false;      // no decoder: tokens joined with " "
+  bool first_sensitive = false;      // a map behaves differently for the first token
   std::vector<const Decoder*> maps;  // per-token maps, in order (owned by the tokenizer)
   char32_t strip_char = U' ';
-  size_t strip_count = 0;        // leading strip_char removed from the fused text (Strip start)
+  size_t strip_count = 0;  // leading strip_char removed from the fused text (Strip start)
 
   // Per id, for a token that is not the first one: its text piece, or its byte (byte_value
   // >= 0) when it is a byte-fallback token. Sized to the tokenizer's id space.

@@ -15,8 +15,8 @@ void Tokenizer::Finalize() {
   added_.Build(normalizer_.get());
   num_ids_ = model_->vocab_size();
   for (const auto& t : added_.tokens()) num_ids_ = std::max(num_ids_, t.id + 1);
-  stream_plan_ = StreamPlan::Compile(decoder_.get(), num_ids_,
-                                     [this](int32_t id) { return TokenString(id); });
+  stream_plan_ =
+      StreamPlan::Compile(decoder_.get(), num_ids_, [this](int32_t id) { return TokenString(id); });
 }
 
 const std::string* Tokenizer::TokenString(int32_t id) const {

@@ -105,11 +105,11 @@ void Bench(const char* name, const char* dir, const std::string& corpus, bool bi
   t0 = Clock::now();
   const std::string full = tok.Decode(ids, true);
   const double full_dec_s = Seconds(t0);
-  std::printf("%-10s load %.2f s | encode %.2f MB: %.1f MB/s warm, %.1f MB/s cold, %zu tokens | "
-              "incremental decode %.1f ns/token (%s) | full decode %.1f ns/token\n",
-              name, load_s, mb, mb / best, mb / cold_s, ids.size(), 1e9 * best_dec / ids.size(),
-              out_bytes == full.size() ? "matches Decode" : "MISMATCH",
-              1e9 * full_dec_s / ids.size());
+  std::printf(
+      "%-10s load %.2f s | encode %.2f MB: %.1f MB/s warm, %.1f MB/s cold, %zu tokens | "
+      "incremental decode %.1f ns/token (%s) | full decode %.1f ns/token\n",
+      name, load_s, mb, mb / best, mb / cold_s, ids.size(), 1e9 * best_dec / ids.size(),
+      out_bytes == full.size() ? "matches Decode" : "MISMATCH", 1e9 * full_dec_s / ids.size());
   if (big) {
     const std::pair<const char*, std::string> inputs[] = {
         {"10MB mixed", BuildCorpus(10'000'000)},

@@ -23,7 +23,8 @@ Status ParsePostProcessor(const json& pp, std::vector<int32_t>* prefix,
   if (pp.is_null()) return OkStatus();
   const std::string type = pp.at("type").get<std::string>();
   if (type == "Sequence") {
-    for (const auto& p : pp.at("processors")) RETURN_IF_ERROR(ParsePostProcessor(p, prefix, suffix));
+    for (const auto& p : pp.at("processors"))
+      RETURN_IF_ERROR(ParsePostProcessor(p, prefix, suffix));
     return OkStatus();
   }
   if (type == "ByteLevel") return OkStatus();  // only adjusts offsets
@@ -73,8 +74,8 @@ StatusOr<json> ParseJson(std::string_view text, const char* what) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonText(std::string_view tokenizer_json,
-                                                                      std::string_view config_json) {
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonText(
+    std::string_view tokenizer_json, std::string_view config_json) {
   ASSIGN_OR_RETURN(json j, ParseJson(tokenizer_json, "tokenizer.json"));
   json config = json::object();
   if (!config_json.empty()) {
@@ -139,18 +140,22 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJsonText(std::strin
       t->eos_token_ = *eos;
       t->eos_id_ = t->TokenToId(*eos);
     }
-    const bool has_add_bos = config.contains("add_bos_token") && config["add_bos_token"].is_boolean();
-    const bool has_add_eos = config.contains("add_eos_token") && config["add_eos_token"].is_boolean();
+    const bool has_add_bos =
+        config.contains("add_bos_token") && config["add_bos_token"].is_boolean();
+    const bool has_add_eos =
+        config.contains("add_eos_token") && config["add_eos_token"].is_boolean();
     if (has_add_bos || has_add_eos) {
       // transformers' update_post_processor(): [bos] $A [eos] from the flags (a missing flag
       // keeps what the template did for that side).
       if (has_add_bos) {
         t->prefix_ids_.clear();
-        if (config["add_bos_token"].get<bool>() && t->bos_id_) t->prefix_ids_.push_back(*t->bos_id_);
+        if (config["add_bos_token"].get<bool>() && t->bos_id_)
+          t->prefix_ids_.push_back(*t->bos_id_);
       }
       if (has_add_eos) {
         t->suffix_ids_.clear();
-        if (config["add_eos_token"].get<bool>() && t->eos_id_) t->suffix_ids_.push_back(*t->eos_id_);
+        if (config["add_eos_token"].get<bool>() && t->eos_id_)
+          t->suffix_ids_.push_back(*t->eos_id_);
       }
     }
     if (config.contains("clean_up_tokenization_spaces") &&
@@ -194,14 +199,15 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfDirectory(const std::strin
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocabAndMerges(const std::string& vocab_path,
-                                                                  const std::string& merges_path) {
+                                                                   const std::string& merges_path) {
   ASSIGN_OR_RETURN(std::string vocab_text, ReadFileToString(vocab_path));
   ASSIGN_OR_RETURN(std::string merges_text, ReadFileToString(merges_path));
   ASSIGN_OR_RETURN(json vj, ParseJson(vocab_text, "vocab.json"));
   if (!vj.is_object()) return InvalidArgumentError(vocab_path + ": expected a JSON object");
   StringMap<int32_t> vocab;
   try {
-    for (auto it = vj.begin(); it != vj.end(); ++it) vocab.emplace(it.key(), it.value().get<int32_t>());
+    for (auto it = vj.begin(); it != vj.end(); ++it)
+      vocab.emplace(it.key(), it.value().get<int32_t>());
   } catch (const json::exception& e) {
     return InvalidArgumentError(vocab_path + ": " + e.what());
   }

@@ -93,16 +93,18 @@ TEST_P(GoldenTest, MatchesHfTokenizers) {
   EXPECT_EQ(failures, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RealTokenizers, GoldenTest,
-    ::testing::Values(TokenizerCase{"llama3_1", "tokenizer-llama3_1-lenml"},
-                      TokenizerCase{"llama2", "tokenizer-llama2-ortx"},
-                      TokenizerCase{"mistral_v0_1", "tokenizer-mistral-v0.1-lenml"},
-                      TokenizerCase{"qwen3", "tokenizer-qwen3-lenml"},
-                      TokenizerCase{"gemma3", "tokenizer-gemma3-lenml"},
-                      TokenizerCase{"phi3", "tokenizer-phi3-mini-ortx"},
-                      TokenizerCase{"gpt2", "tokenizer-gpt2-ortx"}),
-    [](const ::testing::TestParamInfo<TokenizerCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, GoldenTest,
+                         ::testing::Values(TokenizerCase{"llama3_1", "tokenizer-llama3_1-lenml"},
+                                           TokenizerCase{"llama2", "tokenizer-llama2-ortx"},
+                                           TokenizerCase{"mistral_v0_1",
+                                                         "tokenizer-mistral-v0.1-lenml"},
+                                           TokenizerCase{"qwen3", "tokenizer-qwen3-lenml"},
+                                           TokenizerCase{"gemma3", "tokenizer-gemma3-lenml"},
+                                           TokenizerCase{"phi3", "tokenizer-phi3-mini-ortx"},
+                                           TokenizerCase{"gpt2", "tokenizer-gpt2-ortx"}),
+                         [](const ::testing::TestParamInfo<TokenizerCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace loom

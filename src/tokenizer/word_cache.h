@@ -42,9 +42,7 @@ class WordCache {
     std::mutex mu;
     StringMap<std::vector<int32_t>> map;
   };
-  Shard& ShardFor(std::string_view word) const {
-    return shards_[StringHash{}(word) % kNumShards];
-  }
+  Shard& ShardFor(std::string_view word) const { return shards_[StringHash{}(word) % kNumShards]; }
   mutable std::array<Shard, kNumShards> shards_;
 };
 

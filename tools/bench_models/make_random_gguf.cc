@@ -9,7 +9,6 @@
 // f32 N(1, 0.02^2). Defaults give Llama-2 style shapes of about 134M parameters
 // (hidden 768, 12 layers, 12 heads, ffn 2048, vocab 32000, untied output).
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -54,14 +53,22 @@ StatusOr<DType> ParseDType(const std::string& s) {
 // llama.cpp's `enum llama_ftype` for a model whose weights are all `dtype`.
 uint32_t FileType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 0;   // LLAMA_FTYPE_ALL_F32
-    case DType::kF16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
-    case DType::kQ4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
-    case DType::kQ8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
-    case DType::kQ4_K: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
-    case DType::kQ6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
-    case DType::kBF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
-    default: CHECK(false) << "no file type for " << DTypeName(dtype);
+    case DType::kF32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case DType::kF16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case DType::kQ4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case DType::kQ8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case DType::kQ4_K:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case DType::kQ6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case DType::kBF16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    default:
+      CHECK(false) << "no file type for " << DTypeName(dtype);
   }
   return 0;
 }
@@ -123,8 +130,8 @@ Status Run(const Options& o) {
   }
   const int block = GetDTypeInfo(dtype).block_elems;
   if (o.hidden % block != 0 || o.ffn % block != 0) {
-    return InvalidArgumentError("--hidden and --ffn must be multiples of " +
-                                std::to_string(block) + " (the " + o.dtype + " block size)");
+    return InvalidArgumentError("--hidden and --ffn must be multiples of " + std::to_string(block) +
+                                " (the " + o.dtype + " block size)");
   }
   ASSIGN_OR_RETURN(auto donor, GgufFile::Open(o.donor));
   const int head_dim = o.hidden / o.heads;

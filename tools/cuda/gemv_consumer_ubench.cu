@@ -15,17 +15,22 @@
 // engine faster (tools/cuda/E2E_NOTES.md, session 10): the per-stage time of the GEMVs whose
 // ring is full at their release is not this loop's throughput.
 #include <cuda_bf16.h>
-#include <cstdio>
-#include <cstdint>
-#include <vector>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
 #include "backend/cuda/device_math.cuh"
 using namespace loom::cuda;
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
 }
-__device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0,
+                                       uint32_t b1) {
   [[maybe_unused]] float d2, d3;
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %10, %10};\n"
@@ -75,7 +80,10 @@ __global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, i
       const uint4* wv = reinterpret_cast<const uint4*>(smem + slot * 32768) + warp * (kSlice / 8);
       uint4 wr[8], xl[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) { wr[j] = wv[lane + 32 * j]; xl[j] = xs[lane + 32 * j]; }
+      for (int j = 0; j < 8; ++j) {
+        wr[j] = wv[lane + 32 * j];
+        xl[j] = xs[lane + 32 * j];
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         float wf[8], xf[8];
@@ -86,7 +94,8 @@ __global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, i
       }
     } else {  // tensor cores: 16 chunks a warp
       constexpr int kCW = 16;
-      const uint32_t stage = SmemAddress(smem + slot * kSlot) + (lane % 8) * kStride + (lane / 8) * 16;
+      const uint32_t stage =
+          SmemAddress(smem + slot * kSlot) + (lane % 8) * kStride + (lane / 8) * 16;
       const int c0 = warp * kCW;
       const uint4* xq = xs + (lane & 3);
       uint4 xa[kCW / 2];
@@ -111,25 +120,34 @@ __global__ void __launch_bounds__(288, 1) Bench(float* out, long long* cycles, i
 }
 
 int main() {
-  float* out; long long* cyc;
-  cudaMalloc(&out, 132 * 288 * 4); cudaMalloc(&cyc, 132 * 8);
+  float* out;
+  long long* cyc;
+  cudaMalloc(&out, 132 * 288 * 4);
+  cudaMalloc(&cyc, 132 * 8);
   const int smem = kStages * kSlot + 4096;
   cudaFuncSetAttribute(Bench<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(Bench<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(Bench<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(Bench<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  for (int v : {0, 4, 2, 1}) for (int wa : {1, 8}) for (int blocks : {132}) {
-    for (int rep = 0; rep < 2; ++rep) {
-      if (v == 0) Bench<0><<<blocks, 288, smem>>>(out, cyc, wa);
-      else if (v == 1) Bench<1><<<blocks, 288, smem>>>(out, cyc, wa);
-      else if (v == 2) Bench<2><<<blocks, 288, smem>>>(out, cyc, wa);
-      else Bench<4><<<blocks, 288, smem>>>(out, cyc, wa);
-    }
-    cudaError_t e = cudaDeviceSynchronize();
-    std::vector<long long> c(blocks);
-    cudaMemcpy(c.data(), cyc, blocks * 8, cudaMemcpyDeviceToHost);
-    std::sort(c.begin(), c.end());
-    printf("%s warps %d blocks %3d: %lld cycles per 32 KB stage (median block) %s\n", (const char*[]){"fma", "mma", "fma-xreg", "", "fma-batched"}[v], wa, blocks,
-           c[blocks / 2], cudaGetErrorString(e));
-  }
+  for (int v : {0, 4, 2, 1})
+    for (int wa : {1, 8})
+      for (int blocks : {132}) {
+        for (int rep = 0; rep < 2; ++rep) {
+          if (v == 0)
+            Bench<0><<<blocks, 288, smem>>>(out, cyc, wa);
+          else if (v == 1)
+            Bench<1><<<blocks, 288, smem>>>(out, cyc, wa);
+          else if (v == 2)
+            Bench<2><<<blocks, 288, smem>>>(out, cyc, wa);
+          else
+            Bench<4><<<blocks, 288, smem>>>(out, cyc, wa);
+        }
+        cudaError_t e = cudaDeviceSynchronize();
+        std::vector<long long> c(blocks);
+        cudaMemcpy(c.data(), cyc, blocks * 8, cudaMemcpyDeviceToHost);
+        std::sort(c.begin(), c.end());
+        printf("%s warps %d blocks %3d: %lld cycles per 32 KB stage (median block) %s\n",
+               (const char*[]){"fma", "mma", "fma-xreg", "", "fma-batched"}[v], wa, blocks,
+               c[blocks / 2], cudaGetErrorString(e));
+      }
 }

@@ -247,8 +247,10 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
 #pragma omp parallel num_threads(num_threads)
   {
     TaskScratch ts(group * hb, D, bs);
-    std::vector<const float*> krows(static_cast<size_t>(hb * bs)), vrows(static_cast<size_t>(hb * bs));
-    std::vector<float> kchunk(static_cast<size_t>(hb) * bs * D), vchunk(static_cast<size_t>(hb) * bs * D);
+    std::vector<const float*> krows(static_cast<size_t>(hb * bs)),
+        vrows(static_cast<size_t>(hb * bs));
+    std::vector<float> kchunk(static_cast<size_t>(hb) * bs * D),
+        vchunk(static_cast<size_t>(hb) * bs * D);
     std::vector<float> kbuf(static_cast<size_t>(D)), vbuf(static_cast<size_t>(D));
     float* acc = ts.acc.data();
 #pragma omp for schedule(dynamic, 1)

@@ -39,13 +39,16 @@ class AttentionRun {
     const int width_kv = p.num_kv_heads * p.head_dim;
     const int width_q = p.num_heads * p.head_dim;
     int total_pages = 0;
-    for (const SeqSpec& s : sc.seqs) total_pages += (s.prefix + s.q_len + sc.block_size - 1) / sc.block_size;
+    for (const SeqSpec& s : sc.seqs)
+      total_pages += (s.prefix + s.q_len + sc.block_size - 1) / sc.block_size;
     const int num_blocks = total_pages + 3;
     std::vector<int32_t> block_ids(static_cast<size_t>(num_blocks));
     std::iota(block_ids.begin(), block_ids.end(), 0);
     std::shuffle(block_ids.begin(), block_ids.end(), rng);
-    layer_.k = backend.Alloc(sc.kv_dtype, Shape{num_blocks, sc.block_size, p.num_kv_heads, p.head_dim});
-    layer_.v = backend.Alloc(sc.kv_dtype, Shape{num_blocks, sc.block_size, p.num_kv_heads, p.head_dim});
+    layer_.k =
+        backend.Alloc(sc.kv_dtype, Shape{num_blocks, sc.block_size, p.num_kv_heads, p.head_dim});
+    layer_.v =
+        backend.Alloc(sc.kv_dtype, Shape{num_blocks, sc.block_size, p.num_kv_heads, p.head_dim});
 
     std::vector<int32_t> qstart{0}, kv_len, indptr{0}, indices, slots;
     std::vector<int32_t> prefix_slots;

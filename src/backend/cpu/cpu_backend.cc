@@ -33,10 +33,10 @@ void CheckI32(const Tensor& t, int64_t numel, const char* op, const char* what) 
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : options_(options),
-      kernels_(options.kernels != nullptr ? *options.kernels
-                                          : cpu::SelectDotKernels(options.force_scalar
-                                                                      ? cpu::CpuIsa::kScalar
-                                                                      : options.isa)),
+      kernels_(
+          options.kernels != nullptr
+              ? *options.kernels
+              : cpu::SelectDotKernels(options.force_scalar ? cpu::CpuIsa::kScalar : options.isa)),
       matmul_(kernels_, options.num_threads, options.blas_min_rows, options.bf16_activations) {
   CHECK_GE(options_.num_threads, 1);
 }
@@ -47,7 +47,6 @@ std::string CpuBackend::name() const {
      << (options_.num_threads == 1 ? "" : "s") << ")";
   return ss.str();
 }
-
 
 Tensor CpuBackend::AllocScratch(DType dtype, Shape shape) { return HostTensor(dtype, shape); }
 
@@ -149,8 +148,8 @@ void CpuBackend::Embed(const Tensor& table, const Tensor& ids, float scale, cons
   const int32_t* id = ids.data_as<const int32_t>();
   const char* base = static_cast<const char*>(table.data());
   for (int64_t i = 0; i < n; ++i) {
-    CHECK(id[i] >= 0 && id[i] < table.rows()) << "Embed: id " << id[i] << " outside vocab "
-                                               << table.rows();
+    CHECK(id[i] >= 0 && id[i] < table.rows())
+        << "Embed: id " << id[i] << " outside vocab " << table.rows();
     float* o = out.data_as<float>() + i * d;
     DequantizeRow(table.dtype(), base + static_cast<size_t>(id[i]) * table.row_bytes(), o, d);
     if (scale != 1.0f) {
@@ -171,8 +170,8 @@ void CpuBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps, float weig
   CHECK(out.shape() == x.shape() && w.numel() == x.cols())
       << "RmsNorm: x " << x.DebugString() << " w " << w.DebugString() << " out "
       << out.DebugString();
-  cpu::RmsNormRows(x.data_as<const float>(), w.data_as<const float>(), eps, weight_offset,
-                   x.rows(), x.cols(), out.data_as<float>(), options_.num_threads);
+  cpu::RmsNormRows(x.data_as<const float>(), w.data_as<const float>(), eps, weight_offset, x.rows(),
+                   x.cols(), out.data_as<float>(), options_.num_threads);
 }
 
 void CpuBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -279,8 +278,8 @@ void CpuBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& o
   }
 }
 
-void CpuBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst,
-                             int64_t dst_col, int64_t num_cols) {
+void CpuBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
+                             int64_t num_cols) {
   CHECK(src.dtype() == dst.dtype() && !GetDTypeInfo(src.dtype()).quantized &&
         src.rows() == dst.rows() && src_col >= 0 && dst_col >= 0 && num_cols >= 0 &&
         src_col + num_cols <= src.cols() && dst_col + num_cols <= dst.cols())
@@ -288,10 +287,11 @@ void CpuBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& d
       << dst.DebugString() << "[:, " << dst_col << "]";
   const size_t elem = static_cast<size_t>(GetDTypeInfo(src.dtype()).block_bytes);
   for (int64_t i = 0; i < src.rows(); ++i) {
-    std::memcpy(static_cast<char*>(dst.data()) + (static_cast<size_t>(i * dst.cols() + dst_col)) * elem,
-                static_cast<const char*>(src.data()) +
-                    (static_cast<size_t>(i * src.cols() + src_col)) * elem,
-                static_cast<size_t>(num_cols) * elem);
+    std::memcpy(
+        static_cast<char*>(dst.data()) + (static_cast<size_t>(i * dst.cols() + dst_col)) * elem,
+        static_cast<const char*>(src.data()) +
+            (static_cast<size_t>(i * src.cols() + src_col)) * elem,
+        static_cast<size_t>(num_cols) * elem);
   }
 }
 

@@ -100,8 +100,8 @@ void BatchedDecode(cpu::CpuIsa isa) {
   const cpu::DotKernels& kernels = cpu::SelectDotKernels(isa);
   std::printf("batched decode 4096x4096, 1 thread, %s: rows/s at n rows (act_rows per call)\n",
               kernels.isa);
-  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                   DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                   DType::kQ6_K}) {
     Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
     for (int act_rows = 1; act_rows <= cpu::kDotMaxActRows; ++act_rows) {
       std::printf("  %-5s act_rows %d:", std::string(DTypeName(dt)).c_str(), act_rows);
@@ -152,14 +152,14 @@ int Main(int argc, char** argv) {
   const int64_t n = 512;
   Tensor xn = RandomTensor(DType::kF32, n, k, 1.0f, 3);
   Tensor outn = HostTensor(DType::kF32, Shape{n, m});
-  std::printf("prefill n=%lld 4096x4096, GFLOP/s (2 threads): kernels (batch-invariant) | "
-              "OpenBLAS sgemm on dequantized tiles\n",
-              static_cast<long long>(n));
+  std::printf(
+      "prefill n=%lld 4096x4096, GFLOP/s (2 threads): kernels (batch-invariant) | "
+      "OpenBLAS sgemm on dequantized tiles\n",
+      static_cast<long long>(n));
   for (DType dt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K}) {  // NOLINT
     Tensor w = RandomTensor(dt, m, k, 0.05f, 4);
     CpuBackend kern(CpuBackendOptions{.num_threads = 2, .isa = isa});
-    CpuBackend blas(
-        CpuBackendOptions{.num_threads = 2, .isa = isa, .blas_min_rows = 32});
+    CpuBackend blas(CpuBackendOptions{.num_threads = 2, .isa = isa, .blas_min_rows = 32});
     const double a = PrefillGflops(kern, w, xn, outn);
     const double b = PrefillGflops(blas, w, xn, outn);
     std::printf("  %-5s %6.1f | %6.1f\n", std::string(DTypeName(dt)).c_str(), a, b);

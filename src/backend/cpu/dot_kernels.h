@@ -94,19 +94,28 @@ struct DotKernels {
 // The set's kernel for weight dtype t; null when t is not plain (resp. quantized).
 inline DotTileF PlainKernel(const DotKernels& k, DType t) {
   switch (t) {
-    case DType::kF32: return k.f32;
-    case DType::kF16: return k.f16;
-    case DType::kBF16: return k.bf16;
-    default: return nullptr;
+    case DType::kF32:
+      return k.f32;
+    case DType::kF16:
+      return k.f16;
+    case DType::kBF16:
+      return k.bf16;
+    default:
+      return nullptr;
   }
 }
 inline DotTileQ QuantKernel(const DotKernels& k, DType t) {
   switch (t) {
-    case DType::kQ8_0: return k.q8_0;
-    case DType::kQ4_0: return k.q4_0;
-    case DType::kQ4_K: return k.q4_K;
-    case DType::kQ6_K: return k.q6_K;
-    default: return nullptr;
+    case DType::kQ8_0:
+      return k.q8_0;
+    case DType::kQ4_0:
+      return k.q4_0;
+    case DType::kQ4_K:
+      return k.q4_K;
+    case DType::kQ6_K:
+      return k.q6_K;
+    default:
+      return nullptr;
   }
 }
 

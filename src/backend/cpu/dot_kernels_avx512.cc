@@ -1,7 +1,8 @@
-// AVX-512 kernel set: the kernels of dot_kernels_x86.inc compiled with AVX-512F/VL/BW + VNNI. The vectors stay 8-lane ymm and the int8 block dots go through vpdpbusd,
-// whose int32 lanes equal maddubs + madd's here, so the results are bit-identical to the AVX2 set.
-// What AVX-512 buys: one vpdpbusd per block pair instead of sign + maddubs + madd, and 32 ymm
-// registers, which a 4 x 4 tile with its per-row VNNI offsets needs (24 and more live vectors).
+// AVX-512 kernel set: the kernels of dot_kernels_x86.inc compiled with AVX-512F/VL/BW + VNNI. The
+// vectors stay 8-lane ymm and the int8 block dots go through vpdpbusd, whose int32 lanes equal
+// maddubs + madd's here, so the results are bit-identical to the AVX2 set. What AVX-512 buys: one
+// vpdpbusd per block pair instead of sign + maddubs + madd, and 32 ymm registers, which a 4 x 4
+// tile with its per-row VNNI offsets needs (24 and more live vectors).
 //
 // The plain-dtype (f32/f16/bf16) kernels are the same templates compiled for AVX-512VL, called
 // with 4 activation rows (a batch of 8 as 4 + 4: 16 accumulators, 4 weight vectors, which only

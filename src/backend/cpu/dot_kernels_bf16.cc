@@ -12,6 +12,7 @@
 // f32 (bf16 products are exact in f32), then the same 8-lane reduction for every A, so a row's
 // result does not depend on how many rows share the call.
 #include <immintrin.h>
+
 #include <algorithm>
 
 #include "backend/cpu/dot_kernels.h"
@@ -73,12 +74,18 @@ LOOM_BF16_TARGET void DotBf16ActN(const void* const* w, const uint16_t* const* x
 LOOM_BF16_TARGET void DotBf16ActRows(const void* const* w, const uint16_t* const* x, int num_x,
                                      int64_t k, DotPrefetch pf, float* out) {
   switch (num_x) {
-    case 1: return DotBf16ActN<1>(w, x, k, pf, out);
-    case 2: return DotBf16ActN<2>(w, x, k, pf, out);
-    case 3: return DotBf16ActN<3>(w, x, k, pf, out);
-    case 4: return DotBf16ActN<4>(w, x, k, pf, out);
-    case 5: return DotBf16ActN<5>(w, x, k, pf, out);
-    default: return DotBf16ActN<6>(w, x, k, pf, out);
+    case 1:
+      return DotBf16ActN<1>(w, x, k, pf, out);
+    case 2:
+      return DotBf16ActN<2>(w, x, k, pf, out);
+    case 3:
+      return DotBf16ActN<3>(w, x, k, pf, out);
+    case 4:
+      return DotBf16ActN<4>(w, x, k, pf, out);
+    case 5:
+      return DotBf16ActN<5>(w, x, k, pf, out);
+    default:
+      return DotBf16ActN<6>(w, x, k, pf, out);
   }
 }
 
@@ -109,11 +116,12 @@ LOOM_BF16_TARGET void RoundRowsToBf16(const float* x, uint16_t* out, int64_t cou
 
 }  // namespace
 
-Bf16RoundFn Bf16RoundRowsKernel() { return Bf16ActDotKernel() != nullptr ? RoundRowsToBf16 : nullptr; }
+Bf16RoundFn Bf16RoundRowsKernel() {
+  return Bf16ActDotKernel() != nullptr ? RoundRowsToBf16 : nullptr;
+}
 
 DotTileB Bf16ActDotKernel() {
-  static const bool ok = __builtin_cpu_supports("avx512f") &&
-                         __builtin_cpu_supports("avx512vl") &&
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                          __builtin_cpu_supports("avx512bf16");
   return ok ? DotBf16ActRows : nullptr;
 }

@@ -34,8 +34,12 @@ bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
 // builds it, and kDotMaxActRows activation rows (with q8 copies for quantized weights).
 struct TileCase {
   TileCase(std::mt19937& rng, DType wt, int64_t k_)
-      : dtype(wt), k(k_), w(MakeTensor(wt, Shape{5, k}, RandomFloats(rng, 5 * k, 0.05f))),
-        xv(RandomFloats(rng, kDotMaxActRows * k)), qs(xv.size()), d(xv.size() / 32 + 1),
+      : dtype(wt),
+        k(k_),
+        w(MakeTensor(wt, Shape{5, k}, RandomFloats(rng, 5 * k, 0.05f))),
+        xv(RandomFloats(rng, kDotMaxActRows * k)),
+        qs(xv.size()),
+        d(xv.size() / 32 + 1),
         ds(xv.size() / 32 + 1) {
     auto row = [&](int r) { return static_cast<const char*>(w.data()) + r * w.row_bytes(); };
     const void* t[2][kDotTileRows] = {{row(0), row(1), row(2), row(3)},
@@ -129,11 +133,11 @@ TEST(DotKernelsTest, QuantizeActEqualsScalarBitExactly) {
   std::mt19937 rng(9);
   const int64_t k = 32 * 40;
   std::vector<float> x = RandomFloats(rng, k, 3.0f);
-  for (int j = 0; j < 32; ++j) x[j] = 0.0f;                          // block 0: all zero
-  x[32] = 127.0f;                                                     // block 1: d = 1, ties
+  for (int j = 0; j < 32; ++j) x[j] = 0.0f;  // block 0: all zero
+  x[32] = 127.0f;                            // block 1: d = 1, ties
   for (int j = 1; j < 32; ++j) x[32 + j] = static_cast<float>(j - 16) + 0.5f;
-  for (int j = 64; j < 96; ++j) x[j] *= 1e-30f;                       // block 2: tiny
-  for (int j = 96; j < 128; ++j) x[j] = j % 2 == 0 ? -0.0f : 1e-3f;   // block 3: -0 and one value
+  for (int j = 64; j < 96; ++j) x[j] *= 1e-30f;                      // block 2: tiny
+  for (int j = 96; j < 128; ++j) x[j] = j % 2 == 0 ? -0.0f : 1e-3f;  // block 3: -0 and one value
   std::vector<int8_t> qs_ref(k), qs(k);
   std::vector<float> d_ref(k / 32), ds_ref(k / 32), d(k / 32), ds(k / 32);
   QuantizeActRow(x.data(), k, qs_ref.data(), d_ref.data(), ds_ref.data());

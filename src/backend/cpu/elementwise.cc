@@ -23,7 +23,7 @@ int ThreadsFor(int64_t work, int num_threads, int64_t min_values = kParallelMinV
 
 void RmsNormRows(const float* x, const float* w, float eps, float weight_offset, int64_t n,
                  int64_t d, float* out, int num_threads) {
-#pragma omp parallel for num_threads(ThreadsFor(n * d, num_threads, kParallelMinCostlyValues)) \
+#pragma omp parallel for num_threads(ThreadsFor(n* d, num_threads, kParallelMinCostlyValues)) \
     schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float* xr = x + i * d;
@@ -41,7 +41,7 @@ void RopeRows(float* x, const int32_t* positions, const float* inv_freq, int rot
   CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim)
       << "Rope: rotary_dim " << rotary_dim << " vs head_dim " << head_dim;
   const int half = rotary_dim / 2;
-#pragma omp parallel num_threads(ThreadsFor(n * num_heads * head_dim, num_threads))
+#pragma omp parallel num_threads(ThreadsFor(n* num_heads* head_dim, num_threads))
   {
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
 #pragma omp for schedule(static)
@@ -53,8 +53,8 @@ void RopeRows(float* x, const int32_t* positions, const float* inv_freq, int rot
         sin_t[static_cast<size_t>(j)] = std::sin(theta) * attention_factor;
       }
       for (int h = 0; h < num_heads; ++h) {
-        float* v = x + i * static_cast<int64_t>(num_heads) * head_dim +
-                   static_cast<int64_t>(h) * head_dim;
+        float* v =
+            x + i * static_cast<int64_t>(num_heads) * head_dim + static_cast<int64_t>(h) * head_dim;
         for (int j = 0; j < half; ++j) {
           const int a = interleaved ? 2 * j : j;
           const int b = interleaved ? 2 * j + 1 : j + half;
@@ -68,8 +68,7 @@ void RopeRows(float* x, const int32_t* positions, const float* inv_freq, int rot
   }
 }
 
-void SiluMulValues(const float* gate, const float* up, float* out, int64_t count,
-                   int num_threads) {
+void SiluMulValues(const float* gate, const float* up, float* out, int64_t count, int num_threads) {
 #pragma omp parallel for num_threads(ThreadsFor(count, num_threads, kParallelMinCostlyValues)) \
     schedule(static)
   for (int64_t i = 0; i < count; ++i) {
@@ -107,7 +106,8 @@ void StoreValues(const float* src, DType dtype, void* dst, int64_t count) {
     case DType::kBF16:
       for (int64_t i = 0; i < count; ++i) static_cast<uint16_t*>(dst)[i] = F32ToBf16(src[i]);
       return;
-    default: break;
+    default:
+      break;
   }
   CHECK(false) << "KV pools must be f32, f16 or bf16, got " << DTypeName(dtype);
 }

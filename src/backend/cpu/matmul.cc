@@ -54,7 +54,8 @@ void CpuMatMul::Run(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     RunKernels(xp, n, k, w, op, m);
   }
   if (bias.defined()) {
-    CHECK(bias.dtype() == DType::kF32 && bias.numel() == m) << "MatMul: bias " << bias.DebugString();
+    CHECK(bias.dtype() == DType::kF32 && bias.numel() == m)
+        << "MatMul: bias " << bias.DebugString();
     const float* b = bias.data_as<const float>();
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < m; ++j) op[i * m + j] += b[j];
@@ -70,7 +71,7 @@ struct TileJob {
   DotTileQ quant = nullptr, quant1 = nullptr;  // quantized weights: x as q8 rows
   DotTileB bf16act = nullptr;                  // bf16 weights x bf16 activations
   const float* x = nullptr;
-  const ActQ8Row* x_q8 = nullptr;  // [n] when quant
+  const ActQ8Row* x_q8 = nullptr;    // [n] when quant
   const uint16_t* x_bf16 = nullptr;  // [n, k] when bf16act
   int64_t n = 0, k = 0, m = 0;
   const char* wbase = nullptr;
@@ -140,7 +141,7 @@ struct TileJob {
 // kernel through MatMul, 768 x 32000, 1 row, 1 thread: 14-20 vs 24-28 GB/s; mechanism not
 // pinned down). With this build of the loop they run at the speed of a direct call.
 __attribute__((target("avx2,fma,f16c"))) void RunTileRangeAvx2(const TileJob& j, int64_t t0,
-                                                              int64_t t1) {
+                                                               int64_t t1) {
   RunTileRange(j, t0, t1);
 }
 void RunTileRangeBaseline(const TileJob& j, int64_t t0, int64_t t1) { RunTileRange(j, t0, t1); }
@@ -174,9 +175,8 @@ void CpuMatMul::RunKernels(const float* x, int64_t n, int64_t k, const Tensor& w
     for (int64_t i = 0; i < n; ++i) {
       kernels_.quantize_act(x + i * k, k, act_qs_.data() + i * k, act_d_.data() + i * (k / 32),
                             act_ds_.data() + i * (k / 32));
-      act_rows_q8_[static_cast<size_t>(i)] =
-          ActQ8Row{act_qs_.data() + i * k, act_d_.data() + i * (k / 32),
-                   act_ds_.data() + i * (k / 32)};
+      act_rows_q8_[static_cast<size_t>(i)] = ActQ8Row{
+          act_qs_.data() + i * k, act_d_.data() + i * (k / 32), act_ds_.data() + i * (k / 32)};
     }
     job.x_q8 = act_rows_q8_.data();
   }

@@ -36,7 +36,8 @@ std::vector<double> Tolerances(const std::vector<float>& x, const std::vector<fl
     if (quantized) {
       for (int64_t b = 0; b < k / 32; ++b) {
         double amax = 0;
-        for (int64_t l = 32 * b; l < 32 * b + 32; ++l) amax = std::max(amax, std::fabs(static_cast<double>(x[i * k + l])));
+        for (int64_t l = 32 * b; l < 32 * b + 32; ++l)
+          amax = std::max(amax, std::fabs(static_cast<double>(x[i * k + l])));
         for (int64_t l = 32 * b; l < 32 * b + 32; ++l) half_step[l] = amax / 127.0 / 2.0 * 1.0001;
       }
     }
@@ -46,8 +47,8 @@ std::vector<double> Tolerances(const std::vector<float>& x, const std::vector<fl
         abs_sum += std::fabs(static_cast<double>(w[j * k + l]) * x[i * k + l]);
         q_err += std::fabs(w[j * k + l]) * half_step[static_cast<size_t>(l)];
       }
-      tol[i * m + j] = 2.0 * (static_cast<double>(k) / 8 + 8) * u * (abs_sum + q_err) + q_err +
-                       1e-30;
+      tol[i * m + j] =
+          2.0 * (static_cast<double>(k) / 8 + 8) * u * (abs_sum + q_err) + q_err + 1e-30;
     }
   }
   return tol;
@@ -93,10 +94,10 @@ TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
   const DType wt = GetParam();
   std::mt19937 rng(static_cast<unsigned>(wt) + 1);
   // Plain types: k not a multiple of 8; quantized: whole blocks.
-  const std::vector<int64_t> ks = IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256
-                                                         ? std::vector<int64_t>{256, 768}
-                                                         : std::vector<int64_t>{32, 96, 288})
-                                                  : std::vector<int64_t>{1, 7, 67, 259};
+  const std::vector<int64_t> ks =
+      IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256 ? std::vector<int64_t>{256, 768}
+                                                             : std::vector<int64_t>{32, 96, 288})
+                      : std::vector<int64_t>{1, 7, 67, 259};
   for (const cpu::DotKernels* isa : AllIsas()) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2, .kernels = isa});
     for (int64_t n : {1, 3, 17, 97}) {
@@ -105,8 +106,8 @@ TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
           MatMulCase c = MakeCase(rng, wt, n, m, k, /*bias=*/m == 6);
           backend.MatMul(c.x, c.w, c.bias, c.out);
           ExpectMatchesReference(c, IsQuantized(wt),
-                                 std::string(DTypeName(wt)) + " " + backend.name() + " n=" +
-                                     std::to_string(n) + " m=" + std::to_string(m) +
+                                 std::string(DTypeName(wt)) + " " + backend.name() +
+                                     " n=" + std::to_string(n) + " m=" + std::to_string(m) +
                                      " k=" + std::to_string(k));
         }
       }

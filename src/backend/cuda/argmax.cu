@@ -1,11 +1,10 @@
-#include "backend/cuda/argmax.cuh"
-
 #include <math_constants.h>
 
 #include <algorithm>
 #include <climits>
 #include <type_traits>
 
+#include "backend/cuda/argmax.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/ktrace.cuh"

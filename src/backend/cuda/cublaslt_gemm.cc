@@ -94,8 +94,7 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
   // repeatedly) and keep the fastest.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-  const int tune =
-      capturing == cudaStreamCaptureStatusNone && !accumulate ? tune_ : 1;
+  const int tune = capturing == cudaStreamCaptureStatusNone && !accumulate ? tune_ : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(tune, 1)));
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,

@@ -420,7 +420,13 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
 TEST_F(CudaAttentionTest, OnePlanServesEveryLayer) {
   const std::vector<Scenario> scenarios = {
       {"prompt 97, gqa 4, block 7", 32, 8, 128, 7, 0, 0.f, {{0, 97}}},
-      {"mixed, window 32, softcap 50", 32, 8, 128, 16, 32, 50.f,
+      {"mixed, window 32, softcap 50",
+       32,
+       8,
+       128,
+       16,
+       32,
+       50.f,
        {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}, {999, 2}}},
       {"64 decodes", 32, 8, 128, 16, 0, 0.f, std::vector<SeqSpec>(64, SeqSpec{200, 1})},
       {"batch-1 decode, long context", 32, 8, 128, 16, 0, 0.f, {{3000, 1}}},

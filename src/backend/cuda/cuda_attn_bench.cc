@@ -52,8 +52,7 @@ double MeasureReadBandwidth(CudaBackend& be) {
   for (int i = 0; i < 12; ++i) {
     cuda::CudaEvent start, stop;
     start.Record(be.stream());
-    cuda::LaunchReadProbe(buf.data(), bytes, sink.data_as<uint32_t>(), be.num_sms(),
-                          be.stream());
+    cuda::LaunchReadProbe(buf.data(), bytes, sink.data_as<uint32_t>(), be.num_sms(), be.stream());
     stop.Record(be.stream());
     stop.Synchronize();
     if (i >= 2) ms.push_back(stop.MillisSince(start));
@@ -166,8 +165,8 @@ int Run(int timed_calls, const CudaTuning& base) {
         indptr[s] = s * pages_per_seq;
       }
       idx.assign(perm.begin() + cp * pages, perm.begin() + (cp + 1) * pages);
-      steps.push_back({UploadI32(be, qs), UploadI32(be, kv), UploadI32(be, indptr),
-                       UploadI32(be, idx)});
+      steps.push_back(
+          {UploadI32(be, qs), UploadI32(be, kv), UploadI32(be, indptr), UploadI32(be, idx)});
     }
     auto args_for = [&](const DeviceStep& st) {
       cuda::PagedAttentionArgs a;

@@ -161,8 +161,8 @@ Status CudaBackend::CheckHeadDim(int head_dim) const {
   std::string built;
   for (int d : dims) built += (built.empty() ? "" : ", ") + std::to_string(d);
   return UnimplementedError("head_dim " + std::to_string(head_dim) +
-                              ": the CUDA backend has attention kernels for head_dim " + built +
-                              " (--device cpu runs any head_dim)");
+                            ": the CUDA backend has attention kernels for head_dim " + built +
+                            " (--device cpu runs any head_dim)");
 }
 cudaStream_t CudaBackend::stream() const { return stream_->get(); }
 
@@ -595,8 +595,8 @@ void CudaBackend::GeluTanhMul(const Tensor& gate, const Tensor& up, const Tensor
   CHECK(gate.shape() == up.shape() && gate.shape() == out.shape() && up.dtype() == gate.dtype() &&
         out.dtype() == gate.dtype())
       << "GeluTanhMul: " << Describe(gate) << " " << Describe(up) << " " << Describe(out);
-  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(),
-                          stream(), pdl());
+  cuda::LaunchGeluTanhMul(gate.data(), up.data(), out.data(), gate.dtype(), gate.numel(), stream(),
+                          pdl());
 }
 
 void CudaBackend::SoftCap(const Tensor& x, float cap) {
@@ -720,10 +720,9 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   a.softcap = params.logit_softcap;
   a.out = out.data();
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data_as<float>() : nullptr; };
-  cuda::LaunchPagedAttention(a, plan->kernel,
-                             plan->tile_start.defined() ? plan->tile_start.data_as<int32_t>()
-                                                        : nullptr,
-                             ptr(plan->partial), ptr(plan->lse), stream(), pdl());
+  cuda::LaunchPagedAttention(
+      a, plan->kernel, plan->tile_start.defined() ? plan->tile_start.data_as<int32_t>() : nullptr,
+      ptr(plan->partial), ptr(plan->lse), stream(), pdl());
 }
 
 void CudaBackend::GatherRows(const Tensor& x, const Tensor& rows, const Tensor& out) {

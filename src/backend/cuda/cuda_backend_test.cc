@@ -230,7 +230,8 @@ TEST_F(CudaBackendTest, StreamGemvWorkQueueWritesEveryRowOnEveryLaunch) {
       gpu_->MatMul(x, w, Tensor(), plain);  // back to back: no synchronization between them
       gpu_->RmsNormMatMul(x, norm, w, Tensor(), normed);
       const std::vector<float> p = GpuValues(*gpu_, plain), q = GpuValues(*gpu_, normed);
-      EXPECT_LT(NormalizedError(p, CpuValues(cpu_plain)), 1e-5) << "k " << k << " launch " << launch;
+      EXPECT_LT(NormalizedError(p, CpuValues(cpu_plain)), 1e-5)
+          << "k " << k << " launch " << launch;
       // The normalized x is rounded to bf16 on the GPU (RmsNormMatMulMatchesNormThenMatMul).
       EXPECT_LT(NormalizedError(q, CpuValues(cpu_normed)), kTolReRounded)
           << "k " << k << " launch " << launch;

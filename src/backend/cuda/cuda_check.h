@@ -8,19 +8,18 @@
 
 #include "base/check.h"
 
-#define CUDA_CHECK(expr)                                                                  \
-  do {                                                                                    \
-    const cudaError_t loom_cuda_err_ = (expr);                                            \
-    CHECK(loom_cuda_err_ == cudaSuccess)                                                  \
-        << #expr << ": " << cudaGetErrorName(loom_cuda_err_) << " ("                      \
-        << cudaGetErrorString(loom_cuda_err_) << ")";                                     \
+#define CUDA_CHECK(expr)                                                                       \
+  do {                                                                                         \
+    const cudaError_t loom_cuda_err_ = (expr);                                                 \
+    CHECK(loom_cuda_err_ == cudaSuccess) << #expr << ": " << cudaGetErrorName(loom_cuda_err_)  \
+                                         << " (" << cudaGetErrorString(loom_cuda_err_) << ")"; \
   } while (0)
 
-#define CUBLAS_CHECK(expr)                                                                \
-  do {                                                                                    \
-    const cublasStatus_t loom_cublas_st_ = (expr);                                        \
-    CHECK(loom_cublas_st_ == CUBLAS_STATUS_SUCCESS)                                       \
-        << #expr << ": cublas status " << static_cast<int>(loom_cublas_st_);              \
+#define CUBLAS_CHECK(expr)                                                   \
+  do {                                                                       \
+    const cublasStatus_t loom_cublas_st_ = (expr);                           \
+    CHECK(loom_cublas_st_ == CUBLAS_STATUS_SUCCESS)                          \
+        << #expr << ": cublas status " << static_cast<int>(loom_cublas_st_); \
   } while (0)
 
 // After a kernel launch: catches bad launch configurations immediately.

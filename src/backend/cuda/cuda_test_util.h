@@ -65,7 +65,8 @@ inline Tensor HostF32(Shape shape, const std::vector<float>& values) {
 }
 
 inline Tensor HostI32(const std::vector<int32_t>& values) {
-  Tensor t = HostTensor(DType::kI32, Shape{static_cast<int64_t>(std::max<size_t>(values.size(), 1))});
+  Tensor t =
+      HostTensor(DType::kI32, Shape{static_cast<int64_t>(std::max<size_t>(values.size(), 1))});
   t.data_as<int32_t>()[0] = 0;
   if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * 4);
   return values.empty() ? t : t.Slice(0, static_cast<int64_t>(values.size()));

@@ -207,18 +207,18 @@ __device__ __forceinline__ uint32_t MapToRank(uint32_t addr, uint32_t rank) {
 }
 
 __device__ __forceinline__ void StAsync(uint32_t remote, float v, uint32_t remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                   remote),
-               "r"(__float_as_uint(v)), "r"(remote_bar)
-               : "memory");
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote),
+      "r"(__float_as_uint(v)), "r"(remote_bar)
+      : "memory");
 }
 
 // Four consecutive floats, 16-byte aligned at `remote`, in one message.
 __device__ __forceinline__ void StAsyncV4(uint32_t remote, const float (&v)[4],
                                           uint32_t remote_bar) {
   asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::
-          "r"(remote),
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(remote),
       "r"(__float_as_uint(v[0])), "r"(__float_as_uint(v[1])), "r"(__float_as_uint(v[2])),
       "r"(__float_as_uint(v[3])), "r"(remote_bar)
       : "memory");
@@ -954,8 +954,8 @@ void LaunchCombine(const float* partial, const float* lse, int num_splits, int64
                    __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
   const auto blocks =
       static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
-  LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream,
-            pdl, partial, lse, num_splits, num_rows, out);
+  LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream, pdl,
+            partial, lse, num_splits, num_rows, out);
 }
 
 }  // namespace

@@ -10,8 +10,7 @@ namespace {
 // Launched with PDL after the argmax that writes ids (launch.cuh): everything it reads or
 // writes is touched by that kernel or the replay before it, so all of it waits.
 __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInputs in,
-                                          int block_size, int32_t* host_ids,
-                                          int host_stride) {
+                                          int block_size, int32_t* host_ids, int host_stride) {
   KTRACE_BEGIN();
   PdlWait();
   KTRACE_WAITED();
@@ -25,8 +24,7 @@ __global__ void AdvanceDecodeInputsKernel(const int32_t* ids, int n, DecodeInput
 }  // namespace
 
 void LaunchAdvanceDecodeInputs(const int32_t* ids, int n, const DecodeInputs& in, int block_size,
-                               int32_t* host_ids, int host_stride, cudaStream_t stream,
-                               bool pdl) {
+                               int32_t* host_ids, int host_stride, cudaStream_t stream, bool pdl) {
   if (n <= 0) return;
   const int threads = 128;
   LaunchPdl(AdvanceDecodeInputsKernel, dim3((n + threads - 1) / threads), dim3(threads), 0, stream,

@@ -9,7 +9,9 @@ class DeviceBuffer final : public Buffer {
  public:
   DeviceBuffer(std::shared_ptr<DeviceAllocator> owner, void* data, size_t bytes, size_t rounded,
                bool pooled)
-      : Buffer(data, bytes, Device::kCuda), owner_(std::move(owner)), rounded_(rounded),
+      : Buffer(data, bytes, Device::kCuda),
+        owner_(std::move(owner)),
+        rounded_(rounded),
         pooled_(pooled) {}
   ~DeviceBuffer() override { owner_->Release(data(), rounded_, pooled_); }
 
@@ -80,7 +82,7 @@ void* DeviceAllocator::Allocate(size_t rounded, bool pooled) {
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, rounded);
   if (err == cudaErrorMemoryAllocation && !pooled) {  // (no device sync while capturing)
-    (void)cudaGetLastError();  // clear the sticky-free error state
+    (void)cudaGetLastError();                         // clear the sticky-free error state
     EmptyCache();
     err = cudaMalloc(&p, rounded);
   }

@@ -65,7 +65,7 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   size_t cached_ = 0;
   bool pool_active_ = false;
   std::map<size_t, std::vector<void*>> pool_free_;  // private pool: rounded size -> free blocks
-  std::vector<void*> pool_all_;                      // every block the pool owns
+  std::vector<void*> pool_all_;                     // every block the pool owns
   size_t pool_bytes_ = 0;
 
   friend class DeviceBuffer;

@@ -17,13 +17,17 @@ __device__ __forceinline__ float ToF32(__half v) { return __half2float(v); }
 template <typename T>
 __device__ __forceinline__ T FromF32(float v);
 template <>
-__device__ __forceinline__ float FromF32<float>(float v) { return v; }
+__device__ __forceinline__ float FromF32<float>(float v) {
+  return v;
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 template <>
-__device__ __forceinline__ __half FromF32<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half FromF32<__half>(float v) {
+  return __float2half_rn(v);
+}
 
 inline int BlocksFor(int64_t work, int threads, int max_blocks = 65535 * 16) {
   const int64_t b = (work + threads - 1) / threads;

@@ -1,9 +1,8 @@
-#include "backend/cuda/elementwise.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
-#include "base/hash_uniform.h"
+#include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/launch.cuh"
+#include "base/hash_uniform.h"
 
 namespace loom::cuda {
 namespace {
@@ -87,8 +86,8 @@ void Binary(const void* a, const void* b, void* out, DType dtype, int64_t count,
               static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), count, op);
   } else {
     LaunchPdl(BinaryKernel<float, Op>, dim3(blocks), dim3(kThreads), 0, stream, pdl,
-              static_cast<const float*>(a), static_cast<const float*>(b),
-              static_cast<float*>(out), count, op);
+              static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out),
+              count, op);
   }
 }
 
@@ -134,11 +133,11 @@ void LaunchGatedAct(const void* gate_up, void* out, int64_t rows, int64_t f, boo
   const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
   auto* o = static_cast<__nv_bfloat16*>(out);
   if (gelu_tanh) {
-    LaunchPdl(GatedKernel<GeluTanhMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o,
-              rows, f, GeluTanhMulOp{});
+    LaunchPdl(GatedKernel<GeluTanhMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o, rows,
+              f, GeluTanhMulOp{});
   } else {
-    LaunchPdl(GatedKernel<SiluMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o, rows,
-              f, SiluMulOp{});
+    LaunchPdl(GatedKernel<SiluMulOp>, dim3(blocks), dim3(kThreads), 0, stream, pdl, gu, o, rows, f,
+              SiluMulOp{});
   }
 }
 
@@ -190,7 +189,8 @@ void LaunchConvertToBf16(const void* src, DType src_dtype, void* dst, int64_t co
       ToBf16Kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), d,
                                                     count);
       break;
-    default: CHECK(false) << "ConvertToBf16 from " << DTypeName(src_dtype);
+    default:
+      CHECK(false) << "ConvertToBf16 from " << DTypeName(src_dtype);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -174,8 +174,8 @@ __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages,
 template <int D, int W, int MT>
 __device__ __forceinline__ void LoadQFragment(uint32_t (&f)[4], const bf16* q_s, int row0, int kc) {
   const int lane = threadIdx.x % 32;
-  LdMatrixX4(
-      f, SmemAddress(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 + (lane / 16) * 8));
+  LdMatrixX4(f, SmemAddress(q_s + (row0 + lane % 16) * Shape<D, W, MT>::kStride + kc * 16 +
+                            (lane / 16) * 8));
 }
 
 template <int D, int W, int MT>

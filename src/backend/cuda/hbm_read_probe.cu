@@ -1,6 +1,5 @@
-#include "backend/cuda/hbm_read_probe.cuh"
-
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/hbm_read_probe.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -9,8 +8,8 @@ constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8;  // 2048 threads: a full SM
 constexpr int kUnroll = 4;       // loads in flight per thread
 
-__global__ void __launch_bounds__(kThreads) ReadProbeKernel(const uint4* p, int64_t n,
-                                                            uint32_t* sink) {
+__global__ void __launch_bounds__(kThreads)
+    ReadProbeKernel(const uint4* p, int64_t n, uint32_t* sink) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   uint32_t acc = 0;
@@ -32,8 +31,8 @@ __global__ void __launch_bounds__(kThreads) ReadProbeKernel(const uint4* p, int6
 
 void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* sink, int num_sms,
                      cudaStream_t stream) {
-  ReadProbeKernel<<<num_sms * kBlocksPerSm, kThreads, 0, stream>>>(
-      static_cast<const uint4*>(data), bytes / 16, sink);
+  ReadProbeKernel<<<num_sms * kBlocksPerSm, kThreads, 0, stream>>>(static_cast<const uint4*>(data),
+                                                                   bytes / 16, sink);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -21,12 +21,12 @@ namespace loom::cuda {
 constexpr int kKTraceMarks = 4;  // intermediate points a kernel may record
 
 struct KTraceRecord {
-  uint64_t t0;       // global timer (ns) at the block's start
-  uint32_t waited;   // ns from t0 to after PdlWait (0: not recorded)
-  uint32_t end;      // ns from t0 to the end
+  uint64_t t0;      // global timer (ns) at the block's start
+  uint32_t waited;  // ns from t0 to after PdlWait (0: not recorded)
+  uint32_t end;     // ns from t0 to the end
   uint16_t tag, smid;
   uint32_t block, grid;
-  uint32_t m, k;     // the launch's shape, as the kernel reports it
+  uint32_t m, k;                 // the launch's shape, as the kernel reports it
   uint32_t marks[kKTraceMarks];  // ns from t0 to KTRACE_MARK(i) (0: not reached)
   uint32_t cycles[3];            // thread 0's clock cycles in KTRACE_LAP phase i
 };
@@ -58,13 +58,13 @@ __device__ __forceinline__ uint32_t SmId() {
   return s;
 }
 
-#define LOOM_KTRACE_TU(name)                                                     \
-  namespace {                                                                    \
-  __device__ void* ktrace_ring_ = nullptr;                                       \
-  }                                                                              \
-  void KTraceBind_##name() {                                                     \
-    void* p = KTraceDeviceRing();                                                \
-    CUDA_CHECK(cudaMemcpyToSymbol(ktrace_ring_, &p, sizeof p));                  \
+#define LOOM_KTRACE_TU(name)                                    \
+  namespace {                                                   \
+  __device__ void* ktrace_ring_ = nullptr;                      \
+  }                                                             \
+  void KTraceBind_##name() {                                    \
+    void* p = KTraceDeviceRing();                               \
+    CUDA_CHECK(cudaMemcpyToSymbol(ktrace_ring_, &p, sizeof p)); \
   }
 
 // The marks live in shared memory (thread 0 alone touches them), so device functions called by
@@ -75,70 +75,70 @@ __device__ __forceinline__ uint64_t* KTraceMarkSlots() {
 }
 }  // namespace ktrace_detail
 
-#define KTRACE_BEGIN()                                                                      \
+#define KTRACE_BEGIN()                                                                           \
   const uint64_t ktrace_t0_ = threadIdx.x == 0 ? ::loom::cuda::ktrace_detail::GlobalTimer() : 0; \
-  if (threadIdx.x == 0) {                                                                   \
-    for (int j_ = 0; j_ < ::loom::cuda::kKTraceMarks; ++j_)                                 \
-      ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_] = 0;                               \
-  }                                                                                         \
-  [[maybe_unused]] uint32_t ktrace_waited_ = 0;                                            \
-  [[maybe_unused]] uint32_t ktrace_cycles_[3] = {0, 0, 0};                                  \
+  if (threadIdx.x == 0) {                                                                        \
+    for (int j_ = 0; j_ < ::loom::cuda::kKTraceMarks; ++j_)                                      \
+      ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_] = 0;                                    \
+  }                                                                                              \
+  [[maybe_unused]] uint32_t ktrace_waited_ = 0;                                                  \
+  [[maybe_unused]] uint32_t ktrace_cycles_[3] = {0, 0, 0};                                       \
   [[maybe_unused]] long long ktrace_lap_ = 0
 
-#define KTRACE_LAP_START()                                                                  \
-  do {                                                                                      \
-    if (threadIdx.x == 0) ktrace_lap_ = clock64();                                          \
+#define KTRACE_LAP_START()                         \
+  do {                                             \
+    if (threadIdx.x == 0) ktrace_lap_ = clock64(); \
   } while (0)
 
-#define KTRACE_LAP(i_)                                                                      \
-  do {                                                                                      \
-    if (threadIdx.x == 0) {                                                                 \
-      const long long now_ = clock64();                                                     \
-      ktrace_cycles_[i_] += static_cast<uint32_t>(now_ - ktrace_lap_);                      \
-      ktrace_lap_ = now_;                                                                   \
-    }                                                                                       \
+#define KTRACE_LAP(i_)                                                 \
+  do {                                                                 \
+    if (threadIdx.x == 0) {                                            \
+      const long long now_ = clock64();                                \
+      ktrace_cycles_[i_] += static_cast<uint32_t>(now_ - ktrace_lap_); \
+      ktrace_lap_ = now_;                                              \
+    }                                                                  \
   } while (0)
 
-#define KTRACE_WAITED()                                                                     \
-  do {                                                                                      \
-    if (threadIdx.x == 0)                                                                   \
-      ktrace_waited_ =                                                                      \
-          static_cast<uint32_t>(::loom::cuda::ktrace_detail::GlobalTimer() - ktrace_t0_);   \
+#define KTRACE_WAITED()                                                                   \
+  do {                                                                                    \
+    if (threadIdx.x == 0)                                                                 \
+      ktrace_waited_ =                                                                    \
+          static_cast<uint32_t>(::loom::cuda::ktrace_detail::GlobalTimer() - ktrace_t0_); \
   } while (0)
 
-#define KTRACE_MARK(i_)                                                                     \
-  do {                                                                                      \
-    if (threadIdx.x == 0)                                                                   \
-      ::loom::cuda::ktrace_detail::KTraceMarkSlots()[i_] =                                  \
-          ::loom::cuda::ktrace_detail::GlobalTimer();                                       \
+#define KTRACE_MARK(i_)                                    \
+  do {                                                     \
+    if (threadIdx.x == 0)                                  \
+      ::loom::cuda::ktrace_detail::KTraceMarkSlots()[i_] = \
+          ::loom::cuda::ktrace_detail::GlobalTimer();      \
   } while (0)
 
-#define KTRACE_END(tag_, m_, k_)                                                             \
-  do {                                                                                       \
-    if (threadIdx.x == 0 && ktrace_ring_ != nullptr) {                                       \
-      auto* count_ = static_cast<unsigned long long*>(ktrace_ring_);                         \
-      auto* rec_ = reinterpret_cast<::loom::cuda::KTraceRecord*>(count_ + 1);                \
-      /* The slot's atomic round trip (~0.5 us) before the end time: it then counts in the    \
-         block's run, not in the handoff to the next launch. */                               \
+#define KTRACE_END(tag_, m_, k_)                                                                   \
+  do {                                                                                             \
+    if (threadIdx.x == 0 && ktrace_ring_ != nullptr) {                                             \
+      auto* count_ = static_cast<unsigned long long*>(ktrace_ring_);                               \
+      auto* rec_ = reinterpret_cast<::loom::cuda::KTraceRecord*>(count_ + 1);                      \
+      /* The slot's atomic round trip (~0.5 us) before the end time: it then counts in the         \
+         block's run, not in the handoff to the next launch. */                                    \
       const unsigned long long i_ = atomicAdd(count_, 1ull) & (::loom::cuda::kKTraceCapacity - 1); \
-      const uint64_t t_ = ::loom::cuda::ktrace_detail::GlobalTimer();                        \
-      ::loom::cuda::KTraceRecord r_;                                                         \
-      r_.t0 = ktrace_t0_;                                                                    \
-      r_.waited = ktrace_waited_;                                                            \
-      r_.end = static_cast<uint32_t>(t_ - ktrace_t0_);                                       \
-      r_.tag = static_cast<uint16_t>(tag_);                                                  \
-      r_.smid = static_cast<uint16_t>(::loom::cuda::ktrace_detail::SmId());                  \
-      r_.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);             \
-      r_.grid = gridDim.x * gridDim.y * gridDim.z;                                           \
-      r_.m = static_cast<uint32_t>(m_);                                                      \
-      r_.k = static_cast<uint32_t>(k_);                                                      \
-      for (int j_ = 0; j_ < ::loom::cuda::kKTraceMarks; ++j_) {                              \
-        const uint64_t m_at_ = ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_];           \
-        r_.marks[j_] = m_at_ == 0 ? 0u : static_cast<uint32_t>(m_at_ - ktrace_t0_);          \
-      }                                                                                      \
-      for (int j_ = 0; j_ < 3; ++j_) r_.cycles[j_] = ktrace_cycles_[j_];                     \
-      rec_[i_] = r_;                                                                         \
-    }                                                                                        \
+      const uint64_t t_ = ::loom::cuda::ktrace_detail::GlobalTimer();                              \
+      ::loom::cuda::KTraceRecord r_;                                                               \
+      r_.t0 = ktrace_t0_;                                                                          \
+      r_.waited = ktrace_waited_;                                                                  \
+      r_.end = static_cast<uint32_t>(t_ - ktrace_t0_);                                             \
+      r_.tag = static_cast<uint16_t>(tag_);                                                        \
+      r_.smid = static_cast<uint16_t>(::loom::cuda::ktrace_detail::SmId());                        \
+      r_.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);                   \
+      r_.grid = gridDim.x * gridDim.y * gridDim.z;                                                 \
+      r_.m = static_cast<uint32_t>(m_);                                                            \
+      r_.k = static_cast<uint32_t>(k_);                                                            \
+      for (int j_ = 0; j_ < ::loom::cuda::kKTraceMarks; ++j_) {                                    \
+        const uint64_t m_at_ = ::loom::cuda::ktrace_detail::KTraceMarkSlots()[j_];                 \
+        r_.marks[j_] = m_at_ == 0 ? 0u : static_cast<uint32_t>(m_at_ - ktrace_t0_);                \
+      }                                                                                            \
+      for (int j_ = 0; j_ < 3; ++j_) r_.cycles[j_] = ktrace_cycles_[j_];                           \
+      rec_[i_] = r_;                                                                               \
+    }                                                                                              \
   } while (0)
 
 #else

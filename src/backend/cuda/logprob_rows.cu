@@ -130,14 +130,13 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void LaunchLogprobRows(const float* x, int64_t vocab, const LogprobTask* tasks, int64_t n,
-                       const int32_t* ids, int top_k, int stride, float* out,
-                       cudaStream_t stream) {
+                       const int32_t* ids, int top_k, int stride, float* out, cudaStream_t stream) {
   if (n == 0) return;
   CHECK(top_k >= 0 && top_k <= kLogprobMaxTopK && stride >= 1 + 2 * top_k)
       << "LogprobRows: top_k " << top_k << " stride " << stride;
   CHECK(vocab > 0 && vocab < (int64_t{1} << 24)) << "LogprobRows: vocab " << vocab;
-  LogprobRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, vocab, tasks, ids,
-                                                                       top_k, stride, out);
+  LogprobRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, vocab, tasks, ids, top_k,
+                                                                       stride, out);
   CUDA_CHECK(cudaGetLastError());
 }
 

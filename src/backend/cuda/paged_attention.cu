@@ -1,12 +1,11 @@
-#include "backend/cuda/paged_attention.cuh"
-
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.cuh"
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/flash_prefill.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/paged_attention.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -70,8 +69,8 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
   constexpr int kRowStride = D + 8;  // bf16 per shared K/V row: 16 B of padding against conflicts
   constexpr int kVec = D / 8;        // 16-byte vectors per row
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kKeyTile][kRowStride]
-  __nv_bfloat16* v_s = k_s + kKeyTile * kRowStride;              // [kKeyTile][kRowStride]
+  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem);         // [kKeyTile][kRowStride]
+  __nv_bfloat16* v_s = k_s + kKeyTile * kRowStride;                    // [kKeyTile][kRowStride]
   float* q_s = reinterpret_cast<float*>(v_s + kKeyTile * kRowStride);  // [R][D], scaled
   float* s_s = q_s + R * D;                                            // [R][kKeyTile]
   float* m_s = s_s + R * kKeyTile;                                     // running max (log2)
@@ -112,8 +111,8 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
     l_s[threadIdx.x] = 0.f;
   }
 
-  constexpr int kPairs = D / 2;                  // P @ V: threads per row, 2 dims each
-  constexpr int kGroups = kThreads / kPairs;     // rows in flight
+  constexpr int kPairs = D / 2;               // P @ V: threads per row, 2 dims each
+  constexpr int kGroups = kThreads / kPairs;  // rows in flight
   constexpr int kRowsPerThread = (R + kGroups - 1) / kGroups;
   const int pv_col = threadIdx.x % kPairs;
   const int pv_row0 = threadIdx.x / kPairs;
@@ -389,8 +388,8 @@ PagedAttentionPlan PlanPagedAttention(const PagedAttentionArgs& a, int num_sms,
 void LaunchTileStarts(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
                       int32_t* tile_start, cudaStream_t stream, bool pdl) {
   if (a.num_tokens == 0 || a.num_seqs == 0 || plan.decode) return;
-  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, pdl, a.query_start,
-            a.num_seqs, plan.q_per_tile, tile_start);
+  LaunchPdl(TileStartKernel, dim3(1), dim3(kScanThreads), 0, stream, pdl, a.query_start, a.num_seqs,
+            plan.q_per_tile, tile_start);
 }
 
 void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan& plan,
@@ -417,14 +416,29 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
   ka.partial = partial;
   ka.lse = lse;
   switch (a.head_dim) {  // kPagedAttentionHeadDims
-    case 16: LaunchForDim<16>(ka, plan, stream, pdl); break;
-    case 32: LaunchForDim<32>(ka, plan, stream, pdl); break;
-    case 64: LaunchForDim<64>(ka, plan, stream, pdl); break;
-    case 80: LaunchForDim<80>(ka, plan, stream, pdl); break;
-    case 96: LaunchForDim<96>(ka, plan, stream, pdl); break;
-    case 128: LaunchForDim<128>(ka, plan, stream, pdl); break;
-    case 256: LaunchForDim<256>(ka, plan, stream, pdl); break;
-    default: CHECK(false) << "Attention: head_dim " << a.head_dim << " not built for CUDA";
+    case 16:
+      LaunchForDim<16>(ka, plan, stream, pdl);
+      break;
+    case 32:
+      LaunchForDim<32>(ka, plan, stream, pdl);
+      break;
+    case 64:
+      LaunchForDim<64>(ka, plan, stream, pdl);
+      break;
+    case 80:
+      LaunchForDim<80>(ka, plan, stream, pdl);
+      break;
+    case 96:
+      LaunchForDim<96>(ka, plan, stream, pdl);
+      break;
+    case 128:
+      LaunchForDim<128>(ka, plan, stream, pdl);
+      break;
+    case 256:
+      LaunchForDim<256>(ka, plan, stream, pdl);
+      break;
+    default:
+      CHECK(false) << "Attention: head_dim " << a.head_dim << " not built for CUDA";
   }
   if (plan.num_splits > 1) {
     LaunchPdl(CombineKernel, dim3(static_cast<unsigned>(ka.num_rows)), dim3(128), 0, stream, pdl,

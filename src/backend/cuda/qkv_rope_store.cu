@@ -1,8 +1,7 @@
-#include "backend/cuda/qkv_rope_store.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/qkv_rope_store.cuh"
 
 namespace loom::cuda {
 namespace {

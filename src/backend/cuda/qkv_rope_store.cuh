@@ -12,7 +12,7 @@
 namespace loom::cuda {
 
 struct QkvRopeStoreArgs {
-  const void* qkv;  // [n, (H + 2 KVH) * D] bf16
+  const void* qkv;           // [n, (H + 2 KVH) * D] bf16
   const int32_t* positions;  // [n]
   const float* inv_freq;     // [rotary_dim / 2]
   int rotary_dim = 0;

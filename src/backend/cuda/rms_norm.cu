@@ -1,8 +1,7 @@
-#include "backend/cuda/rms_norm.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rms_norm.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -117,8 +116,8 @@ void LaunchRmsNorm(const void* x, const void* w, DType w_dtype, float eps, float
   if (w_dtype == DType::kF32) {
     Run<float>(x, w, eps, weight_offset, rows, d, out, stream, pdl);
   } else {
-    CHECK(w_dtype == DType::kBF16) << "RmsNorm weight must be f32 or bf16, got "
-                                   << DTypeName(w_dtype);
+    CHECK(w_dtype == DType::kBF16)
+        << "RmsNorm weight must be f32 or bf16, got " << DTypeName(w_dtype);
     Run<__nv_bfloat16>(x, w, eps, weight_offset, rows, d, out, stream, pdl);
   }
 }

@@ -1,7 +1,6 @@
-#include "backend/cuda/rope.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/rope.cuh"
 
 namespace loom::cuda {
 namespace {

@@ -1,9 +1,8 @@
-#include "backend/cuda/rows.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rows.cuh"
 
 namespace loom::cuda {
 LOOM_KTRACE_TU(rows)
@@ -97,27 +96,26 @@ void LaunchScatterRowPairs(const void* src0, void* dst0, const void* src1, void*
   grid.z = pairs;
   if (wide) {
     ScatterKernel<<<grid, 256, 0, stream>>>(
-        static_cast<const uint4*>(src0), static_cast<uint4*>(dst0),
-        static_cast<const uint4*>(src1), static_cast<uint4*>(dst1), slots, num_slots, units);
+        static_cast<const uint4*>(src0), static_cast<uint4*>(dst0), static_cast<const uint4*>(src1),
+        static_cast<uint4*>(dst1), slots, num_slots, units);
   } else {
     ScatterKernel<<<grid, 256, 0, stream>>>(
         static_cast<const uint16_t*>(src0), static_cast<uint16_t*>(dst0),
-        static_cast<const uint16_t*>(src1), static_cast<uint16_t*>(dst1), slots, num_slots,
-        units);
+        static_cast<const uint16_t*>(src1), static_cast<uint16_t*>(dst1), slots, num_slots, units);
   }
   CUDA_CHECK_LAUNCH();
 }
 
-void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids,
-                 int64_t n, int64_t d, float scale, void* out, cudaStream_t stream) {
+void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids, int64_t n,
+                 int64_t d, float scale, void* out, cudaStream_t stream) {
   if (n == 0) return;
   auto* o = static_cast<__nv_bfloat16*>(out);
   if (table_dtype == DType::kBF16) {
     EmbedKernel<<<GridFor(d, n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), vocab,
                                                    ids, d, scale, o);
   } else {
-    CHECK(table_dtype == DType::kF32) << "Embed: table must be bf16 or f32 on CUDA, got "
-                                      << DTypeName(table_dtype);
+    CHECK(table_dtype == DType::kF32)
+        << "Embed: table must be bf16 or f32 on CUDA, got " << DTypeName(table_dtype);
     EmbedKernel<<<GridFor(d, n), 256, 0, stream>>>(static_cast<const float*>(table), vocab, ids, d,
                                                    scale, o);
   }

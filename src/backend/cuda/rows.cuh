@@ -24,7 +24,7 @@ void LaunchScatterRows(const void* src, int64_t n, const int32_t* slots, int64_t
 void LaunchScatterRowPairs(const void* src0, void* dst0, const void* src1, void* dst1, int64_t n,
                            const int32_t* slots, int64_t num_slots, size_t row_bytes,
                            cudaStream_t stream);
-void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids,
-                 int64_t n, int64_t d, float scale, void* out, cudaStream_t stream);
+void LaunchEmbed(const void* table, DType table_dtype, int64_t vocab, const int32_t* ids, int64_t n,
+                 int64_t d, float scale, void* out, cudaStream_t stream);
 
 }  // namespace loom::cuda

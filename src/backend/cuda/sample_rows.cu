@@ -52,8 +52,6 @@
 // independent work per SM (several rows a block) and fewer barriers are the next steps.
 // A +inf logit (the host's choice is then an artifact of NaN comparisons) gives p = 1 to the +inf
 // entries and 0 to the rest.
-#include "backend/cuda/sample_rows.cuh"
-
 #include <cooperative_groups.h>
 #include <math_constants.h>
 
@@ -63,6 +61,7 @@
 
 #include "backend/cuda/argmax.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sample_rows.cuh"
 #include "base/counter_uniform.h"
 
 namespace loom::cuda {

@@ -1,8 +1,7 @@
-#include "backend/cuda/small_batch_gemm.cuh"
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/small_batch_gemm.cuh"
 #include "backend/cuda/stream_gemv.cuh"
 
 namespace loom::cuda {
@@ -192,8 +191,8 @@ void LaunchNS(const Call& c) {
       return;
     }
   }
-  LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi, kNorm>, dim3(blocks), dim3(kThreads),
-            0, c.stream, c.pdl, xv, wv, static_cast<__nv_bfloat16*>(c.out), c.m, c.k / 8, c.norm);
+  LaunchPdl(SmallBatchGemmKernel<N, S, __nv_bfloat16, Epi, kNorm>, dim3(blocks), dim3(kThreads), 0,
+            c.stream, c.pdl, xv, wv, static_cast<__nv_bfloat16*>(c.out), c.m, c.k / 8, c.norm);
 }
 
 // Warps per column for n = 1: the fewest that give at least ~4 blocks per SM of a 132-SM H200
@@ -217,14 +216,30 @@ template <GemvEpilogue Epi>
 void LaunchRows(const Call& c, int64_t n, bool norm) {
   if (norm) return LaunchN<1, Epi, true>(c);
   switch (n) {
-    case 1: LaunchN<1, Epi, false>(c); break;
-    case 2: LaunchN<2, Epi, false>(c); break;
-    case 3: LaunchN<3, Epi, false>(c); break;
-    case 4: LaunchN<4, Epi, false>(c); break;
-    case 5: LaunchN<5, Epi, false>(c); break;
-    case 6: LaunchN<6, Epi, false>(c); break;
-    case 7: LaunchN<7, Epi, false>(c); break;
-    default: LaunchN<8, Epi, false>(c); break;
+    case 1:
+      LaunchN<1, Epi, false>(c);
+      break;
+    case 2:
+      LaunchN<2, Epi, false>(c);
+      break;
+    case 3:
+      LaunchN<3, Epi, false>(c);
+      break;
+    case 4:
+      LaunchN<4, Epi, false>(c);
+      break;
+    case 5:
+      LaunchN<5, Epi, false>(c);
+      break;
+    case 6:
+      LaunchN<6, Epi, false>(c);
+      break;
+    case 7:
+      LaunchN<7, Epi, false>(c);
+      break;
+    default:
+      LaunchN<8, Epi, false>(c);
+      break;
   }
 }
 
@@ -248,14 +263,19 @@ void LaunchSmallBatchGemm(const void* x, const void* w, void* out, DType out_dty
       << "SmallBatchGemm norm prologue: n " << n << " k " << k;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
       << "SmallBatchGemm: out " << DTypeName(out_dtype);
-  if (stream_batch1 && n == 1 && StreamGemvApplies(x, w, k)) {  // batch 1 on Hopper: the TMA-streamed GEMV
+  if (stream_batch1 && n == 1 &&
+      StreamGemvApplies(x, w, k)) {  // batch 1 on Hopper: the TMA-streamed GEMV
     return LaunchStreamGemv(x, w, out, out_dtype, m, k, stream, pdl, epilogue, norm, queue);
   }
   const Call c{x, w, out, out_dtype, m, k, norm != nullptr ? *norm : GemvNorm{}, stream, pdl};
   const bool normed = norm != nullptr;
   switch (epilogue) {
-    case GemvEpilogue::kNone: LaunchRows<GemvEpilogue::kNone>(c, n, normed); break;
-    case GemvEpilogue::kAddTo: LaunchRows<GemvEpilogue::kAddTo>(c, n, normed); break;
+    case GemvEpilogue::kNone:
+      LaunchRows<GemvEpilogue::kNone>(c, n, normed);
+      break;
+    case GemvEpilogue::kAddTo:
+      LaunchRows<GemvEpilogue::kAddTo>(c, n, normed);
+      break;
     case GemvEpilogue::kSiluMul:
       CHECK_EQ(m % 2, 0) << "SmallBatchGemm gated: m " << m;
       LaunchRows<GemvEpilogue::kSiluMul>(c, n, normed);

@@ -227,7 +227,7 @@ __device__ __forceinline__ void ProduceQueued(const Plan<R>& plan, const __nv_bf
     if (last) break;
   }
   if (lane == 0) {
-    __threadfence();  // this block's last grab before its count
+    __threadfence();                                  // this block's last grab before its count
     if (atomicAdd(queue + 1, 1u) == gridDim.x - 1) {  // every block has grabbed its last
       queue[0] = 0;
       queue[1] = 0;
@@ -320,9 +320,8 @@ __device__ __forceinline__ void StageInput(const uint4* x, int k_vec, const Gemv
 // the same bits as the projection followed by that kernel).
 // `position` and `slot` are the row's (q.positions[0], q.slots[0]); `inv_freq` the pair's
 // q.inv_freq entry (all fetched ahead by the kernel).
-__device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, float s0,
-                                              float s1, int32_t position, int32_t slot,
-                                              float inv_freq) {
+__device__ __forceinline__ void RopeStorePair(const QkvRopeStoreArgs& q, int p, float s0, float s1,
+                                              int32_t position, int32_t slot, float inv_freq) {
   const RopePair rp = PairOf(q, p);
   const int H = q.num_heads, KVH = q.num_kv_heads, D = q.head_dim;
   const bool slot_ok = slot >= 0 && slot < q.num_slots;
@@ -687,8 +686,8 @@ void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const Ge
       << "StreamGemvRopeStore: k " << k << " n " << rope.n << " head_dim " << rope.head_dim
       << " rotary_dim " << rope.rotary_dim;
   const int64_t m = (rope.num_heads + 2 * int64_t{rope.num_kv_heads}) * rope.head_dim;
-  Launch<1, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream,
-                                                            pdl, rope);
+  Launch<1, __nv_bfloat16, GemvEpilogue::kNone, true, true>(x, w, nullptr, m, k, norm, stream, pdl,
+                                                            rope);
 }
 
 }  // namespace loom::cuda

@@ -30,8 +30,8 @@ namespace loom::cuda {
 // x lives in shared memory next to the ring: k up to this.
 inline constexpr int64_t kStreamGemvMaxK = 24576;
 
-// True when LaunchStreamGemv accepts these arguments (Hopper or newer, k % 8 == 0, k <= kStreamGemvMaxK, a 96 KB ring and x fit the device's shared memory, x and w
-// 16-byte aligned).
+// True when LaunchStreamGemv accepts these arguments (Hopper or newer, k % 8 == 0, k <=
+// kStreamGemvMaxK, a 96 KB ring and x fit the device's shared memory, x and w 16-byte aligned).
 bool StreamGemvApplies(const void* x, const void* w, int64_t k);
 
 // queue: null, or two u32 counters, zero before the first launch, that f32-out launches with many

@@ -9,9 +9,8 @@ namespace loom {
 using nlohmann::json;
 
 const std::vector<const ArchSpec*>& AllArchs() {
-  static const std::vector<const ArchSpec*> kAll = {&kLlamaArch, &kMistralArch, &kQwen2Arch,
-                                                    &kQwen3Arch, &kGemma2Arch,  &kGemma3Arch,
-                                                    &kPhi3Arch};
+  static const std::vector<const ArchSpec*> kAll = {
+      &kLlamaArch, &kMistralArch, &kQwen2Arch, &kQwen3Arch, &kGemma2Arch, &kGemma3Arch, &kPhi3Arch};
   return kAll;
 }
 
@@ -25,8 +24,8 @@ std::string SupportedArchList() {
 
 StatusOr<const ArchSpec*> FindArchForHfConfig(const json& config) {
   std::string first;
-  if (auto it = config.find("architectures"); it != config.end() && it->is_array() && !it->empty() &&
-                                              (*it)[0].is_string()) {
+  if (auto it = config.find("architectures");
+      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
     first = (*it)[0].get<std::string>();
     for (const ArchSpec* a : AllArchs()) {
       for (const auto& n : a->hf_architectures) {
@@ -44,8 +43,8 @@ StatusOr<const ArchSpec*> FindArchForHfConfig(const json& config) {
     }
   }
   return UnimplementedError("unsupported architecture '" + (first.empty() ? model_type : first) +
-                            "' (model_type '" + model_type + "'); supported: " +
-                            SupportedArchList());
+                            "' (model_type '" + model_type +
+                            "'); supported: " + SupportedArchList());
 }
 
 StatusOr<const ArchSpec*> FindArchForGguf(const std::string& general_architecture) {
@@ -64,8 +63,10 @@ namespace {
 
 StatusOr<int> GetInt(const json& c, const char* key) {
   auto it = c.find(key);
-  if (it == c.end() || it->is_null()) return InvalidArgumentError(std::string("config.json: missing '") + key + "'");
-  if (!it->is_number_integer()) return InvalidArgumentError(std::string("config.json: '") + key + "' must be an integer");
+  if (it == c.end() || it->is_null())
+    return InvalidArgumentError(std::string("config.json: missing '") + key + "'");
+  if (!it->is_number_integer())
+    return InvalidArgumentError(std::string("config.json: '") + key + "' must be an integer");
   return it->get<int>();
 }
 
@@ -77,8 +78,10 @@ float GetFloatOr(const json& c, const char* key, float def) {
 
 Status ParseRopeDict(const json& d, RopeConfig* rope) {
   std::string type = "default";
-  if (auto it = d.find("rope_type"); it != d.end() && it->is_string()) type = it->get<std::string>();
-  else if (auto it2 = d.find("type"); it2 != d.end() && it2->is_string()) type = it2->get<std::string>();
+  if (auto it = d.find("rope_type"); it != d.end() && it->is_string())
+    type = it->get<std::string>();
+  else if (auto it2 = d.find("type"); it2 != d.end() && it2->is_string())
+    type = it2->get<std::string>();
   rope->theta = GetFloatOr(d, "rope_theta", rope->theta);
   rope->factor = GetFloatOr(d, "factor", 1.f);
   if (type == "default") {
@@ -98,9 +101,11 @@ Status ParseRopeDict(const json& d, RopeConfig* rope) {
     rope->beta_fast = GetFloatOr(d, "beta_fast", 32.f);
     rope->beta_slow = GetFloatOr(d, "beta_slow", 1.f);
     rope->attention_factor = GetFloatOr(d, "attention_factor", 0.f);
-    if (auto it = d.find("truncate"); it != d.end() && it->is_boolean()) rope->truncate = it->get<bool>();
+    if (auto it = d.find("truncate"); it != d.end() && it->is_boolean())
+      rope->truncate = it->get<bool>();
     if (d.contains("mscale") || d.contains("mscale_all_dim")) {
-      return UnimplementedError("config.json: yarn 'mscale'/'mscale_all_dim' (DeepSeek-style) is not supported");
+      return UnimplementedError(
+          "config.json: yarn 'mscale'/'mscale_all_dim' (DeepSeek-style) is not supported");
     }
   } else {
     return UnimplementedError("config.json: rope scaling type '" + type +
@@ -116,8 +121,10 @@ Status ParseRope(const json& c, const char* layer_type, float default_theta, Rop
   rope->theta = GetFloatOr(c, "rope_theta", default_theta);
   if (auto it = c.find("rope_parameters"); it != c.end() && it->is_object()) {
     const json* d = &*it;
-    if (auto sub = it->find(layer_type); sub != it->end() && sub->is_object()) d = &*sub;
-    else if (it->contains("full_attention") && it->at("full_attention").is_object()) d = &it->at("full_attention");
+    if (auto sub = it->find(layer_type); sub != it->end() && sub->is_object())
+      d = &*sub;
+    else if (it->contains("full_attention") && it->at("full_attention").is_object())
+      d = &it->at("full_attention");
     return ParseRopeDict(*d, rope);
   }
   if (auto it = c.find("rope_scaling"); it != c.end() && it->is_object()) {
@@ -135,8 +142,10 @@ StatusOr<Activation> ParseActivation(const json& c) {
     }
   }
   if (act == "silu" || act == "swish") return Activation::kSilu;
-  if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_tanh") return Activation::kGeluTanh;
-  return UnimplementedError("config.json: activation '" + act + "' is not supported (silu, gelu_pytorch_tanh)");
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_tanh")
+    return Activation::kGeluTanh;
+  return UnimplementedError("config.json: activation '" + act +
+                            "' is not supported (silu, gelu_pytorch_tanh)");
 }
 
 int SlidingWindowOrZero(const json& c) {
@@ -155,9 +164,11 @@ Status ParseCommon(const json& c, ModelConfig* cfg, bool default_tie) {
   if (c.contains("num_key_value_heads") && c["num_key_value_heads"].is_number_integer()) {
     cfg->num_kv_heads = c["num_key_value_heads"].get<int>();
   }
-  if (cfg->num_heads <= 0) return InvalidArgumentError("config.json: num_attention_heads must be > 0");
+  if (cfg->num_heads <= 0)
+    return InvalidArgumentError("config.json: num_attention_heads must be > 0");
   cfg->head_dim = cfg->hidden_size / cfg->num_heads;
-  if (c.contains("head_dim") && c["head_dim"].is_number_integer()) cfg->head_dim = c["head_dim"].get<int>();
+  if (c.contains("head_dim") && c["head_dim"].is_number_integer())
+    cfg->head_dim = c["head_dim"].get<int>();
   float partial = GetFloatOr(c, "partial_rotary_factor", 1.f);
   if (auto it = c.find("rope_parameters"); it != c.end() && it->is_object()) {
     partial = GetFloatOr(*it, "partial_rotary_factor", partial);
@@ -176,8 +187,9 @@ Status ParseCommon(const json& c, ModelConfig* cfg, bool default_tie) {
   cfg->mlp_bias = c.value("mlp_bias", false);
   if (cfg->mlp_bias) {
     // The decoder's MLP has no bias terms; running without them would silently give wrong logits.
-    return UnimplementedError("config.json sets mlp_bias: true (biases on the MLP projections), "
-                              "which loom does not support yet");
+    return UnimplementedError(
+        "config.json sets mlp_bias: true (biases on the MLP projections), "
+        "which loom does not support yet");
   }
   cfg->eos_token_ids.clear();
   if (auto it = c.find("eos_token_id"); it != c.end()) {

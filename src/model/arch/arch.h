@@ -4,10 +4,9 @@
 // `blk.N....`), resolved by weights.cc.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/model_config.h"
 
@@ -16,7 +15,7 @@ namespace loom {
 class GgufArchKeys;
 
 struct ArchSpec {
-  std::string name;                          // our key, e.g. "qwen3"
+  std::string name;                           // our key, e.g. "qwen3"
   std::vector<std::string> hf_architectures;  // config.json "architectures" entries
   std::vector<std::string> hf_model_types;    // config.json "model_type" values
   std::string gguf_arch;                      // general.architecture, "" if GGUF is unsupported
@@ -64,10 +63,11 @@ template <typename F>
 void arch_util::SetLayerWindows(const nlohmann::json& c, int window, ModelConfig* cfg, F sliding) {
   cfg->layer_window.assign(static_cast<size_t>(cfg->num_layers), 0);
   auto it = c.find("layer_types");
-  bool have_types = it != c.end() && it->is_array() &&
-                    static_cast<int>(it->size()) == cfg->num_layers;
+  bool have_types =
+      it != c.end() && it->is_array() && static_cast<int>(it->size()) == cfg->num_layers;
   for (int i = 0; i < cfg->num_layers; ++i) {
-    bool is_sliding = have_types ? (*it)[static_cast<size_t>(i)] == "sliding_attention" : sliding(i);
+    bool is_sliding =
+        have_types ? (*it)[static_cast<size_t>(i)] == "sliding_attention" : sliding(i);
     cfg->layer_window[static_cast<size_t>(i)] = is_sliding ? window : 0;
   }
 }

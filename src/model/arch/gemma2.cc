@@ -49,7 +49,7 @@ Status Gemma2FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kGemma2Arch = {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, "gemma2", &Gemma2FromHf,
-                              &Gemma2FromGguf};
+const ArchSpec kGemma2Arch = {"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"},
+                              "gemma2", &Gemma2FromHf,         &Gemma2FromGguf};
 
 }  // namespace loom

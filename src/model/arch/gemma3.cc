@@ -1,6 +1,6 @@
 // Gemma 3 (text): Gemma 2's norms and scaling plus per-head (1 + w) q/k norms, no soft-capping by
-// default, and interleaved sliding (local rope base, rope_local_base_freq) and global layers (global
-// rope with its own scaling); by default every `sliding_window_pattern`-th layer is global.
+// default, and interleaved sliding (local rope base, rope_local_base_freq) and global layers
+// (global rope with its own scaling); by default every `sliding_window_pattern`-th layer is global.
 #include <cmath>
 
 #include "model/arch/arch.h"
@@ -34,15 +34,15 @@ Status Gemma3FromHf(const nlohmann::json& c, ModelConfig* cfg) {
     RETURN_IF_ERROR(arch_util::ParseRope(c, "sliding_attention", 10000.f, &cfg->rope_local));
   } else {
     cfg->rope_local = RopeConfig{};
-    cfg->rope_local.theta = c.contains("rope_local_base_freq") && c["rope_local_base_freq"].is_number()
-                                ? c["rope_local_base_freq"].get<float>()
-                                : 10000.f;
+    cfg->rope_local.theta =
+        c.contains("rope_local_base_freq") && c["rope_local_base_freq"].is_number()
+            ? c["rope_local_base_freq"].get<float>()
+            : 10000.f;
   }
   int window = arch_util::SlidingWindowOrZero(c);
   int pattern = c.value("sliding_window_pattern", 6);
-  arch_util::SetLayerWindows(c, window, cfg, [&](int i) {
-    return window > 0 && pattern > 0 && (i + 1) % pattern != 0;
-  });
+  arch_util::SetLayerWindows(
+      c, window, cfg, [&](int i) { return window > 0 && pattern > 0 && (i + 1) % pattern != 0; });
   return OkStatus();
 }
 
@@ -68,7 +68,7 @@ Status Gemma3FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kGemma3Arch = {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3_text", "gemma3"}, "gemma3",
-                              &Gemma3FromHf, &Gemma3FromGguf};
+const ArchSpec kGemma3Arch = {"gemma3", {"Gemma3ForCausalLM"}, {"gemma3_text", "gemma3"},
+                              "gemma3", &Gemma3FromHf,         &Gemma3FromGguf};
 
 }  // namespace loom

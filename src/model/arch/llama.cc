@@ -22,7 +22,7 @@ Status LlamaFromGguf(const GgufArchKeys&, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kLlamaArch = {"llama", {"LlamaForCausalLM"}, {"llama"}, "llama", &LlamaFromHf,
-                             &LlamaFromGguf};
+const ArchSpec kLlamaArch = {"llama", {"LlamaForCausalLM"}, {"llama"},
+                             "llama", &LlamaFromHf,         &LlamaFromGguf};
 
 }  // namespace loom

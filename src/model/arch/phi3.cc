@@ -32,7 +32,7 @@ Status Phi3FromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kPhi3Arch = {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, "phi3", &Phi3FromHf,
-                            &Phi3FromGguf};
+const ArchSpec kPhi3Arch = {"phi3", {"Phi3ForCausalLM"}, {"phi3"},
+                            "phi3", &Phi3FromHf,         &Phi3FromGguf};
 
 }  // namespace loom

@@ -27,7 +27,7 @@ Status Qwen2FromGguf(const GgufArchKeys&, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kQwen2Arch = {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, "qwen2", &Qwen2FromHf,
-                             &Qwen2FromGguf};
+const ArchSpec kQwen2Arch = {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"},
+                             "qwen2", &Qwen2FromHf,         &Qwen2FromGguf};
 
 }  // namespace loom

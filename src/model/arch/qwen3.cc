@@ -25,7 +25,7 @@ Status Qwen3FromGguf(const GgufArchKeys&, ModelConfig* cfg) {
 
 }  // namespace
 
-const ArchSpec kQwen3Arch = {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, "qwen3", &Qwen3FromHf,
-                             &Qwen3FromGguf};
+const ArchSpec kQwen3Arch = {"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"},
+                             "qwen3", &Qwen3FromHf,         &Qwen3FromGguf};
 
 }  // namespace loom

@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
       std::printf("%-60s render error: %s\n", name, first.status().ToString().c_str());
       continue;
     }
-    const double render_us = MedianMicros([&] { (void)tpl->Render(ctx); }, only.empty() ? 300 : 5000);
+    const double render_us =
+        MedianMicros([&] { (void)tpl->Render(ctx); }, only.empty() ? 300 : 5000);
     std::printf("%-60s %10.1f %12.1f %10zu\n", name, parse_us, render_us, first->size());
   }
   if (!only.empty()) return 0;

@@ -19,8 +19,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
-#include "runtime/forward_batch.h"
 #include "bench_model.h"
+#include "runtime/forward_batch.h"
 
 namespace loom {
 namespace {

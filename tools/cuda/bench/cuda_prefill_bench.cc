@@ -31,8 +31,8 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/flash_prefill.cuh"
 #include "backend/cuda/paged_attention.cuh"
-#include "runtime/forward_batch.h"
 #include "bench_model.h"
+#include "runtime/forward_batch.h"
 
 namespace loom {
 namespace {
@@ -295,9 +295,8 @@ void ModelPrefill(CudaBackend& be, double square_tflops) {
       "%.2f ms (%.0f tok/s); %.1f + %.1f TFLOP (linear + attention) -> %.1f TFLOP/s = "
       "%.1f %% of the 4096^3 GEMM rate (%.1f TFLOP/s)\n",
       kPrompt, CudaTuningValue(be.tuning(), "attn_prefill").c_str(),
-      CudaTuningValue(be.tuning(), "attn_prefill_tile").c_str(), best,
-      kPrompt * 1e3 / best, linear / 1e12, attn / 1e12, tflops, 100 * tflops / square_tflops,
-      square_tflops);
+      CudaTuningValue(be.tuning(), "attn_prefill_tile").c_str(), best, kPrompt * 1e3 / best,
+      linear / 1e12, attn / 1e12, tflops, 100 * tflops / square_tflops, square_tflops);
 }
 
 }  // namespace
