@@ -107,7 +107,7 @@ std::string DescribeCudaTuning(const CudaTuning& tuning);
 // The compatibility environment variable of `key`: "LOOM_" + key upper-cased.
 std::string CudaTuningEnvName(std::string_view key);
 
-// name -> value, or nullptr when unset (the CLI passes std::getenv).
+// name -> value, or nullptr when unset (the CLI passes the process environment).
 using EnvLookup = std::function<const char*(const char*)>;
 
 // Applies every LOOM_<KEY> variable `env` has (empty values count as unset). A retired variable

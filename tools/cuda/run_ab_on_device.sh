@@ -12,7 +12,7 @@
 # (default llama-3.1-8b; 512-token prompts, as run_issue7_on_device.sh), A and B alternating,
 # one round each. SKIP_BATCH1=1 leaves out the
 # batch-1 rounds.
-# Prints, per model: 300 greedy ids of A vs B (identical | DIFFERENT), then the decode tok/s of
+# Prints, per model: 300 greedy ids of A vs B (identical | DIFFERENT), then the prefill and decode tok/s of
 # each round, A and B alternating; with B's cuda_backend_test, its attention tests; with both
 # sides' cuda_attn_bench, their decode-attention lines.
 set -uo pipefail
@@ -63,7 +63,7 @@ for r in $(seq "$rounds"); do
       run_side 120 $s loom bench --device cuda --dummy-weights bench/configs/$m.json \
         --prompt-tokens 64 --decode-prompt-tokens 512 --gen-tokens 128 --concurrency 1 \
         --repeat 2 > "$out/ab.txt" 2>> "$out/ab.err"
-      echo "round $r $m $s: $(grep -E '^decode' "$out/ab.txt" | tr -s ' ')"
+      echo "round $r $m $s: $(grep -E '^(prefill|decode)' "$out/ab.txt" | tr -s ' ' | tr '\n' ' ')"
     done
   done
 done
@@ -73,7 +73,7 @@ for c in ${BATCHES:-}; do
     run_side 180 $s loom bench --device cuda --dummy-weights bench/configs/$m.json \
       --prompt-tokens 512 --decode-prompt-tokens 512 --gen-tokens 128 --concurrency $c \
       --repeat 2 > "$out/ab.txt" 2>> "$out/ab.err"
-    echo "batch $c $m $s: $(grep -E '^decode' "$out/ab.txt" | tr -s ' ')"
+    echo "batch $c $m $s: $(grep -E '^(prefill|decode)' "$out/ab.txt" | tr -s ' ' | tr '\n' ' ')"
   done
 done
 if [ -f "$bin_b/cuda_backend_test" ]; then
