@@ -15,8 +15,9 @@ where() {  # the build's path of a binary
   case $1 in
     loom) echo src/cli/loom ;;
     cli_test) echo src/cli/cli_test ;;
-    cuda_graph_runner_test | cuda_sampling_test | cuda_golden_test | cuda_model_test)
-      echo "src/runtime/$1" ;;
+    cuda_golden_test | cuda_model_test) echo "src/runtime/$1" ;;
+    cuda_graph_runner_test) echo "src/engine/$1" ;;
+    cuda_sampling_test) echo "src/sample/$1" ;;
     cuda_bench | cuda_prefill_bench) echo "tools/cuda/bench/$1" ;;
     *) echo "src/backend/cuda/$1" ;;
   esac
