@@ -56,7 +56,7 @@ inline bool IsErrorFinish(ChoiceFinishReason reason) {
 
 enum class ChoiceEventKind {
   kText,           // visible text: `text` (may be empty when only `logprobs` are new)
-  kReasoning,      // reasoning ("thinking") text: `text`. Not produced yet.
+  kReasoning,      // reasoning ("thinking") text: `text` (ReasoningSource, reasoning_parser.h)
   kToolCallStart,  // a tool call begins: `tool_call_idx`, `tool_call_id`, `tool_name`. Not yet.
   kToolCallArgs,   // a fragment of that call's JSON arguments: `tool_call_idx`, `text`. Not yet.
   kFinish,         // the choice ended: `finish_reason`, `stop_string`, `stop_token`, `error`
