@@ -14,6 +14,12 @@
 namespace loom {
 namespace {
 
+// Byte-identical edit lists (memcmp of an empty vector's null data() would be undefined).
+bool SameBytes(const std::vector<LogitEdit>& a, const std::vector<LogitEdit>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(LogitEdit)) == 0);
+}
+
 using Tokens = std::vector<TokenId>;
 
 std::vector<float> LogitsFromProbs(const std::vector<double>& probs) {
@@ -372,7 +378,7 @@ TEST(SamplerTest, LogitEditsAreSampleRowsSteps) {
     const std::vector<TokenId> prompt_ids = SortedUniqueIds(prompt);
     ASSERT_TRUE(BuildLogitEdits(ctx, kVocab, &kept, &prompt_ids)) << trial;
     ASSERT_EQ(kept.size(), edits.size()) << trial;
-    ASSERT_EQ(std::memcmp(kept.data(), edits.data(), edits.size() * sizeof(LogitEdit)), 0) << trial;
+    ASSERT_TRUE(SameBytes(kept, edits)) << trial;
     std::vector<float> edited = raw;
     for (const LogitEdit& e : edits) edited[e.token] = ApplyLogitEdit(e, edited[e.token]);
 
@@ -459,8 +465,7 @@ TEST(SamplerTest, LogitEditCacheFollowsBuildLogitEdits) {
       ASSERT_TRUE(cache.Build(ctx, kVocab));
       const std::vector<LogitEdit>& got = cache.edits();
       ASSERT_EQ(got.size(), want.size()) << trial << " step " << step;
-      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(LogitEdit)), 0)
-          << trial << " step " << step;
+      ASSERT_TRUE(SameBytes(got, want)) << trial << " step " << step;
     }
     // Built once, and once more where min_tokens masking switched off: the other steps updated.
     EXPECT_EQ(cache.rebuilds(), p.min_tokens > 0 ? 2 : 1) << trial;
