@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_test_util.h"
 #include "model/dummy_weights.h"
 #include "runtime/forward_batch.h"
+#include "runtime/test_models.h"
 
 namespace loom {
 namespace {
@@ -22,19 +23,9 @@ using cuda_test::CpuValues;
 using cuda_test::GpuValues;
 using cuda_test::NormalizedError;
 
-// Llama 3.1's rope (llama3 scaling) on a 2-layer model.
+// Llama-3.1-8B's config (llama3 rope scaling) shrunk to 2 layers.
 ModelConfig TinyLlama() {
-  ModelConfig c;
-  c.arch = "llama";
-  c.max_position_embeddings = 131072;
-  c.rms_norm_eps = 1e-5f;
-  c.rope.type = RopeType::kLlama3;
-  c.rope.theta = 500000.f;
-  c.rope.factor = 8.f;
-  c.rope.low_freq_factor = 1.f;
-  c.rope.high_freq_factor = 4.f;
-  c.rope.original_max_position_embeddings = 8192;
-  c.rope_local = c.rope;
+  ModelConfig c = test_models::Llama31_8BConfig();
   c.vocab_size = 1000;
   c.hidden_size = 512;
   c.intermediate_size = 1024;
