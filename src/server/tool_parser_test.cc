@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct Ev {
   std::string text;
   bool operator==(const Ev&) const = default;
 };
+void PrintTo(const Ev& e, std::ostream* os) { *os << e.kind << "[" << e.text << "]"; }
 
 std::string Describe(const std::vector<Ev>& events) {
   std::string s;
@@ -477,8 +479,11 @@ std::string ReadFile(const std::string& path) {
 struct TemplateCase {
   const char* file;  // under chat-templates/
   ToolCallFormat format;
-  bool arguments_as_string;   // the template concatenates the arguments: pass JSON text
-  bool content_null = false;  // the template renders an empty content as a turn of its own
+  bool arguments_as_string;  // the template concatenates the arguments: pass JSON text
+  // The template writes a message's content as a turn of its own after the calls (an empty one
+  // too, unless it is null), or the calls only without content: DeepSeek-R1's templates. Their
+  // calls are checked with content null.
+  bool content_null = false;
   // Render without `tools`: llama.cpp's deepseek-r1 template pipes `map(...)` (a generator in
   // jinja2) into tojson, which jinja2, and so loom, rejects ("not JSON serializable"); its calls
   // render without the tool list.
@@ -506,7 +511,7 @@ const std::vector<TemplateCase>& TemplateCases() {
        false, true},
       {"chat-templates-llamacpp/deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", F::kDeepSeekV3,
        true, true},
-      {"chat-templates-llamacpp/llama-cpp-deepseek-r1.jinja", F::kDeepSeekV3, false, false, true},
+      {"chat-templates-llamacpp/llama-cpp-deepseek-r1.jinja", F::kDeepSeekV3, false, true, true},
       {"chat-templates-llamacpp/GLM-4.6.jinja", F::kGlm45, false},
   };
   return cases;
@@ -533,7 +538,8 @@ ordered_json WeatherToolsJson() {
   return ordered_json::parse(R"([{"type": "function", "function": {"name": "get_weather",
       "description": "The weather forecast for a city.", "parameters": {"type": "object",
       "properties": {"city": {"type": "string", "description": "The city."},
-                     "days": {"type": "integer", "description": "How many days."}},
+                     "days": {"type": "integer", "description": "How many days."},
+                     "options": {"type": "object"}},
       "required": ["city", "days"]}}}])");
 }
 
@@ -574,9 +580,11 @@ std::string AssistantTurn(const std::string& prompt, const std::string& full) {
   return turn;
 }
 
-// Renders [user, assistant with one get_weather call] with `c`'s template, cuts the assistant
-// turn out and parses it back.
-void CheckTemplateRoundTrip(const TemplateCase& c) {
+// Renders [user, assistant with `content` and a get_weather call per `calls`] with `c`'s
+// template, cuts the assistant turn out and parses it back: the content (where the template
+// writes it) and each call's name and arguments (compared as JSON).
+void CheckTemplateRoundTrip(const TemplateCase& c, const std::string& content,
+                            const std::vector<ordered_json>& calls) {
   SCOPED_TRACE(c.file);
   const std::string path = testing::SharedData(std::string("chat-templates/") + c.file);
   LOOM_NEED_FILE(path);
@@ -585,17 +593,20 @@ void CheckTemplateRoundTrip(const TemplateCase& c) {
     tools.push_back({t["function"]["name"].get<std::string>(),
                      json::parse(t["function"]["parameters"].dump())});
   }
-  const ordered_json args = {{"city", "Paris"}, {"days", 3}};
   StatusOr<ChatTemplate> tpl = ChatTemplate::Parse(ReadFile(path));
   ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
   const ordered_json user = {{"role", "user"}, {"content", "What is the weather in Paris?"}};
-  ordered_json call = {{"id", "call12345"},  // Mistral's templates want 9 characters
-                       {"type", "function"},
-                       {"function", {{"name", "get_weather"}, {"arguments", args}}}};
-  if (c.arguments_as_string) call["function"]["arguments"] = args.dump();
+  ordered_json tool_calls = ordered_json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ordered_json call = {{"id", "call1234" + std::to_string(i)},  // Mistral wants 9 characters
+                         {"type", "function"},
+                         {"function", {{"name", "get_weather"}, {"arguments", calls[i]}}}};
+    if (c.arguments_as_string) call["function"]["arguments"] = calls[i].dump();
+    tool_calls.push_back(call);
+  }
   ordered_json assistant = {
-      {"role", "assistant"}, {"content", ""}, {"tool_calls", ordered_json::array({call})}};
-  if (c.content_null) assistant["content"] = nullptr;
+      {"role", "assistant"}, {"content", content}, {"tool_calls", tool_calls}};
+  if (c.content_null && content.empty()) assistant["content"] = nullptr;
   ordered_json ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
   if (!c.without_tools) ctx["tools"] = WeatherToolsJson();
   ctx["messages"] = ordered_json::array({user});
@@ -608,15 +619,40 @@ void CheckTemplateRoundTrip(const TemplateCase& c) {
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   const std::string turn = AssistantTurn(*prompt, *full);
   const std::vector<Ev> events = Parse(c.format, tools, turn, {});
-  ASSERT_EQ(events.size(), 2u) << "turn: " << turn << "\nevents: " << Describe(events);
-  EXPECT_EQ(events[0], (Ev{'C', "get_weather"})) << turn;
-  EXPECT_EQ(json::parse(events[1].text, nullptr, false), json::parse(args.dump()))
-      << "turn: " << turn << "\nargs: " << events[1].text;
+  const bool has_content = !content.empty() && turn.find(content) != std::string::npos;
+  ASSERT_EQ(events.size(), 2 * calls.size() + (has_content ? 1 : 0))
+      << "turn: " << turn << "\nevents: " << Describe(events);
+  size_t e = 0;
+  if (has_content) {  // as the template wrote it, e.g. Qwen3's "\n\n" after <think></think>
+    EXPECT_EQ(events[e].kind, 'T') << turn;
+    EXPECT_EQ(events[e++].text.substr(events[0].text.find_first_not_of('\n')), content) << turn;
+  }
+  for (const ordered_json& args : calls) {
+    EXPECT_EQ(events[e++], (Ev{'C', "get_weather"})) << turn;
+    EXPECT_EQ(json::parse(events[e].text, nullptr, false), json::parse(args.dump()))
+        << "turn: " << turn << "\nargs: " << events[e].text;
+    ++e;
+  }
   ExpectChunkingInvariant(c.file, c.format, tools, turn, events, /*two_cuts=*/false);
 }
 
 TEST(ToolCallTemplateTest, ParsesWhatTheTemplateRenders) {
-  for (const TemplateCase& c : TemplateCases()) CheckTemplateRoundTrip(c);
+  for (const TemplateCase& c : TemplateCases()) {
+    CheckTemplateRoundTrip(c, "", {{{"city", "Paris"}, {"days", 3}}});
+  }
+}
+
+// Content before the calls, two calls, unicode, quotes and nesting in the arguments (Llama 3's
+// templates take one call only).
+TEST(ToolCallTemplateTest, ParsesContentAndSeveralCalls) {
+  const ordered_json second = ordered_json::parse(
+      R"({"city": "Zürich \"Z\" {x}", "days": 1,
+          "options": {"units": "metric", "tags": ["a", "[b]"]}})");
+  for (const TemplateCase& c : TemplateCases()) {
+    if (c.format == ToolCallFormat::kLlama3Json) continue;
+    CheckTemplateRoundTrip(c, c.content_null ? "" : "Let me check.",
+                           {{{"city", "Paris"}, {"days", 3}}, second});
+  }
 }
 
 #endif  // LOOM_HAVE_CHAT_TEMPLATE
