@@ -70,12 +70,12 @@ bool StepArgs(MarkupParser& p, ArgsValue& args, bool eof, bool* done) {
   size_t n = 0;
   std::string emit;
   const JsonValueScanner::Result r = args.Feed(p.Rest(), eof, &n, &emit);
+  p.Consume(n);
+  p.EmitArgs(emit);
   if (r == JsonValueScanner::Result::kBad) {
     p.Malformed();
     return true;
   }
-  p.Consume(n);
-  p.EmitArgs(emit);
   *done = r == JsonValueScanner::Result::kDone;
   return *done || n > 0;
 }
@@ -376,22 +376,18 @@ class DeepSeekParser final : public MarkupParser {
         return true;
       }
       case State::kCallBegun: {
-        // V3: the call's type ("function"); V3.1: its name; either way up to the separator.
+        // V3: the call's type ("function"); V3.1: its name; either way up to the separator,
+        // without whitespace (judged on what has come, so chunking does not matter).
         const std::string_view r = Rest();
         const size_t sep = r.find(kDsSep);
-        if (sep == std::string_view::npos) {
-          if (r.size() > kMaxNameBytes + kDsSep.size() || r.find('\n') != std::string_view::npos) {
-            Malformed();
-            return true;
-          }
-          return false;
-        }
-        const std::string_view before = Trim(r.substr(0, sep));
-        if (before.empty() || before.size() > kMaxNameBytes ||
-            before.find_first_of(kWhitespace) != std::string_view::npos) {
+        const std::string_view before = r.substr(0, sep);
+        const size_t max = kMaxNameBytes + (sep == std::string_view::npos ? kDsSep.size() : 0);
+        if (before.find_first_of(kWhitespace) != std::string_view::npos || before.size() > max ||
+            (sep != std::string_view::npos && before.empty())) {
           Malformed();
           return true;
         }
+        if (sep == std::string_view::npos) return false;
         const std::string name(before);
         Consume(sep + kDsSep.size());
         if (v31_) {
@@ -414,7 +410,7 @@ class DeepSeekParser final : public MarkupParser {
           return false;
         }
         const std::string_view name = Trim(r.substr(0, end));
-        if (name.empty()) {
+        if (name.empty() || end > kMaxNameBytes) {
           Malformed();
           return true;
         }

@@ -53,7 +53,8 @@ class JsonValueScanner {
   enum class Result { kMore, kDone, kBad };
   // Scans the next piece `s` of the value (the first piece starts at the value's first char);
   // `*consumed` is how much of `s` belongs to the value. A scalar (number, true, ...) ends at the
-  // first char that cannot continue it (not consumed) or at `eof`.
+  // first char that cannot continue it (not consumed) or at `eof`. kBad: `*consumed` is where
+  // the value went wrong (what came before it was still the value).
   Result Scan(std::string_view s, bool eof, size_t* consumed);
   // The value's first char ('{', '[', '"', or a scalar's); 0 before any.
   char first() const { return first_; }

@@ -93,7 +93,10 @@ JsonValueScanner::Result JsonValueScanner::Scan(std::string_view s, bool eof, si
     } else if (c == '{' || c == '[') {
       closers_.push_back(c == '{' ? '}' : ']');
     } else if (c == '}' || c == ']') {
-      if (closers_.back() != c) return Result::kBad;
+      if (closers_.back() != c) {
+        *consumed = i - 1;  // what came before the mismatch was still the value
+        return Result::kBad;
+      }
       closers_.pop_back();
       done = closers_.empty();
     }
@@ -105,12 +108,11 @@ JsonValueScanner::Result JsonValueScanner::Scan(std::string_view s, bool eof, si
 JsonValueScanner::Result ArgsValue::Feed(std::string_view s, bool eof, size_t* consumed,
                                          std::string* emit) {
   const JsonValueScanner::Result r = scanner_.Scan(s, eof, consumed);
-  if (r == JsonValueScanner::Result::kBad) return r;
   const std::string_view piece = s.substr(0, *consumed);
   const char first = scanner_.first();
   if (first == '{' || first == '[') {
     emit->append(piece);
-  } else {
+  } else if (r != JsonValueScanner::Result::kBad) {
     held_.append(piece);
     if (r == JsonValueScanner::Result::kDone) emit->append(Decided());
   }
@@ -199,7 +201,6 @@ CallObject::Result CallObject::Step(MarkupParser& p, bool eof) {
       if (kind_ == ValueKind::kArgs) {
         std::string emit;
         res = args_.Feed(r, eof, &n, &emit);
-        if (res == JsonValueScanner::Result::kBad) return Result::kBad;
         p.Consume(n);
         if (started_) {
           p.EmitArgs(emit);
@@ -208,9 +209,9 @@ CallObject::Result CallObject::Step(MarkupParser& p, bool eof) {
         }
       } else {
         res = skip_.Scan(r, eof, &n);
-        if (res == JsonValueScanner::Result::kBad) return Result::kBad;
         p.Consume(n);
       }
+      if (res == JsonValueScanner::Result::kBad) return Result::kBad;
       if (res == JsonValueScanner::Result::kDone) {
         state_ = State::kAfterValue;
         return Result::kProgress;

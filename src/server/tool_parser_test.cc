@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -406,6 +407,78 @@ TEST(ToolCallParserTest, WholeOutput) {
 TEST(ToolCallParserTest, EveryChunkingGivesTheSameEvents) {
   for (const Case& c : Cases()) {
     ExpectChunkingInvariant(c.name, c.format, WeatherTools(), c.output, c.expected);
+  }
+}
+
+// Random outputs glued from each format's markup pieces (whole, cut short, malformed) and text:
+// random chunkings give the whole output's events, and an output in which no call started comes
+// out as content, byte for byte.
+TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
+  using F = ToolCallFormat;
+  const std::vector<std::string> common = {"text ",
+                                           "\n",
+                                           " ",
+                                           "{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           "\"",
+                                           ",",
+                                           ":",
+                                           "\"name\": \"f\"",
+                                           "\"arguments\": ",
+                                           "\"parameters\": ",
+                                           "{\"a\": 1}",
+                                           "\"x\\\"y\"",
+                                           "null",
+                                           "3",
+                                           "<",
+                                           ">",
+                                           ";",
+                                           "é",
+                                           "😀"};
+  const std::vector<std::pair<F, std::vector<std::string>>> pieces = {
+      {F::kHermes, {"<tool_call>", "</tool_call>", "<tool_", "</tool_c"}},
+      {F::kQwen3Coder,
+       {"<tool_call>", "</tool_call>", "<function=get_weather>", "<function=", "<parameter=city>",
+        "<parameter=days>", "</parameter>", "</function>", "<param"}},
+      {F::kLlama3Json, {"<|python_tag|>", "<|python", "{\"name\": \"f\", \"parameters\": "}},
+      {F::kMistral, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "get_weather", "id123", "[TOOL_"}},
+      {F::kDeepSeekV3,
+       {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function<｜tool▁sep｜>", "f\n",
+        "```json\n", "\n```", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool"}},
+      {F::kDeepSeekV31,
+       {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "f<｜tool▁sep｜>", "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁"}},
+      {F::kGlm45,
+       {"<tool_call>", "get_weather\n", "<arg_key>", "city", "days", "</arg_key>", "<arg_value>",
+        "</arg_value>", "</tool_call>", "<arg_"}},
+      {F::kPhi4Mini, {"functools[", "functools", "{\"name\": \"f\", \"arguments\": {}}"}},
+  };
+  std::mt19937 rng(20261202);
+  for (const auto& [format, own] : pieces) {
+    std::vector<std::string> all = common;
+    for (int i = 0; i < 3; ++i) all.insert(all.end(), own.begin(), own.end());  // markup-heavy
+    for (int round = 0; round < 300; ++round) {
+      std::string output;
+      const int n = 1 + static_cast<int>(rng() % 14);
+      for (int i = 0; i < n; ++i) output += all[rng() % all.size()];
+      const std::vector<Ev> whole = Parse(format, WeatherTools(), output, {});
+      bool any_call = false;
+      for (const Ev& e : whole) any_call |= e.kind == 'C';
+      if (!any_call) {
+        ASSERT_EQ(Describe(whole), output.empty() ? "" : "T[" + output + "] ")
+            << ToolCallFormatName(format) << ": " << output;
+      }
+      for (int k = 0; k < 20; ++k) {
+        std::vector<size_t> cuts;
+        for (size_t i = 1; i < output.size(); ++i) {
+          if (rng() % 4 == 0) cuts.push_back(i);
+        }
+        ASSERT_EQ(Describe(Parse(format, WeatherTools(), output, cuts)), Describe(whole))
+            << ToolCallFormatName(format) << ": " << output;
+      }
+    }
   }
 }
 
