@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what loom needs to build and test, idempotently: Debian packages (only the missing
 # ones) and the npm test dependencies (only when package.json changed): the API clients under
-# tests/node and the real tokenizer files under tests/tokenizers (see its README.md).
+# tests/node, the real tokenizer files under tests/tokenizers (see its README.md) and the coding-agent
+# CLIs under tests/agents (Claude Code, Qwen Code: tests/node/agents.test.mjs runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-for dir in tests/node tests/tokenizers; do
+for dir in tests/node tests/tokenizers tests/agents; do
   [[ -f $dir/package.json ]] || continue
   stamp=$dir/node_modules/.loom-stamp
   sum=$(cat "$dir/package.json" "$dir/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1)

@@ -108,10 +108,18 @@ void RunServe(ServeFlags& f) {
   if (s.tokenizer) {
     auto tpl = ResolveChatTemplate(s);
     if (!tpl.ok()) Fail(std::string(tpl.status().message()));
-    codec = std::make_unique<TokenizerCodec>(s.tokenizer, *tpl);
+    // The tools variant applies only to the model's own templates, not to --chat-template.
+    codec = std::make_unique<TokenizerCodec>(
+        s.tokenizer, *tpl, *tpl == s.chat_template ? s.chat_template_tools : nullptr);
   }
 #endif
   ctx->codec = codec.get();
+  {
+    auto parsers =
+        ResolveOutputParsers(f.server.tool_parser, f.server.reasoning_parser, codec.get());
+    if (!parsers.ok()) Fail(std::string(parsers.status().message()));
+    ctx->parsers = *std::move(parsers);
+  }
   ctx->engine = s.engine.get();
   const ModelConfig& cfg = s.model->config();
   ctx->model.name = s.model_name;
@@ -137,6 +145,7 @@ void RunServe(ServeFlags& f) {
                "  context   %d tokens; KV %d blocks x %d = %lld tokens (%s)\n"
                "  batch     %d rows, %d tokens/step; http threads %d\n"
                "  tokenizer %s; chat template %s\n"
+               "  tools     %s; reasoning %s\n"
                "  load      %.2f s\n"
                "  url       %s  (chat page %s/#/chat)\n",
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
@@ -145,7 +154,9 @@ void RunServe(ServeFlags& f) {
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
-               s.load_seconds, url.c_str(), url.c_str());
+               ctx->parsers.tool_format_why.c_str(),
+               ctx->parsers.reasoning.has_value() ? "<think> sections" : "off", s.load_seconds,
+               url.c_str(), url.c_str());
   if (s.is_default_model) {
     std::fprintf(
         stderr,
@@ -221,6 +232,11 @@ void AddServeCommand(CLI::App& root) {
                   "max_tokens when a request omits it (0 = until the context is full)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--max-output-tokens", o.defaults.max_output_tokens,
+                  "no request generates more than this many tokens; a larger max_tokens is cut "
+                  "to it (0 = no cap)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--temp,--temperature", o.defaults.temperature, "default sampling temperature")
       ->check(CLI::Range(0.0, 2.0))
       ->capture_default_str();
@@ -234,6 +250,16 @@ void AddServeCommand(CLI::App& root) {
                   "default enable_thinking for chat templates (a request's "
                   "chat_template_kwargs / reasoning_effort wins)")
       ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option("--tool-parser", o.tool_parser,
+                  "how tool calls are read from the output: auto (from the chat template), none, "
+                  "or a format: " +
+                      ToolCallFormatNames())
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", o.reasoning_parser,
+                  "split <think> sections into reasoning_content / thinking blocks: auto (when "
+                  "the chat template writes <think>), none or think")
+      ->check(CLI::IsMember({"auto", "none", "think"}))
+      ->capture_default_str();
   cmd->add_flag("--no-open", f->no_open, "do not open the chat page in a browser");
   cmd->add_flag("--no-chat-page", f->no_chat_page, "do not serve the chat page at /");
   o.defaults.max_tokens = 512;

@@ -129,13 +129,17 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--chat-template", chat_template,
                   "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile);
+  app->add_option("--tokenizer", tokenizer,
+                  "HF directory whose tokenizer (and chat template) replace the model's; with "
+                  "--dummy-weights, a random model with a real tokenizer (protocol tests)")
+      ->check(CLI::ExistingDirectory);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
   app->add_flag(
       "--step-trace", step_trace,
       "one stderr line per engine step: its size and host timing (also LOOM_STEP_TRACE=1)");
   app->add_option("--dummy-weights", dummy_weights,
                   "build the model from this config.json (or its directory) with random weights "
-                  "(benchmarks; no tokenizer; MODEL is ignored)");
+                  "(benchmarks; no tokenizer unless --tokenizer; MODEL is ignored)");
   app->add_flag("!--no-cuda-graphs", cuda_graphs,
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   app->add_flag("--mmap", mmap_weights,
@@ -337,8 +341,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   }
 #endif
 #ifdef LOOM_HAVE_TOKENIZER
-  if (!dummy) {
-    auto tok = LoadTokenizerFor(s->model_path);
+  if (!dummy || !flags.tokenizer.empty()) {
+    const std::string text_dir = flags.tokenizer.empty() ? s->model_path : flags.tokenizer;
+    auto tok = LoadTokenizerFor(text_dir);
     if (tok.ok()) {
       s->tokenizer = std::shared_ptr<const Tokenizer>(std::move(tok).value());
     } else if (tok.status().code() != StatusCode::kNotFound) {
@@ -347,7 +352,13 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
       LOG(WARNING) << "no tokenizer: " << tok.status().message();
     }
     ASSIGN_OR_RETURN(ModelChatTemplates t,
-                     LoadChatTemplatesFor(s->model_path, flags.chat_template, s->tokenizer.get()));
+                     LoadChatTemplatesFor(text_dir, flags.chat_template, s->tokenizer.get()));
+    if (s->tokenizer && s->tokenizer->vocab_size() > s->model->config().vocab_size) {
+      return InvalidArgumentError(
+          "the tokenizer of " + text_dir + " has " + std::to_string(s->tokenizer->vocab_size()) +
+          " ids but the model's vocabulary only " + std::to_string(s->model->config().vocab_size) +
+          (flags.tokenizer.empty() ? "" : "; pass a --tokenizer that matches the model"));
+    }
     s->chat_template = t.plain;
     s->chat_template_tools = t.tools;
     s->bos_token = t.bos_token;

@@ -37,6 +37,9 @@ struct ModelFlags {
   double prompt_cache_gb = -1;  // -1 = on (bounded by the pool); 0 = off
   int max_model_len = 0;        // 0 = the model's
   std::string chat_template;    // file overriding the model's template
+  // --tokenizer DIR: the tokenizer (and chat template) from this HF directory instead of the
+  // model's; with --dummy-weights it gives the random model a real text side (protocol tests).
+  std::string tokenizer;
   bool debug_integrity = false;
   bool step_trace = false;  // --step-trace (or LOOM_STEP_TRACE=1): one stderr line a step
   // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no

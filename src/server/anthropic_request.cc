@@ -1,6 +1,7 @@
 #include "server/anthropic_request.h"
 
 #include "server/json_fields.h"
+#include "server/tool_request.h"
 
 namespace loom {
 namespace {
@@ -45,12 +46,121 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
     } else if (type == "image" || type == "document") {
       return Unsupported(param, bname, "\"" + type + "\" content blocks");
     } else if (type == "tool_use" || type == "tool_result" || type == "server_tool_use") {
-      return Unsupported(param, bname, "\"" + type + "\" content blocks (tool use)");
+      return Fail(param, bname,
+                  bname + ": a \"" + type + "\" block is only allowed in a message's content");
     } else if (type == "thinking" || type == "redacted_thinking") {
       continue;  // earlier turns' reasoning is dropped, as templates do
     } else {
       return Fail(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
     }
+  }
+  return OkStatus();
+}
+
+// One Anthropic message → normalized messages (tool_request.h): an assistant turn's text,
+// thinking and tool_use blocks become one assistant message with tool_calls; a user turn's
+// tool_result blocks become tool messages and its text blocks user messages, in block order.
+Status AppendMessage(const json& m, const std::string& name, GenerationRequest* out,
+                     std::string* param) {
+  const std::string role = m["role"].get<std::string>();
+  const json& content = m["content"];
+  if (content.is_string() || role == "system") {
+    std::string text;
+    RETURN_IF_ERROR(BlocksText(content, name + ".content", param, &text));
+    if (text.empty() && role != "assistant") {
+      return Fail(param, name + ".content", name + ".content must not be empty");
+    }
+    out->messages.push_back(ordered_json{{"role", role}, {"content", text}});
+    return OkStatus();
+  }
+  if (!content.is_array()) {
+    return Fail(param, name + ".content",
+                name + ".content must be a string or an array of content blocks, got " +
+                    JsonTypeName(content));
+  }
+  ordered_json assistant{{"role", "assistant"}, {"content", ""}};
+  std::string reasoning;
+  ordered_json calls = ordered_json::array();
+  std::string user_text;
+  bool has_user_text = false;
+  auto flush_user = [&] {
+    if (has_user_text)
+      out->messages.push_back(ordered_json{{"role", "user"}, {"content", user_text}});
+    user_text.clear();
+    has_user_text = false;
+  };
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& b = content[j];
+    const std::string bname = name + ".content[" + std::to_string(j) + "]";
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
+      return Fail(param, bname, bname + " must be an object with a string \"type\"");
+    }
+    const std::string type = b["type"].get<std::string>();
+    if (type == "tool_use") {
+      if (role != "assistant") {
+        return Fail(param, bname, bname + ": tool_use blocks belong to assistant messages");
+      }
+      if (!b.contains("id") || !b["id"].is_string()) {
+        return Fail(param, bname + ".id", bname + ".id is required and must be a string");
+      }
+      if (!b.contains("name") || !b["name"].is_string()) {
+        return Fail(param, bname + ".name", bname + ".name is required and must be a string");
+      }
+      const json input = b.contains("input") ? b["input"] : json::object();
+      if (!input.is_object()) {
+        return Fail(param, bname + ".input", bname + ".input must be an object");
+      }
+      calls.push_back(
+          TemplateToolCall(b["id"].get<std::string>(), b["name"].get<std::string>(), input));
+    } else if (type == "tool_result") {
+      if (role != "user") {
+        return Fail(param, bname, bname + ": tool_result blocks belong to user messages");
+      }
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) {
+        return Fail(param, bname + ".tool_use_id",
+                    bname + ".tool_use_id is required and must be a string");
+      }
+      const std::string id = b["tool_use_id"].get<std::string>();
+      const std::string fn = ToolNameForCallId(out->messages, id);
+      if (fn.empty()) {
+        return Fail(param, bname + ".tool_use_id",
+                    bname + ".tool_use_id \"" + id +
+                        "\" answers no tool_use block of an earlier assistant message");
+      }
+      std::string text;
+      if (b.contains("content") && !b["content"].is_null()) {
+        RETURN_IF_ERROR(BlocksText(b["content"], bname + ".content", param, &text));
+      }
+      flush_user();
+      out->messages.push_back(
+          ordered_json{{"role", "tool"}, {"content", text}, {"tool_call_id", id}, {"name", fn}});
+    } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
+      if (type == "thinking" && b.contains("thinking") && b["thinking"].is_string()) {
+        reasoning += b["thinking"].get<std::string>();
+      }
+    } else {
+      std::string text;
+      RETURN_IF_ERROR(BlocksText(json::array({b}), name + ".content", param, &text));
+      if (type != "text") continue;  // thinking in a user turn: nothing to render
+      if (role == "assistant") {
+        assistant["content"] = assistant["content"].get<std::string>() + text;
+      } else {
+        user_text += text;
+        has_user_text = true;
+      }
+    }
+  }
+  if (role == "assistant") {
+    if (!calls.empty()) assistant["tool_calls"] = std::move(calls);
+    if (!reasoning.empty()) assistant["reasoning_content"] = reasoning;
+    out->messages.push_back(std::move(assistant));
+    return OkStatus();
+  }
+  const size_t before = out->messages.size();
+  flush_user();
+  if (out->messages.size() == before &&
+      (out->messages.empty() || out->messages.back()["role"] != "tool")) {
+    return Fail(param, name + ".content", name + ".content must not be empty");
   }
   return OkStatus();
 }
@@ -77,6 +187,7 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
     p.max_tokens = 1;
   }
   out.max_tokens_set = true;
+  out.max_tokens_is_cap = true;
   RETURN_IF_ERROR(f.Bool("stream", &out.stream));
   if (const json* v = f.Find("stop_sequences")) {
     if (!v->is_array()) {
@@ -95,19 +206,22 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
       out.stop.push_back((*v)[i].get<std::string>());
     }
   }
-  if (const json* v = f.Find("tools")) {
-    if (!v->is_array() || !v->empty()) return Unsupported(param, "tools", "tools");
+  if (const json* v = f.Find("tools")) RETURN_IF_ERROR(ParseAnthropicTools(*v, &out, param));
+  if (const json* v = f.Find("tool_choice")) {
+    RETURN_IF_ERROR(ParseAnthropicToolChoice(*v, &out, param));
   }
-  if (f.Find("tool_choice") != nullptr) return Unsupported(param, "tool_choice", "tool_choice");
+  RETURN_IF_ERROR(CheckToolChoiceSupported(out, "tool_choice", param));
   if (const json* v = f.Find("thinking")) {
     if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string()) {
       return f.Error("thinking", "thinking must be an object with a string \"type\"");
     }
     std::string type = (*v)["type"].get<std::string>();
-    if (type != "enabled" && type != "disabled") {
-      return f.Error("thinking.type", "thinking.type must be \"enabled\" or \"disabled\"");
+    // "adaptive" lets the model decide; for a chat template that is thinking on.
+    if (type != "enabled" && type != "disabled" && type != "adaptive") {
+      return f.Error("thinking.type",
+                     "thinking.type must be \"enabled\", \"adaptive\" or \"disabled\"");
     }
-    out.template_kwargs["enable_thinking"] = type == "enabled";
+    out.template_kwargs["enable_thinking"] = type != "disabled";
   } else if (d.enable_thinking.has_value()) {
     out.template_kwargs["enable_thinking"] = *d.enable_thinking;
   }
@@ -130,21 +244,15 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
       return Fail(param, name + ".role", name + ".role is required and must be a string");
     }
     std::string role = m["role"].get<std::string>();
-    if (role != "user" && role != "assistant") {
+    // "system" turns mid-conversation: Claude Code sends them (per-turn instructions).
+    if (role != "user" && role != "assistant" && role != "system") {
       return Fail(param, name + ".role",
-                  name + ".role \"" + role +
-                      "\" is unknown; expected user or assistant "
-                      "(put system prompts in the top-level system field)");
+                  name + ".role \"" + role + "\" is unknown; expected user, assistant or system");
     }
     if (!m.contains("content") || m["content"].is_null()) {
       return Fail(param, name + ".content", name + ".content is required");
     }
-    std::string text;
-    RETURN_IF_ERROR(BlocksText(m["content"], name + ".content", param, &text));
-    if (text.empty() && role == "user") {
-      return Fail(param, name + ".content", name + ".content must not be empty");
-    }
-    out.messages.push_back(ordered_json{{"role", role}, {"content", text}});
+    RETURN_IF_ERROR(AppendMessage(m, name, &out, param));
   }
   // A trailing assistant message is a prefill: the reply continues it.
   if (out.messages.back()["role"] == "assistant") out.add_generation_prompt = false;

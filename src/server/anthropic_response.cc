@@ -35,7 +35,9 @@ ordered_json AnthropicMessageJson(const ResponseMeta& meta, const CollectedChoic
                                   const Usage& usage) {
   ordered_json content = ordered_json::array();
   if (!choice.reasoning.empty()) {
-    content.push_back(ordered_json{{"type", "thinking"}, {"thinking", choice.reasoning}});
+    // No signature: loom's thinking is not signed (clients send it back; loom ignores it).
+    content.push_back(
+        ordered_json{{"type", "thinking"}, {"thinking", choice.reasoning}, {"signature", ""}});
   }
   if (!choice.text.empty() || choice.tool_calls.empty()) {
     content.push_back(ordered_json{{"type", "text"}, {"text", choice.text}});

@@ -7,6 +7,7 @@
 #include "server/anthropic_stream_encoder.h"
 #include "server/choice_collector.h"
 #include "server/generation.h"
+#include "server/output_parsing.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 #include "server/stream_driver.h"
@@ -26,19 +27,26 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(parsed.status(), param));
   }
   GenerationRequest& req = *parsed;
-  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param);
+  if (Status s = PrepareOutputParsing(ctx->parsers, &req, &param); !s.ok()) {
+    return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(s, param));
+  }
+  std::string rendered;
+  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param, &rendered);
   if (!prompt.ok()) {
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(prompt.status(), param));
   }
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(gen.status()));
   ResponseMeta meta{NewResponseId("msg_"), ctx->model.name, UnixNow()};
+  std::unique_ptr<ChoiceEventSource> source =
+      WrapOutputParsers(ctx->parsers, req, rendered, *std::move(gen), ApiFlavor::kAnthropic);
   if (req.stream) {
-    return ServeStream(ctx, *std::move(gen), std::make_unique<AnthropicMessagesEncoder>(meta), res);
+    return ServeStream(ctx, std::move(source), std::make_unique<AnthropicMessagesEncoder>(meta),
+                       res);
   }
   ChoiceCollector collector(1);
-  if (!CollectResponse(gen->get(), http_req, ctx, ApiFlavor::kAnthropic, res, &collector)) return;
-  SendJson(res, 200, AnthropicMessageJson(meta, collector.choices()[0], (*gen)->usage()));
+  if (!CollectResponse(source.get(), http_req, ctx, ApiFlavor::kAnthropic, res, &collector)) return;
+  SendJson(res, 200, AnthropicMessageJson(meta, collector.choices()[0], source->usage()));
 }
 
 void HandleCountTokens(ServerContext* ctx, const httplib::Request& http_req,

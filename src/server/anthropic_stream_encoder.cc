@@ -45,7 +45,8 @@ std::string AnthropicMessagesEncoder::Encode(const ChoiceEvent& e) {
     case ChoiceEventKind::kReasoning:
       if (e.text.empty()) return "";
       if (open_ != Block::kThinking) {
-        out = OpenBlock(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}});
+        out = OpenBlock(Block::kThinking,
+                        {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       }
       return out + Delta({{"type", "thinking_delta"}, {"thinking", e.text}});
     case ChoiceEventKind::kToolCallStart:

@@ -2,8 +2,8 @@
 // the model's output and the wire:
 //
 //   Generation (token ids → text, stop strings)          generation.h
-//     → [later: reasoning / tool-call parsers, each a ChoiceEventSource wrapping another one,
-//        turning kText into kReasoning / kToolCallStart / kToolCallArgs]
+//     → reasoning and tool-call parsers, each a ChoiceEventFilter wrapping another source,
+//       turning kText into kReasoning / kToolCallStart / kToolCallArgs  output_parsing.h
 //     → StreamDriver + a StreamEncoder per protocol      stream_driver.h, *_stream_encoder.h
 //       or ChoiceCollector → a response body             choice_collector.h
 //
@@ -39,12 +39,12 @@ struct Usage {
 };
 
 // Why a choice ended. (The engine's FinishReason says why its request ended; this one adds what
-// the server decided on top of it: a stop string, later a tool call.)
+// the server decided on top of it: a stop string, a tool call.)
 enum class ChoiceFinishReason {
   kStop,        // EOS or a stop token id          → OpenAI "stop", Anthropic "end_turn"
   kStopString,  // a stop string matched           → "stop", "stop_sequence" (+ stop_sequence)
   kLength,      // max_tokens or the context length → "length", "max_tokens"
-  kToolCalls,   // the model called tools (not produced yet) → "tool_calls", "tool_use"
+  kToolCalls,   // the model called tools (ToolCallSource) → "tool_calls", "tool_use"
   kAbort,       // the server is shutting down: an error (503), not a normal end
   kError,       // the engine failed this request: an error, see ChoiceEvent::error
 };
@@ -57,8 +57,8 @@ inline bool IsErrorFinish(ChoiceFinishReason reason) {
 enum class ChoiceEventKind {
   kText,           // visible text: `text` (may be empty when only `logprobs` are new)
   kReasoning,      // reasoning ("thinking") text: `text` (ReasoningSource, reasoning_parser.h)
-  kToolCallStart,  // a tool call begins: `tool_call_idx`, `tool_call_id`, `tool_name`. Not yet.
-  kToolCallArgs,   // a fragment of that call's JSON arguments: `tool_call_idx`, `text`. Not yet.
+  kToolCallStart,  // a tool call begins: `tool_call_idx`, `tool_call_id`, `tool_name`
+  kToolCallArgs,   // a fragment of that call's JSON arguments: `tool_call_idx`, `text`
   kFinish,         // the choice ended: `finish_reason`, `stop_string`, `stop_token`, `error`
 };
 
@@ -102,7 +102,7 @@ struct ChoiceEvent {
   }
 };
 
-// Something that produces a request's choice events: a Generation, later a parser wrapping one.
+// Something that produces a request's choice events: a Generation, or a parser wrapping one.
 // Not thread-safe: one owner thread. Destroying an unfinished source aborts it.
 class ChoiceEventSource {
  public:

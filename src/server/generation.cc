@@ -1,5 +1,7 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace loom {
@@ -24,7 +26,14 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
                            "; shorten the prompt");
   }
   SamplingParams params = request.params;
+  const int cap = ctx->options.defaults.max_output_tokens;
   if (!request.max_tokens_set || params.max_tokens <= 0) {
+    params.max_tokens = context - num_prompt;
+    if (cap > 0) params.max_tokens = std::min(params.max_tokens, cap);
+  } else if (cap > 0 && params.max_tokens > cap) {
+    params.max_tokens = cap;
+  }
+  if (num_prompt + params.max_tokens > context && request.max_tokens_is_cap) {
     params.max_tokens = context - num_prompt;
   } else if (num_prompt + params.max_tokens > context) {
     return OutOfRangeError("max_tokens (" + std::to_string(params.max_tokens) + ") + the prompt (" +
@@ -44,7 +53,8 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
     auto choice = std::make_unique<Choice>(request.stop);
     choice->handle = *std::move(handle);
     if (ctx->codec != nullptr) {
-      choice->detok = std::make_unique<StreamDetokenizer>(ctx->codec, gen->prompt_);
+      choice->detok = std::make_unique<StreamDetokenizer>(ctx->codec, gen->prompt_,
+                                                          request.skip_special_tokens);
     }
     gen->choices_.push_back(std::move(choice));
   }

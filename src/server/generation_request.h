@@ -15,9 +15,20 @@ namespace loom {
 
 enum class ApiKind { kChatCompletions, kCompletions, kMessages };
 
+// What the request lets the model do with its tools (OpenAI tool_choice / Anthropic tool_choice).
+enum class ToolChoiceMode {
+  kAuto,      // free text or tool calls (the default when tools are given)
+  kNone,      // no tool calls: the tools are not shown to the template and nothing is parsed
+  kRequired,  // at least one call (OpenAI "required", Anthropic "any")
+  kNamed,     // a call of `tool_choice_name`
+};
+
 // Server-wide defaults (CLI flags) for fields a request omits.
 struct RequestDefaults {
   int max_tokens = 0;  // 0 = until the context is full
+  // > 0: no request generates more than this many tokens (--max-output-tokens); a larger
+  // max_tokens is cut to it, as llama-server's -n caps every request.
+  int max_output_tokens = 0;
   float temperature = 0.7f;
   float top_p = 1.0f;
   int top_k = 0;
@@ -31,8 +42,15 @@ struct GenerationRequest {
   ApiKind kind = ApiKind::kChatCompletions;
   std::string model;  // as sent (informational; one model is served)
 
-  // Chat / messages: normalized [{"role": system|user|assistant, "content": string}, ...].
+  // Chat / messages: normalized [{"role": system|user|assistant|tool, "content": string, ...}]
+  // (assistant turns may carry "tool_calls" and "reasoning_content", tool results carry
+  // "tool_call_id" and "name": the shapes of tool_request.h).
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  // Tools, normalized as chat templates read them (tool_request.h); empty = none.
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  ToolChoiceMode tool_choice = ToolChoiceMode::kAuto;
+  std::string tool_choice_name;     // kNamed
+  bool parallel_tool_calls = true;  // false: at most one call per choice (later ones dropped)
   // Completions: the prompt as text, or as token ids when the request sent ids.
   std::string prompt_text;
   std::vector<TokenId> prompt_ids;
@@ -42,8 +60,11 @@ struct GenerationRequest {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
 
-  SamplingParams params;          // max_tokens == 0: fill up to the context (see max_tokens_set)
-  bool max_tokens_set = false;    // the request (or --max-tokens) chose max_tokens
+  SamplingParams params;        // max_tokens == 0: fill up to the context (see max_tokens_set)
+  bool max_tokens_set = false;  // the request (or --max-tokens) chose max_tokens
+  // max_tokens is an upper bound, cut to what the context leaves (Anthropic, whose clients send
+  // their own model's limit, e.g. Claude Code's 128000), instead of a 400 when it does not fit.
+  bool max_tokens_is_cap = false;
   std::vector<std::string> stop;  // stop strings, never emitted
   int n = 1;
   bool stream = false;
@@ -51,7 +72,10 @@ struct GenerationRequest {
   bool logprobs = false;       // chat: logprobs; completions: logprobs != null
   int top_logprobs = 0;        // alternatives per position
   bool echo = false;           // completions: prepend the prompt
-  std::string user;            // informational
+  // Detokenize without special tokens (the default). Off when a tool-call format's markers are
+  // special tokens ([TOOL_CALLS], <|python_tag|>): the parser must see them.
+  bool skip_special_tokens = true;
+  std::string user;  // informational
 };
 
 }  // namespace loom

@@ -36,6 +36,9 @@ Status ServerOptions::Validate() const {
   if (max_body_bytes < 1024) return InvalidArgumentError("--max-body-mb is too small");
   if (shutdown_grace_s < 0) return InvalidArgumentError("--shutdown-grace must be >= 0");
   if (defaults.max_tokens < 0) return InvalidArgumentError("--max-tokens must be >= 0");
+  if (defaults.max_output_tokens < 0) {
+    return InvalidArgumentError("--max-output-tokens must be >= 0");
+  }
   if (defaults.temperature < 0 || defaults.temperature > 2) {
     return InvalidArgumentError("--temp must be in [0, 2]");
   }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/json_fields.h"
+#include "server/tool_request.h"
 
 namespace loom {
 namespace {
@@ -78,29 +79,38 @@ Status ParseLogitBias(const JsonFields& f, const RequestDefaults& d, SamplingPar
 }
 
 Status ParseCommonUnsupported(const json& body, std::string* param) {
-  auto present = [&](const char* k) {
-    auto it = body.find(k);
-    return it != body.end() && !it->is_null();
-  };
-  if (present("tools")) {
-    const json& t = body["tools"];
-    if (!t.is_array() || !t.empty()) return Unsupported(param, "tools", "tools (function calling)");
-  }
-  if (present("functions")) return Unsupported(param, "functions", "functions (function calling)");
-  if (present("tool_choice")) {
-    const json& t = body["tool_choice"];
-    if (!(t.is_string() && t.get<std::string>() == "none")) {
-      return Unsupported(param, "tool_choice", "tool_choice (function calling)");
-    }
-  }
-  if (present("response_format")) {
-    const json& r = body["response_format"];
+  auto it = body.find("response_format");
+  if (it != body.end() && !it->is_null()) {
+    const json& r = *it;
     if (!(r.is_object() && r.value("type", "") == "text")) {
       return Unsupported(param, "response_format",
                          "response_format (structured output / JSON mode)");
     }
   }
   return OkStatus();
+}
+
+// tools / functions, tool_choice / function_call, parallel_tool_calls (chat only).
+Status ParseTools(const JsonFields& f, GenerationRequest* out, std::string* param) {
+  const json* tools = f.Find("tools");
+  const json* functions = f.Find("functions");
+  if (tools != nullptr && functions != nullptr) {
+    return f.Error("functions", "send tools or the legacy functions, not both");
+  }
+  if (tools != nullptr) RETURN_IF_ERROR(ParseOpenAiTools(*tools, "tools", out, param));
+  if (functions != nullptr) RETURN_IF_ERROR(ParseOpenAiTools(*functions, "functions", out, param));
+  const json* choice = f.Find("tool_choice");
+  const json* function_call = f.Find("function_call");
+  if (choice != nullptr && function_call != nullptr) {
+    return f.Error("function_call", "send tool_choice or the legacy function_call, not both");
+  }
+  if (choice != nullptr) RETURN_IF_ERROR(ParseOpenAiToolChoice(*choice, "tool_choice", out, param));
+  if (function_call != nullptr) {
+    RETURN_IF_ERROR(ParseOpenAiToolChoice(*function_call, "function_call", out, param));
+  }
+  RETURN_IF_ERROR(f.Bool("parallel_tool_calls", &out->parallel_tool_calls));
+  return CheckToolChoiceSupported(*out, function_call != nullptr ? "function_call" : "tool_choice",
+                                  param);
 }
 
 // Text of an OpenAI message content: a string, or an array of {"type": "text", "text"} parts.
@@ -169,29 +179,86 @@ Status ParseMessages(const json& body, GenerationRequest* out, std::string* para
     }
     std::string role = role_it->get<std::string>();
     if (role == "developer") role = "system";
-    if (role == "tool" || role == "function") {
-      return Unsupported(param, name + ".role", "role \"" + role + "\" (function calling)");
-    }
-    if (role != "system" && role != "user" && role != "assistant") {
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "function") {
       *param = name + ".role";
       return InvalidArgumentError(name + ".role \"" + role_it->get<std::string>() +
-                                  "\" is unknown; expected system, developer, user or assistant");
+                                  "\" is unknown; expected system, developer, user, assistant or "
+                                  "tool");
     }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      return Unsupported(param, name + ".tool_calls", "tool_calls (function calling)");
+    ordered_json message{{"role", role}};
+    bool has_calls = false;
+    if (role == "assistant") {
+      const json* calls =
+          m.contains("tool_calls") && !m["tool_calls"].is_null() ? &m["tool_calls"] : nullptr;
+      if (const json* fc = m.contains("function_call") && !m["function_call"].is_null()
+                               ? &m["function_call"]
+                               : nullptr) {
+        if (calls != nullptr) {
+          *param = name + ".function_call";
+          return InvalidArgumentError(name + " has both tool_calls and function_call");
+        }
+        RETURN_IF_ERROR(ParseOpenAiAssistantToolCalls(
+            json::array({json{{"type", "function"}, {"function", *fc}}}), name + ".function_call",
+            &message, param));
+        has_calls = true;
+      } else if (calls != nullptr) {
+        RETURN_IF_ERROR(
+            ParseOpenAiAssistantToolCalls(*calls, name + ".tool_calls", &message, param));
+        has_calls = !message["tool_calls"].empty();
+      }
+      if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) {
+        message["reasoning_content"] = m["reasoning_content"];
+      }
     }
     auto c = m.find("content");
-    if (c == m.end() || c->is_null()) {
-      *param = name + ".content";
-      return InvalidArgumentError(name + ".content is required");
-    }
     std::string text;
-    RETURN_IF_ERROR(ContentText(*c, name + ".content", param, &text));
-    if (text.empty() && role != "assistant") {
+    if (c == m.end() || c->is_null()) {
+      if (!has_calls) {
+        *param = name + ".content";
+        return InvalidArgumentError(name + ".content is required");
+      }
+    } else {
+      RETURN_IF_ERROR(ContentText(*c, name + ".content", param, &text));
+    }
+    if (text.empty() && (role == "system" || role == "user")) {
       *param = name + ".content";
       return InvalidArgumentError(name + ".content must not be empty");
     }
-    out->messages.push_back(ordered_json{{"role", role}, {"content", text}});
+    if (role == "tool" || role == "function") {
+      // A tool's result: role "tool" with the tool_call_id it answers (legacy role "function"
+      // names the function instead).
+      std::string id, fn_name;
+      if (role == "tool") {
+        auto id_it = m.find("tool_call_id");
+        if (id_it == m.end() || !id_it->is_string()) {
+          *param = name + ".tool_call_id";
+          return InvalidArgumentError(name + ".tool_call_id is required and must be a string");
+        }
+        id = id_it->get<std::string>();
+        fn_name = ToolNameForCallId(out->messages, id);
+        if (fn_name.empty()) {
+          *param = name + ".tool_call_id";
+          return InvalidArgumentError(name + ".tool_call_id \"" + id +
+                                      "\" answers no tool call of an earlier assistant message");
+        }
+      } else {
+        auto n = m.find("name");
+        if (n == m.end() || !n->is_string()) {
+          *param = name + ".name";
+          return InvalidArgumentError(name + ".name is required for role \"function\"");
+        }
+        fn_name = n->get<std::string>();
+      }
+      message = ordered_json{{"role", "tool"}, {"tool_call_id", id}, {"name", fn_name}};
+    }
+    // content right after role, as transformers' examples order the keys (tojson shows it).
+    ordered_json normalized{{"role", message["role"]}, {"content", text}};
+    for (auto kv = message.begin(); kv != message.end(); ++kv) {
+      if (kv.key() != "role") normalized[kv.key()] = kv.value();
+    }
+    message = std::move(normalized);
+    out->messages.push_back(std::move(message));
   }
   return OkStatus();
 }
@@ -330,6 +397,7 @@ StatusOr<GenerationRequest> ParseChat(const std::string& body, const RequestDefa
   RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
   RETURN_IF_ERROR(ParseMessages(j, &out, param));
   JsonFields f(j, param);
+  RETURN_IF_ERROR(ParseTools(f, &out, param));
   RETURN_IF_ERROR(f.Bool("logprobs", &out.logprobs));
   bool has_top = false;
   RETURN_IF_ERROR(f.Int("top_logprobs", 0, 20, &out.top_logprobs, &has_top));
@@ -352,6 +420,13 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   out.kind = ApiKind::kCompletions;
   RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
   JsonFields f(j, param);
+  for (const char* key : {"tools", "functions", "tool_choice", "function_call"}) {
+    if (f.Find(key) != nullptr) {
+      return f.Error(key, std::string(key) +
+                              " is for /v1/chat/completions; /v1/completions "
+                              "takes a raw prompt");
+    }
+  }
   const json* prompt = f.Find("prompt");
   if (prompt == nullptr) return f.Error("prompt", "prompt is required");
   auto parse_ids = [&](const json& arr, const std::string& name) -> Status {

@@ -34,7 +34,11 @@ ordered_json ChunkJson(const ResponseMeta& meta, const char* object, ordered_jso
 }
 
 ordered_json ChatMessageJson(const CollectedChoice& c) {
-  ordered_json message{{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+  // Like OpenAI: a message that only calls tools has "content": null.
+  ordered_json message{
+      {"role", "assistant"},
+      {"content", c.text.empty() && !c.tool_calls.empty() ? ordered_json() : ordered_json(c.text)},
+      {"refusal", nullptr}};
   if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
   if (!c.tool_calls.empty()) {
     ordered_json calls = ordered_json::array();

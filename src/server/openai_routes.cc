@@ -7,6 +7,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/openai_stream_encoder.h"
+#include "server/output_parsing.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 #include "server/stream_driver.h"
@@ -34,7 +35,11 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
                                                   "logprobs) is not supported yet"),
                              "echo"));
   }
-  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param);
+  if (Status s = PrepareOutputParsing(ctx->parsers, &req, &param); !s.ok()) {
+    return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
+  }
+  std::string rendered;
+  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param, &rendered);
   if (!prompt.ok())
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(prompt.status(), param));
   const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
@@ -54,6 +59,8 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
                     ? ctx->codec->Decode((*gen)->prompt(), true)
                     : req.prompt_text;
   }
+  std::unique_ptr<ChoiceEventSource> source =
+      WrapOutputParsers(ctx->parsers, req, rendered, *std::move(gen), ApiFlavor::kOpenAi);
 
   if (req.stream) {
     std::unique_ptr<StreamEncoder> encoder;
@@ -63,12 +70,12 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
       encoder =
           std::make_unique<OpenAiCompletionEncoder>(meta, req.n, req.include_usage, echo_text);
     }
-    return ServeStream(ctx, *std::move(gen), std::move(encoder), res);
+    return ServeStream(ctx, std::move(source), std::move(encoder), res);
   }
 
   ChoiceCollector collector(req.n, echo_text);
-  if (!CollectResponse(gen->get(), http_req, ctx, ApiFlavor::kOpenAi, res, &collector)) return;
-  const Usage usage = (*gen)->usage();
+  if (!CollectResponse(source.get(), http_req, ctx, ApiFlavor::kOpenAi, res, &collector)) return;
+  const Usage usage = source->usage();
   SendJson(res, 200,
            chat ? ChatCompletionJson(meta, collector.choices(), req.logprobs, usage)
                 : CompletionJson(meta, collector.choices(), req.logprobs, usage));

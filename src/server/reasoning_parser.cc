@@ -73,7 +73,7 @@ ReasoningSplitter::Pieces ReasoningSplitter::Flush() {
 
 ReasoningSource::ReasoningSource(std::unique_ptr<ChoiceEventSource> inner, ReasoningMarkers markers,
                                  bool starts_in_reasoning)
-    : inner_(std::move(inner)),
+    : ChoiceEventFilter(std::move(inner)),
       markers_(std::move(markers)),
       starts_in_reasoning_(starts_in_reasoning) {}
 
@@ -99,22 +99,13 @@ void ReasoningSource::Emit(int choice_idx, ReasoningSplitter::Pieces pieces,
   }
 }
 
-std::vector<ChoiceEvent> ReasoningSource::Poll(std::chrono::milliseconds timeout) {
-  std::vector<ChoiceEvent> out;
-  for (ChoiceEvent& e : inner_->Poll(timeout)) {
-    switch (e.kind) {
-      case ChoiceEventKind::kText:
-        Emit(e.choice_idx, SplitterFor(e.choice_idx).Feed(e.text), std::move(e.logprobs), &out);
-        break;
-      case ChoiceEventKind::kFinish:
-        Emit(e.choice_idx, SplitterFor(e.choice_idx).Flush(), {}, &out);
-        out.push_back(std::move(e));
-        break;
-      default:
-        out.push_back(std::move(e));
-    }
-  }
-  return out;
+void ReasoningSource::OnText(ChoiceEvent e, std::vector<ChoiceEvent>* out) {
+  Emit(e.choice_idx, SplitterFor(e.choice_idx).Feed(e.text), std::move(e.logprobs), out);
+}
+
+void ReasoningSource::OnFinish(ChoiceEvent e, std::vector<ChoiceEvent>* out) {
+  Emit(e.choice_idx, SplitterFor(e.choice_idx).Flush(), {}, out);
+  out->push_back(std::move(e));
 }
 
 }  // namespace loom

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "server/choice_event.h"
+#include "server/choice_event_filter.h"
 
 namespace loom {
 
@@ -58,23 +59,19 @@ class ReasoningSplitter {
 // as kReasoning and/or kText events (in that order; logprobs stay on the kText event, which is
 // sent even with empty text when it carries them). Before a choice's kFinish the splitter is
 // flushed. Other events pass unchanged.
-class ReasoningSource final : public ChoiceEventSource {
+class ReasoningSource final : public ChoiceEventFilter {
  public:
   ReasoningSource(std::unique_ptr<ChoiceEventSource> inner, ReasoningMarkers markers,
                   bool starts_in_reasoning);
 
-  std::vector<ChoiceEvent> Poll(std::chrono::milliseconds timeout) override;
-  bool done() const override { return inner_->done(); }
-  void Abort() override { inner_->Abort(); }
-  Usage usage() const override { return inner_->usage(); }
-
  private:
+  void OnText(ChoiceEvent text, std::vector<ChoiceEvent>* out) override;
+  void OnFinish(ChoiceEvent finish, std::vector<ChoiceEvent>* out) override;
   ReasoningSplitter& SplitterFor(int choice_idx);
   // Appends the events of `pieces` (and `logprobs`) for `choice_idx` to `out`.
   static void Emit(int choice_idx, ReasoningSplitter::Pieces pieces,
                    std::vector<LogprobEntry> logprobs, std::vector<ChoiceEvent>* out);
 
-  std::unique_ptr<ChoiceEventSource> inner_;
   ReasoningMarkers markers_;
   bool starts_in_reasoning_;
   std::vector<std::unique_ptr<ReasoningSplitter>> splitters_;  // by choice index

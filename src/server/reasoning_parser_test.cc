@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "server/choice_event_testing.h"
+
 namespace loom {
 namespace {
 
@@ -117,45 +119,8 @@ TEST(ReasoningSplitterTest, OtherMarkers) {
 }
 
 // Returns one scripted batch per Poll.
-class ScriptedSource : public ChoiceEventSource {
- public:
-  explicit ScriptedSource(std::deque<std::vector<ChoiceEvent>> script)
-      : script_(std::move(script)) {}
-  std::vector<ChoiceEvent> Poll(std::chrono::milliseconds) override {
-    if (script_.empty()) return {};
-    std::vector<ChoiceEvent> batch = std::move(script_.front());
-    script_.pop_front();
-    return batch;
-  }
-  bool done() const override { return script_.empty(); }
-  void Abort() override { script_.clear(); }
-  Usage usage() const override { return Usage{3, 5, 0}; }
-
- private:
-  std::deque<std::vector<ChoiceEvent>> script_;
-};
-
-std::string Describe(const std::vector<ChoiceEvent>& events) {
-  std::string s;
-  for (const ChoiceEvent& e : events) {
-    s += std::to_string(e.choice_idx);
-    switch (e.kind) {
-      case ChoiceEventKind::kText:
-        s += "T";
-        break;
-      case ChoiceEventKind::kReasoning:
-        s += "R";
-        break;
-      case ChoiceEventKind::kFinish:
-        s += "F";
-        break;
-      default:
-        s += "?";
-    }
-    s += "[" + e.text + "]" + (e.logprobs.empty() ? "" : "+lp") + " ";
-  }
-  return s;
-}
+using testing::Describe;
+using testing::ScriptedSource;
 
 TEST(ReasoningSourceTest, SplitsEachChoiceAndFlushesBeforeFinish) {
   LogprobEntry lp;

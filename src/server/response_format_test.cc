@@ -102,13 +102,13 @@ TEST(ResponseShapeTest, ReasoningAndToolCallsOnlyWhenPresent) {
   c.finish_reason = ChoiceFinishReason::kToolCalls;
   auto chat = ChatCompletionJson(kMeta, {c}, false, Usage{});
   EXPECT_EQ(chat["choices"][0]["message"].dump(),
-            R"({"role":"assistant","content":"","refusal":null,"reasoning_content":"think",)"
+            R"({"role":"assistant","content":null,"refusal":null,"reasoning_content":"think",)"
             R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"f",)"
             R"("arguments":"{\"a\":1}"}}]})");
   EXPECT_EQ(chat["choices"][0]["finish_reason"], "tool_calls");
   auto msg = AnthropicMessageJson(ResponseMeta{"msg_1", "m", 0}, c, Usage{});
   EXPECT_EQ(msg["content"].dump(),
-            R"([{"type":"thinking","thinking":"think"},)"
+            R"([{"type":"thinking","thinking":"think","signature":""},)"
             R"({"type":"tool_use","id":"call_1","name":"f","input":{"a":1}}])");
   EXPECT_EQ(msg["stop_reason"], "tool_use");
 }

@@ -44,7 +44,7 @@ bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res) 
 }
 
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
-                                           std::string* param) {
+                                           std::string* param, std::string* rendered) {
   if (req.kind == ApiKind::kCompletions && req.prompt_is_ids) return req.prompt_ids;
   if (ctx.codec == nullptr) {
     *param = req.kind == ApiKind::kCompletions ? "prompt" : "messages";
@@ -66,6 +66,8 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
   }
   ordered_json context = ordered_json::object();
   context["messages"] = req.messages;
+  // tool_choice none: the model is not told about the tools (as vLLM does by default).
+  if (!req.tools.empty() && req.tool_choice != ToolChoiceMode::kNone) context["tools"] = req.tools;
   context["add_generation_prompt"] = req.add_generation_prompt;
   for (auto it = req.template_kwargs.begin(); it != req.template_kwargs.end(); ++it) {
     context[it.key()] = it.value();
@@ -75,7 +77,9 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
     return InvalidArgumentError("the chat template failed: " +
                                 std::string(text.status().message()));
   }
-  return ctx.codec->Encode(*text, /*add_special_tokens=*/false);
+  StatusOr<std::vector<TokenId>> ids = ctx.codec->Encode(*text, /*add_special_tokens=*/false);
+  if (rendered != nullptr) *rendered = *std::move(text);
+  return ids;
 }
 
 int64_t UnixNow() {

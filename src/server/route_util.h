@@ -36,8 +36,9 @@ int WidenListenBacklog(int port, int backlog);
 // Prompt ids of `req`: chat messages rendered with the chat template then encoded without
 // special tokens (as transformers' apply_chat_template does), or the completions prompt
 // (encoded with special tokens, or the ids as sent). Errors set *param.
+// `rendered`, when given, receives the chat template's output ("" for completions).
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
-                                           std::string* param);
+                                           std::string* param, std::string* rendered = nullptr);
 
 // Notices a client that went away while a non-streaming request is being generated (streams
 // notice it when a write fails). cpp-httplib 0.11 gives handlers no socket, so the constructor

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "server/generation_request.h"
+#include "server/output_parsing.h"
 #include "server/server_metrics.h"
 #include "server/text_codec.h"
 
@@ -24,6 +25,8 @@ struct ServerOptions {
   int keep_alive_timeout_s = 5;  // idle keep-alive connections (also bounds shutdown)
   double shutdown_grace_s = 10;  // in-flight streams get this long after SIGINT/SIGTERM
   bool chat_page = true;
+  std::string tool_parser = "auto";       // --tool-parser: auto, none or a format name
+  std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none or think
   RequestDefaults defaults;
 
   Status Validate() const;  // messages name the flag
@@ -48,6 +51,7 @@ struct ServerContext {
   const TextCodec* codec = nullptr;  // null: the model has no tokenizer (token-id prompts only)
   ServedModelInfo model;
   ServerOptions options;
+  OutputParsers parsers;  // from options.tool_parser / reasoning_parser and the chat template
   ServerMetrics metrics;
   std::atomic<bool> draining{false};  // set on shutdown: new requests get 503
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();

@@ -224,8 +224,8 @@ std::vector<Case> Cases() {
       {"anthropic_thinking_then_text",
        anthropic,
        {Start(), Reasoning("hmm"), Reasoning("."), Text(0, "Hi"), Fin(0, R::kStop), Finish()},
-       kMessageStart + BlockStart(0, R"({"type":"thinking","thinking":""})") + kPing +
-           BlockDelta(0, R"({"type":"thinking_delta","thinking":"hmm"})") +
+       kMessageStart + BlockStart(0, R"({"type":"thinking","thinking":"","signature":""})") +
+           kPing + BlockDelta(0, R"({"type":"thinking_delta","thinking":"hmm"})") +
            BlockDelta(0, R"({"type":"thinking_delta","thinking":"."})") + BlockStop(0) +
            BlockStart(1, kTextBlock) + BlockDelta(1, R"({"type":"text_delta","text":"Hi"})") +
            BlockStop(1) + MessageEnd("end_turn", "null")},

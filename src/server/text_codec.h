@@ -38,6 +38,13 @@ class TextCodec {
   // chat template; the codec adds bos_token / eos_token. FailedPrecondition when there is no
   // template; InvalidArgument for template errors (raise_exception etc.).
   virtual StatusOr<std::string> RenderChat(const nlohmann::ordered_json& context) const = 0;
+  // The chat template's Jinja source ("" without one); `tools`: the one used when a request
+  // has tools (a model may ship a separate "tool_use" template). For detecting the model's
+  // tool-call and reasoning markup.
+  virtual std::string chat_template_source(bool tools) const {
+    (void)tools;
+    return "";
+  }
 };
 
 }  // namespace loom

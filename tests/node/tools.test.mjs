@@ -1,0 +1,168 @@
+// Tool calling and reasoning through the official `openai` and `@anthropic-ai/sdk` clients, on
+// a random-weight Qwen3-shaped model with the real Qwen3 tokenizer and chat template (see
+// helpers.mjs): requests with tools, tool_choice, tool-call history and tool results are
+// accepted and rendered by the model's template; what cannot be honoured yet is a 400 naming the
+// field. (The output is random text; the parsers' tool-call events are tested in C++ against
+// real templates' transcripts.)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import path from 'node:path';
+import { SHARED, sharedSkip, startServer, postJson, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
+
+const skip = tinyQwen3Skip();
+let server, openai, anthropic;
+
+before(async () => {
+  if (skip) return;
+  server = await startServer([...tinyQwen3Args(), '--max-output-tokens', '64']);
+  openai = new OpenAI({ apiKey: 'unused', baseURL: `${server.url}/v1`, maxRetries: 0 });
+  anthropic = new Anthropic({ apiKey: 'unused', baseURL: server.url, maxRetries: 0 });
+});
+after(async () => { if (server) assert.equal(await server.stop(), 0, server.log()); });
+
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+const question = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const history = [
+  ...question,
+  { role: 'assistant', content: null, tool_calls: [
+    { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+  { role: 'tool', tool_call_id: 'call_1', content: '{"sky":"sunny","celsius":21}' },
+];
+
+test('the ready card names the tool and reasoning parsers found in the template', { skip }, () => {
+  assert.match(server.log(), /tools\s+hermes \(from the chat template\); reasoning <think> sections/);
+});
+
+test('openai: tools, tool_choice auto, tool-call history; the template sees them', { skip }, async () => {
+  const plain = await openai.chat.completions.create({ model: 'm', messages: question, max_tokens: 4 });
+  const withTools = await openai.chat.completions.create({
+    model: 'm', messages: question, tools: [weather], tool_choice: 'auto', max_tokens: 4 });
+  assert.equal(withTools.choices[0].finish_reason, 'length');
+  assert.equal(typeof withTools.choices[0].message.content, 'string');
+  // Qwen3's template lists the tools in the system turn: the prompt grows by their JSON.
+  assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens + 40,
+    `${withTools.usage.prompt_tokens} vs ${plain.usage.prompt_tokens}`);
+  const followUp = await openai.chat.completions.create({
+    model: 'm', messages: history, tools: [weather], parallel_tool_calls: false, max_tokens: 4 });
+  // ...and the call and its result are rendered too (<tool_call> / <tool_response> turns).
+  assert.ok(followUp.usage.prompt_tokens > withTools.usage.prompt_tokens + 20);
+  // tool_choice none: the tools are not shown.
+  const none = await openai.chat.completions.create({
+    model: 'm', messages: question, tools: [weather], tool_choice: 'none', max_tokens: 4 });
+  assert.equal(none.usage.prompt_tokens, plain.usage.prompt_tokens);
+});
+
+test('openai: streaming with tools ends with a finish reason and usage', { skip }, async () => {
+  const stream = await openai.chat.completions.create({
+    model: 'm', messages: history, tools: [weather], max_tokens: 8, stream: true,
+    stream_options: { include_usage: true } });
+  let finish = null, usage = null, text = '';
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 8);
+});
+
+test('openai: what cannot be honoured yet or is malformed is a 400 naming the field', { skip }, async () => {
+  const cases = [
+    [{ tools: [weather], tool_choice: 'required' }, 'tool_choice', /grammar-constrained/],
+    [{ tools: [weather], tool_choice: { type: 'function', function: { name: 'nope' } } },
+      'tool_choice.function.name', /not one of the request's tools/],
+    [{ tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] },
+      'tools[0].function.parameters', /JSON Schema object/],
+    [{ messages: [...question, { role: 'tool', tool_call_id: 'zzz', content: 'x' }] },
+      'messages[1].tool_call_id', /answers no tool call/],
+  ];
+  for (const [extra, param, message] of cases) {
+    await assert.rejects(
+      openai.chat.completions.create({ model: 'm', messages: question, max_tokens: 4, ...extra }),
+      (e) => { assert.equal(e.status, 400); assert.equal(e.param, param); assert.match(e.message, message); return true; },
+      param);
+  }
+});
+
+test('anthropic: tools, tool_use / tool_result history, adaptive thinking, streaming', { skip }, async () => {
+  const tools = [{ name: 'get_weather', description: 'The weather of a city',
+    input_schema: weather.function.parameters, cache_control: { type: 'ephemeral' } }];
+  const messages = [
+    { role: 'user', content: 'What is the weather in Paris?' },
+    { role: 'assistant', content: [
+      { type: 'thinking', thinking: 'I should call the tool.', signature: 'x' },
+      { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+    { role: 'user', content: [
+      { type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'sunny' }] },
+      { type: 'text', text: 'And tomorrow?' }] },
+  ];
+  const base = { model: 'm', max_tokens: 128000, tools, messages,
+    system: [{ type: 'text', text: 'You are terse.', cache_control: { type: 'ephemeral' } }],
+    tool_choice: { type: 'auto', disable_parallel_tool_use: true },
+    thinking: { type: 'adaptive' }, metadata: { user_id: 'u' } };
+  const m = await anthropic.messages.create(base);
+  // max_tokens is a cap for Anthropic clients; --max-output-tokens 64 cuts it here.
+  assert.equal(m.stop_reason, 'max_tokens');
+  assert.equal(m.usage.output_tokens, 64);
+  const final = await anthropic.messages.stream(base).finalMessage();
+  assert.equal(final.stop_reason, 'max_tokens');
+  assert.ok(final.content.length >= 1);
+  const counted = await anthropic.messages.countTokens({ model: 'm', messages, tools });
+  const bare = await anthropic.messages.countTokens({ model: 'm', messages: [messages[0]] });
+  assert.ok(counted.input_tokens > bare.input_tokens + 40);
+  await assert.rejects(anthropic.messages.create({ ...base, tool_choice: { type: 'any' } }),
+    (e) => e.status === 400 && /grammar-constrained/.test(e.message));
+  await assert.rejects(anthropic.messages.create({ ...base,
+    tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: undefined }),
+  (e) => e.status === 400 && /server tool/.test(e.message));
+  const s = await waitIdle(server.url);
+  assert.equal(s.kv.blocks_used, 0);
+});
+
+// A template that opens <think> in the generation prompt (DeepSeek-R1's, llama.cpp's copy: it
+// closes the section again unless enable_thinking, which --thinking true sets): the reply starts
+// in reasoning, so the random text, never closed, is all reasoning_content / a thinking block.
+const R1 = path.join(SHARED, 'data/chat-templates/chat-templates-llamacpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
+const r1Skip = skip || sharedSkip(R1);
+test('reasoning: a template-opened <think> section streams as reasoning_content and thinking', { skip: r1Skip }, async () => {
+  const r1 = await startServer([...tinyQwen3Args(), '--chat-template', R1, '--thinking', 'true',
+    '--max-output-tokens', '12']);
+  try {
+    const oa = new OpenAI({ apiKey: 'unused', baseURL: `${r1.url}/v1`, maxRetries: 0 });
+    const c = await oa.chat.completions.create({ model: 'm', messages: question, max_tokens: 12 });
+    const msg = c.choices[0].message;
+    assert.ok(msg.reasoning_content?.length > 0, JSON.stringify(msg));
+    assert.equal(msg.content, '');
+    // reasoning_effort none turns thinking off: the template closes the section, all is content.
+    const off = await oa.chat.completions.create({ model: 'm', messages: question, max_tokens: 12,
+      reasoning_effort: 'none' });
+    assert.equal(off.choices[0].message.reasoning_content, undefined);
+    assert.ok(off.choices[0].message.content.length > 0);
+    let reasoning = '', content = '';
+    for await (const chunk of await oa.chat.completions.create({
+      model: 'm', messages: question, max_tokens: 12, stream: true, temperature: 0 })) {
+      reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+      content += chunk.choices[0]?.delta?.content ?? '';
+    }
+    const greedy = await oa.chat.completions.create({ model: 'm', messages: question, max_tokens: 12, temperature: 0 });
+    assert.equal(reasoning, greedy.choices[0].message.reasoning_content);
+    assert.equal(content, '');
+    const an = new Anthropic({ apiKey: 'unused', baseURL: r1.url, maxRetries: 0 });
+    const m = await an.messages.create({ model: 'm', max_tokens: 12, temperature: 0, messages: question });
+    assert.equal(m.content[0].type, 'thinking');
+    assert.equal(m.content[0].thinking, greedy.choices[0].message.reasoning_content);
+  } finally {
+    assert.equal(await r1.stop(), 0, r1.log());
+  }
+});
