@@ -40,6 +40,8 @@ inline bool MayBecome(std::string_view s, std::string_view marker) {
   return s.size() < marker.size() && marker.starts_with(s);
 }
 
+std::string_view Trim(std::string_view s);  // less leading and trailing whitespace
+
 // The end (one past the closing quote) of the JSON string starting at s[0] == '"'; nullopt while
 // the closing quote has not arrived.
 std::optional<size_t> JsonStringEnd(std::string_view s);
@@ -132,6 +134,10 @@ class MarkupParser : public ToolCallParser {
   size_t marker_len_ = 0;
   bool in_call_ = false;
 };
+
+// After whitespace (consumed): true when `marker` comes (consumed too), false when something else
+// does, nullopt while the input could still become it.
+std::optional<bool> TakeMarker(MarkupParser& p, std::string_view marker, bool eof);
 
 // A {"name": "...", "arguments": {...}} object: Step consumes it from a MarkupParser's input.
 // The call starts once the name is known (kOnName) or once the name and the arguments key are

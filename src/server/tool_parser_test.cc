@@ -170,6 +170,17 @@ const std::vector<Case>& Cases() {
        F::kHermes,
        "<tool_call>{\"name\":\"f\",\"arguments\":{\"k\":true}}\n\nDone.",
        {{'C', "f"}, {'A', R"({"k":true})"}, {'T', "Done."}}},
+      {"hermes: text between calls",
+       F::kHermes,
+       "A <tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call> B\n"
+       "<tool_call>{\"name\": \"b\", \"arguments\": {\"k\": \"\\u00e9\\n\"}}</tool_call> C",
+       {{'T', "A"},
+        {'C', "a"},
+        {'A', "{}"},
+        {'T', "B"},
+        {'C', "b"},
+        {'A', R"({"k": "\u00e9\n"})"},
+        {'T', "C"}}},
       // --- qwen3_coder ---
       {"qwen3_coder: one call, typed values",
        F::kQwen3Coder,
@@ -205,6 +216,10 @@ const std::vector<Case>& Cases() {
         {'A', "{}"},
         {'C', "get_weather"},
         {'A', R"({"city": "Paris", "days": 2})"}}},
+      {"qwen3_coder: </function> left out",
+       F::kQwen3Coder,
+       "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n</tool_call>\nok",
+       {{'C', "f"}, {'A', R"({"a": "x"})"}, {'T', "ok"}}},
       {"qwen3_coder: malformed markup is content",
        F::kQwen3Coder,
        "<tool_call>\nnot a function</tool_call>",
@@ -287,6 +302,10 @@ const std::vector<Case>& Cases() {
        F::kMistral,
        R"([TOOL_CALLS]get_weather[CALL_ID]abc123def[ARGS]{"city": "Paris"}[TOOL_CALLS]f2[ARGS]{})",
        {{'C', "get_weather"}, {'A', R"({"city": "Paris"})"}, {'C', "f2"}, {'A', "{}"}}},
+      {"mistral: v11, text after the call",
+       F::kMistral,
+       "[TOOL_CALLS]f[ARGS] {\"a\": [\"[ARGS]\"]}\n\nDone.",
+       {{'C', "f"}, {'A', R"({"a": ["[ARGS]"]})"}, {'T', "Done."}}},
       {"mistral: malformed markup is content",
        F::kMistral,
        "[TOOL_CALLS] hello there",
@@ -596,12 +615,31 @@ TEST(ToolCallTemplateTest, DetectsEachTemplatesFormat) {
     LOOM_NEED_FILE(path);
     EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), c.format) << c.file;
   }
-  // Templates without a known call markup.
-  for (const char* file : {"chat-templates-llamacpp/google-gemma-2-2b-it.jinja",
-                           "chat-templates-llamacpp/microsoft-Phi-3.5-mini-instruct.jinja"}) {
-    const std::string path = testing::SharedData(std::string("chat-templates/") + file);
+  // More of the collection: the same markup in other families' templates.
+  const std::vector<std::pair<const char*, std::optional<ToolCallFormat>>> others = {
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", ToolCallFormat::kHermes},
+      {"Qwen-QwQ-32B.jinja", ToolCallFormat::kHermes},
+      {"ibm-granite-granite-4.0.jinja", ToolCallFormat::kHermes},
+      {"Qwen3.5-4B.jinja", ToolCallFormat::kQwen3Coder},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", ToolCallFormat::kQwen3Coder},
+      {"GLM-4.7-Flash.jinja", ToolCallFormat::kGlm45},
+      {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", ToolCallFormat::kMistral},
+      {"fireworks-ai-llama-3-firefunction-v2.jinja", ToolCallFormat::kPhi4Mini},
+      // Markup none of the formats parses:
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+       std::nullopt},                                           // ```json, "parameters"
+      {"meetkai-functionary-medium-v3.1.jinja", std::nullopt},  // <function=NAME>{...}
+      {"moonshotai-Kimi-K2.jinja", std::nullopt},
+      {"openai-gpt-oss-120b.jinja", std::nullopt},
+      {"deepseek-ai-DeepSeek-V3.2.jinja", std::nullopt},
+      {"google-gemma-2-2b-it.jinja", std::nullopt},
+      {"microsoft-Phi-3.5-mini-instruct.jinja", std::nullopt},
+  };
+  for (const auto& [file, format] : others) {
+    const std::string path =
+        testing::SharedData(std::string("chat-templates/chat-templates-llamacpp/") + file);
     LOOM_NEED_FILE(path);
-    EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), std::nullopt) << file;
+    EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), format) << file;
   }
 }
 

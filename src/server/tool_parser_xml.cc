@@ -28,12 +28,6 @@ constexpr std::string_view kArgKeyClose = "</arg_key>";
 constexpr std::string_view kArgValueOpen = "<arg_value>";
 constexpr std::string_view kArgValueClose = "</arg_value>";
 
-std::string_view Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(kWhitespace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kWhitespace) - b + 1);
-}
-
 // The value between the tags as the template writes it: one newline after the open tag and one
 // before the close tag are markup.
 std::string_view TrimOneNewline(std::string_view s) {
@@ -258,24 +252,12 @@ class Qwen3CoderParser final : public MarkupParser {
         return progress;
       }
       case State::kClose: {
-        if (!TakeMarkerAfterWhitespace(kToolCallClose, eof)) return false;
+        if (!TakeMarker(*this, kToolCallClose, eof)) return false;
         EndCall();
         state_ = State::kText;
         return true;
       }
     }
-    return false;
-  }
-
-  // true / false: `marker` came (consumed) / did not; nullopt: undecided yet.
-  std::optional<bool> TakeMarkerAfterWhitespace(std::string_view marker, bool eof) {
-    SkipWhitespace();
-    const std::string_view r = Rest();
-    if (r.starts_with(marker)) {
-      Consume(marker.size());
-      return true;
-    }
-    if (!eof && (r.empty() || MayBecome(r, marker))) return std::nullopt;
     return false;
   }
 
