@@ -173,18 +173,30 @@ class CallObject {
 };
 
 // The arguments JSON of a call written as untyped name/value pairs (Qwen3-Coder, GLM): each value
-// typed by the tool's "parameters" schema. Add() returns the fragment to emit.
+// typed by the tool's "parameters" schema, one leading and one trailing newline of it being
+// markup. A value the schema says is a string streams as it comes ({"P": "... then the rest,
+// then the quote); any other is typed at its end ({"P": 3). Each method returns the fragment to
+// emit; Begin/Feed/EndValue go in that order, once per parameter.
 class TypedArgs {
  public:
   TypedArgs(const std::vector<ToolSpec>* tools, std::string function);
-  // `raw`: the value's text as the model wrote it (one leading and one trailing newline trimmed).
-  std::string Add(std::string_view key, std::string_view raw);
+  std::string BeginValue(std::string_view key);
+  std::string FeedValue(std::string_view text);
+  std::string EndValue();
   // The closing fragment ("}" or "{}" when no parameter came).
   std::string Close() const { return count_ == 0 ? "{}" : "}"; }
 
  private:
+  std::string Separator() { return count_++ == 0 ? "{" : ", "; }
+
   const nlohmann::json* schema_ = nullptr;  // the tool's parameters.properties; null if unknown
   int count_ = 0;
+  // The value in progress.
+  std::string key_;
+  const nlohmann::json* property_ = nullptr;  // its schema; null if unknown
+  bool streaming_ = false;                    // a string, streamed
+  bool leading_decided_ = false;              // streaming: its leading newline dropped or not
+  std::string value_;  // typed at the end: all of it; streaming: a held trailing newline
 };
 // `raw` typed for the property schema `property` (null: unknown): a JSON value's text.
 std::string TypedValueJson(const nlohmann::json* property, std::string_view raw);

@@ -88,7 +88,7 @@ void ExpectChunkingInvariant(const std::string& name, ToolCallFormat format,
 
 std::vector<ToolSpec> WeatherTools() {
   return {{"get_weather", json::parse(R"({"type": "object", "properties": {
-             "city": {"type": "string"}, "days": {"type": "integer"},
+             "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"type": "string"},
              "verbose": {"type": "boolean"}, "filters": {"type": "object"},
              "ratio": {"type": ["number", "null"]},
              "note": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
@@ -220,6 +220,11 @@ const std::vector<Case>& Cases() {
        F::kQwen3Coder,
        "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n</tool_call>\nok",
        {{'C', "f"}, {'A', R"({"a": "x"})"}, {'T', "ok"}}},
+      {"qwen3_coder: CRLF and blank values",
+       F::kQwen3Coder,
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\r\nA\r\n\r\n</parameter>\n"
+       "<parameter=note>\n\n</parameter>\n<parameter=unit>\n\n</parameter>\n</function>",
+       {{'C', "get_weather"}, {'A', R"({"city": "A\r\n", "note": "", "unit": ""})"}}},
       {"qwen3_coder: malformed markup is content",
        F::kQwen3Coder,
        "<tool_call>\nnot a function</tool_call>",
@@ -382,6 +387,11 @@ const std::vector<Case>& Cases() {
         {'A', R"({"city": "Zürich \"Z\"", "filters": {"a":{}}})"},
         {'C', "ping"},
         {'A', "{}"}}},
+      {"glm45: a lone CR, a control character",
+       F::kGlm45,
+       "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>\r</arg_value>\n"
+       "<arg_key>unit</arg_key>\n<arg_value>\x01\t</arg_value>\n</tool_call>",
+       {{'C', "get_weather"}, {'A', R"({"city": "\r", "unit": "\u0001\t"})"}}},
       {"glm45: JSON inside <tool_call> is content",
        F::kGlm45,
        R"(<tool_call>{"name": "f"}</tool_call>)",
@@ -436,6 +446,7 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
   using F = ToolCallFormat;
   const std::vector<std::string> common = {"text ",
                                            "\n",
+                                           "\r",
                                            " ",
                                            "{",
                                            "}",
@@ -534,6 +545,29 @@ TEST(ToolCallParserTest, StreamsArgumentsAndHoldsBackOnlyMarkup) {
   events.clear();
   p->Flush(&events);
   EXPECT_TRUE(events.empty());
+}
+
+// Qwen3-Coder / GLM: a string parameter streams as it comes, less a newline that may be the
+// value's last (markup); other types wait for the value's end.
+TEST(ToolCallParserTest, StreamsStringParameters) {
+  std::unique_ptr<ToolCallParser> p =
+      MakeToolCallParser(ToolCallFormat::kQwen3Coder, WeatherTools());
+  std::vector<ToolParseEvent> events;
+  p->Feed("<tool_call>\n<function=get_weather>\n<parameter=city>\nSan", &events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].text, "{\"city\": \"San");
+  events.clear();
+  p->Feed(" \"F\"\n", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, " \\\"F\\\"");
+  events.clear();
+  p->Feed("\n</parameter>\n<parameter=days>\n1", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, "\\n\"");  // the held newline was content after all
+  events.clear();
+  p->Feed("0\n</parameter>\n</function>", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, ", \"days\": 10}");
 }
 
 TEST(ToolCallParserTest, Names) {
