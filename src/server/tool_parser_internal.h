@@ -5,6 +5,7 @@
 //   JsonValueScanner  the extent of one JSON value, char by char, across chunks
 //   ArgsValue         a call's arguments value: streamed when an object, decoded when a string
 //   CallObject        a {"name": ..., "arguments": ...} object (Hermes, Llama 3, JSON lists)
+//   TypedArgs         name/value pairs (Qwen3-Coder, GLM) → arguments JSON typed by the schema
 //
 // How a format is written: Step() looks at Rest() (the unconsumed input), consumes a prefix and
 // emits events, or returns false when it needs more input to decide. Every decision depends only
