@@ -209,11 +209,15 @@ std::string ToolCallFormatNames() {
 }
 
 // The order matters where one family's markup contains another's: Qwen3-Coder's and GLM's
-// templates also write <tool_call>, DeepSeek-V3's ```json form is told from V3.1's by the fence,
-// and Llama 3's instructions ("parameters" JSON) are the weakest sign, so they come last.
+// templates also write <tool_call>, DeepSeek-V3's ```json form is told from V3.1's by the fence.
+// Llama 3 is known by <|python_tag|> or its instruction for the bare JSON ({"name": ...,
+// "parameters": dictionary ...}), and not when the template shows Functionary's / Llama 3.1's
+// <function=NAME>{...}</function> syntax, which is no format here. Firefunction-v2 writes
+// functools[...] as Phi-4-mini does.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
-  if (has("<function=") && has("<parameter=")) return ToolCallFormat::kQwen3Coder;
+  const bool function_tag = has("<function=");
+  if (function_tag && has("<parameter=")) return ToolCallFormat::kQwen3Coder;
   if (has("<arg_key>")) return ToolCallFormat::kGlm45;
   if (has("<｜tool▁sep｜>")) {
     return has("```json") ? ToolCallFormat::kDeepSeekV3 : ToolCallFormat::kDeepSeekV31;
@@ -221,7 +225,7 @@ std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   if (has("[TOOL_CALLS]")) return ToolCallFormat::kMistral;
   if (has("functools")) return ToolCallFormat::kPhi4Mini;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
-  if (has("<|python_tag|>") || (has("\"parameters\"") && has("{\"name\""))) {
+  if (!function_tag && (has("<|python_tag|>") || has("\"parameters\": dictionary"))) {
     return ToolCallFormat::kLlama3Json;
   }
   return std::nullopt;

@@ -24,25 +24,6 @@ constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
 constexpr std::string_view kFence = "```";
 
-std::string_view Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(kWhitespace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kWhitespace) - b + 1);
-}
-
-// After whitespace: true (consumed) when `marker` comes, false when something else does,
-// nullopt while the input could still become it.
-std::optional<bool> TakeMarker(MarkupParser& p, std::string_view marker, bool eof) {
-  p.SkipWhitespace();
-  const std::string_view r = p.Rest();
-  if (r.starts_with(marker)) {
-    p.Consume(marker.size());
-    return true;
-  }
-  if (!eof && (r.empty() || MayBecome(r, marker))) return std::nullopt;
-  return false;
-}
-
 // One CallObject step for a MarkupParser's Step: Step's result; `*done` when the object ended.
 bool StepObject(MarkupParser& p, CallObject& obj, bool eof, bool* done) {
   switch (obj.Step(p, eof)) {

@@ -5,6 +5,7 @@
 //   JsonValueScanner  the extent of one JSON value, char by char, across chunks
 //   ArgsValue         a call's arguments value: streamed when an object, decoded when a string
 //   CallObject        a {"name": ..., "arguments": ...} object (Hermes, Llama 3, JSON lists)
+//   TypedArgs         name/value pairs (Qwen3-Coder, GLM) → arguments JSON typed by the schema
 //
 // How a format is written: Step() looks at Rest() (the unconsumed input), consumes a prefix and
 // emits events, or returns false when it needs more input to decide. Every decision depends only
@@ -39,6 +40,8 @@ size_t PartialMarkerAtEnd(std::string_view s, std::span<const std::string_view> 
 inline bool MayBecome(std::string_view s, std::string_view marker) {
   return s.size() < marker.size() && marker.starts_with(s);
 }
+
+std::string_view Trim(std::string_view s);  // less leading and trailing whitespace
 
 // The end (one past the closing quote) of the JSON string starting at s[0] == '"'; nullopt while
 // the closing quote has not arrived.
@@ -133,6 +136,10 @@ class MarkupParser : public ToolCallParser {
   bool in_call_ = false;
 };
 
+// After whitespace (consumed): true when `marker` comes (consumed too), false when something else
+// does, nullopt while the input could still become it.
+std::optional<bool> TakeMarker(MarkupParser& p, std::string_view marker, bool eof);
+
 // A {"name": "...", "arguments": {...}} object: Step consumes it from a MarkupParser's input.
 // The call starts once the name is known (kOnName) or once the name and the arguments key are
 // (kOnNameAndArgsKey, for formats where any JSON object might be content, e.g. Llama 3's, which
@@ -167,18 +174,30 @@ class CallObject {
 };
 
 // The arguments JSON of a call written as untyped name/value pairs (Qwen3-Coder, GLM): each value
-// typed by the tool's "parameters" schema. Add() returns the fragment to emit.
+// typed by the tool's "parameters" schema, one leading and one trailing newline of it being
+// markup. A value the schema says is a string streams as it comes ({"P": "... then the rest,
+// then the quote); any other is typed at its end ({"P": 3). Each method returns the fragment to
+// emit; Begin/Feed/EndValue go in that order, once per parameter.
 class TypedArgs {
  public:
   TypedArgs(const std::vector<ToolSpec>* tools, std::string function);
-  // `raw`: the value's text as the model wrote it (one leading and one trailing newline trimmed).
-  std::string Add(std::string_view key, std::string_view raw);
+  std::string BeginValue(std::string_view key);
+  std::string FeedValue(std::string_view text);
+  std::string EndValue();
   // The closing fragment ("}" or "{}" when no parameter came).
   std::string Close() const { return count_ == 0 ? "{}" : "}"; }
 
  private:
+  std::string Separator() { return count_++ == 0 ? "{" : ", "; }
+
   const nlohmann::json* schema_ = nullptr;  // the tool's parameters.properties; null if unknown
   int count_ = 0;
+  // The value in progress.
+  std::string key_;
+  const nlohmann::json* property_ = nullptr;  // its schema; null if unknown
+  bool streaming_ = false;                    // a string, streamed
+  bool leading_decided_ = false;              // streaming: its leading newline dropped or not
+  std::string value_;  // typed at the end: all of it; streaming: a held trailing newline
 };
 // `raw` typed for the property schema `property` (null: unknown): a JSON value's text.
 std::string TypedValueJson(const nlohmann::json* property, std::string_view raw);

@@ -31,6 +31,23 @@ size_t PartialMarkerAtEnd(std::string_view s, std::span<const std::string_view> 
   return best;
 }
 
+std::string_view Trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(kWhitespace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kWhitespace) - b + 1);
+}
+
+std::optional<bool> TakeMarker(MarkupParser& p, std::string_view marker, bool eof) {
+  p.SkipWhitespace();
+  const std::string_view r = p.Rest();
+  if (r.starts_with(marker)) {
+    p.Consume(marker.size());
+    return true;
+  }
+  if (!eof && (r.empty() || MayBecome(r, marker))) return std::nullopt;
+  return false;
+}
+
 std::optional<size_t> JsonStringEnd(std::string_view s) {
   for (size_t i = 1; i < s.size(); ++i) {
     if (s[i] == '\\') {

@@ -88,7 +88,7 @@ void ExpectChunkingInvariant(const std::string& name, ToolCallFormat format,
 
 std::vector<ToolSpec> WeatherTools() {
   return {{"get_weather", json::parse(R"({"type": "object", "properties": {
-             "city": {"type": "string"}, "days": {"type": "integer"},
+             "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"type": "string"},
              "verbose": {"type": "boolean"}, "filters": {"type": "object"},
              "ratio": {"type": ["number", "null"]},
              "note": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
@@ -170,6 +170,17 @@ const std::vector<Case>& Cases() {
        F::kHermes,
        "<tool_call>{\"name\":\"f\",\"arguments\":{\"k\":true}}\n\nDone.",
        {{'C', "f"}, {'A', R"({"k":true})"}, {'T', "Done."}}},
+      {"hermes: text between calls",
+       F::kHermes,
+       "A <tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call> B\n"
+       "<tool_call>{\"name\": \"b\", \"arguments\": {\"k\": \"\\u00e9\\n\"}}</tool_call> C",
+       {{'T', "A"},
+        {'C', "a"},
+        {'A', "{}"},
+        {'T', "B"},
+        {'C', "b"},
+        {'A', R"({"k": "\u00e9\n"})"},
+        {'T', "C"}}},
       // --- qwen3_coder ---
       {"qwen3_coder: one call, typed values",
        F::kQwen3Coder,
@@ -205,6 +216,15 @@ const std::vector<Case>& Cases() {
         {'A', "{}"},
         {'C', "get_weather"},
         {'A', R"({"city": "Paris", "days": 2})"}}},
+      {"qwen3_coder: </function> left out",
+       F::kQwen3Coder,
+       "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n</tool_call>\nok",
+       {{'C', "f"}, {'A', R"({"a": "x"})"}, {'T', "ok"}}},
+      {"qwen3_coder: CRLF and blank values",
+       F::kQwen3Coder,
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\r\nA\r\n\r\n</parameter>\n"
+       "<parameter=note>\n\n</parameter>\n<parameter=unit>\n\n</parameter>\n</function>",
+       {{'C', "get_weather"}, {'A', R"({"city": "A\r\n", "note": "", "unit": ""})"}}},
       {"qwen3_coder: malformed markup is content",
        F::kQwen3Coder,
        "<tool_call>\nnot a function</tool_call>",
@@ -287,6 +307,10 @@ const std::vector<Case>& Cases() {
        F::kMistral,
        R"([TOOL_CALLS]get_weather[CALL_ID]abc123def[ARGS]{"city": "Paris"}[TOOL_CALLS]f2[ARGS]{})",
        {{'C', "get_weather"}, {'A', R"({"city": "Paris"})"}, {'C', "f2"}, {'A', "{}"}}},
+      {"mistral: v11, text after the call",
+       F::kMistral,
+       "[TOOL_CALLS]f[ARGS] {\"a\": [\"[ARGS]\"]}\n\nDone.",
+       {{'C', "f"}, {'A', R"({"a": ["[ARGS]"]})"}, {'T', "Done."}}},
       {"mistral: malformed markup is content",
        F::kMistral,
        "[TOOL_CALLS] hello there",
@@ -363,6 +387,11 @@ const std::vector<Case>& Cases() {
         {'A', R"({"city": "Zürich \"Z\"", "filters": {"a":{}}})"},
         {'C', "ping"},
         {'A', "{}"}}},
+      {"glm45: a lone CR, a control character",
+       F::kGlm45,
+       "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>\r</arg_value>\n"
+       "<arg_key>unit</arg_key>\n<arg_value>\x01\t</arg_value>\n</tool_call>",
+       {{'C', "get_weather"}, {'A', R"({"city": "\r", "unit": "\u0001\t"})"}}},
       {"glm45: JSON inside <tool_call> is content",
        F::kGlm45,
        R"(<tool_call>{"name": "f"}</tool_call>)",
@@ -417,6 +446,7 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
   using F = ToolCallFormat;
   const std::vector<std::string> common = {"text ",
                                            "\n",
+                                           "\r",
                                            " ",
                                            "{",
                                            "}",
@@ -517,6 +547,29 @@ TEST(ToolCallParserTest, StreamsArgumentsAndHoldsBackOnlyMarkup) {
   EXPECT_TRUE(events.empty());
 }
 
+// Qwen3-Coder / GLM: a string parameter streams as it comes, less a newline that may be the
+// value's last (markup); other types wait for the value's end.
+TEST(ToolCallParserTest, StreamsStringParameters) {
+  std::unique_ptr<ToolCallParser> p =
+      MakeToolCallParser(ToolCallFormat::kQwen3Coder, WeatherTools());
+  std::vector<ToolParseEvent> events;
+  p->Feed("<tool_call>\n<function=get_weather>\n<parameter=city>\nSan", &events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].text, "{\"city\": \"San");
+  events.clear();
+  p->Feed(" \"F\"\n", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, " \\\"F\\\"");
+  events.clear();
+  p->Feed("\n</parameter>\n<parameter=days>\n1", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, "\\n\"");  // the held newline was content after all
+  events.clear();
+  p->Feed("0\n</parameter>\n</function>", &events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].text, ", \"days\": 10}");
+}
+
 TEST(ToolCallParserTest, Names) {
   EXPECT_EQ(ToolCallFormatNames(),
             "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3, deepseek_v31, glm45, "
@@ -596,12 +649,31 @@ TEST(ToolCallTemplateTest, DetectsEachTemplatesFormat) {
     LOOM_NEED_FILE(path);
     EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), c.format) << c.file;
   }
-  // Templates without a known call markup.
-  for (const char* file : {"chat-templates-llamacpp/google-gemma-2-2b-it.jinja",
-                           "chat-templates-llamacpp/microsoft-Phi-3.5-mini-instruct.jinja"}) {
-    const std::string path = testing::SharedData(std::string("chat-templates/") + file);
+  // More of the collection: the same markup in other families' templates.
+  const std::vector<std::pair<const char*, std::optional<ToolCallFormat>>> others = {
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", ToolCallFormat::kHermes},
+      {"Qwen-QwQ-32B.jinja", ToolCallFormat::kHermes},
+      {"ibm-granite-granite-4.0.jinja", ToolCallFormat::kHermes},
+      {"Qwen3.5-4B.jinja", ToolCallFormat::kQwen3Coder},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", ToolCallFormat::kQwen3Coder},
+      {"GLM-4.7-Flash.jinja", ToolCallFormat::kGlm45},
+      {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", ToolCallFormat::kMistral},
+      {"fireworks-ai-llama-3-firefunction-v2.jinja", ToolCallFormat::kPhi4Mini},
+      // Markup none of the formats parses:
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+       std::nullopt},                                           // ```json, "parameters"
+      {"meetkai-functionary-medium-v3.1.jinja", std::nullopt},  // <function=NAME>{...}
+      {"moonshotai-Kimi-K2.jinja", std::nullopt},
+      {"openai-gpt-oss-120b.jinja", std::nullopt},
+      {"deepseek-ai-DeepSeek-V3.2.jinja", std::nullopt},
+      {"google-gemma-2-2b-it.jinja", std::nullopt},
+      {"microsoft-Phi-3.5-mini-instruct.jinja", std::nullopt},
+  };
+  for (const auto& [file, format] : others) {
+    const std::string path =
+        testing::SharedData(std::string("chat-templates/chat-templates-llamacpp/") + file);
     LOOM_NEED_FILE(path);
-    EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), std::nullopt) << file;
+    EXPECT_EQ(DetectToolCallFormat(ReadFile(path)), format) << file;
   }
 }
 

@@ -28,12 +28,6 @@ constexpr std::string_view kArgKeyClose = "</arg_key>";
 constexpr std::string_view kArgValueOpen = "<arg_value>";
 constexpr std::string_view kArgValueClose = "</arg_value>";
 
-std::string_view Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(kWhitespace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kWhitespace) - b + 1);
-}
-
 // The value between the tags as the template writes it: one newline after the open tag and one
 // before the close tag are markup.
 std::string_view TrimOneNewline(std::string_view s) {
@@ -118,15 +112,110 @@ TypedArgs::TypedArgs(const std::vector<ToolSpec>* tools, std::string function) {
   }
 }
 
-std::string TypedArgs::Add(std::string_view key, std::string_view raw) {
-  std::string fragment = count_++ == 0 ? "{" : ", ";
-  const json* property = nullptr;
-  if (schema_ != nullptr) {
-    if (const auto it = schema_->find(std::string(key)); it != schema_->end()) property = &*it;
+namespace {
+
+bool IsStringOnly(const json* property) {
+  std::vector<std::string> types;
+  if (property != nullptr) AddTypes(*property, &types);
+  return types.size() == 1 && types[0] == "string";
+}
+
+// The text of `s` inside a JSON string literal (as nlohmann's dump writes it for valid UTF-8;
+// byte by byte, so pieces escape to the pieces of the whole).
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += kHex[(c >> 4) & 0xF];
+          out += kHex[c & 0xF];
+        } else {
+          out += c;
+        }
+    }
   }
-  fragment += JsonQuote(key);
-  fragment += ": ";
-  fragment += TypedValueJson(property, raw);
+  return out;
+}
+
+}  // namespace
+
+std::string TypedArgs::BeginValue(std::string_view key) {
+  key_ = std::string(key);
+  property_ = nullptr;
+  if (schema_ != nullptr) {
+    if (const auto it = schema_->find(key_); it != schema_->end()) property_ = &*it;
+  }
+  streaming_ = IsStringOnly(property_);
+  leading_decided_ = false;
+  value_.clear();
+  if (!streaming_) return "";
+  return Separator() + JsonQuote(key_) + ": \"";
+}
+
+std::string TypedArgs::FeedValue(std::string_view text) {
+  value_.append(text);
+  if (!streaming_) return "";
+  if (!leading_decided_) {  // one leading newline is markup; "\r" may yet be "\r\n"
+    if (value_.empty() || value_ == "\r") return "";
+    if (value_.starts_with("\r\n")) {
+      value_.erase(0, 2);
+    } else if (value_.starts_with('\n')) {
+      value_.erase(0, 1);
+    }
+    leading_decided_ = true;
+  }
+  // Hold what may be the trailing newline (markup if the value ends right after it).
+  size_t hold = 0;
+  if (value_.ends_with("\r\n")) {
+    hold = 2;
+  } else if (value_.ends_with('\n') || value_.ends_with('\r')) {
+    hold = 1;
+  }
+  std::string fragment = JsonEscape(std::string_view(value_).substr(0, value_.size() - hold));
+  value_.erase(0, value_.size() - hold);
+  return fragment;
+}
+
+std::string TypedArgs::EndValue() {
+  if (!streaming_) {
+    return Separator() + JsonQuote(key_) + ": " + TypedValueJson(property_, TrimOneNewline(value_));
+  }
+  // Held: nothing, a newline, "\r\n" or "\r"; or, with the leading one undecided, "" or "\r".
+  std::string_view rest = value_;
+  if (!leading_decided_) {
+    rest = TrimOneNewline(rest);
+  } else if (rest.ends_with("\r\n")) {
+    rest.remove_suffix(2);
+  } else if (rest.ends_with('\n')) {
+    rest.remove_suffix(1);
+  }
+  std::string fragment = JsonEscape(rest) + "\"";
+  value_.clear();
   return fragment;
 }
 
@@ -239,9 +328,9 @@ class Qwen3CoderParser final : public MarkupParser {
         const std::string_view r = Rest();
         const size_t end = r.find('>');
         if (end == std::string_view::npos) return false;
-        parameter_ = std::string(Trim(r.substr(0, end)));
+        const std::string parameter(Trim(r.substr(0, end)));
         Consume(end + 1);
-        value_.clear();
+        EmitArgs(args_.BeginValue(parameter));
         state_ = State::kValue;
         return true;
       }
@@ -250,15 +339,17 @@ class Qwen3CoderParser final : public MarkupParser {
         static constexpr std::string_view kEnds[] = {kParameterClose, kParameterOpen,
                                                      kFunctionClose, kToolCallClose};
         bool done = false;
-        const bool progress = StepValue(*this, kEnds, &value_, &done);
+        std::string text;
+        const bool progress = StepValue(*this, kEnds, &text, &done);
+        EmitArgs(args_.FeedValue(text));
         if (done) {
-          EmitArgs(args_.Add(parameter_, TrimOneNewline(value_)));
+          EmitArgs(args_.EndValue());
           state_ = State::kBody;
         }
         return progress;
       }
       case State::kClose: {
-        if (!TakeMarkerAfterWhitespace(kToolCallClose, eof)) return false;
+        if (!TakeMarker(*this, kToolCallClose, eof)) return false;
         EndCall();
         state_ = State::kText;
         return true;
@@ -267,23 +358,11 @@ class Qwen3CoderParser final : public MarkupParser {
     return false;
   }
 
-  // true / false: `marker` came (consumed) / did not; nullopt: undecided yet.
-  std::optional<bool> TakeMarkerAfterWhitespace(std::string_view marker, bool eof) {
-    SkipWhitespace();
-    const std::string_view r = Rest();
-    if (r.starts_with(marker)) {
-      Consume(marker.size());
-      return true;
-    }
-    if (!eof && (r.empty() || MayBecome(r, marker))) return std::nullopt;
-    return false;
-  }
-
   void OnMalformed() override { state_ = State::kText; }
   void EndAtEof() override {
     if (state_ == State::kValue) {
-      value_ += Rest();
-      EmitArgs(args_.Add(parameter_, TrimOneNewline(value_)));
+      EmitArgs(args_.FeedValue(Rest()));
+      EmitArgs(args_.EndValue());
     }
     if (state_ == State::kBody || state_ == State::kParameterName || state_ == State::kValue) {
       EmitArgs(args_.Close());
@@ -293,8 +372,6 @@ class Qwen3CoderParser final : public MarkupParser {
   std::vector<ToolSpec> tools_;
   State state_ = State::kText;
   TypedArgs args_{nullptr, ""};
-  std::string parameter_;
-  std::string value_;
 };
 
 class Glm45Parser final : public MarkupParser {
@@ -364,7 +441,7 @@ class Glm45Parser final : public MarkupParser {
         const std::string_view r = Rest();
         if (r.starts_with(kArgValueOpen)) {
           Consume(kArgValueOpen.size());
-          value_.clear();
+          EmitArgs(args_.BeginValue(Trim(key_)));
           state_ = State::kValue;
           return true;
         }
@@ -375,9 +452,11 @@ class Glm45Parser final : public MarkupParser {
       case State::kValue: {
         static constexpr std::string_view kEnds[] = {kArgValueClose, kArgKeyOpen, kToolCallClose};
         bool done = false;
-        const bool progress = StepValue(*this, kEnds, &value_, &done);
+        std::string text;
+        const bool progress = StepValue(*this, kEnds, &text, &done);
+        EmitArgs(args_.FeedValue(text));
         if (done) {
-          EmitArgs(args_.Add(Trim(key_), TrimOneNewline(value_)));
+          EmitArgs(args_.EndValue());
           state_ = State::kBody;
         }
         return progress;
@@ -388,8 +467,8 @@ class Glm45Parser final : public MarkupParser {
   void OnMalformed() override { state_ = State::kText; }
   void EndAtEof() override {
     if (state_ == State::kValue) {
-      value_ += Rest();
-      EmitArgs(args_.Add(Trim(key_), TrimOneNewline(value_)));
+      EmitArgs(args_.FeedValue(Rest()));
+      EmitArgs(args_.EndValue());
     }
     if (state_ != State::kText && state_ != State::kName) EmitArgs(args_.Close());
   }
@@ -398,7 +477,6 @@ class Glm45Parser final : public MarkupParser {
   State state_ = State::kText;
   TypedArgs args_{nullptr, ""};
   std::string key_;
-  std::string value_;
 };
 
 }  // namespace
