@@ -1,0 +1,50 @@
+// CompiledGrammar: a validated Grammar flattened for the matcher. Every alternative is laid out in
+// one element array and closed by an kEnd element, so a matcher position is one int32:
+//
+//   elems:  [ a  b  R7 End | c  End | End | ... ]      alt_starts[rule_alt_begin[r] ...] -> index
+//             ^ alternative 0 of rule 0     ^ alt 1 (empty)
+//
+// Immutable and thread-safe after Compile; shared by every matcher (std::shared_ptr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "grammar/grammar.h"
+
+namespace loom {
+
+class CompiledGrammar {
+ public:
+  enum class Kind : uint8_t { kBytes, kRule, kEnd };
+  struct Element {
+    Kind kind;
+    int32_t arg;  // kBytes: index into byte_sets(); kRule: rule index; kEnd: unused
+  };
+
+  // Validates `grammar` (Grammar::Validate) and flattens it.
+  static StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Grammar& grammar);
+
+  const std::vector<Element>& elements() const { return elements_; }
+  const std::vector<ByteSet>& byte_sets() const { return byte_sets_; }
+  // Element indices where rule `rule_idx`'s alternatives start.
+  const int32_t* alt_begin(int32_t rule_idx) const {
+    return alt_starts_.data() + rule_alt_begin_[rule_idx];
+  }
+  const int32_t* alt_end(int32_t rule_idx) const {
+    return alt_starts_.data() + rule_alt_begin_[rule_idx + 1];
+  }
+  int32_t root_idx() const { return root_idx_; }
+  int32_t num_rules() const { return static_cast<int32_t>(rule_alt_begin_.size()) - 1; }
+
+ private:
+  std::vector<Element> elements_;
+  std::vector<ByteSet> byte_sets_;
+  std::vector<int32_t> alt_starts_;      // [total alternatives]
+  std::vector<int32_t> rule_alt_begin_;  // [num_rules + 1], offsets into alt_starts_
+  int32_t root_idx_ = -1;
+};
+
+}  // namespace loom

@@ -1,0 +1,97 @@
+// GrammarMatcher: runs a CompiledGrammar over bytes, one at a time, with cheap checkpoints.
+//
+// Representation: a set of pushdown stacks, as llama.cpp's grammar engine does. A stack is the
+// position of the next byte element to match plus a link to its parent frame (the position to
+// return to when the current rule ends). Frames are persistent nodes in an append-only arena, so
+// stacks that share a prefix share it, and a step never copies a stack. Chosen over Earley
+// because the grammars we run (JSON Schema, regex, GBNF for JSON-like output) are nearly
+// deterministic: the set holds a handful of stacks, a byte costs a few loads, and a checkpoint is
+// three integers (a step index into the history of stack sets and the arena size), which is what
+// a token-trie walk needs. Tail calls (a reference as the last element of an alternative) push
+// no frame, so right-recursive repetition (`star ::= x star | ""`) runs in constant depth.
+//
+//   history:  step 0 (initial stacks) | step 1 | step 2 ...    Rollback(k) truncates to step k
+//   stack:    {pos -> elements()[pos] is a byte set, parent -> nodes_[parent] or -1 (bottom)}
+//
+// A rejected byte leaves the state unchanged. Not thread-safe; one matcher per request. Copyable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "grammar/compiled_grammar.h"
+
+namespace loom {
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // Advances by `b` and returns true, or returns false and changes nothing when the grammar does
+  // not allow `b` here.
+  bool AcceptByte(uint8_t b);
+  // All of `bytes` or nothing: on a reject the state is as before the call.
+  bool AcceptBytes(std::string_view bytes);
+
+  // The input so far is a complete document of the grammar.
+  bool IsAccepting() const;
+  // No byte can follow and the input is not complete (only an empty-language grammar gets here,
+  // since a rejected byte is not applied).
+  bool IsDead() const { return !IsAccepting() && !CanAcceptMoreBytes(); }
+  // Some byte can follow (false: the document is finished, only end-of-sequence is left).
+  bool CanAcceptMoreBytes() const;
+  // The union of the bytes that can follow now.
+  ByteSet NextBytes() const;
+
+  // A handle on the current state; Rollback(handle) returns to it. Handles taken later than the
+  // one rolled back to become invalid.
+  size_t Checkpoint() const { return steps_.size(); }
+  // Precondition: 1 <= checkpoint <= Checkpoint().
+  void Rollback(size_t checkpoint);
+  // Back to the start of the grammar (drops all history).
+  void Reset();
+  // A matcher in the current state without the history (its arena holds only the frames the
+  // current stacks reach): what a token-mask walk starts from. Cost: O(stacks x depth).
+  GrammarMatcher Fork() const;
+
+  // Number of stacks in the current set (diagnostics, tests).
+  size_t num_stacks() const { return stacks_.size() - steps_.back().stacks_begin; }
+  const std::shared_ptr<const CompiledGrammar>& grammar() const { return grammar_; }
+
+ private:
+  struct ForkTag {};
+  // An empty matcher (no steps) for Fork to fill.
+  GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, ForkTag)
+      : grammar_(std::move(grammar)) {}
+
+  static constexpr int32_t kAcceptPos = -1;  // a stack position: the root rule has ended
+  struct Frame {
+    int32_t pos;     // stack top: a kBytes element index, or kAcceptPos
+    int32_t parent;  // index into nodes_, -1 = bottom
+    bool operator==(const Frame&) const = default;
+  };
+  struct Step {
+    uint32_t stacks_begin;  // this step's stacks are stacks_[stacks_begin, stacks_end)
+    uint32_t stacks_end;
+    uint32_t nodes_end;  // nodes_.size() after this step
+  };
+
+  // Expands the position `pos` (with parent frame `parent`) until every resulting stack tops at a
+  // byte element or accepts, appending them (deduplicated) to stacks_ after step_begin_.
+  void Expand(int32_t pos, int32_t parent);
+  int32_t PushFrame(int32_t pos, int32_t parent);
+  void AddStack(Frame f);
+
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  std::vector<Frame> nodes_;   // parent frames: {pos to resume at, its parent}
+  std::vector<Frame> stacks_;  // the stack sets of every step, concatenated
+  std::vector<Step> steps_;    // never empty; back() is the current state
+  // Scratch for one step.
+  uint32_t step_begin_ = 0;  // where the step being built starts in stacks_
+  uint32_t step_nodes_begin_ = 0;
+  std::vector<Frame> visited_;  // (alternative start, parent) entered during this step
+};
+
+}  // namespace loom
