@@ -351,8 +351,7 @@ class RegexParser {
   size_t pos_ = 0;
 };
 
-// The canonical JSON escape of a code point that cannot appear raw in a string.
-std::string JsonEscape(char32_t cp) {
+std::string CanonicalJsonEscape(char32_t cp) {
   switch (cp) {
     case '"':
       return "\\\"";
@@ -376,6 +375,31 @@ std::string JsonEscape(char32_t cp) {
       return s;
     }
   }
+}
+
+GrammarElement JsonCharClass(const std::vector<CodePointRange>& ranges, Grammar* g) {
+  std::vector<CodePointRange> plain;
+  std::vector<char32_t> escaped;
+  for (const CodePointRange& r : NormalizeRanges(ranges, false)) {
+    char32_t lo = r.first;
+    for (char32_t cp = r.first; cp <= r.second && cp < 0x80; ++cp) {
+      if (cp < 0x20 || cp == '"' || cp == '\\') {
+        if (cp > lo) plain.push_back({lo, cp - 1});
+        escaped.push_back(cp);
+        lo = cp + 1;
+      }
+    }
+    if (lo <= r.second) plain.push_back({lo, r.second});
+  }
+  if (escaped.empty()) return g->CodePointClass(plain, false);
+  std::vector<GrammarSequence> alts;
+  if (!plain.empty()) alts.push_back({g->CodePointClass(plain, false)});
+  for (char32_t cp : escaped) {
+    GrammarSequence s;
+    Grammar::AppendLiteral(CanonicalJsonEscape(cp), &s);
+    alts.push_back(std::move(s));
+  }
+  return g->Group(std::move(alts), "json-char");
 }
 
 class RegexEmitter {
@@ -414,36 +438,12 @@ class RegexEmitter {
  private:
   GrammarElement EmitClass(const std::vector<CodePointRange>& ranges) {
     if (target_ == RegexTarget::kRaw) return g_->CodePointClass(ranges, false);
-    std::vector<CodePointRange> plain;
-    std::vector<char32_t> escaped;
-    for (const CodePointRange& r : NormalizeRanges(ranges, false)) {
-      char32_t lo = r.first;
-      for (char32_t cp = r.first; cp <= r.second && cp < 0x80; ++cp) {
-        if (cp < 0x20 || cp == '"' || cp == '\\') {
-          if (cp > lo) plain.push_back({lo, cp - 1});
-          escaped.push_back(cp);
-          lo = cp + 1;
-        }
-      }
-      if (lo <= r.second) plain.push_back({lo, r.second});
-    }
-    if (escaped.empty()) return g_->CodePointClass(plain, false);
     std::string key;
-    for (const auto& r : plain) key += std::to_string(r.first) + "-" + std::to_string(r.second) + ",";
-    key += "|";
-    for (char32_t cp : escaped) key += std::to_string(cp) + ",";
+    for (const auto& r : ranges) key += std::to_string(r.first) + "-" + std::to_string(r.second) + ",";
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
-    std::vector<GrammarSequence> alts;
-    if (!plain.empty()) alts.push_back({g_->CodePointClass(plain, false)});
-    for (char32_t cp : escaped) {
-      GrammarSequence s;
-      Grammar::AppendLiteral(JsonEscape(cp), &s);
-      alts.push_back(std::move(s));
-    }
-    const int32_t idx = g_->AddRule("json-char");
-    for (auto& a : alts) g_->AddAlternative(idx, std::move(a));
-    memo_[key] = GrammarElement::Rule(idx);
-    return memo_[key];
+    const GrammarElement e = JsonCharClass(ranges, g_);
+    memo_[key] = e;
+    return e;
   }
 
   RegexTarget target_;
@@ -452,6 +452,12 @@ class RegexEmitter {
 };
 
 }  // namespace
+
+GrammarElement JsonStringCharClass(const std::vector<CodePointRange>& ranges, Grammar* grammar) {
+  return JsonCharClass(ranges, grammar);
+}
+
+std::string JsonEscape(char32_t cp) { return CanonicalJsonEscape(cp); }
 
 StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget target,
                                      Grammar* grammar) {

@@ -12,7 +12,9 @@
 // word boundaries (\b \B), anchors elsewhere, \cX, \p{..}.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "grammar/grammar.h"
@@ -33,5 +35,12 @@ StatusOr<Grammar> CompileRegex(std::string_view pattern);
 // Lowers `pattern` into `grammar` (adding helper rules) and returns the sequence that matches it.
 StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget target,
                                      Grammar* grammar);
+
+// One code point out of `ranges` as it appears inside a JSON string literal (RegexTarget::kJsonString
+// rules: `"` `\` and control characters by their canonical escape).
+GrammarElement JsonStringCharClass(const std::vector<CodePointRange>& ranges, Grammar* grammar);
+
+// The canonical JSON string escape of `cp` (`"` `\` or a control character): \" \\ \n ... \u00xx.
+std::string JsonEscape(char32_t cp);
 
 }  // namespace loom
