@@ -184,13 +184,35 @@ class SchemaCompiler {
     for (char c : std::string_view("\"\\/bfnrt")) simple.Add(static_cast<uint8_t>(c));
     esc.push_back(GrammarElement::Bytes(simple));
     g_.AddAlternative(idx, std::move(esc));
-    GrammarSequence uni;
-    Lit("\\u", &uni);
+    // \uXXXX: any code unit but a surrogate, or a high + low surrogate pair (a lone surrogate
+    // is not a character; most JSON parsers reject it).
     ByteSet hex = ByteSet::Range('0', '9');
     hex.AddRange('a', 'f');
     hex.AddRange('A', 'F');
-    for (int i = 0; i < 4; ++i) uni.push_back(GrammarElement::Bytes(hex));
-    g_.AddAlternative(idx, std::move(uni));
+    ByteSet not_d, d = ByteSet::Single('d'), high = ByteSet::Range('8', '9'),
+            low = ByteSet::Range('c', 'f');
+    d.Add('D');
+    for (int v = 0; v < 256; ++v) {
+      if (hex.Contains(static_cast<uint8_t>(v)) && v != 'd' && v != 'D') {
+        not_d.Add(static_cast<uint8_t>(v));
+      }
+    }
+    high.AddRange('a', 'b');
+    high.AddRange('A', 'B');
+    low.AddRange('C', 'F');
+    const GrammarElement h = GrammarElement::Bytes(hex);
+    auto unit = [&](std::initializer_list<ByteSet> lead) {
+      GrammarSequence s;
+      Lit("\\u", &s);
+      for (const ByteSet& b : lead) s.push_back(GrammarElement::Bytes(b));
+      while (s.size() < 6) s.push_back(h);
+      return s;
+    };
+    g_.AddAlternative(idx, unit({not_d}));
+    g_.AddAlternative(idx, unit({d, ByteSet::Range('0', '7')}));
+    GrammarSequence pair = unit({d, high});
+    for (const GrammarElement& e : unit({d, low})) pair.push_back(e);
+    g_.AddAlternative(idx, std::move(pair));
     string_char_ = GrammarElement::Rule(idx);
     return string_char_;
   }
