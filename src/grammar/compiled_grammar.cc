@@ -1,5 +1,8 @@
 #include "grammar/compiled_grammar.h"
 
+#include <set>
+#include <utility>
+
 namespace loom {
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const Grammar& grammar) {
@@ -22,7 +25,67 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const 
   }
   out->rule_alt_begin_.push_back(static_cast<int32_t>(out->alt_starts_.size()));
   out->root_idx_ = grammar.root_idx();
+  out->ComputeClosures();
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
+}
+
+void CompiledGrammar::ComputeClosures() {
+  const int32_t n = static_cast<int32_t>(elements_.size());
+  std::vector<int32_t> chain;
+  std::set<std::pair<int32_t, std::vector<int32_t>>> visited;  // (alternative start, chain)
+  std::set<std::pair<int32_t, std::vector<int32_t>>> emitted;  // (byte position, chain)
+  bool pop = false;
+  // Depth-first over the positions reachable from `pos` with `chain` pushed so far.
+  auto walk = [&](auto& self, int32_t pos) -> void {
+    for (;;) {
+      const Element& e = elements_[pos];
+      if (e.kind == Kind::kBytes) {
+        if (emitted.insert({pos, chain}).second) {
+          closure_entries_.push_back({pos, static_cast<uint32_t>(chains_.size()),
+                                      static_cast<uint32_t>(chain.size())});
+          chains_.insert(chains_.end(), chain.begin(), chain.end());
+        }
+        return;
+      }
+      if (e.kind == Kind::kEnd) {
+        if (chain.empty()) {
+          pop = true;
+          return;
+        }
+        pos = chain.back();
+        chain.pop_back();
+        self(self, pos);
+        chain.push_back(pos);
+        return;
+      }
+      // A tail reference pushes nothing; the visited set ends tail cycles through nullable rules
+      // (Validate() has excluded cycles that push).
+      const bool tail = elements_[pos + 1].kind == Kind::kEnd;
+      if (!tail) chain.push_back(pos + 1);
+      for (const int32_t* a = alt_begin(e.arg); a != alt_end(e.arg); ++a) {
+        if (visited.insert({*a, chain}).second) self(self, *a);
+      }
+      if (!tail) chain.pop_back();
+      return;
+    }
+  };
+  closure_offsets_.reserve(n + 1);
+  for (int32_t p = 0; p < n; ++p) {
+    closure_offsets_.push_back(static_cast<uint32_t>(closure_entries_.size()));
+    chain.clear();
+    visited.clear();
+    emitted.clear();
+    pop = false;
+    walk(walk, p);
+    ByteSet first;
+    for (uint32_t i = closure_offsets_.back(); i < closure_entries_.size(); ++i) {
+      first.AddSet(byte_sets_[elements_[closure_entries_[i].pos].arg]);
+    }
+    closure_first_bytes_.push_back(first);
+    closure_has_pop_.push_back(pop);
+    if (pop) closure_entries_.push_back({kPop, 0, 0});
+  }
+  closure_offsets_.push_back(static_cast<uint32_t>(closure_entries_.size()));
 }
 
 }  // namespace loom

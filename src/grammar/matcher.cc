@@ -5,8 +5,6 @@
 
 namespace loom {
 
-using Kind = CompiledGrammar::Kind;
-
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
     : grammar_(std::move(grammar)) {
   CHECK(grammar_ != nullptr);
@@ -17,14 +15,44 @@ void GrammarMatcher::Reset() {
   nodes_.clear();
   stacks_.clear();
   steps_.clear();
-  step_begin_ = 0;
-  step_nodes_begin_ = 0;
-  visited_.clear();
+  BeginStep();
   const int32_t root = grammar_->root_idx();
   for (const int32_t* a = grammar_->alt_begin(root); a != grammar_->alt_end(root); ++a) {
-    Expand(*a, -1);
+    AddStack({*a, -1});
   }
-  steps_.push_back({0, static_cast<uint32_t>(stacks_.size()), static_cast<uint32_t>(nodes_.size())});
+  EndStep();
+}
+
+void GrammarMatcher::BeginStep() {
+  step_begin_ = static_cast<uint32_t>(stacks_.size());
+  step_nodes_begin_ = static_cast<uint32_t>(nodes_.size());
+  visited_.clear();
+}
+
+void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
+  for (;;) {
+    step->next_bytes.AddSet(grammar_->closure_first_bytes(pos));
+    if (!grammar_->closure_has_pop(pos)) return;
+    if (parent < 0) {
+      step->accepting = true;
+      return;
+    }
+    const Frame up = nodes_[parent];
+    if (std::find(visited_.begin(), visited_.end(), up) != visited_.end()) return;
+    visited_.push_back(up);
+    pos = up.pos;
+    parent = up.parent;
+  }
+}
+
+void GrammarMatcher::EndStep() {
+  Step s{step_begin_, static_cast<uint32_t>(stacks_.size()), static_cast<uint32_t>(nodes_.size()),
+         ByteSet(), false};
+  visited_.clear();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    Summarize(stacks_[i].pos, stacks_[i].parent, &s);
+  }
+  steps_.push_back(s);
 }
 
 void GrammarMatcher::AddStack(Frame f) {
@@ -35,65 +63,55 @@ void GrammarMatcher::AddStack(Frame f) {
 }
 
 int32_t GrammarMatcher::PushFrame(int32_t pos, int32_t parent) {
-  // Frames made earlier in this step are shared, so equal stacks stay equal by index.
-  for (uint32_t i = step_nodes_begin_; i < nodes_.size(); ++i) {
+  // Frames made earlier in this step are shared, so equal stacks stay equal by index. The most
+  // recent frame is the likeliest match, so search backwards.
+  for (uint32_t i = static_cast<uint32_t>(nodes_.size()); i-- > step_nodes_begin_;) {
     if (nodes_[i].pos == pos && nodes_[i].parent == parent) return static_cast<int32_t>(i);
   }
   nodes_.push_back({pos, parent});
   return static_cast<int32_t>(nodes_.size()) - 1;
 }
 
-void GrammarMatcher::Expand(int32_t pos, int32_t parent) {
+void GrammarMatcher::Advance(int32_t pos, int32_t parent, uint8_t b) {
   const auto& elems = grammar_->elements();
+  const auto& sets = grammar_->byte_sets();
+  const int32_t* chains = grammar_->chain_positions();
   for (;;) {
-    const CompiledGrammar::Element& e = elems[pos];
-    if (e.kind == Kind::kBytes) {
-      AddStack({pos, parent});
-      return;
-    }
-    if (e.kind == Kind::kEnd) {
-      if (parent < 0) {
-        AddStack({kAcceptPos, -1});
-        return;
+    if (!grammar_->closure_first_bytes(pos).Contains(b) && !grammar_->closure_has_pop(pos)) return;
+    bool pop = false;
+    for (const auto* e = grammar_->closure_begin(pos); e != grammar_->closure_end(pos); ++e) {
+      if (e->pos == CompiledGrammar::kPop) {
+        pop = true;
+        continue;
       }
-      const Frame up = nodes_[parent];
-      pos = up.pos;
-      parent = up.parent;
-      continue;
+      if (!sets[elems[e->pos].arg].Contains(b)) continue;
+      int32_t p = parent;
+      for (uint32_t i = 0; i < e->chain_size; ++i) p = PushFrame(chains[e->chain_begin + i], p);
+      AddStack({e->pos + 1, p});
     }
-    // A rule reference: push the continuation unless it is the end of this alternative (a tail
-    // call), then enter every alternative once per (alternative, parent) in this step. The
-    // Validate() ban on left recursion bounds the frames pushed; the visited set ends the cycles
-    // that tail calls through nullable rules can form.
-    const int32_t cont = elems[pos + 1].kind == Kind::kEnd ? parent : PushFrame(pos + 1, parent);
-    for (const int32_t* a = grammar_->alt_begin(e.arg); a != grammar_->alt_end(e.arg); ++a) {
-      const Frame key{*a, cont};
-      if (std::find(visited_.begin(), visited_.end(), key) != visited_.end()) continue;
-      visited_.push_back(key);
-      Expand(*a, cont);
-    }
-    return;
+    // The alternative can end here: the byte may also continue the parent (once per frame).
+    if (!pop || parent < 0) return;
+    const Frame up = nodes_[parent];
+    if (std::find(visited_.begin(), visited_.end(), up) != visited_.end()) return;
+    visited_.push_back(up);
+    pos = up.pos;
+    parent = up.parent;
   }
 }
 
 bool GrammarMatcher::AcceptByte(uint8_t b) {
+  if (!steps_.back().next_bytes.Contains(b)) return false;
   const Step cur = steps_.back();
-  step_begin_ = static_cast<uint32_t>(stacks_.size());
-  step_nodes_begin_ = static_cast<uint32_t>(nodes_.size());
-  visited_.clear();
-  const auto& elems = grammar_->elements();
-  const auto& sets = grammar_->byte_sets();
+  BeginStep();
   for (uint32_t i = cur.stacks_begin; i < cur.stacks_end; ++i) {
     const Frame f = stacks_[i];
-    if (f.pos == kAcceptPos || !sets[elems[f.pos].arg].Contains(b)) continue;
-    Expand(f.pos + 1, f.parent);
+    Advance(f.pos, f.parent, b);
   }
-  if (stacks_.size() == step_begin_) {
+  if (stacks_.size() == step_begin_) {  // cannot happen when next_bytes is exact; be safe
     nodes_.resize(cur.nodes_end);
     return false;
   }
-  steps_.push_back({step_begin_, static_cast<uint32_t>(stacks_.size()),
-                    static_cast<uint32_t>(nodes_.size())});
+  EndStep();
   return true;
 }
 
@@ -106,32 +124,6 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
     }
   }
   return true;
-}
-
-bool GrammarMatcher::IsAccepting() const {
-  const Step& s = steps_.back();
-  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    if (stacks_[i].pos == kAcceptPos) return true;
-  }
-  return false;
-}
-
-bool GrammarMatcher::CanAcceptMoreBytes() const {
-  const Step& s = steps_.back();
-  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    if (stacks_[i].pos != kAcceptPos) return true;
-  }
-  return false;
-}
-
-ByteSet GrammarMatcher::NextBytes() const {
-  ByteSet out;
-  const Step& s = steps_.back();
-  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    if (stacks_[i].pos == kAcceptPos) continue;
-    out.AddSet(grammar_->byte_sets()[grammar_->elements()[stacks_[i].pos].arg]);
-  }
-  return out;
 }
 
 void GrammarMatcher::Rollback(size_t checkpoint) {
@@ -163,8 +155,11 @@ GrammarMatcher GrammarMatcher::Fork() const {
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
     out.stacks_.push_back({stacks_[i].pos, copy_chain(stacks_[i].parent)});
   }
-  out.steps_.push_back({0, static_cast<uint32_t>(out.stacks_.size()),
-                        static_cast<uint32_t>(out.nodes_.size())});
+  Step fs = s;
+  fs.stacks_begin = 0;
+  fs.stacks_end = static_cast<uint32_t>(out.stacks_.size());
+  fs.nodes_end = static_cast<uint32_t>(out.nodes_.size());
+  out.steps_.push_back(fs);
   return out;
 }
 

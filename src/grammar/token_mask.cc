@@ -93,7 +93,7 @@ StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(const Tokenizer& tokeni
 
 void TokenVocabulary::Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const {
   const Node& nd = nodes_[node];
-  const ByteSet next = m->NextBytes();
+  const ByteSet& next = m->NextBytes();
   for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
     const Edge edge = edges_[e];
     if (!next.Contains(edge.byte)) continue;
