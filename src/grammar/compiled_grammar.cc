@@ -25,11 +25,11 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const 
   }
   out->rule_alt_begin_.push_back(static_cast<int32_t>(out->alt_starts_.size()));
   out->root_idx_ = grammar.root_idx();
-  out->ComputeClosures();
+  RETURN_IF_ERROR(out->ComputeClosures());
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
 }
 
-void CompiledGrammar::ComputeClosures() {
+Status CompiledGrammar::ComputeClosures() {
   const int32_t n = static_cast<int32_t>(elements_.size());
   std::vector<int32_t> chain;
   std::set<std::pair<int32_t, std::vector<int32_t>>> visited;  // (alternative start, chain)
@@ -41,8 +41,8 @@ void CompiledGrammar::ComputeClosures() {
       const Element& e = elements_[pos];
       if (e.kind == Kind::kBytes) {
         if (emitted.insert({pos, chain}).second) {
-          closure_entries_.push_back({pos, static_cast<uint32_t>(chains_.size()),
-                                      static_cast<uint32_t>(chain.size())});
+          closure_entries_.push_back(
+              {pos, static_cast<uint32_t>(chains_.size()), static_cast<uint32_t>(chain.size())});
           chains_.insert(chains_.end(), chain.begin(), chain.end());
         }
         return;
@@ -84,8 +84,14 @@ void CompiledGrammar::ComputeClosures() {
     closure_first_bytes_.push_back(first);
     closure_has_pop_.push_back(pop);
     if (pop) closure_entries_.push_back({kPop, 0, 0});
+    if (closure_entries_.size() > kMaxClosureEntries) {
+      return InvalidArgumentError(
+          "grammar: too many ways to match the empty string (closures past 16M entries); "
+          "simplify nested optional repetitions");
+    }
   }
   closure_offsets_.push_back(static_cast<uint32_t>(closure_entries_.size()));
+  return OkStatus();
 }
 
 }  // namespace loom

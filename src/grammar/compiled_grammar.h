@@ -31,7 +31,7 @@ class CompiledGrammar {
     int32_t arg;  // kBytes: index into byte_sets(); kRule: rule index; kEnd: unused
   };
 
-  // Validates `grammar` (Grammar::Validate) and flattens it.
+  // Validates `grammar` (Grammar::Validate), flattens it and computes the closures.
   static StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Grammar& grammar);
 
   const std::vector<Element>& elements() const { return elements_; }
@@ -49,7 +49,7 @@ class CompiledGrammar {
   // (continuation positions, outermost first), or kPop: the alternative's end is reachable.
   static constexpr int32_t kPop = -1;
   struct ClosureEntry {
-    int32_t pos;  // a kBytes element index, or kPop
+    int32_t pos;                       // a kBytes element index, or kPop
     uint32_t chain_begin, chain_size;  // into chain_positions()
   };
   const ClosureEntry* closure_begin(int32_t pos) const {
@@ -76,7 +76,9 @@ class CompiledGrammar {
   std::vector<ByteSet> closure_first_bytes_;  // [elements]
   std::vector<bool> closure_has_pop_;         // [elements]
 
-  void ComputeClosures();
+  // InvalidArgument when the closures pass kMaxClosureEntries (a pathologically nullable grammar).
+  Status ComputeClosures();
+  static constexpr size_t kMaxClosureEntries = size_t{1} << 24;
 };
 
 }  // namespace loom

@@ -175,7 +175,8 @@ void Grammar::AddAlternative(int32_t rule_idx, GrammarSequence seq) {
 }
 
 void Grammar::AppendLiteral(std::string_view bytes, GrammarSequence* seq) {
-  for (char c : bytes) seq->push_back(GrammarElement::Bytes(ByteSet::Single(static_cast<uint8_t>(c))));
+  for (char c : bytes)
+    seq->push_back(GrammarElement::Bytes(ByteSet::Single(static_cast<uint8_t>(c))));
 }
 
 GrammarElement Grammar::CodePointClass(std::vector<CodePointRange> ranges, bool negate) {
@@ -216,7 +217,8 @@ GrammarElement Grammar::Group(std::vector<GrammarSequence> alternatives,
 
 GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t max_count,
                                 std::string_view name_hint) {
-  CHECK(min_count >= 0 && (max_count < 0 || min_count <= max_count)) << min_count << " " << max_count;
+  CHECK(min_count >= 0 && (max_count < 0 || min_count <= max_count))
+      << min_count << " " << max_count;
   GrammarSequence out;
   if (max_count == 0) return out;
   const GrammarElement item =

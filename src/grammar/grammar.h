@@ -52,7 +52,7 @@ class ByteSet {
 struct GrammarElement {
   enum class Kind : uint8_t { kBytes, kRule };
   Kind kind = Kind::kBytes;
-  ByteSet bytes;         // kBytes: the bytes this element accepts
+  ByteSet bytes;          // kBytes: the bytes this element accepts
   int32_t rule_idx = -1;  // kRule: index into Grammar::rules()
 
   static GrammarElement Bytes(const ByteSet& set) { return {Kind::kBytes, set, -1}; }

@@ -1,12 +1,13 @@
 #include "grammar/grammar_state.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom {
 
 GrammarState::GrammarState(std::shared_ptr<const CompiledGrammar> grammar,
-                           const TokenVocabulary* vocab)
-    : matcher_(std::move(grammar)), vocab_(vocab) {
+                           const TokenVocabulary* vocab, size_t mask_cache_entries)
+    : matcher_(std::move(grammar)), vocab_(vocab), mask_cache_entries_(mask_cache_entries) {
   CHECK(vocab_ != nullptr);
 }
 
@@ -28,7 +29,23 @@ void GrammarState::FillMask(uint32_t* bitmask) const {
     std::memset(bitmask, 0, vocab_->mask_words() * sizeof(uint32_t));
     return;
   }
+  if (mask_cache_entries_ == 0) {
+    vocab_->FillMask(matcher_, bitmask);
+    return;
+  }
+  signature_.clear();
+  matcher_.AppendStateSignature(&signature_);
+  for (size_t i = 0; i < mask_cache_.size(); ++i) {
+    if (mask_cache_[i].signature != signature_) continue;
+    std::memcpy(bitmask, mask_cache_[i].mask.data(), vocab_->mask_words() * sizeof(uint32_t));
+    std::rotate(mask_cache_.begin() + i, mask_cache_.begin() + i + 1, mask_cache_.end());
+    ++mask_cache_hits_;
+    return;
+  }
   vocab_->FillMask(matcher_, bitmask);
+  if (mask_cache_.size() == mask_cache_entries_) mask_cache_.erase(mask_cache_.begin());
+  mask_cache_.push_back(
+      {signature_, std::vector<uint32_t>(bitmask, bitmask + vocab_->mask_words())});
 }
 
 void GrammarState::RollbackTokens(size_t num_tokens) {

@@ -65,7 +65,8 @@ TEST(GbnfTest, AcceptsAndRejects) {
       {R"(root ::= [a-z]+)", {"a", "xyz", "hello"}, {"", "A", "a1", "hello world"}},
       {R"(root ::= [^a-z]*)", {"", "ABC", "123", "é", "\xF0\x9F\x98\x80"}, {"a", "Az", "\xFF"}},
       {R"(root ::= [a-cx-z0-9_])", {"a", "b", "y", "5", "_"}, {"d", "w", "-", ""}},
-      {R"(root ::= .)", {"a", "\n", "é", "\xE2\x82\xAC", "\xF0\x9F\x98\x80"},
+      {R"(root ::= .)",
+       {"a", "\n", "é", "\xE2\x82\xAC", "\xF0\x9F\x98\x80"},
        {"", "ab", "\xC3", "\x80", "\xED\xA0\x80"}},
       {R"(root ::= "a"? "b")", {"b", "ab"}, {"", "a", "aab"}},
       {R"(root ::= "a"* "b")", {"b", "ab", "aaaab"}, {"", "ba", "aaa"}},
@@ -136,9 +137,11 @@ TEST(GbnfTest, Errors) {
   ExpectError(CompileGbnf("root ::= \"a\" @").status(), "unexpected character `@`");
   ExpectError(CompileGbnf("root ::= \"a\"\n  @").status(), "line 2, column 3");
   // Left recursion, direct and through a nullable prefix or another rule.
-  ExpectError(CompileGbnf("root ::= root \"a\" | \"b\"").status(), "rule \"root\" is left-recursive");
-  ExpectError(CompileGbnf("root ::= expr\nexpr ::= term | expr \"+\" term\nterm ::= [0-9]").status(),
-              "rule \"expr\" is left-recursive");
+  ExpectError(CompileGbnf("root ::= root \"a\" | \"b\"").status(),
+              "rule \"root\" is left-recursive");
+  ExpectError(
+      CompileGbnf("root ::= expr\nexpr ::= term | expr \"+\" term\nterm ::= [0-9]").status(),
+      "rule \"expr\" is left-recursive");
   ExpectError(CompileGbnf("root ::= a\na ::= b \"x\"\nb ::= \"y\"? a").status(), "left-recursive");
 }
 

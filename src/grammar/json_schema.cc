@@ -19,19 +19,34 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 const std::set<std::string, std::less<>> kAnnotations = {
-    "title",   "description", "default",    "examples", "$schema", "$id",
-    "$comment", "deprecated", "readOnly", "writeOnly"};
+    "title", "description", "default",    "examples", "$schema",
+    "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
 
-const std::set<std::string, std::less<>> kSupported = {
-    "type",       "enum",        "const",
-    "anyOf",      "oneOf",       "allOf",
-    "$ref",       "$defs",       "definitions",
-    "properties", "required",    "additionalProperties",
-    "items",      "prefixItems", "additionalItems",
-    "minItems",   "maxItems",    "minLength",
-    "maxLength",  "pattern",     "format",
-    "minimum",    "maximum",     "exclusiveMinimum",
-    "exclusiveMaximum"};
+const std::set<std::string, std::less<>> kSupported = {"type",
+                                                       "enum",
+                                                       "const",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "allOf",
+                                                       "$ref",
+                                                       "$defs",
+                                                       "definitions",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "additionalItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "pattern",
+                                                       "format",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum"};
 
 const std::vector<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
 const std::vector<std::string> kArrayKeys = {"items", "prefixItems", "additionalItems", "minItems",
@@ -100,8 +115,8 @@ bool ValueHasType(const Json& v, std::string_view type) {
   if (type == "array") return v.is_array();
   if (type == "number") return v.is_number();
   if (type == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) ==
-                                                                 v.get<double>());
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   }
   return false;
 }
@@ -190,7 +205,7 @@ class SchemaCompiler {
     hex.AddRange('a', 'f');
     hex.AddRange('A', 'F');
     ByteSet not_d, d = ByteSet::Single('d'), high = ByteSet::Range('8', '9'),
-            low = ByteSet::Range('c', 'f');
+                   low = ByteSet::Range('c', 'f');
     d.Add('D');
     for (int v = 0; v < 256; ++v) {
       if (hex.Contains(static_cast<uint8_t>(v)) && v != 'd' && v != 'D') {
@@ -295,7 +310,8 @@ class SchemaCompiler {
       std::string token(pointer.substr(pos, next == std::string_view::npos ? next : next - pos));
       std::string unescaped;
       for (size_t i = 0; i < token.size(); ++i) {
-        if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        if (token[i] == '~' && i + 1 < token.size() &&
+            (token[i + 1] == '0' || token[i + 1] == '1')) {
           unescaped.push_back(token[i + 1] == '0' ? '~' : '/');
           ++i;
         } else {
@@ -441,8 +457,8 @@ class SchemaCompiler {
       } else if (k == "additionalProperties" && (cur == false || v == false)) {
         cur = false;
       } else {
-        return Err(path, "allOf: keyword \"" + k +
-                             "\" differs between members, which is not supported");
+        return Err(path,
+                   "allOf: keyword \"" + k + "\" differs between members, which is not supported");
       }
     }
     return out;
@@ -536,10 +552,9 @@ class SchemaCompiler {
     }
     std::vector<GrammarSequence> alts;
     for (const Json& v : values) {
-      const bool typed = types.empty() || std::any_of(types.begin(), types.end(),
-                                                      [&](const std::string& t) {
-                                                        return ValueHasType(v, t);
-                                                      });
+      const bool typed =
+          types.empty() || std::any_of(types.begin(), types.end(),
+                                       [&](const std::string& t) { return ValueHasType(v, t); });
       if (!typed) continue;
       GrammarSequence seq;
       Lit(v.dump(-1, ' ', false, Json::error_handler_t::replace), &seq);
@@ -629,7 +644,8 @@ class SchemaCompiler {
     auto convert = [&](const Json& v, bool exclusive, const char* key) -> Status {
       if (!v.is_number()) return Err(path, std::string("\"") + key + "\" must be a number");
       constexpr double kLimit = 9.0e18;
-      if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > 9000000000000000000u)) {
+      if (v.is_number_integer() &&
+          !(v.is_number_unsigned() && v.get<uint64_t>() > 9000000000000000000u)) {
         const int64_t x = v.get<int64_t>();
         if (x > 9000000000000000000 || x < -9000000000000000000) {
           return Err(path, std::string("\"") + key + "\" is out of the supported range");
@@ -652,7 +668,8 @@ class SchemaCompiler {
     if (s.contains(inc_key)) {
       RETURN_IF_ERROR(convert(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
     }
-    if (s.contains(exc_key) && !draft4_exclusive) RETURN_IF_ERROR(convert(s[exc_key], true, exc_key));
+    if (s.contains(exc_key) && !draft4_exclusive)
+      RETURN_IF_ERROR(convert(s[exc_key], true, exc_key));
     return out;
   }
 

@@ -31,9 +31,11 @@ TEST(JsonSchemaTest, ScalarTypes) {
   const std::vector<GrammarCase> cases = {
       {R"({"type": "null"})", {"null"}, {"", "nul", "Null", "0", "\"null\""}},
       {R"({"type": "boolean"})", {"true", "false"}, {"1", "True", "\"true\"", "null"}},
-      {R"({"type": "integer"})", {"0", "-1", "42", "1234567890123"},
+      {R"({"type": "integer"})",
+       {"0", "-1", "42", "1234567890123"},
        {"01", "-0x", "1.0", "1e3", "+1", "", "-", "\"1\""}},
-      {R"({"type": "number"})", {"0", "-1.5", "3.25e10", "1E-7", "0.0", "-0"},
+      {R"({"type": "number"})",
+       {"0", "-1.5", "3.25e10", "1E-7", "0.0", "-0"},
        {"01", ".5", "1.", "1e", "--1", "+1", "NaN", "Infinity"}},
       {R"({"type": "string"})",
        {R"("")", R"("abc")", R"("a\"b")", R"("\\ \/ \b \f \n \r \t")", R"("\u00e9\uD83D\ude00")",
@@ -42,7 +44,8 @@ TEST(JsonSchemaTest, ScalarTypes) {
         R"("\uD83D")", R"("\uDE00\uD83D")", R"("\ud800x")"}},
       {R"({"type": ["string", "null"]})", {"null", R"("x")"}, {"1", "true"}},
       {R"({"type": ["integer", "boolean"]})", {"7", "false"}, {"7.5", "null"}},
-      {R"({})", {"null", "1", R"({"a":[1,{"b":null}]})", R"([])", R"("s")"},
+      {R"({})",
+       {"null", "1", R"({"a":[1,{"b":null}]})", R"([])", R"("s")"},
        {"", "nul", "[1,]", "{a:1}"}},
       {R"(true)", {"false", "[true]", R"({"k":"v"})"}, {"tru"}},
   };
@@ -105,7 +108,8 @@ TEST(JsonSchemaTest, Objects) {
       // additionalProperties: false with no properties: only {}.
       {R"({"type": "object", "additionalProperties": false})", {R"({})"}, {R"({"a":1})"}},
       // Required but undeclared: any value.
-      {R"({"type": "object", "required": ["k"]})", {R"({"k":1})", R"({"k":{"z":[]}})"},
+      {R"({"type": "object", "required": ["k"]})",
+       {R"({"k":1})", R"({"k":{"z":[]}})"},
        {R"({})", R"({"j":1})"}},
       // Property names that need escaping.
       {R"({"type": "object", "properties": {"a\"b": {"type": "integer"}, "é": {"const": 1}},
@@ -117,7 +121,8 @@ TEST(JsonSchemaTest, Objects) {
        {R"({})", R"({"a":1})"},
        {R"({"b":1})"}},
       // No "type": inferred as object from "properties".
-      {R"({"properties": {"a": {"type": "null"}}, "required": ["a"]})", {R"({"a":null})"},
+      {R"({"properties": {"a": {"type": "null"}}, "required": ["a"]})",
+       {R"({"a":null})"},
        {"null", R"({})"}},
   };
   EXPECT_EQ(RunCases(cases, Schema), 49);  // accept + reject strings checked
@@ -171,7 +176,8 @@ TEST(JsonSchemaTest, Arrays) {
       {R"({"items": {"type": "array", "items": {"type": "integer"}, "maxItems": 1}})",
        {"[]", "[[]]", "[[1],[2]]"},
        {"[[1,2]]", "[1]"}},
-      {R"({"type": "array", "uniqueItems": false, "items": {"type": "null"}})", {"[null,null]"},
+      {R"({"type": "array", "uniqueItems": false, "items": {"type": "null"}})",
+       {"[null,null]"},
        {"[0]"}},
   };
   EXPECT_EQ(RunCases(cases, Schema), 45);  // accept + reject strings checked
@@ -207,9 +213,11 @@ TEST(JsonSchemaTest, Strings) {
       {R"({"type": "string", "format": "uri"})",
        {R"("https://example.com/a?b=c#d")", R"("mailto:x@y.z")", R"("urn:isbn:0451450523")"},
        {R"("example.com")", R"("http://a b")", R"("1http://x")"}},
-      {R"({"type": "string", "format": "ipv4"})", {R"("192.168.0.1")", R"("0.0.0.0")"},
+      {R"({"type": "string", "format": "ipv4"})",
+       {R"("192.168.0.1")", R"("0.0.0.0")"},
        {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")"}},
-      {R"({"type": "string", "format": "hostname"})", {R"("example.com")", R"("a-b.c")"},
+      {R"({"type": "string", "format": "hostname"})",
+       {R"("example.com")", R"("a-b.c")"},
        {R"("-a.com")", R"("a_b.com")"}},
   };
   EXPECT_EQ(RunCases(cases, Schema), 68);  // accept + reject strings checked
@@ -218,11 +226,14 @@ TEST(JsonSchemaTest, Strings) {
 TEST(JsonSchemaTest, IntegerBounds) {
   const std::vector<GrammarCase> cases = {
       {R"({"type": "integer", "minimum": 0})", {"0", "7", "10", "999999999999"}, {"-1", "-0"}},
-      {R"({"type": "integer", "minimum": 1, "maximum": 12})", {"1", "9", "10", "12"},
+      {R"({"type": "integer", "minimum": 1, "maximum": 12})",
+       {"1", "9", "10", "12"},
        {"0", "13", "20", "100", "-1", "01"}},
-      {R"({"type": "integer", "minimum": -5, "maximum": 5})", {"-5", "-1", "0", "5"},
+      {R"({"type": "integer", "minimum": -5, "maximum": 5})",
+       {"-5", "-1", "0", "5"},
        {"-6", "6", "-0", "-10"}},
-      {R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 100})", {"1", "50", "99"},
+      {R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 100})",
+       {"1", "50", "99"},
        {"0", "100", "-1"}},
       {R"({"type": "integer", "maximum": -10})", {"-10", "-11", "-12345"}, {"-9", "0", "10"}},
       {R"({"type": "integer", "minimum": 1.5, "maximum": 3.5})", {"2", "3"}, {"1", "4"}},
@@ -238,9 +249,9 @@ TEST(JsonSchemaTest, IntegerBounds) {
 // IntegerRangeRegex against every integer of a window, for many ranges.
 TEST(IntegerRangeTest, ExhaustiveSmallRanges) {
   const std::vector<std::pair<std::optional<int64_t>, std::optional<int64_t>>> ranges = {
-      {0, 0},     {0, 9},       {3, 7},       {1, 100},  {-100, -1}, {-37, 215},   {9, 10},
-      {99, 101},  {0, 1000},    {-1000, 0},   {5, {}},   {{}, -5},   {-12, {}},    {{}, 33},
-      {100, 199}, {1000, 1999}, {-999, 999},  {10, 99},  {11, 98},   {250, 2500}};
+      {0, 0},     {0, 9},       {3, 7},      {1, 100}, {-100, -1}, {-37, 215}, {9, 10},
+      {99, 101},  {0, 1000},    {-1000, 0},  {5, {}},  {{}, -5},   {-12, {}},  {{}, 33},
+      {100, 199}, {1000, 1999}, {-999, 999}, {10, 99}, {11, 98},   {250, 2500}};
   for (const auto& [lo, hi] : ranges) {
     const std::string re = IntegerRangeRegex(lo, hi);
     SCOPED_TRACE(re);
@@ -255,8 +266,8 @@ TEST(IntegerRangeTest, ExhaustiveSmallRanges) {
 }
 
 TEST(IntegerRangeTest, Int64Extremes) {
-  const auto g = MustCompile(CompileRegex(IntegerRangeRegex(-9000000000000000000,
-                                                            9000000000000000000)));
+  const auto g =
+      MustCompile(CompileRegex(IntegerRangeRegex(-9000000000000000000, 9000000000000000000)));
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(Matches(g, "9000000000000000000"));
   EXPECT_TRUE(Matches(g, "-9000000000000000000"));
@@ -271,7 +282,8 @@ TEST(JsonSchemaTest, RefsAndRecursion) {
           "type": "array", "items": {"$ref": "#/$defs/pos"}})",
        {"[]", "[1,2]"},
        {"[0]", "[-1]"}},
-      {R"({"definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s"})", {R"("x")"},
+      {R"({"definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s"})",
+       {R"("x")"},
        {"1"}},
       // A linked list: recursion through $ref.
       {R"({"$defs": {"node": {"type": "object",
@@ -340,7 +352,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
       {R"({"$ref": "#/$defs/missing"})", R"($ref "#/$defs/missing" does not resolve)"},
       {R"({"$ref": "https://example.com/s.json"})", R"(only local references)"},
       {R"({"type": "frog"})", R"(unknown type "frog")"},
-      {R"({"type": "integer", "minimum": 5, "maximum": 1})", R"(the integer range [5, 1] is empty)"},
+      {R"({"type": "integer", "minimum": 5, "maximum": 1})",
+       R"(the integer range [5, 1] is empty)"},
       {R"({"type": "string", "minLength": 3, "maxLength": 1})", R"("minLength" is larger)"},
       {R"({"type": "array", "prefixItems": [{}], "items": false, "minItems": 2})",
        R"("minItems" is larger than the number of items)"},

@@ -133,6 +133,15 @@ void GrammarMatcher::Rollback(size_t checkpoint) {
   nodes_.resize(steps_.back().nodes_end);
 }
 
+void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
+  const Step& s = steps_.back();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    out->push_back(stacks_[i].pos);
+    for (int32_t n = stacks_[i].parent; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
+    out->push_back(-1);
+  }
+}
+
 GrammarMatcher GrammarMatcher::Fork() const {
   GrammarMatcher out(grammar_, ForkTag{});
   std::unordered_map<int32_t, int32_t> remap;  // our node -> out's node

@@ -62,6 +62,11 @@ class GrammarMatcher {
   // current stacks reach): what a token-mask walk starts from. Cost: O(stacks x depth).
   GrammarMatcher Fork() const;
 
+  // Appends a description of the current state that determines its future: per stack, its
+  // position and its parents' positions (top first), then -1. Equal signatures accept the same
+  // continuations, so a token mask can be cached by it.
+  void AppendStateSignature(std::vector<int32_t>* out) const;
+
   // Number of stacks in the current set (diagnostics, tests).
   size_t num_stacks() const { return steps_.back().stacks_end - steps_.back().stacks_begin; }
   const std::shared_ptr<const CompiledGrammar>& grammar() const { return grammar_; }
@@ -80,9 +85,9 @@ class GrammarMatcher {
   struct Step {
     uint32_t stacks_begin;  // this step's stacks are stacks_[stacks_begin, stacks_end)
     uint32_t stacks_end;
-    uint32_t nodes_end;   // nodes_.size() after this step
-    ByteSet next_bytes;   // the bytes some stack can match next
-    bool accepting;       // some stack can reach the end of the root rule
+    uint32_t nodes_end;  // nodes_.size() after this step
+    ByteSet next_bytes;  // the bytes some stack can match next
+    bool accepting;      // some stack can reach the end of the root rule
   };
 
   // Matches `b` from stack (pos, parent): appends the advanced stacks of every closure entry whose

@@ -12,9 +12,9 @@ constexpr int64_t kMaxRepeat = 10000;
 
 struct RegexNode {
   enum class Kind { kClass, kConcat, kAlt, kRepeat };
-  Kind kind = Kind::kConcat;  // an empty concat matches ""
-  std::vector<CodePointRange> ranges;  // kClass
-  std::vector<RegexNode> children;     // kConcat, kAlt; kRepeat: one
+  Kind kind = Kind::kConcat;              // an empty concat matches ""
+  std::vector<CodePointRange> ranges;     // kClass
+  std::vector<RegexNode> children;        // kConcat, kAlt; kRepeat: one
   int64_t min_count = 0, max_count = -1;  // kRepeat, max < 0: unbounded
 
   static RegexNode Class(std::vector<CodePointRange> r) {
@@ -28,11 +28,11 @@ struct RegexNode {
 const std::vector<CodePointRange> kDigit = {{'0', '9'}};
 const std::vector<CodePointRange> kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const std::vector<CodePointRange> kSpace = {
-    {0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+    {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
     {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 const std::vector<CodePointRange> kAny = {{0, 0x10FFFF}};
-const std::vector<CodePointRange> kDot = {{0, 0x09}, {0x0B, 0x0C}, {0x0E, 0x2027},
-                                          {0x202A, 0x10FFFF}};
+const std::vector<CodePointRange> kDot = {
+    {0, 0x09}, {0x0B, 0x0C}, {0x0E, 0x2027}, {0x202A, 0x10FFFF}};
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -126,8 +126,9 @@ class RegexParser {
       }
       if (Peek() == '?') ++pos_;  // lazy: same language
       if (Peek() == '*' || Peek() == '+' || Peek() == '?') {
-        return Error("a quantifier cannot follow a quantifier (possessive quantifiers are not "
-                     "supported)");
+        return Error(
+            "a quantifier cannot follow a quantifier (possessive quantifiers are not "
+            "supported)");
       }
       RegexNode rep;
       rep.kind = RegexNode::Kind::kRepeat;
@@ -296,8 +297,9 @@ class RegexParser {
         char32_t v = 0;
         for (int i = 0; i < digits; ++i) {
           const int h = AtEnd() ? -1 : HexValue(src_[pos_]);
-          if (h < 0) return Error(std::string("\\") + e + " needs " + std::to_string(digits) +
-                                  " hex digits");
+          if (h < 0)
+            return Error(std::string("\\") + e + " needs " + std::to_string(digits) +
+                         " hex digits");
           v = v * 16 + static_cast<char32_t>(h);
           ++pos_;
         }
@@ -439,7 +441,8 @@ class RegexEmitter {
   GrammarElement EmitClass(const std::vector<CodePointRange>& ranges) {
     if (target_ == RegexTarget::kRaw) return g_->CodePointClass(ranges, false);
     std::string key;
-    for (const auto& r : ranges) key += std::to_string(r.first) + "-" + std::to_string(r.second) + ",";
+    for (const auto& r : ranges)
+      key += std::to_string(r.first) + "-" + std::to_string(r.second) + ",";
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     const GrammarElement e = JsonCharClass(ranges, g_);
     memo_[key] = e;

@@ -36,8 +36,8 @@ StatusOr<Grammar> CompileRegex(std::string_view pattern);
 StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget target,
                                      Grammar* grammar);
 
-// One code point out of `ranges` as it appears inside a JSON string literal (RegexTarget::kJsonString
-// rules: `"` `\` and control characters by their canonical escape).
+// One code point out of `ranges` as it appears inside a JSON string literal
+// (RegexTarget::kJsonString rules: `"` `\` and control characters by their canonical escape).
 GrammarElement JsonStringCharClass(const std::vector<CodePointRange>& ranges, Grammar* grammar);
 
 // The canonical JSON string escape of `cp` (`"` `\` or a control character): \" \\ \n ... \u00xx.

@@ -26,10 +26,19 @@ TEST(RegexTest, AcceptsAndRejects) {
       {"^\\D$", {"a", " ", "é"}, {"1", ""}},
       {"^\\w*$", {"", "abc_XYZ_09"}, {"a-b", "é", "a b"}},
       {"^\\W$", {"-", " ", "é"}, {"a", "_", "0"}},
-      {"^a\\sb$", {"a b", "a\tb", "a\nb", "a\xC2\xA0" "b", "a\xE3\x80\x80" "b"}, {"ab", "a_b"}},
+      {"^a\\sb$",
+       {"a b", "a\tb", "a\nb",
+        "a\xC2\xA0"
+        "b",
+        "a\xE3\x80\x80"
+        "b"},
+       {"ab", "a_b"}},
       {"^\\S+$", {"abc", "é"}, {"a b", "\t"}},
       {"^a\\.b\\\\c\\/d$", {"a.b\\c/d"}, {"aXb\\c/d", "a.bc/d"}},
-      {"^\\u00e9\\x41$", {"\xC3\xA9" "A"}, {"eA", "\xC3\xA9"}},
+      {"^\\u00e9\\x41$",
+       {"\xC3\xA9"
+        "A"},
+       {"eA", "\xC3\xA9"}},
       {"^[abc]$", {"a", "b", "c"}, {"d", "ab", ""}},
       {"^[^abc]$", {"d", "é", "\n"}, {"a", "c", ""}},
       {"^[a-f0-9]{2}$", {"0f", "a9", "ff"}, {"g0", "0", "abc"}},
@@ -50,12 +59,15 @@ TEST(RegexTest, AcceptsAndRejects) {
       {"^(a|b|)c$", {"ac", "bc", "c"}, {"abc"}},
       {"^(a*)*b$", {"b", "aab"}, {"", "ba"}},  // nullable body under a star
       {"^x{$", {"x{"}, {"x"}},                 // a `{` that is no quantifier is literal
-      {"^[+-]?(0|[1-9]\\d*)(\\.\\d+)?$", {"0", "-1.5", "+42", "3.14159"}, {"01", "1.", ".5", "--1"}},
+      {"^[+-]?(0|[1-9]\\d*)(\\.\\d+)?$",
+       {"0", "-1.5", "+42", "3.14159"},
+       {"01", "1.", ".5", "--1"}},
       {"^[A-Z]{2}-\\d{3}$", {"AB-123"}, {"ab-123", "AB-12", "ABC-123"}},
       {"^(\\+\\d{1,3} )?\\(\\d{3}\\) \\d{3}-\\d{4}$",
        {"(555) 123-4567", "+1 (555) 123-4567"},
        {"555-123-4567", "+1234 (555) 123-4567"}},
-      {"^[^@\\s]+@[^@\\s]+\\.[a-z]{2,}$", {"a@b.co", "first.last@host.org"},
+      {"^[^@\\s]+@[^@\\s]+\\.[a-z]{2,}$",
+       {"a@b.co", "first.last@host.org"},
        {"a@b", "a b@c.de", "@b.co"}},
       {"^é+$", {"é", "ééé"}, {"e", ""}},
       {"^[é-ë]$", {"é", "ë"}, {"è", "e"}},
@@ -73,7 +85,7 @@ TEST(RegexTest, JsonStringTargetEscapes) {
   g.set_root(root);
   const auto c = MustCompile(g);
   EXPECT_TRUE(Matches(c, "a\\\"b\\\\c\\n"));
-  EXPECT_FALSE(Matches(c, "a\"b\\c\n"));    // raw specials are not JSON string content
+  EXPECT_FALSE(Matches(c, "a\"b\\c\n"));           // raw specials are not JSON string content
   EXPECT_FALSE(Matches(c, "a\\\"b\\\\c\\u000a"));  // only the canonical escape
   EXPECT_EQ(JsonEscape(0x1F), "\\u001f");
   EXPECT_EQ(JsonEscape('"'), "\\\"");

@@ -64,8 +64,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
   }
 }
 
-StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(const Tokenizer& tokenizer,
-                                                         const std::vector<TokenId>& extra_eos_ids) {
+StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
+    const Tokenizer& tokenizer, const std::vector<TokenId>& extra_eos_ids) {
   const StreamPlan& plan = tokenizer.stream_plan();
   if (!plan.supported) {
     return UnimplementedError(

@@ -21,7 +21,9 @@ namespace {
 
 using grammar_test::MustCompile;
 
-bool MaskBit(const std::vector<uint32_t>& mask, TokenId id) { return (mask[id >> 5] >> (id & 31)) & 1; }
+bool MaskBit(const std::vector<uint32_t>& mask, TokenId id) {
+  return (mask[id >> 5] >> (id & 31)) & 1;
+}
 
 // The mask FillMask gives equals, token by token, "AcceptBytes(token bytes) succeeds on a copy of
 // the matcher" (EOS: IsAccepting; special and empty tokens: never). Returns the allowed count.
@@ -57,10 +59,11 @@ int ExpectMaskIsBruteForce(const TokenVocabulary& vocab, const GrammarMatcher& m
 TokenVocabulary HandVocabulary() {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* t : {"{\"", "\":", "\",\"", "\"}", "true", "tr", "ue", "false", "null", "12",
-                        "123", "name", "\"name\":\"", "age", "\"age\":", "[\"", "\"]", "],",
-                        "é", "\xC3", "ab", "abc", "\"a", "a\"", ",\"", "}}", "\\n", "\\u00",
-                        "0.", "-1", "e+", "  ", " \""}) {
+  for (const char* t :
+       {"{\"",   "\":",  "\",\"", "\"}",         "true", "tr",       "ue",  "false", "null",
+        "12",    "123",  "name",  "\"name\":\"", "age",  "\"age\":", "[\"", "\"]",   "],",
+        "é",     "\xC3", "ab",    "abc",         "\"a",  "a\"",      ",\"", "}}",    "\\n",
+        "\\u00", "0.",   "-1",    "e+",          "  ",   " \""}) {
     tokens.push_back(t);
   }
   tokens.push_back("<|special|>");  // never allowed
@@ -159,16 +162,49 @@ TEST(GrammarStateTest, AcceptTokenAndRollback) {
   EXPECT_TRUE(state.AcceptToken(ue));
 }
 
+TEST(GrammarStateTest, MaskCacheHitsInsideAStringAndStaysExact) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto g = MustCompile(JsonAnyValueGrammar());
+  ASSERT_NE(g, nullptr);
+  GrammarState state(g, &vocab);
+  std::vector<uint32_t> cached(vocab.mask_words()), fresh(vocab.mask_words());
+  for (const char* t : {"[", "\"", "a", "b", "c", "ab", "\"", ",", "\"", "x", "y"}) {
+    TokenId id = -1;
+    for (TokenId i = 0; i < vocab.size() && id < 0; ++i) {
+      if (vocab.token_bytes(i) == t) id = i;
+    }
+    ASSERT_GE(id, 0) << t;
+    ASSERT_TRUE(state.AcceptToken(id)) << t;
+    state.FillMask(cached.data());
+    vocab.FillMask(state.matcher(), fresh.data());
+    EXPECT_EQ(cached, fresh) << "after token " << t;
+  }
+  // Inside a string every character leads back to the same state.
+  EXPECT_GE(state.mask_cache_hits(), 4u);
+  GrammarState no_cache(g, &vocab, /*mask_cache_entries=*/0);
+  ASSERT_TRUE(no_cache.AcceptToken('['));
+  no_cache.FillMask(cached.data());
+  no_cache.FillMask(cached.data());
+  EXPECT_EQ(no_cache.mask_cache_hits(), 0u);
+}
+
 // Generates under `vocab` by picking uniformly among the allowed tokens until EOS.
+// With `check_cache`, also checks that GrammarState's cached masks equal a fresh trie walk.
 std::string RandomWalk(const std::shared_ptr<const CompiledGrammar>& g,
-                       const TokenVocabulary& vocab, uint32_t seed, int max_tokens) {
+                       const TokenVocabulary& vocab, uint32_t seed, int max_tokens,
+                       bool check_cache = false) {
   std::mt19937 rng(seed);
   GrammarState state(g, &vocab);
   std::vector<uint32_t> mask(vocab.mask_words());
   std::vector<TokenId> allowed;
   std::string out;
+  std::vector<uint32_t> uncached(vocab.mask_words());
   for (int step = 0; step < max_tokens; ++step) {
     state.FillMask(mask.data());
+    if (check_cache) {
+      vocab.FillMask(state.matcher(), uncached.data());
+      EXPECT_EQ(mask, uncached) << "cached mask differs after \"" << out << "\"";
+    }
     allowed.clear();
     for (TokenId id = 0; id < vocab.size(); ++id) {
       if (MaskBit(mask, id)) allowed.push_back(id);
@@ -241,8 +277,8 @@ TEST(RandomWalkTest, HandVocabularyDocumentsObeyTheSchema) {
   ASSERT_NE(person, nullptr);
   ASSERT_NE(shape, nullptr);
   for (uint32_t seed = 0; seed < 40; ++seed) {
-    CheckPerson(RandomWalk(person, vocab, seed, 4000));
-    CheckShape(RandomWalk(shape, vocab, seed, 4000));
+    CheckPerson(RandomWalk(person, vocab, seed, 4000, /*check_cache=*/true));
+    CheckShape(RandomWalk(shape, vocab, seed, 4000, /*check_cache=*/true));
   }
 }
 
@@ -269,8 +305,8 @@ TEST_F(QwenTest, MaskMatchesBruteForce) {
   const std::string doc = R"({"name":"Zoë \"Z\"","age":7,"tags":["a"],"active":false})";
   GrammarMatcher m(g);
   size_t done = 0;
-  for (size_t cut : {size_t{0}, size_t{1}, size_t{2}, size_t{8}, size_t{12}, size_t{15},
-                     size_t{25}, size_t{33}, size_t{41}, doc.size() - 1, doc.size()}) {
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{2}, size_t{8}, size_t{12}, size_t{15}, size_t{25},
+                     size_t{33}, size_t{41}, doc.size() - 1, doc.size()}) {
     ASSERT_TRUE(m.AcceptBytes(doc.substr(done, cut - done)));
     done = cut;
     SCOPED_TRACE("after \"" + doc.substr(0, cut) + "\"");
@@ -281,7 +317,8 @@ TEST_F(QwenTest, MaskMatchesBruteForce) {
 }
 
 TEST_F(QwenTest, MaskMatchesBruteForceForGbnfAndAnyJson) {
-  const auto gbnf = MustCompile(CompileGbnf(R"(root ::= "SELECT " [a-z_]+ (", " [a-z_]+)* " FROM " [a-z]+ ";")"));
+  const auto gbnf =
+      MustCompile(CompileGbnf(R"(root ::= "SELECT " [a-z_]+ (", " [a-z_]+)* " FROM " [a-z]+ ";")"));
   ASSERT_NE(gbnf, nullptr);
   GrammarMatcher m(gbnf);
   for (const char* step : {"", "SEL", "ECT ", "id", ", na", "me FROM ", "users"}) {
@@ -327,9 +364,9 @@ TEST(GrammarCacheTest, HitsMissesEvictionAndErrors) {
   EXPECT_EQ(cache.size(), 2u);
   auto ga3 = cache.Get(a);
   ASSERT_TRUE(ga3.ok());
-  EXPECT_NE(ga->get(), ga3->get());  // recompiled
+  EXPECT_NE(ga->get(), ga3->get());                    // recompiled
   EXPECT_FALSE(cache.Get(same_text_other_kind).ok());  // "^a+$" is no GBNF
-  EXPECT_EQ(cache.size(), 2u);                          // errors are not cached
+  EXPECT_EQ(cache.size(), 2u);                         // errors are not cached
   GrammarMatcher m(*cache.Get(b));
   EXPECT_TRUE(m.AcceptBytes("y") && m.IsAccepting());
   EXPECT_FALSE(cache.Get({GrammarKind::kChoice, "[1]"}).ok());
