@@ -323,7 +323,8 @@ class SchemaCompiler {
         if (it == cur->end()) return nullptr;
         cur = &*it;
       } else if (cur->is_array()) {
-        if (unescaped.empty() || unescaped.find_first_not_of("0123456789") != std::string::npos) {
+        if (unescaped.empty() || unescaped.size() > 9 ||
+            unescaped.find_first_not_of("0123456789") != std::string::npos) {
           return nullptr;
         }
         const size_t idx = std::stoul(unescaped);
@@ -972,7 +973,11 @@ class SchemaCompiler {
 
 StatusOr<Grammar> CompileJsonSchema(const nlohmann::json& schema,
                                     const JsonSchemaOptions& options) {
-  const Json ordered = Json::parse(schema.dump());
+  // nlohmann::json -> ordered_json through text; invalid UTF-8 in a string becomes U+FFFD
+  // instead of an exception.
+  const Json ordered =
+      Json::parse(schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr,
+                  /*allow_exceptions=*/false);
   return SchemaCompiler(ordered, options).Run();
 }
 
