@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "grammar/grammar_test_util.h"
 
 namespace loom {
@@ -74,6 +76,41 @@ TEST(RegexTest, AcceptsAndRejects) {
       {"^\\t\\n\\r\\f\\v\\0$", {std::string("\t\n\r\f\v\0", 6)}, {"\t\n\r\f\v"}},
   };
   EXPECT_EQ(RunCases(cases, Regex), 181);  // accept + reject strings checked
+}
+
+// Differential: every string up to length 4 over a small alphabet, against std::regex_search
+// (ECMAScript), whose search semantics our unanchored padding reproduces.
+TEST(RegexTest, AgreesWithStdRegexOnAllShortStrings) {
+  const std::vector<std::string> patterns = {
+      "a",          "^a",           "a$",          "^a$",           "^(a|b)*$",
+      "^a+b?$",     "^[ab]{2,3}$",  "^[^a]*$",     "\\d",          "^\\w+$",
+      "^\\s?\\S$",  "^(ab|a)(b|)$", "^a{2}$|^b",   "^.*a.*$",       "^(?:a|1)+-?$",
+      "^[a-]+$",    "^\\.$",        "^a*?b$",      "b.a",           "^(a|)+$",
+      "^[\\d.]{1,2}$", "a{2,}",       "^\\W*$",     "^(a(b|1)?)+$",   "^[^\\s.]?$"};
+  const std::string alphabet = "ab1 .-\n";
+  std::vector<std::string> inputs = {""};
+  for (size_t begin = 0, len = 0; len < 4; ++len) {
+    const size_t end = inputs.size();
+    for (size_t i = begin; i < end; ++i) {
+      for (char c : alphabet) inputs.push_back(inputs[i] + c);
+    }
+    begin = end;
+  }
+  for (const std::string& p : patterns) {
+    SCOPED_TRACE(p);
+    const auto g = MustCompile(CompileRegex(p));
+    ASSERT_NE(g, nullptr);
+    const std::regex re(p, std::regex::ECMAScript);
+    int mismatches = 0;
+    for (const std::string& s : inputs) {
+      GrammarMatcher m(g);
+      const bool ours = m.AcceptBytes(s) && m.IsAccepting();
+      const bool theirs = std::regex_search(s, re);
+      if (ours != theirs && ++mismatches <= 3) {
+        ADD_FAILURE() << "\"" << s << "\": ours " << ours << ", std::regex " << theirs;
+      }
+    }
+  }
 }
 
 TEST(RegexTest, JsonStringTargetEscapes) {
