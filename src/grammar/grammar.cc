@@ -1,0 +1,368 @@
+#include "grammar/grammar.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "base/utf8.h"
+
+namespace loom {
+namespace {
+
+constexpr char32_t kMaxCodePoint = 0x10FFFF;
+
+int Utf8Length(char32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+
+void AppendHexByte(int b, std::string* out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out->append("\\x");
+  out->push_back(kHex[b >> 4]);
+  out->push_back(kHex[b & 15]);
+}
+
+void AppendClassByte(int b, std::string* out) {
+  if (b >= 0x21 && b < 0x7F && b != ']' && b != '\\' && b != '^' && b != '-') {
+    out->push_back(static_cast<char>(b));
+  } else {
+    AppendHexByte(b, out);
+  }
+}
+
+// Splits [s, e] into ranges whose code points share a UTF-8 length and whose encodings differ only
+// in a per-byte range (the construction of Rust's regex-syntax Utf8Sequences).
+void SplitUtf8(char32_t s, char32_t e, std::vector<std::vector<ByteSet>>* out) {
+  for (char32_t boundary : {char32_t{0x7F}, char32_t{0x7FF}, char32_t{0xFFFF}}) {
+    if (s <= boundary && e > boundary) {
+      SplitUtf8(s, boundary, out);
+      SplitUtf8(boundary + 1, e, out);
+      return;
+    }
+  }
+  const int n = Utf8Length(s);
+  if (n == 1) {
+    out->push_back({ByteSet::Range(static_cast<uint8_t>(s), static_cast<uint8_t>(e))});
+    return;
+  }
+  for (int i = 1; i < n; ++i) {
+    const char32_t m = (char32_t{1} << (6 * i)) - 1;
+    if ((s & ~m) != (e & ~m)) {
+      if ((s & m) != 0) {
+        SplitUtf8(s, s | m, out);
+        SplitUtf8((s | m) + 1, e, out);
+        return;
+      }
+      if ((e & m) != m) {
+        SplitUtf8(s, (e & ~m) - 1, out);
+        SplitUtf8(e & ~m, e, out);
+        return;
+      }
+    }
+  }
+  std::string bs, be;
+  AppendUtf8(s, &bs);
+  AppendUtf8(e, &be);
+  std::vector<ByteSet> seq;
+  for (size_t k = 0; k < bs.size(); ++k) {
+    seq.push_back(ByteSet::Range(static_cast<uint8_t>(bs[k]), static_cast<uint8_t>(be[k])));
+  }
+  out->push_back(std::move(seq));
+}
+
+}  // namespace
+
+ByteSet ByteSet::Single(uint8_t b) {
+  ByteSet s;
+  s.Add(b);
+  return s;
+}
+
+ByteSet ByteSet::Range(uint8_t lo, uint8_t hi) {
+  ByteSet s;
+  s.AddRange(lo, hi);
+  return s;
+}
+
+void ByteSet::AddRange(uint8_t lo, uint8_t hi) {
+  for (int b = lo; b <= hi; ++b) Add(static_cast<uint8_t>(b));
+}
+
+void ByteSet::AddSet(const ByteSet& other) {
+  for (int i = 0; i < 4; ++i) words_[i] |= other.words_[i];
+}
+
+std::string ByteSet::ToString() const {
+  std::string out = "[";
+  for (int b = 0; b < 256;) {
+    if (!Contains(static_cast<uint8_t>(b))) {
+      ++b;
+      continue;
+    }
+    int e = b;
+    while (e + 1 < 256 && Contains(static_cast<uint8_t>(e + 1))) ++e;
+    AppendClassByte(b, &out);
+    if (e > b) {
+      out.push_back('-');
+      AppendClassByte(e, &out);
+    }
+    b = e + 1;
+  }
+  out.push_back(']');
+  return out;
+}
+
+std::vector<CodePointRange> NormalizeRanges(std::vector<CodePointRange> ranges, bool negate) {
+  for (auto& r : ranges) {
+    if (r.first > r.second) std::swap(r.first, r.second);
+    r.second = std::min(r.second, kMaxCodePoint);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<CodePointRange> merged;
+  for (const auto& r : ranges) {
+    if (r.first > kMaxCodePoint) continue;
+    if (!merged.empty() && r.first <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  if (negate) {
+    std::vector<CodePointRange> complement;
+    char32_t next = 0;
+    for (const auto& r : merged) {
+      if (r.first > next) complement.push_back({next, r.first - 1});
+      next = r.second + 1;
+    }
+    if (next <= kMaxCodePoint) complement.push_back({next, kMaxCodePoint});
+    merged = std::move(complement);
+  }
+  // Remove the surrogates, which UTF-8 cannot encode.
+  std::vector<CodePointRange> out;
+  for (const auto& r : merged) {
+    if (r.second < 0xD800 || r.first > 0xDFFF) {
+      out.push_back(r);
+      continue;
+    }
+    if (r.first < 0xD800) out.push_back({r.first, 0xD7FF});
+    if (r.second > 0xDFFF) out.push_back({0xE000, r.second});
+  }
+  return out;
+}
+
+std::vector<std::vector<ByteSet>> Utf8Sequences(const std::vector<CodePointRange>& ranges) {
+  std::vector<std::vector<ByteSet>> out;
+  for (const auto& r : NormalizeRanges(ranges, false)) SplitUtf8(r.first, r.second, &out);
+  return out;
+}
+
+int32_t Grammar::AddRule(std::string_view name) {
+  std::string unique(name);
+  int32_t& suffix = next_suffix_[unique];
+  while (by_name_.count(unique) > 0) unique = std::string(name) + "-" + std::to_string(++suffix);
+  const int32_t idx = static_cast<int32_t>(rules_.size());
+  by_name_[unique] = idx;
+  rules_.push_back(GrammarRule{std::move(unique), {}, false});
+  return idx;
+}
+
+int32_t Grammar::FindRule(std::string_view name) const {
+  const auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+void Grammar::AddAlternative(int32_t rule_idx, GrammarSequence seq) {
+  CHECK(rule_idx >= 0 && rule_idx < static_cast<int32_t>(rules_.size())) << rule_idx;
+  rules_[rule_idx].alternatives.push_back(std::move(seq));
+  rules_[rule_idx].defined = true;
+}
+
+void Grammar::AppendLiteral(std::string_view bytes, GrammarSequence* seq) {
+  for (char c : bytes)
+    seq->push_back(GrammarElement::Bytes(ByteSet::Single(static_cast<uint8_t>(c))));
+}
+
+GrammarElement Grammar::CodePointClass(std::vector<CodePointRange> ranges, bool negate) {
+  const std::vector<CodePointRange> norm = NormalizeRanges(std::move(ranges), negate);
+  std::string key;
+  for (const auto& r : norm) key += std::to_string(r.first) + "-" + std::to_string(r.second) + ",";
+  if (const auto it = class_rules_.find(key); it != class_rules_.end()) {
+    return GrammarElement::Rule(it->second);
+  }
+  ByteSet ascii;
+  std::vector<GrammarSequence> alternatives;
+  for (auto& seq : Utf8Sequences(norm)) {
+    if (seq.size() == 1) {
+      ascii.AddSet(seq[0]);
+      continue;
+    }
+    GrammarSequence alt;
+    for (const ByteSet& b : seq) alt.push_back(GrammarElement::Bytes(b));
+    alternatives.push_back(std::move(alt));
+  }
+  if (alternatives.empty() && !ascii.empty()) return GrammarElement::Bytes(ascii);
+  if (!ascii.empty()) alternatives.insert(alternatives.begin(), {GrammarElement::Bytes(ascii)});
+  const int32_t idx = AddRule("char");
+  for (auto& alt : alternatives) AddAlternative(idx, std::move(alt));
+  MarkDefined(idx);
+  class_rules_[key] = idx;
+  return GrammarElement::Rule(idx);
+}
+
+GrammarElement Grammar::Group(std::vector<GrammarSequence> alternatives,
+                              std::string_view name_hint) {
+  if (alternatives.size() == 1 && alternatives[0].size() == 1) return alternatives[0][0];
+  const int32_t idx = AddRule(name_hint);
+  for (auto& alt : alternatives) AddAlternative(idx, std::move(alt));
+  MarkDefined(idx);
+  return GrammarElement::Rule(idx);
+}
+
+GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t max_count,
+                                std::string_view name_hint) {
+  CHECK(min_count >= 0 && (max_count < 0 || min_count <= max_count))
+      << min_count << " " << max_count;
+  GrammarSequence out;
+  if (max_count == 0) return out;
+  const GrammarElement item =
+      body.size() == 1 ? body[0] : Group({std::move(body)}, std::string(name_hint) + "-item");
+  for (int64_t i = 0; i < min_count; ++i) out.push_back(item);
+  if (max_count < 0) {
+    const int32_t star = AddRule(std::string(name_hint) + "-star");
+    AddAlternative(star, {item, GrammarElement::Rule(star)});
+    AddAlternative(star, {});
+    out.push_back(GrammarElement::Rule(star));
+    return out;
+  }
+  int32_t prev = -1;
+  for (int64_t k = 1; k <= max_count - min_count; ++k) {
+    const int32_t opt = AddRule(std::string(name_hint) + "-opt");
+    GrammarSequence alt = {item};
+    if (prev >= 0) alt.push_back(GrammarElement::Rule(prev));
+    AddAlternative(opt, std::move(alt));
+    AddAlternative(opt, {});
+    prev = opt;
+  }
+  if (prev >= 0) out.push_back(GrammarElement::Rule(prev));
+  return out;
+}
+
+Status Grammar::Validate() const {
+  const int32_t n = static_cast<int32_t>(rules_.size());
+  if (root_idx_ < 0 || root_idx_ >= n) return InvalidArgumentError("grammar has no root rule");
+  for (const GrammarRule& r : rules_) {
+    for (const GrammarSequence& alt : r.alternatives) {
+      for (const GrammarElement& e : alt) {
+        if (e.kind != GrammarElement::Kind::kRule) continue;
+        CHECK(e.rule_idx >= 0 && e.rule_idx < n) << e.rule_idx;
+        if (!rules_[e.rule_idx].defined) {
+          return InvalidArgumentError("rule \"" + rules_[e.rule_idx].name + "\" (used by \"" +
+                                      r.name + "\") is not defined");
+        }
+      }
+    }
+  }
+  // Nullable rules, by fixpoint.
+  std::vector<bool> nullable(n, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t i = 0; i < n; ++i) {
+      if (nullable[i]) continue;
+      for (const GrammarSequence& alt : rules_[i].alternatives) {
+        const bool all = std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) {
+          return e.kind == GrammarElement::Kind::kRule && nullable[e.rule_idx];
+        });
+        if (all) {
+          nullable[i] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  // Left edges A -> B: B can be entered before A consumed a byte. "grow" when something follows
+  // B in the alternative (the matcher pushes a frame); tail edges push nothing.
+  struct Edge {
+    int32_t to;
+    bool grow;
+  };
+  std::vector<std::vector<Edge>> edges(n);
+  for (int32_t i = 0; i < n; ++i) {
+    for (const GrammarSequence& alt : rules_[i].alternatives) {
+      for (size_t k = 0; k < alt.size(); ++k) {
+        if (alt[k].kind != GrammarElement::Kind::kRule) break;
+        edges[i].push_back({alt[k].rule_idx, k + 1 != alt.size()});
+        if (!nullable[alt[k].rule_idx]) break;
+      }
+    }
+  }
+  // Tarjan's strongly connected components; a grow edge inside a component is left recursion.
+  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), stack;
+  std::vector<bool> on_stack(n, false);
+  int32_t counter = 0, num_comps = 0;
+  std::function<void(int32_t)> visit = [&](int32_t v) {
+    index[v] = low[v] = counter++;
+    stack.push_back(v);
+    on_stack[v] = true;
+    for (const Edge& e : edges[v]) {
+      if (index[e.to] < 0) {
+        visit(e.to);
+        low[v] = std::min(low[v], low[e.to]);
+      } else if (on_stack[e.to]) {
+        low[v] = std::min(low[v], index[e.to]);
+      }
+    }
+    if (low[v] == index[v]) {
+      int32_t w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on_stack[w] = false;
+        comp[w] = num_comps;
+      } while (w != v);
+      ++num_comps;
+    }
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    if (index[i] < 0) visit(i);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    for (const Edge& e : edges[i]) {
+      if (e.grow && comp[e.to] == comp[i]) {
+        return InvalidArgumentError("rule \"" + rules_[i].name +
+                                    "\" is left-recursive (it can reach itself before consuming "
+                                    "input); rewrite it with repetition, e.g. x ::= y (\"op\" y)*");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+std::string Grammar::ToString() const {
+  std::string out;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const GrammarRule& r = rules_[i];
+    out += r.name + " ::=";
+    for (size_t a = 0; a < r.alternatives.size(); ++a) {
+      if (a > 0) out += " |";
+      if (r.alternatives[a].empty()) out += " \"\"";
+      for (const GrammarElement& e : r.alternatives[a]) {
+        out += " ";
+        out += e.kind == GrammarElement::Kind::kRule ? rules_[e.rule_idx].name : e.bytes.ToString();
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+StatusOr<Grammar> CompileChoice(const std::vector<std::string>& choices) {
+  if (choices.empty()) return InvalidArgumentError("choice: the list of choices is empty");
+  Grammar g;
+  const int32_t root = g.AddRule("root");
+  for (const std::string& c : choices) {
+    GrammarSequence seq;
+    Grammar::AppendLiteral(c, &seq);
+    g.AddAlternative(root, std::move(seq));
+  }
+  g.set_root(root);
+  return g;
+}
+
+}  // namespace loom

@@ -1,0 +1,64 @@
+// GrammarCache: compiled grammars by spec (kind + text), so that requests repeating a schema
+// (the common case: one tool or response_format per client) compile it once. LRU-bounded.
+// Thread-safe: one mutex around the map; compilation runs outside it (two threads missing on the
+// same spec both compile; the second insert wins, which is harmless).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "grammar/compiled_grammar.h"
+#include "grammar/json_schema.h"
+
+namespace loom {
+
+enum class GrammarKind : uint8_t {
+  kGbnf,        // text: GBNF
+  kRegex,       // text: a regex (regex_grammar.h)
+  kChoice,      // text: a JSON array of strings
+  kJsonSchema,  // text: a JSON Schema document
+};
+
+struct GrammarSpec {
+  GrammarKind kind = GrammarKind::kGbnf;
+  std::string text;
+  bool operator==(const GrammarSpec&) const = default;
+};
+
+// Compiles `spec` with the matching front end (no caching).
+StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
+    const GrammarSpec& spec, const JsonSchemaOptions& options = {});
+
+class GrammarCache {
+ public:
+  // Keeps at most `capacity` (>= 1) grammars; `options` applies to every JSON Schema.
+  explicit GrammarCache(size_t capacity, JsonSchemaOptions options = {});
+
+  // The compiled grammar of `spec`, from the cache or compiled now (errors are not cached).
+  StatusOr<std::shared_ptr<const CompiledGrammar>> Get(const GrammarSpec& spec);
+
+  size_t size() const;
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  struct Entry {
+    GrammarSpec spec;
+    std::shared_ptr<const CompiledGrammar> grammar;
+  };
+  static uint64_t Hash(const GrammarSpec& spec);
+
+  const size_t capacity_;
+  const JsonSchemaOptions options_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // front = most recently used
+  std::unordered_multimap<uint64_t, std::list<Entry>::iterator> index_;  // Hash(spec) -> entry
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,60 @@
+#include "grammar/grammar_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace loom {
+
+GrammarState::GrammarState(std::shared_ptr<const CompiledGrammar> grammar,
+                           const TokenVocabulary* vocab, size_t mask_cache_entries)
+    : matcher_(std::move(grammar)), vocab_(vocab), mask_cache_entries_(mask_cache_entries) {
+  CHECK(vocab_ != nullptr);
+}
+
+bool GrammarState::AcceptToken(TokenId id) {
+  if (terminated_ || id < 0 || id >= vocab_->size()) return false;
+  const size_t cp = matcher_.Checkpoint();
+  if (vocab_->IsEos(id)) {
+    if (!matcher_.IsAccepting()) return false;
+    terminated_ = true;
+  } else if (vocab_->IsNeverAllowed(id) || !matcher_.AcceptBytes(vocab_->token_bytes(id))) {
+    return false;
+  }
+  checkpoints_.push_back(cp);
+  return true;
+}
+
+void GrammarState::FillMask(uint32_t* bitmask) const {
+  if (terminated_) {
+    std::memset(bitmask, 0, vocab_->mask_words() * sizeof(uint32_t));
+    return;
+  }
+  if (mask_cache_entries_ == 0) {
+    vocab_->FillMask(matcher_, bitmask);
+    return;
+  }
+  signature_.clear();
+  matcher_.AppendStateSignature(&signature_);
+  for (size_t i = 0; i < mask_cache_.size(); ++i) {
+    if (mask_cache_[i].signature != signature_) continue;
+    std::memcpy(bitmask, mask_cache_[i].mask.data(), vocab_->mask_words() * sizeof(uint32_t));
+    std::rotate(mask_cache_.begin() + i, mask_cache_.begin() + i + 1, mask_cache_.end());
+    ++mask_cache_hits_;
+    return;
+  }
+  vocab_->FillMask(matcher_, bitmask);
+  if (mask_cache_.size() == mask_cache_entries_) mask_cache_.erase(mask_cache_.begin());
+  mask_cache_.push_back(
+      {signature_, std::vector<uint32_t>(bitmask, bitmask + vocab_->mask_words())});
+}
+
+void GrammarState::RollbackTokens(size_t num_tokens) {
+  CHECK_LE(num_tokens, checkpoints_.size());
+  if (num_tokens == 0) return;
+  const size_t cp = checkpoints_[checkpoints_.size() - num_tokens];
+  checkpoints_.resize(checkpoints_.size() - num_tokens);
+  matcher_.Rollback(cp);
+  terminated_ = false;
+}
+
+}  // namespace loom

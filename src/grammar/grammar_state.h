@@ -1,0 +1,54 @@
+// GrammarState: one request's constrained-decoding state: a GrammarMatcher plus the vocabulary
+// that maps token ids to bytes. The engine calls FillMask before sampling and AcceptToken after.
+// Not thread-safe; the vocabulary must outlive it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "grammar/matcher.h"
+#include "grammar/token_mask.h"
+
+namespace loom {
+
+class GrammarState {
+ public:
+  // `mask_cache_entries`: how many masks to remember by state signature (0 = none). Generation
+  // inside a free-form string or a repeated structure revisits the same state every token, so a
+  // few entries (vocab_size / 8 bytes each) skip most walks there.
+  GrammarState(std::shared_ptr<const CompiledGrammar> grammar, const TokenVocabulary* vocab,
+               size_t mask_cache_entries = 4);
+
+  // Applies token `id` and returns true, or returns false and changes nothing when the grammar
+  // does not allow it (a never-allowed token, bytes the grammar rejects, EOS before the document
+  // is complete). An accepted EOS terminates the state.
+  bool AcceptToken(TokenId id);
+  // The mask of the tokens AcceptToken would accept (all zero once terminated). Mutates only the
+  // mask cache.
+  void FillMask(uint32_t* bitmask) const;
+  // EOS was accepted.
+  bool IsTerminated() const { return terminated_; }
+  // Undoes the last `num_tokens` accepted tokens (speculative decoding, or a rejected draft).
+  // Precondition: num_tokens <= num_accepted_tokens().
+  void RollbackTokens(size_t num_tokens);
+  size_t num_accepted_tokens() const { return checkpoints_.size(); }
+  const GrammarMatcher& matcher() const { return matcher_; }
+  // FillMask calls answered from the mask cache (diagnostics, tests).
+  uint64_t mask_cache_hits() const { return mask_cache_hits_; }
+
+ private:
+  GrammarMatcher matcher_;
+  const TokenVocabulary* vocab_;
+  std::vector<size_t> checkpoints_;  // matcher checkpoint before each accepted token
+  bool terminated_ = false;
+  struct CachedMask {
+    std::vector<int32_t> signature;  // GrammarMatcher::AppendStateSignature
+    std::vector<uint32_t> mask;      // [vocab_->mask_words()]
+  };
+  size_t mask_cache_entries_;
+  mutable std::vector<CachedMask> mask_cache_;  // most recently used last
+  mutable std::vector<int32_t> signature_;      // scratch
+  mutable uint64_t mask_cache_hits_ = 0;
+};
+
+}  // namespace loom

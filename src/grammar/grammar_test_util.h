@@ -1,0 +1,80 @@
+// Helpers shared by the grammar tests: table-driven accept / reject cases.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/compiled_grammar.h"
+#include "grammar/matcher.h"
+
+namespace loom::grammar_test {
+
+// A grammar source and the strings it must accept / reject as complete documents.
+struct GrammarCase {
+  std::string source;
+  std::vector<std::string> accept;
+  std::vector<std::string> reject;
+};
+
+inline std::shared_ptr<const CompiledGrammar> MustCompile(const StatusOr<Grammar>& g) {
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return nullptr;
+  auto c = CompiledGrammar::Compile(*g);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : nullptr;
+}
+
+// The whole of `s` is a document of `g`. Also checks that feeding it byte by byte agrees with
+// AcceptBytes and that a rejected byte leaves the state untouched.
+inline bool Matches(const std::shared_ptr<const CompiledGrammar>& g, std::string_view s) {
+  GrammarMatcher whole(g);
+  const bool all = whole.AcceptBytes(s);
+  GrammarMatcher bytes(g);
+  bool each = true;
+  for (char c : s) {
+    const size_t before = bytes.Checkpoint();
+    if (!bytes.AcceptByte(static_cast<uint8_t>(c))) {
+      EXPECT_EQ(bytes.Checkpoint(), before);
+      each = false;
+      break;
+    }
+  }
+  EXPECT_EQ(all, each) << "AcceptBytes and AcceptByte disagree on \"" << s << "\"";
+  if (!all) {
+    EXPECT_EQ(whole.Checkpoint(), 1u) << "AcceptBytes is not all-or-nothing";
+  }
+  return all && whole.IsAccepting();
+}
+
+// Runs every case of `cases` through `compile`; returns the number of strings checked.
+template <typename Compile>
+int RunCases(const std::vector<GrammarCase>& cases, Compile compile) {
+  int n = 0;
+  for (const GrammarCase& c : cases) {
+    SCOPED_TRACE(c.source);
+    const auto g = MustCompile(compile(c.source));
+    if (g == nullptr) continue;
+    for (const std::string& s : c.accept) {
+      EXPECT_TRUE(Matches(g, s)) << "should accept: \"" << s << "\"";
+      ++n;
+    }
+    for (const std::string& s : c.reject) {
+      EXPECT_FALSE(Matches(g, s)) << "should reject: \"" << s << "\"";
+      ++n;
+    }
+  }
+  return n;
+}
+
+// `status` is an InvalidArgument whose message contains `fragment`.
+inline void ExpectError(const Status& status, std::string_view fragment) {
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find(fragment), std::string::npos)
+      << "message \"" << status.message() << "\" lacks \"" << fragment << "\"";
+}
+
+}  // namespace loom::grammar_test

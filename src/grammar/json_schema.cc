@@ -1,0 +1,996 @@
+#include "grammar/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/utf8.h"
+#include "grammar/integer_range.h"
+#include "grammar/regex_grammar.h"
+
+namespace loom {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::set<std::string, std::less<>> kAnnotations = {
+    "title", "description", "default",    "examples", "$schema",
+    "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
+
+const std::set<std::string, std::less<>> kSupported = {"type",
+                                                       "enum",
+                                                       "const",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "allOf",
+                                                       "$ref",
+                                                       "$defs",
+                                                       "definitions",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "additionalItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "pattern",
+                                                       "format",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum"};
+
+const std::vector<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
+const std::vector<std::string> kArrayKeys = {"items", "prefixItems", "additionalItems", "minItems",
+                                             "maxItems"};
+const std::vector<std::string> kStringKeys = {"minLength", "maxLength", "pattern", "format"};
+const std::vector<std::string> kNumberKeys = {"minimum", "maximum", "exclusiveMinimum",
+                                              "exclusiveMaximum"};
+
+// Anchored regexes of the supported string formats (RFC 3339 dates and times, RFC 4122 UUIDs, a
+// practical subset of RFC 5321 addresses, RFC 3986 URIs by their character set).
+const std::map<std::string, std::string, std::less<>> kFormats = {
+    {"date", R"(^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$)"},
+    {"time", R"(^([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$)"},
+    {"date-time",
+     R"(^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$)"},
+    {"uuid", R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)"},
+    {"email",
+     R"(^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$)"},
+    {"uri", R"(^[A-Za-z][A-Za-z0-9+.\-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*$)"},
+    {"ipv4", R"(^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$)"},
+    {"hostname",
+     R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$)"},
+};
+
+constexpr int64_t kMaxCount = 100000;  // minLength / maxLength / minItems / maxItems
+
+std::string PointerToken(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+bool IsAnnotation(std::string_view key) { return kAnnotations.count(key) > 0; }
+
+bool HasAny(const Json& s, const std::vector<std::string>& keys) {
+  return std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return s.contains(k); });
+}
+
+std::vector<char32_t> DecodeUtf8(std::string_view s) {
+  std::vector<char32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    char32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (int k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (s[i + k] & 0x3F);
+    out.push_back(cp);
+    i += n;
+  }
+  return out;
+}
+
+// The JSON type names a value satisfies ("integer" values are numbers too).
+bool ValueHasType(const Json& v, std::string_view type) {
+  if (type == "null") return v.is_null();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "string") return v.is_string();
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "number") return v.is_number();
+  if (type == "integer") {
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  }
+  return false;
+}
+
+class SchemaCompiler {
+ public:
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
+      : root_(root), options_(options) {}
+
+  StatusOr<Grammar> Run() {
+    const int32_t root = g_.AddRule("root");
+    ASSIGN_OR_RETURN(const GrammarElement value, Compile(root_, "#"));
+    GrammarSequence seq;
+    Ws(&seq);
+    seq.push_back(value);
+    Ws(&seq);
+    g_.AddAlternative(root, std::move(seq));
+    g_.set_root(root);
+    RETURN_IF_ERROR(g_.Validate().WithContext("JSON Schema"));
+    return std::move(g_);
+  }
+
+  Grammar AnyValueGrammar() {
+    const int32_t root = g_.AddRule("root");
+    GrammarSequence seq;
+    Ws(&seq);
+    seq.push_back(AnyValue());
+    Ws(&seq);
+    g_.AddAlternative(root, std::move(seq));
+    g_.set_root(root);
+    return std::move(g_);
+  }
+
+ private:
+  static Status Err(const std::string& path, const std::string& what) {
+    return InvalidArgumentError(path + ": " + what);
+  }
+  static Status Unsupported(const std::string& path, std::string_view key) {
+    return Err(path, "keyword \"" + std::string(key) + "\" is not supported");
+  }
+
+  // --- Small pieces. ---
+
+  void Ws(GrammarSequence* seq) {
+    if (!options_.flexible_whitespace) return;
+    if (ws_.rule_idx < 0) {
+      ByteSet space;
+      for (char c : {' ', '\t', '\n', '\r'}) space.Add(static_cast<uint8_t>(c));
+      ws_ = g_.Repeat({GrammarElement::Bytes(space)}, 0, -1, "ws")[0];
+    }
+    seq->push_back(ws_);
+  }
+  static void Lit(std::string_view s, GrammarSequence* seq) { Grammar::AppendLiteral(s, seq); }
+  GrammarElement LitElement(std::string_view s) {
+    GrammarSequence seq;
+    Lit(s, &seq);
+    return g_.Group({std::move(seq)}, "literal");
+  }
+  // ws "," ws
+  void Sep(GrammarSequence* seq) {
+    Ws(seq);
+    Lit(",", seq);
+    Ws(seq);
+  }
+
+  GrammarElement RegexElement(const std::string& anchored, std::string_view name) {
+    StatusOr<GrammarSequence> seq = LowerRegex(anchored, RegexTarget::kRaw, &g_);
+    CHECK(seq.ok()) << seq.status().ToString();
+    return g_.Group({std::move(*seq)}, name);
+  }
+
+  // One character of a JSON string, any escape allowed.
+  GrammarElement StringChar() {
+    if (string_char_.rule_idx >= 0) return string_char_;
+    const int32_t idx = g_.AddRule("string-char");
+    g_.AddAlternative(idx, {g_.CodePointClass({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true)});
+    GrammarSequence esc;
+    Lit("\\", &esc);
+    ByteSet simple;
+    for (char c : std::string_view("\"\\/bfnrt")) simple.Add(static_cast<uint8_t>(c));
+    esc.push_back(GrammarElement::Bytes(simple));
+    g_.AddAlternative(idx, std::move(esc));
+    // \uXXXX: any code unit but a surrogate, or a high + low surrogate pair (a lone surrogate
+    // is not a character; most JSON parsers reject it).
+    ByteSet hex = ByteSet::Range('0', '9');
+    hex.AddRange('a', 'f');
+    hex.AddRange('A', 'F');
+    ByteSet not_d, d = ByteSet::Single('d'), high = ByteSet::Range('8', '9'),
+                   low = ByteSet::Range('c', 'f');
+    d.Add('D');
+    for (int v = 0; v < 256; ++v) {
+      if (hex.Contains(static_cast<uint8_t>(v)) && v != 'd' && v != 'D') {
+        not_d.Add(static_cast<uint8_t>(v));
+      }
+    }
+    high.AddRange('a', 'b');
+    high.AddRange('A', 'B');
+    low.AddRange('C', 'F');
+    const GrammarElement h = GrammarElement::Bytes(hex);
+    auto unit = [&](std::initializer_list<ByteSet> lead) {
+      GrammarSequence s;
+      Lit("\\u", &s);
+      for (const ByteSet& b : lead) s.push_back(GrammarElement::Bytes(b));
+      while (s.size() < 6) s.push_back(h);
+      return s;
+    };
+    g_.AddAlternative(idx, unit({not_d}));
+    g_.AddAlternative(idx, unit({d, ByteSet::Range('0', '7')}));
+    GrammarSequence pair = unit({d, high});
+    for (const GrammarElement& e : unit({d, low})) pair.push_back(e);
+    g_.AddAlternative(idx, std::move(pair));
+    string_char_ = GrammarElement::Rule(idx);
+    return string_char_;
+  }
+
+  GrammarElement PlainString() {
+    if (plain_string_.rule_idx >= 0) return plain_string_;
+    GrammarSequence seq;
+    Lit("\"", &seq);
+    for (GrammarElement& e : g_.Repeat({StringChar()}, 0, -1, "string")) seq.push_back(e);
+    Lit("\"", &seq);
+    plain_string_ = g_.Group({std::move(seq)}, "string");
+    return plain_string_;
+  }
+
+  GrammarElement PlainNumber() {
+    if (number_.rule_idx < 0) {
+      number_ = RegexElement(R"(^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)", "number");
+    }
+    return number_;
+  }
+
+  GrammarElement AnyValue() {
+    if (any_.rule_idx >= 0) return any_;
+    const int32_t value = g_.AddRule("value");
+    any_ = GrammarElement::Rule(value);
+    // object ::= "{" ws "}" | "{" ws member (sep member)* ws "}"
+    const int32_t member = g_.AddRule("member");
+    {
+      GrammarSequence m = {PlainString()};
+      Ws(&m);
+      Lit(":", &m);
+      Ws(&m);
+      m.push_back(any_);
+      g_.AddAlternative(member, std::move(m));
+    }
+    auto container = [&](std::string_view name, char open, char close, GrammarElement item) {
+      const int32_t idx = g_.AddRule(name);
+      GrammarSequence empty;
+      Lit(std::string(1, open), &empty);
+      Ws(&empty);
+      Lit(std::string(1, close), &empty);
+      g_.AddAlternative(idx, std::move(empty));
+      GrammarSequence full;
+      Lit(std::string(1, open), &full);
+      Ws(&full);
+      full.push_back(item);
+      GrammarSequence more;
+      Sep(&more);
+      more.push_back(item);
+      for (GrammarElement& e : g_.Repeat(std::move(more), 0, -1, name)) full.push_back(e);
+      Ws(&full);
+      Lit(std::string(1, close), &full);
+      g_.AddAlternative(idx, std::move(full));
+      return GrammarElement::Rule(idx);
+    };
+    const GrammarElement object = container("object", '{', '}', GrammarElement::Rule(member));
+    const GrammarElement array = container("array", '[', ']', any_);
+    g_.AddAlternative(value, {object});
+    g_.AddAlternative(value, {array});
+    g_.AddAlternative(value, {PlainString()});
+    g_.AddAlternative(value, {PlainNumber()});
+    for (std::string_view lit : {"true", "false", "null"}) {
+      GrammarSequence s;
+      Lit(lit, &s);
+      g_.AddAlternative(value, std::move(s));
+    }
+    return any_;
+  }
+
+  // --- References and merging. ---
+
+  // The schema at local JSON pointer `pointer` ("" = the root), or null.
+  const Json* ResolvePointer(std::string_view pointer) const {
+    const Json* cur = &root_;
+    if (pointer.empty()) return cur;
+    if (pointer[0] != '/') return nullptr;
+    size_t pos = 1;
+    for (;;) {
+      const size_t next = pointer.find('/', pos);
+      std::string token(pointer.substr(pos, next == std::string_view::npos ? next : next - pos));
+      std::string unescaped;
+      for (size_t i = 0; i < token.size(); ++i) {
+        if (token[i] == '~' && i + 1 < token.size() &&
+            (token[i + 1] == '0' || token[i + 1] == '1')) {
+          unescaped.push_back(token[i + 1] == '0' ? '~' : '/');
+          ++i;
+        } else {
+          unescaped.push_back(token[i]);
+        }
+      }
+      if (cur->is_object()) {
+        const auto it = cur->find(unescaped);
+        if (it == cur->end()) return nullptr;
+        cur = &*it;
+      } else if (cur->is_array()) {
+        if (unescaped.empty() || unescaped.size() > 9 ||
+            unescaped.find_first_not_of("0123456789") != std::string::npos) {
+          return nullptr;
+        }
+        const size_t idx = std::stoul(unescaped);
+        if (idx >= cur->size()) return nullptr;
+        cur = &(*cur)[idx];
+      } else {
+        return nullptr;
+      }
+      if (next == std::string_view::npos) return cur;
+      pos = next + 1;
+    }
+  }
+
+  StatusOr<const Json*> RefTarget(const Json& ref, const std::string& path) const {
+    if (!ref.is_string()) return Err(path, "keyword \"$ref\" must be a string");
+    const std::string& r = ref.get_ref<const std::string&>();
+    if (r.empty() || r[0] != '#') {
+      return Err(path, "$ref \"" + r + "\" is not supported (only local references \"#...\")");
+    }
+    const Json* target = ResolvePointer(std::string_view(r).substr(1));
+    if (target == nullptr) return Err(path, "$ref \"" + r + "\" does not resolve");
+    return target;
+  }
+
+  StatusOr<GrammarElement> RefRule(const Json& ref, const std::string& path) {
+    ASSIGN_OR_RETURN(const Json* target, RefTarget(ref, path));
+    const std::string& r = ref.get_ref<const std::string&>();
+    if (const auto it = ref_rules_.find(r); it != ref_rules_.end()) {
+      return GrammarElement::Rule(it->second);
+    }
+    const int32_t idx = g_.AddRule("ref" + r.substr(1));
+    ref_rules_[r] = idx;
+    ASSIGN_OR_RETURN(const GrammarElement e, Compile(*target, r));
+    g_.AddAlternative(idx, {e});
+    return GrammarElement::Rule(idx);
+  }
+
+  // `s` without its annotations and the given keys.
+  static Json Without(const Json& s, std::initializer_list<std::string_view> keys) {
+    Json out = Json::object();
+    for (const auto& [k, v] : s.items()) {
+      if (IsAnnotation(k) || std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      out[k] = v;
+    }
+    return out;
+  }
+
+  // An object schema equivalent to `s` with top-level $ref and allOf merged in (for merging).
+  StatusOr<Json> Flatten(const Json& s, const std::string& path, int depth) const {
+    if (depth > 32) return Err(path, "$ref / allOf nesting is too deep to merge (recursive?)");
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return Json::object();
+      return Err(path, "the schema false matches nothing");
+    }
+    if (!s.is_object()) return Err(path, "a schema must be an object or a boolean");
+    Json out = Without(s, {"$ref", "allOf", "$defs", "definitions"});
+    if (s.contains("$ref")) {
+      ASSIGN_OR_RETURN(const Json* target, RefTarget(s["$ref"], path));
+      ASSIGN_OR_RETURN(Json t, Flatten(*target, s["$ref"].get<std::string>(), depth + 1));
+      ASSIGN_OR_RETURN(out, Merge(t, out, path));
+    }
+    if (s.contains("allOf")) {
+      const Json& all = s["allOf"];
+      if (!all.is_array() || all.empty()) return Err(path, "\"allOf\" must be a non-empty array");
+      for (size_t i = 0; i < all.size(); ++i) {
+        ASSIGN_OR_RETURN(Json m, Flatten(all[i], path + "/allOf/" + std::to_string(i), depth + 1));
+        ASSIGN_OR_RETURN(out, Merge(out, m, path));
+      }
+    }
+    return out;
+  }
+
+  static StatusOr<std::vector<std::string>> TypeList(const Json& t, const std::string& path) {
+    std::vector<std::string> out;
+    if (t.is_string()) {
+      out.push_back(t.get<std::string>());
+    } else if (t.is_array()) {
+      for (const Json& x : t) {
+        if (!x.is_string()) return Err(path, "\"type\" entries must be strings");
+        out.push_back(x.get<std::string>());
+      }
+    } else {
+      return Err(path, "\"type\" must be a string or an array");
+    }
+    return out;
+  }
+
+  // Both flattened (no $ref / allOf at the top).
+  StatusOr<Json> Merge(const Json& a, const Json& b, const std::string& path) const {
+    Json out = a;
+    for (const auto& [k, v] : b.items()) {
+      if (IsAnnotation(k)) continue;
+      if (!out.contains(k)) {
+        out[k] = v;
+        continue;
+      }
+      Json& cur = out[k];
+      if (cur == v) continue;
+      if (k == "properties" && cur.is_object() && v.is_object()) {
+        for (const auto& [name, sub] : v.items()) {
+          if (cur.contains(name) && cur[name] != sub) {
+            cur[name] = Json{{"allOf", Json::array({cur[name], sub})}};
+          } else {
+            cur[name] = sub;
+          }
+        }
+      } else if (k == "required" && cur.is_array() && v.is_array()) {
+        for (const Json& name : v) {
+          if (std::find(cur.begin(), cur.end(), name) == cur.end()) cur.push_back(name);
+        }
+      } else if (k == "type") {
+        ASSIGN_OR_RETURN(const auto ta, TypeList(cur, path));
+        ASSIGN_OR_RETURN(const auto tb, TypeList(v, path));
+        Json both = Json::array();
+        for (const std::string& x : ta) {
+          for (const std::string& y : tb) {
+            if (x == y || (x == "integer" && y == "number")) both.push_back(x);
+            if (x == "number" && y == "integer") both.push_back(y);
+          }
+        }
+        if (both.empty()) return Err(path, "allOf: the members' \"type\"s have no common type");
+        cur = both;
+      } else if ((k == "minLength" || k == "minItems" || k == "minimum" ||
+                  k == "exclusiveMinimum") &&
+                 cur.is_number() && v.is_number()) {
+        if (v.get<double>() > cur.get<double>()) cur = v;
+      } else if ((k == "maxLength" || k == "maxItems" || k == "maximum" ||
+                  k == "exclusiveMaximum") &&
+                 cur.is_number() && v.is_number()) {
+        if (v.get<double>() < cur.get<double>()) cur = v;
+      } else if (k == "additionalProperties" && (cur == false || v == false)) {
+        cur = false;
+      } else {
+        return Err(path,
+                   "allOf: keyword \"" + k + "\" differs between members, which is not supported");
+      }
+    }
+    return out;
+  }
+
+  // --- Schemas. ---
+
+  StatusOr<GrammarElement> Compile(const Json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return AnyValue();
+      return Err(path, "the schema false matches nothing");
+    }
+    if (!s.is_object()) return Err(path, "a schema must be an object or a boolean");
+    for (const auto& [k, v] : s.items()) {
+      if (IsAnnotation(k) || kSupported.count(k) > 0) continue;
+      if (k == "uniqueItems" && v == false) continue;
+      return Unsupported(path, k);
+    }
+    if (s.contains("$ref")) {
+      if (Without(s, {"$ref", "$defs", "definitions"}).empty()) return RefRule(s["$ref"], path);
+      ASSIGN_OR_RETURN(const Json flat, Flatten(s, path, 0));
+      return Compile(flat, path);
+    }
+    if (s.contains("allOf")) {
+      ASSIGN_OR_RETURN(const Json flat, Flatten(s, path, 0));
+      return Compile(flat, path);
+    }
+    if (s.contains("anyOf") || s.contains("oneOf")) {
+      if (s.contains("anyOf") && s.contains("oneOf")) {
+        return Err(path, "\"anyOf\" together with \"oneOf\" is not supported");
+      }
+      const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
+      const Json& branches = s[key];
+      if (!branches.is_array() || branches.empty()) {
+        return Err(path, "\"" + key + "\" must be a non-empty array");
+      }
+      const Json siblings = Without(s, {"anyOf", "oneOf", "$defs", "definitions"});
+      std::vector<GrammarSequence> alts;
+      for (size_t i = 0; i < branches.size(); ++i) {
+        const std::string bpath = path + "/" + key + "/" + std::to_string(i);
+        if (siblings.empty()) {
+          ASSIGN_OR_RETURN(const GrammarElement e, Compile(branches[i], bpath));
+          alts.push_back({e});
+          continue;
+        }
+        ASSIGN_OR_RETURN(const Json flat, Flatten(branches[i], bpath, 0));
+        ASSIGN_OR_RETURN(const Json merged, Merge(siblings, flat, bpath));
+        ASSIGN_OR_RETURN(const GrammarElement e, Compile(merged, bpath));
+        alts.push_back({e});
+      }
+      return g_.Group(std::move(alts), key);
+    }
+
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      ASSIGN_OR_RETURN(types, TypeList(s["type"], path));
+      for (const std::string& t : types) {
+        static const std::set<std::string, std::less<>> kTypes = {
+            "null", "boolean", "string", "integer", "number", "object", "array"};
+        if (kTypes.count(t) == 0) return Err(path, "unknown type \"" + t + "\"");
+      }
+    }
+    if (s.contains("enum") || s.contains("const")) return Constants(s, types, path);
+    if (!s.contains("type")) {
+      if (HasAny(s, kObjectKeys)) types.push_back("object");
+      if (HasAny(s, kArrayKeys)) types.push_back("array");
+      if (HasAny(s, kStringKeys)) types.push_back("string");
+      if (HasAny(s, kNumberKeys)) types.push_back("number");
+      if (types.empty()) return AnyValue();
+    }
+    std::vector<GrammarSequence> alts;
+    for (const std::string& t : types) {
+      ASSIGN_OR_RETURN(const GrammarElement e, CompileType(s, t, path));
+      alts.push_back({e});
+    }
+    return g_.Group(std::move(alts), "type");
+  }
+
+  StatusOr<GrammarElement> Constants(const Json& s, const std::vector<std::string>& types,
+                                     const std::string& path) {
+    std::vector<Json> values;
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array() || s["enum"].empty()) {
+        return Err(path, "\"enum\" must be a non-empty array");
+      }
+      for (const Json& v : s["enum"]) {
+        if (!s.contains("const") || v == s["const"]) values.push_back(v);
+      }
+    } else {
+      values.push_back(s["const"]);
+    }
+    std::vector<GrammarSequence> alts;
+    for (const Json& v : values) {
+      const bool typed =
+          types.empty() || std::any_of(types.begin(), types.end(),
+                                       [&](const std::string& t) { return ValueHasType(v, t); });
+      if (!typed) continue;
+      GrammarSequence seq;
+      Lit(v.dump(-1, ' ', false, Json::error_handler_t::replace), &seq);
+      alts.push_back(std::move(seq));
+    }
+    if (alts.empty()) return Err(path, "no \"enum\" / \"const\" value satisfies the schema");
+    return g_.Group(std::move(alts), "enum");
+  }
+
+  StatusOr<GrammarElement> CompileType(const Json& s, const std::string& t,
+                                       const std::string& path) {
+    if (t == "null") return LitElement("null");
+    if (t == "boolean") return g_.Group({{LitElement("true")}, {LitElement("false")}}, "boolean");
+    if (t == "string") return String(s, path);
+    if (t == "integer") return Integer(s, path);
+    if (t == "number") return Number(s, path);
+    if (t == "object") return Object(s, path);
+    return Array(s, path);
+  }
+
+  static StatusOr<std::optional<int64_t>> Count(const Json& s, const char* key,
+                                                const std::string& path) {
+    if (!s.contains(key)) return std::optional<int64_t>();
+    const Json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      return Err(path, std::string("\"") + key + "\" must be a non-negative integer");
+    }
+    if (v.get<int64_t>() > kMaxCount) {
+      return Err(path, std::string("\"") + key + "\" larger than 100000 is not supported");
+    }
+    return std::optional<int64_t>(v.get<int64_t>());
+  }
+
+  StatusOr<GrammarElement> String(const Json& s, const std::string& path) {
+    ASSIGN_OR_RETURN(const auto min_len, Count(s, "minLength", path));
+    ASSIGN_OR_RETURN(const auto max_len, Count(s, "maxLength", path));
+    const bool has_pattern = s.contains("pattern"), has_format = s.contains("format");
+    if (has_pattern && has_format) {
+      return Err(path, "keyword \"format\" together with \"pattern\" is not supported");
+    }
+    if ((has_pattern || has_format) && (min_len || max_len)) {
+      return Err(path, std::string("keyword \"") + (min_len ? "minLength" : "maxLength") +
+                           "\" together with \"" + (has_pattern ? "pattern" : "format") +
+                           "\" is not supported");
+    }
+    if (has_pattern || has_format) {
+      std::string regex;
+      if (has_pattern) {
+        if (!s["pattern"].is_string()) return Err(path, "\"pattern\" must be a string");
+        regex = s["pattern"].get<std::string>();
+      } else {
+        const Json& f = s["format"];
+        const auto it = f.is_string() ? kFormats.find(f.get<std::string>()) : kFormats.end();
+        if (it == kFormats.end()) return Err(path, "format " + f.dump() + " is not supported");
+        regex = it->second;
+      }
+      StatusOr<GrammarSequence> body = LowerRegex(regex, RegexTarget::kJsonString, &g_);
+      if (!body.ok()) {
+        return Err(path, "keyword \"" + std::string(has_pattern ? "pattern" : "format") +
+                             "\": " + body.status().message());
+      }
+      GrammarSequence seq;
+      Lit("\"", &seq);
+      for (GrammarElement& e : *body) seq.push_back(e);
+      Lit("\"", &seq);
+      return g_.Group({std::move(seq)}, "pattern");
+    }
+    if (!min_len && !max_len) return PlainString();
+    const int64_t lo = min_len.value_or(0), hi = max_len ? *max_len : -1;
+    if (hi >= 0 && lo > hi) return Err(path, "\"minLength\" is larger than \"maxLength\"");
+    GrammarSequence seq;
+    Lit("\"", &seq);
+    for (GrammarElement& e : g_.Repeat({StringChar()}, lo, hi, "string")) seq.push_back(e);
+    Lit("\"", &seq);
+    return g_.Group({std::move(seq)}, "string");
+  }
+
+  // An integer bound: the tightest inclusive int64 bound, or nullopt when absent.
+  static StatusOr<std::optional<int64_t>> Bound(const Json& s, bool lower,
+                                                const std::string& path) {
+    const char* inc_key = lower ? "minimum" : "maximum";
+    const char* exc_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    std::optional<int64_t> out;
+    auto tighten = [&](int64_t v) {
+      if (!out || (lower ? v > *out : v < *out)) out = v;
+    };
+    auto convert = [&](const Json& v, bool exclusive, const char* key) -> Status {
+      if (!v.is_number()) return Err(path, std::string("\"") + key + "\" must be a number");
+      constexpr double kLimit = 9.0e18;
+      if (v.is_number_integer() &&
+          !(v.is_number_unsigned() && v.get<uint64_t>() > 9000000000000000000u)) {
+        const int64_t x = v.get<int64_t>();
+        if (x > 9000000000000000000 || x < -9000000000000000000) {
+          return Err(path, std::string("\"") + key + "\" is out of the supported range");
+        }
+        tighten(exclusive ? (lower ? x + 1 : x - 1) : x);
+        return OkStatus();
+      }
+      const double d = v.get<double>();
+      if (!(std::fabs(d) < kLimit)) {
+        return Err(path, std::string("\"") + key + "\" is out of the supported range");
+      }
+      if (lower) {
+        tighten(static_cast<int64_t>(exclusive ? std::floor(d) + 1 : std::ceil(d)));
+      } else {
+        tighten(static_cast<int64_t>(exclusive ? std::ceil(d) - 1 : std::floor(d)));
+      }
+      return OkStatus();
+    };
+    const bool draft4_exclusive = s.contains(exc_key) && s[exc_key].is_boolean();
+    if (s.contains(inc_key)) {
+      RETURN_IF_ERROR(convert(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
+    }
+    if (s.contains(exc_key) && !draft4_exclusive)
+      RETURN_IF_ERROR(convert(s[exc_key], true, exc_key));
+    return out;
+  }
+
+  StatusOr<GrammarElement> Integer(const Json& s, const std::string& path) {
+    ASSIGN_OR_RETURN(const auto lo, Bound(s, true, path));
+    ASSIGN_OR_RETURN(const auto hi, Bound(s, false, path));
+    if (lo && hi && *lo > *hi) {
+      return Err(path, "the integer range [" + std::to_string(*lo) + ", " + std::to_string(*hi) +
+                           "] is empty");
+    }
+    if (!lo && !hi) {
+      if (integer_.rule_idx < 0) integer_ = RegexElement(R"(^-?(0|[1-9][0-9]*)$)", "integer");
+      return integer_;
+    }
+    return RegexElement(IntegerRangeRegex(lo, hi), "integer");
+  }
+
+  StatusOr<GrammarElement> Number(const Json& s, const std::string& path) {
+    for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (s.contains(key)) {
+        return Err(path, std::string("keyword \"") + key +
+                             "\" on a number is not supported (only \"minimum\": 0; integer "
+                             "bounds work on \"type\": \"integer\")");
+      }
+    }
+    if (s.contains("minimum")) {
+      if (!s["minimum"].is_number() || s["minimum"].get<double>() != 0) {
+        return Err(path,
+                   "keyword \"minimum\" on a number is only supported with the value 0 (integer "
+                   "bounds work on \"type\": \"integer\")");
+      }
+      if (non_negative_.rule_idx < 0) {
+        non_negative_ =
+            RegexElement(R"(^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)", "non-negative");
+      }
+      return non_negative_;
+    }
+    return PlainNumber();
+  }
+
+  // A JSON string key (with its quotes) whose decoded value is none of `names`, spelled
+  // canonically: a trie over the names' code points, leaving it on the first difference.
+  GrammarElement ExtraKey(const std::vector<std::string>& names) {
+    if (names.empty()) return PlainString();
+    struct TrieNode {
+      std::map<char32_t, int> children;
+      bool terminal = false;
+    };
+    std::vector<TrieNode> trie(1);
+    for (const std::string& name : names) {
+      int cur = 0;
+      for (char32_t cp : DecodeUtf8(name)) {
+        auto it = trie[cur].children.find(cp);
+        if (it == trie[cur].children.end()) {
+          trie.push_back({});
+          it = trie[cur].children.emplace(cp, static_cast<int>(trie.size()) - 1).first;
+        }
+        cur = it->second;
+      }
+      trie[cur].terminal = true;
+    }
+    GrammarSequence any_rest = g_.Repeat({JsonStringCharClass({{0, 0x10FFFF}}, &g_)}, 0, -1, "key");
+    std::vector<int32_t> rules(trie.size());
+    for (size_t i = 0; i < trie.size(); ++i) rules[i] = g_.AddRule("extra-key");
+    for (size_t i = 0; i < trie.size(); ++i) {
+      if (!trie[i].terminal) g_.AddAlternative(rules[i], {});
+      std::vector<CodePointRange> taken;
+      for (const auto& [cp, child] : trie[i].children) {
+        std::string spelled;
+        if (cp < 0x20 || cp == '"' || cp == '\\') {
+          spelled = JsonEscape(cp);
+        } else {
+          AppendUtf8(cp, &spelled);
+        }
+        GrammarSequence seq;
+        Lit(spelled, &seq);
+        seq.push_back(GrammarElement::Rule(rules[child]));
+        g_.AddAlternative(rules[i], std::move(seq));
+        taken.push_back({cp, cp});
+      }
+      GrammarSequence other = {JsonStringCharClass(NormalizeRanges(taken, true), &g_)};
+      for (const GrammarElement& e : any_rest) other.push_back(e);
+      g_.AddAlternative(rules[i], std::move(other));
+    }
+    GrammarSequence key;
+    Lit("\"", &key);
+    key.push_back(GrammarElement::Rule(rules[0]));
+    Lit("\"", &key);
+    return g_.Group({std::move(key)}, "extra-key");
+  }
+
+  StatusOr<GrammarElement> Object(const Json& s, const std::string& path) {
+    struct Property {
+      std::string name;
+      const Json* schema;
+      bool required;
+    };
+    static const Json kTrue = true;
+    std::vector<Property> props;
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) return Err(path, "\"properties\" must be an object");
+      for (const auto& [name, sub] : s["properties"].items()) props.push_back({name, &sub, false});
+    }
+    const Json* extra = options_.strict_additional ? nullptr : &kTrue;
+    bool extra_forbidden_explicitly = false;
+    if (s.contains("additionalProperties")) {
+      const Json& a = s["additionalProperties"];
+      if (a == false) {
+        extra = nullptr;
+        extra_forbidden_explicitly = true;
+      } else if (a.is_boolean() || a.is_object()) {
+        extra = &a;
+      } else {
+        return Err(path, "\"additionalProperties\" must be a schema");
+      }
+    }
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return Err(path, "\"required\" must be an array");
+      for (const Json& r : s["required"]) {
+        if (!r.is_string()) return Err(path, "\"required\" entries must be strings");
+        const std::string& name = r.get_ref<const std::string&>();
+        auto it = std::find_if(props.begin(), props.end(),
+                               [&](const Property& p) { return p.name == name; });
+        if (it != props.end()) {
+          it->required = true;
+        } else if (extra_forbidden_explicitly) {
+          return Err(path, "required property \"" + name +
+                               "\" is not in \"properties\" and additionalProperties is false");
+        } else {
+          props.push_back({name, extra != nullptr ? extra : &kTrue, true});
+        }
+      }
+    }
+    // Key-value elements. A property whose schema is false cannot appear.
+    std::vector<GrammarElement> kv;
+    std::vector<bool> required;
+    std::vector<std::string> names;
+    for (const Property& p : props) {
+      names.push_back(p.name);
+      const std::string ppath = path + "/properties/" + PointerToken(p.name);
+      if (*p.schema == false) {
+        if (p.required) return Err(ppath, "a required property has the schema false");
+        continue;
+      }
+      ASSIGN_OR_RETURN(const GrammarElement value, Compile(*p.schema, ppath));
+      GrammarSequence seq;
+      Lit(Json(p.name).dump(-1, ' ', false, Json::error_handler_t::replace), &seq);
+      Ws(&seq);
+      Lit(":", &seq);
+      Ws(&seq);
+      seq.push_back(value);
+      kv.push_back(g_.Group({std::move(seq)}, "property"));
+      required.push_back(p.required);
+    }
+    std::optional<GrammarElement> extra_kv;
+    if (extra != nullptr) {
+      ASSIGN_OR_RETURN(const GrammarElement value, Compile(*extra, path + "/additionalProperties"));
+      GrammarSequence seq = {ExtraKey(names)};
+      Ws(&seq);
+      Lit(":", &seq);
+      Ws(&seq);
+      seq.push_back(value);
+      extra_kv = g_.Group({std::move(seq)}, "extra-property");
+    }
+    // first[i]: properties i.. when none was written yet; rest[i]: when one was (comma first).
+    const size_t n = kv.size();
+    std::vector<int32_t> first(n + 1), rest(n + 1);
+    for (size_t i = 0; i <= n; ++i) {
+      first[i] = g_.AddRule("object-first");
+      rest[i] = g_.AddRule("object-rest");
+    }
+    g_.AddAlternative(first[n], {});
+    g_.AddAlternative(rest[n], {});
+    if (extra_kv) {
+      GrammarSequence more;
+      Sep(&more);
+      more.push_back(*extra_kv);
+      more.push_back(GrammarElement::Rule(rest[n]));
+      g_.AddAlternative(rest[n], std::move(more));
+      g_.AddAlternative(first[n], {*extra_kv, GrammarElement::Rule(rest[n])});
+    }
+    for (size_t j = n; j-- > 0;) {
+      g_.AddAlternative(first[j], {kv[j], GrammarElement::Rule(rest[j + 1])});
+      GrammarSequence more;
+      Sep(&more);
+      more.push_back(kv[j]);
+      more.push_back(GrammarElement::Rule(rest[j + 1]));
+      g_.AddAlternative(rest[j], std::move(more));
+      if (!required[j]) {
+        g_.AddAlternative(first[j], {GrammarElement::Rule(first[j + 1])});
+        g_.AddAlternative(rest[j], {GrammarElement::Rule(rest[j + 1])});
+      }
+    }
+    GrammarSequence obj;
+    Lit("{", &obj);
+    Ws(&obj);
+    obj.push_back(GrammarElement::Rule(first[0]));
+    Ws(&obj);
+    Lit("}", &obj);
+    return g_.Group({std::move(obj)}, "object");
+  }
+
+  StatusOr<GrammarElement> Array(const Json& s, const std::string& path) {
+    static const Json kTrue = true;
+    std::vector<const Json*> prefix;
+    std::string prefix_key = "prefixItems";
+    const Json* tail = &kTrue;
+    std::string tail_path = path + "/items";
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) return Err(path, "\"prefixItems\" must be an array");
+      for (const Json& p : s["prefixItems"]) prefix.push_back(&p);
+      if (s.contains("items")) {
+        if (s["items"].is_array()) return Err(path, "\"items\" must be a schema with prefixItems");
+        tail = &s["items"];
+      }
+    } else if (s.contains("items") && s["items"].is_array()) {
+      prefix_key = "items";
+      for (const Json& p : s["items"]) prefix.push_back(&p);
+      if (s.contains("additionalItems")) {
+        tail = &s["additionalItems"];
+        tail_path = path + "/additionalItems";
+      }
+    } else if (s.contains("items")) {
+      tail = &s["items"];
+    }
+    if (*tail == false) tail = nullptr;
+    ASSIGN_OR_RETURN(const auto min_items, Count(s, "minItems", path));
+    ASSIGN_OR_RETURN(const auto max_items, Count(s, "maxItems", path));
+    const int64_t k = static_cast<int64_t>(prefix.size());
+    const int64_t min = min_items.value_or(0);
+    int64_t max = max_items ? *max_items : -1;
+    if (tail == nullptr) max = max < 0 ? k : std::min(max, k);
+    if (max >= 0 && min > max) {
+      return Err(path, "\"minItems\" is larger than the number of items the schema allows");
+    }
+    std::vector<GrammarElement> items;
+    for (int64_t i = 0; i < k && (max < 0 || i < max); ++i) {
+      ASSIGN_OR_RETURN(const GrammarElement e,
+                       Compile(*prefix[i], path + "/" + prefix_key + "/" + std::to_string(i)));
+      items.push_back(e);
+    }
+    std::optional<GrammarElement> tail_elem;
+    if (tail != nullptr && (max < 0 || max > k)) {
+      ASSIGN_OR_RETURN(tail_elem, Compile(*tail, tail_path));
+    }
+    // after(i): the elements after the first i, each behind a comma.
+    std::function<GrammarSequence(int64_t)> after = [&](int64_t i) -> GrammarSequence {
+      if (i >= k) {
+        if (!tail_elem) return {};
+        GrammarSequence one;
+        Sep(&one);
+        one.push_back(*tail_elem);
+        return g_.Repeat(std::move(one), std::max<int64_t>(0, min - i), max < 0 ? -1 : max - i,
+                         "items");
+      }
+      const int32_t r = g_.AddRule("items");
+      if (i >= min) g_.AddAlternative(r, {});
+      if (max < 0 || i < max) {
+        GrammarSequence seq;
+        Sep(&seq);
+        seq.push_back(items[i]);
+        for (GrammarElement& e : after(i + 1)) seq.push_back(e);
+        g_.AddAlternative(r, std::move(seq));
+      }
+      g_.MarkDefined(r);
+      return {GrammarElement::Rule(r)};
+    };
+    std::vector<GrammarSequence> alts;
+    if (min == 0) {
+      GrammarSequence empty;
+      Lit("[", &empty);
+      Ws(&empty);
+      Lit("]", &empty);
+      alts.push_back(std::move(empty));
+    }
+    if (max != 0) {
+      GrammarSequence full;
+      Lit("[", &full);
+      Ws(&full);
+      full.push_back(k > 0 ? items[0] : *tail_elem);
+      for (GrammarElement& e : after(1)) full.push_back(e);
+      Ws(&full);
+      Lit("]", &full);
+      alts.push_back(std::move(full));
+    }
+    return g_.Group(std::move(alts), "array");
+  }
+
+  const Json& root_;
+  JsonSchemaOptions options_;
+  Grammar g_;
+  std::map<std::string, int32_t> ref_rules_;  // "$ref" string -> its rule
+  GrammarElement ws_ = GrammarElement::Rule(-1), string_char_ = GrammarElement::Rule(-1),
+                 plain_string_ = GrammarElement::Rule(-1), number_ = GrammarElement::Rule(-1),
+                 integer_ = GrammarElement::Rule(-1), non_negative_ = GrammarElement::Rule(-1),
+                 any_ = GrammarElement::Rule(-1);
+};
+
+}  // namespace
+
+StatusOr<Grammar> CompileJsonSchema(const nlohmann::json& schema,
+                                    const JsonSchemaOptions& options) {
+  // nlohmann::json -> ordered_json through text; invalid UTF-8 in a string becomes U+FFFD
+  // instead of an exception.
+  const Json ordered =
+      Json::parse(schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr,
+                  /*allow_exceptions=*/false);
+  return SchemaCompiler(ordered, options).Run();
+}
+
+StatusOr<Grammar> CompileJsonSchemaText(std::string_view schema_text,
+                                        const JsonSchemaOptions& options) {
+  const Json ordered = Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+  if (ordered.is_discarded()) return InvalidArgumentError("JSON Schema: the schema is not JSON");
+  return SchemaCompiler(ordered, options).Run();
+}
+
+Grammar JsonAnyValueGrammar(const JsonSchemaOptions& options) {
+  const Json empty = Json::object();
+  return SchemaCompiler(empty, options).AnyValueGrammar();
+}
+
+}  // namespace loom

