@@ -180,6 +180,7 @@ void Engine::DrainInbox() {
     live.stream = std::move(sub.stream);
     live.params = std::move(sub.request.params);
     live.seed = live.params.seed.value_or(Mix(seed_base_ ^ Mix(sub.id.value)));
+    live.grammar = std::move(sub.request.grammar);
     live_.emplace(sub.id, std::move(live));
   }
   for (RequestId id : aborts) FinishRequest(id, FinishReason::kAbort);
@@ -212,6 +213,7 @@ bool Engine::Step() {
   if (!logits.ok()) {
     FailStep(plan, logits.status());
   } else {
+    FillGrammarMasks(plan);
     const std::vector<StepRow> rows = Rows(plan);
     std::vector<StatusOr<SampleResult>> sampled = sampler_.Sample(plan, rows, *logits, *runner_);
     Commit(plan, sampled);
@@ -282,9 +284,22 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
           tokens.subspan(static_cast<size_t>(num_prompt), static_cast<size_t>(upto - num_prompt)),
           live.seed, config_.eos_token_ids};
       r.last_of_seq = j + 1 == seq.num_logits;
+      if (live.grammar != nullptr) r.ctx.allowed = live.mask;
     }
   }
   return rows;
+}
+
+void Engine::FillGrammarMasks(const StepPlan& plan) {
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (seq.num_logits == 0) continue;
+    Live& live = live_.at(seq.request_id);
+    if (live.grammar == nullptr) continue;
+    // One row per seq (no drafts yet): its token follows every token accepted so far.
+    CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
+    live.mask.assign(live.grammar->mask_words(), 0);
+    live.grammar->FillMask(live.mask.data());
+  }
 }
 
 void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled) {
@@ -301,6 +316,13 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     if (!last.ok()) {
       FinishRequest(seq.request_id, FinishReason::kError,
                     last.status().WithContext("sampling failed"));
+      continue;
+    }
+    Live& live = live_.at(seq.request_id);
+    if (live.grammar != nullptr && !live.grammar->AcceptToken(last->token)) {
+      FinishRequest(seq.request_id, FinishReason::kError,
+                    InternalError("token " + std::to_string(last->token) +
+                                  " was sampled outside the request's grammar"));
       continue;
     }
     tokens[i] = last->token;

@@ -112,6 +112,8 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
+    std::shared_ptr<GrammarState> grammar;  // null: unconstrained
+    std::vector<uint32_t> mask;             // the grammar's mask for this step's row
   };
   struct Submission {
     RequestId id;
@@ -131,6 +133,8 @@ class Engine {
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
                      std::optional<TokenId> stop_token = std::nullopt);
   void PublishStats();
+  // Each grammar-constrained seq of `plan`: its row's mask into Live::mask.
+  void FillGrammarMasks(const StepPlan& plan);
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.

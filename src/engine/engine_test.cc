@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
+#include "grammar/gbnf.h"
+#include "grammar/matcher.h"
 #include "sample/fake_device_backend.h"
 
 namespace loom {
@@ -276,6 +278,89 @@ TEST(EngineTest, OutputsAreTheSameAloneBatchedPreemptedAndCached) {
     }
   }
   EXPECT_GE(seq.engine->stats().prefix_cache_hits, 4u);
+}
+
+// A grammar over the fake model's 32 tokens: 0 is EOS, 1-10 the digits, 11-26 a-p, and a few
+// multi-byte tokens, so that a token can cross a grammar boundary ("0," ends the number).
+struct GrammarFixture {
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::unique_ptr<TokenVocabulary> vocab;
+  static std::vector<std::string> Bytes() {
+    std::vector<std::string> b(kVocab);
+    for (int d = 0; d < 10; ++d) b[1 + d] = std::string(1, static_cast<char>('0' + d));
+    for (int c = 0; c < 16; ++c) b[11 + c] = std::string(1, static_cast<char>('a' + c));
+    b[27] = "12";
+    b[28] = "ab";
+    b[29] = "0,";
+    b[30] = ",b";
+    b[31] = "?";
+    return b;
+  }
+  GrammarFixture() {
+    auto g = CompileGbnf(R"(root ::= [0-9]+ "," [a-p] [a-p])");
+    CHECK(g.ok()) << g.status().ToString();
+    grammar = *CompiledGrammar::Compile(*g);
+    vocab =
+        std::make_unique<TokenVocabulary>(Bytes(), std::vector<TokenId>{}, std::vector<TokenId>{0});
+  }
+  std::string Text(const Tokens& t) const {
+    std::string s;
+    for (TokenId id : t) s += vocab->token_bytes(id);
+    return s;
+  }
+  bool Matches(const std::string& s) const {
+    GrammarMatcher m(grammar);
+    return m.AcceptBytes(s) && m.IsAccepting();
+  }
+};
+
+// Constrained and free rows in one batch (with chunked prefill and preemption): the free rows give
+// exactly their solo output, the constrained rows a document of their grammar ended by EOS, the
+// same one alone and batched (the grammar state lives with the request, so recomputing its KV
+// after a preemption does not touch it).
+TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
+  const GrammarFixture fx;
+  auto constrained = [&](int i) {
+    Request r;
+    r.prompt = Prompt(9, 4 + i, 40 + i);
+    r.params.max_tokens = 30;
+    r.params.seed = 7 + i;
+    r.params.temperature = i == 0 ? 0.0f : 1.0f;
+    r.params.num_logprobs = i == 2 ? 3 : -1;
+    r.grammar = std::make_shared<GrammarState>(fx.grammar, fx.vocab.get());
+    return r;
+  };
+  auto work = [&] {
+    std::vector<Request> w = Workload();
+    for (int i = 0; i < 3; ++i) w.insert(w.begin() + 2 * i, constrained(i));
+    return w;
+  };
+  std::vector<Result> solo;
+  for (const Request& r : work()) solo.push_back(RunSolo(r));  // fresh grammar states each
+  EngineConfig tight = BaseConfig(/*num_blocks=*/16);
+  tight.max_batched_tokens = 7;
+  tight.max_num_seqs = 5;
+  Made m = Make(tight);
+  std::vector<Request> batch = work();
+  std::vector<Result> batched = RunAll(*m.engine, batch);
+  int num_constrained = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ExpectSame(batched[i], solo[i], i);
+    if (batch[i].grammar == nullptr) continue;
+    ++num_constrained;
+    EXPECT_EQ(batched[i].finish, FinishReason::kStop) << i;
+    EXPECT_EQ(batched[i].stop_token, 0) << i;
+    const std::string text = fx.Text(batched[i].tokens);
+    EXPECT_TRUE(fx.Matches(text)) << i << ": \"" << text << "\"";
+    EXPECT_TRUE(batch[i].grammar->IsTerminated()) << i;
+  }
+  EXPECT_EQ(num_constrained, 3);
+  EXPECT_GT(m.engine->stats().preemptions, 0u);
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
+  // Unconstrained, the same prompts do not give such documents: the mask is what made them.
+  Request free = constrained(1);
+  free.grammar = nullptr;
+  EXPECT_FALSE(fx.Matches(fx.Text(RunSolo(free).tokens)));
 }
 
 TEST(EngineTest, SameRequestTwiceReusesTheWholePromptButTheLastToken) {

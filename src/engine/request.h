@@ -1,10 +1,12 @@
 // Request: what the server hands the engine — token ids, sampling parameters and cache keys.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/ids.h"
+#include "grammar/grammar_state.h"
 #include "sample/sampling_params.h"
 
 namespace loom {
@@ -15,6 +17,12 @@ struct Request {
   // Prefix-cache extra keys: whatever else changes the KV of these tokens (adapter id, media
   // content hashes) or a cache salt that isolates tenants. Empty for plain text.
   std::string cache_extra_keys;
+  // Grammar-constrained decoding (null = free): the state of this request's grammar, fresh
+  // (nothing accepted). The engine masks every sampled row with it and advances it with each
+  // token; a request whose output leaves its grammar fails. Its vocabulary must cover the ids
+  // the model can sample (ids beyond it are never allowed) and outlive the request. A copy of a
+  // Request shares the state: every submitted request needs its own.
+  std::shared_ptr<GrammarState> grammar;
 };
 
 }  // namespace loom

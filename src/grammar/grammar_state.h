@@ -26,6 +26,8 @@ class GrammarState {
   // The mask of the tokens AcceptToken would accept (all zero once terminated). Mutates only the
   // mask cache.
   void FillMask(uint32_t* bitmask) const;
+  // Words of the bitmask FillMask writes (the vocabulary's mask_words()).
+  size_t mask_words() const { return vocab_->mask_words(); }
   // EOS was accepted.
   bool IsTerminated() const { return terminated_; }
   // Undoes the last `num_tokens` accepted tokens (speculative decoding, or a rejected draft).

@@ -343,6 +343,19 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
     }
   }
 
+  if (!ctx.allowed.empty()) {
+    const size_t words = std::min(ctx.allowed.size(), (logits.size() + 31) / 32);
+    for (size_t w = 0; w < words; ++w) {
+      const uint32_t bits = ctx.allowed[w];
+      if (bits == ~uint32_t{0}) continue;
+      const size_t end = std::min(logits.size(), w * 32 + 32);
+      for (size_t i = w * 32; i < end; ++i) {
+        if (((bits >> (i & 31)) & 1) == 0) logits[i] = kNegInf;
+      }
+    }
+    for (size_t i = words * 32; i < logits.size(); ++i) logits[i] = kNegInf;
+  }
+
   const uint64_t step = ctx.output.size();
   TokenId chosen = -1;
   if (params.greedy()) {

@@ -44,6 +44,10 @@ struct SampleContext {
   std::span<const TokenId> output;  // tokens generated so far
   uint64_t seed = 0;                // params->seed, or the one the engine drew
   std::span<const TokenId> eos_token_ids;
+  // A grammar's token mask (bit i of word i / 32: token i may be sampled); empty = no grammar.
+  // Ids beyond the mask are not allowed. Applied where min_tokens masks (logprobs are those of
+  // the unmasked row, as vLLM reports them by default).
+  std::span<const uint32_t> allowed = {};
 };
 
 // The steps, exposed for tests. `logits` is one row [vocab_size], modified in place.

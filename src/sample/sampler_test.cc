@@ -74,6 +74,44 @@ TEST(SamplerTest, GreedyTakesTheArgmaxLowestIdOnTies) {
   EXPECT_EQ(sampler.SampleRow(row, {&p, {}, {}, 7, {}})->token, 3);
 }
 
+// A grammar mask: only its tokens can come out (greedy and drawn; ids beyond a short mask are
+// out too), logprobs are the unmasked row's, and an empty intersection is the "masked" error.
+TEST(SamplerTest, AllowedMaskRestrictsTheChoice) {
+  Sampler sampler(40);
+  std::vector<float> logits(40);
+  for (int i = 0; i < 40; ++i) logits[i] = static_cast<float>(i % 7);
+  const std::vector<uint32_t> mask = {(1u << 3) | (1u << 9)};  // ids 3 and 9; 32-39 beyond it
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.num_logprobs = 1;
+  std::vector<float> row = logits;
+  SampleContext ctx{&greedy, {}, {}, 1, {}};
+  ctx.allowed = mask;
+  auto r = sampler.SampleRow(row, ctx);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->token, 3);  // logit 3 beats id 9's 2; the unmasked best is id 6 (and 34)
+  std::vector<float> raw = logits;
+  SampleContext free_ctx{&greedy, {}, {}, 1, {}};
+  const float raw_best = sampler.SampleRow(raw, free_ctx)->logprob;
+  EXPECT_LT(r->logprob, raw_best);  // the log-softmax of the whole row, not renormalized
+  SamplingParams draw;
+  std::set<TokenId> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    row = logits;
+    SampleContext c{&draw, {}, {}, seed, {}};
+    c.allowed = mask;
+    seen.insert(sampler.SampleRow(row, c)->token);
+  }
+  EXPECT_EQ(seen, (std::set<TokenId>{3, 9}));
+  const std::vector<uint32_t> none = {0};
+  row = logits;
+  SampleContext c{&draw, {}, {}, 0, {}};
+  c.allowed = none;
+  auto masked = sampler.SampleRow(row, c);
+  ASSERT_FALSE(masked.ok());
+  EXPECT_NE(std::string(masked.status().message()).find("masked"), std::string::npos);
+}
+
 TEST(SamplerTest, TemperatureOneMatchesTheSoftmax) {
   SamplingParams p;
   const int n = 20000;

@@ -40,6 +40,7 @@ StepSampler::RowPlan StepSampler::Plan(const StepRow& row, const DeviceOps& ops)
   const DrawParams draw{p.temperature, p.top_k,      p.top_p,
                         p.min_p,       row.ctx.seed, static_cast<uint64_t>(num_output)};
   RowPlan plan;
+  if (!row.ctx.allowed.empty()) return plan;  // grammar masks: the host Sampler applies them
   if (IsPlainGreedy(p, num_output)) {
     if (ops.argmax) plan.where = Where::kDeviceGreedy;
     return plan;

@@ -13,10 +13,10 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
       codec != nullptr ? codec->chat_template_source(/*tools=*/true) : std::string();
   if (tool_parser == "auto") {
     out.tool_format = DetectToolCallFormat(tools_source);
-    out.tool_format_why = out.tool_format.has_value()
-                              ? std::string(ToolCallFormatName(*out.tool_format)) +
-                                    " (from the chat template)"
-                              : "none (the chat template shows no known tool-call format)";
+    out.tool_format_why =
+        out.tool_format.has_value()
+            ? std::string(ToolCallFormatName(*out.tool_format)) + " (from the chat template)"
+            : "none (the chat template shows no known tool-call format)";
   } else if (tool_parser == "none") {
     out.tool_format_why = "off (--tool-parser none)";
   } else {
@@ -82,9 +82,9 @@ std::unique_ptr<ChoiceEventSource> WrapOutputParsers(const OutputParsers& parser
     }
     const ToolCallFormat format = *parsers.tool_format;
     auto make = [format, specs = std::move(specs)] { return MakeToolCallParser(format, specs); };
-    source = std::make_unique<ToolCallSource>(
-        std::move(source), std::move(make),
-        flavor == ApiFlavor::kAnthropic ? "toolu_" : "call_", req.parallel_tool_calls);
+    source = std::make_unique<ToolCallSource>(std::move(source), std::move(make),
+                                              flavor == ApiFlavor::kAnthropic ? "toolu_" : "call_",
+                                              req.parallel_tool_calls);
   }
   return source;
 }

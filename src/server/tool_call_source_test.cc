@@ -75,8 +75,8 @@ TEST(ToolCallSourceTest, CallsBecomeEventsPerChoice) {
     if (e.kind == ChoiceEventKind::kToolCallStart) ids.push_back(e.tool_call_id);
     if (e.kind == ChoiceEventKind::kFinish) {
       // Choice 0 called tools: "tool_calls"; choice 1 did not.
-      EXPECT_EQ(e.finish_reason, e.choice_idx == 0 ? ChoiceFinishReason::kToolCalls
-                                                   : ChoiceFinishReason::kStop);
+      EXPECT_EQ(e.finish_reason,
+                e.choice_idx == 0 ? ChoiceFinishReason::kToolCalls : ChoiceFinishReason::kStop);
     }
   }
   ASSERT_EQ(ids.size(), 2u);
@@ -100,7 +100,8 @@ TEST(ToolCallSourceTest, LengthFinishIsKeptAndAnthropicIdsArePrefixed) {
 
 TEST(ToolCallSourceTest, WithoutParallelCallsOnlyTheFirstIsKept) {
   std::deque<std::vector<ChoiceEvent>> script = {
-      {ChoiceEvent::Text(0, "a @f(1) b @g(2) c"), ChoiceEvent::Finish(0, ChoiceFinishReason::kStop)}};
+      {ChoiceEvent::Text(0, "a @f(1) b @g(2) c"),
+       ChoiceEvent::Finish(0, ChoiceFinishReason::kStop)}};
   auto src = Make(std::move(script), /*parallel=*/false);
   EXPECT_EQ(Drain(src.get()), "0T[a ] 0S[0:f] 0A[0:1] 0F[] | ");
 }

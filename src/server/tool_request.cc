@@ -1,6 +1,5 @@
 #include "server/tool_request.h"
 
-
 #include "server/json_fields.h"
 
 namespace loom {
@@ -265,8 +264,8 @@ Status ParseOpenAiAssistantToolCalls(const json& calls, const std::string& field
     if (fn == nullptr || !fn->is_object()) {
       return Fail(param, name + ".function", name + ".function is required and must be an object");
     }
-    RETURN_IF_ERROR(
-        CheckToolName(fn->contains("name") ? (*fn)["name"] : json(), name + ".function.name", param));
+    RETURN_IF_ERROR(CheckToolName(fn->contains("name") ? (*fn)["name"] : json(),
+                                  name + ".function.name", param));
     json args = json::object();
     if (const json* a = Member(*fn, "arguments")) {
       if (!a->is_string() && !a->is_object()) {

@@ -76,8 +76,8 @@ std::vector<Bad> BadCases() {
        R"({"messages":[{"role":"user","content":"hi"}],"tools":[)" + std::string(kWeatherTool) +
            "," + kWeatherTool + "]}",
        "tools[1].function.name", "declared twice"},
-      {"tools_and_functions", false,
-       ChatWithTools(R"("functions":[{"name":"f"}])"), "functions", "not both"},
+      {"tools_and_functions", false, ChatWithTools(R"("functions":[{"name":"f"}])"), "functions",
+       "not both"},
       {"tool_choice_unknown_string", false, ChatWithTools(R"("tool_choice":"always")"),
        "tool_choice", "\"always\" is unknown"},
       {"tool_choice_unknown_tool", false,
@@ -115,11 +115,10 @@ std::vector<Bad> BadCases() {
             "function":{"name":"f"}}]}]})",
        "messages[0].tool_calls[0].type", "must be \"function\""},
       {"tool_calls_not_array", false,
-       R"({"messages":[{"role":"assistant","tool_calls":{"id":"a"}}]})",
-       "messages[0].tool_calls", "must be an array"},
-      {"function_role_without_name", false,
-       R"({"messages":[{"role":"function","content":"x"}]})", "messages[0].name",
-       "required for role \"function\""},
+       R"({"messages":[{"role":"assistant","tool_calls":{"id":"a"}}]})", "messages[0].tool_calls",
+       "must be an array"},
+      {"function_role_without_name", false, R"({"messages":[{"role":"function","content":"x"}]})",
+       "messages[0].name", "required for role \"function\""},
       // Anthropic.
       {"anthropic_tools_not_array", true, "{" + amsg + R"(,"tools":{}})", "tools",
        "must be an array"},
@@ -129,9 +128,9 @@ std::vector<Bad> BadCases() {
       {"anthropic_schema_not_object", true,
        "{" + amsg + R"(,"tools":[{"name":"f","input_schema":[]}]})", "tools[0].input_schema",
        "must be a JSON Schema object"},
-      {"anthropic_tool_choice_string", true, "{" + amsg + ",\"tools\":[" + atool +
-                                                 R"(],"tool_choice":"auto"})",
-       "tool_choice", "must be an object"},
+      {"anthropic_tool_choice_string", true,
+       "{" + amsg + ",\"tools\":[" + atool + R"(],"tool_choice":"auto"})", "tool_choice",
+       "must be an object"},
       {"anthropic_tool_choice_type", true,
        "{" + amsg + ",\"tools\":[" + atool + R"(],"tool_choice":{"type":"sometimes"}})",
        "tool_choice.type", "\"sometimes\" is unknown"},
@@ -225,7 +224,8 @@ TEST(ToolRequestTest, OpenAiToolsAndHistoryNormalized) {
   EXPECT_EQ(a.begin().key(), "role");
   ASSERT_EQ(a["tool_calls"].size(), 2u);
   EXPECT_EQ(a["tool_calls"][0]["id"], "call_1");
-  EXPECT_EQ(a["tool_calls"][0]["function"]["arguments"], ordered_json::parse(R"({"city":"Paris"})"));
+  EXPECT_EQ(a["tool_calls"][0]["function"]["arguments"],
+            ordered_json::parse(R"({"city":"Paris"})"));
   EXPECT_EQ(a["tool_calls"][1]["function"]["arguments"], "not json");  // kept as text
   EXPECT_EQ(r->messages[3], ordered_json::parse(R"({"role":"tool","content":"sunny",
                                                     "tool_call_id":"call_1","name":"get_weather"})"));

@@ -1,0 +1,27 @@
+// Grammars built around another one, for what the server wraps a request's grammar in:
+//
+//   Framed           prefix inner suffix (a tool call: `<tool_call>\n` {json} `\n</tool_call>`)
+//   AfterReasoning   a reasoning section first, free text up to its close marker, then inner:
+//                    the grammar applies to the answer only, after `</think>` (the clash vLLM
+//                    and SGLang have: a JSON grammar from the first token forbids thinking)
+#pragma once
+
+#include <string_view>
+
+#include "grammar/grammar.h"
+
+namespace loom {
+
+// root ::= prefix inner-root suffix. `inner` must have its root set.
+Grammar Framed(Grammar inner, std::string_view prefix, std::string_view suffix);
+
+// `already_open` (the prompt opened the section, e.g. DeepSeek-R1's "<think>\n"):
+//   root ::= any-bytes-up-to-and-including(close) ws inner-root
+// otherwise the section is optional (the model may open it or answer at once):
+//   root ::= (ws open any-bytes-up-to-and-including(close))? ws inner-root
+// where ws is [ \t\n\r]* and the free text contains `close` only at its end. `open` and `close`
+// must be non-empty.
+Grammar AfterReasoning(Grammar inner, std::string_view open, std::string_view close,
+                       bool already_open);
+
+}  // namespace loom
