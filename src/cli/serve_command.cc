@@ -17,6 +17,8 @@
 #include "server/http_server.h"
 #include "server/server_context.h"
 #ifdef LOOM_HAVE_TOKENIZER
+#include "grammar/grammar_cache.h"
+#include "grammar/token_mask.h"
 #include "server/tokenizer_codec.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -111,7 +113,17 @@ void RunServe(ServeFlags& f) {
     // The tools variant applies only to the model's own templates, not to --chat-template.
     codec = std::make_unique<TokenizerCodec>(
         s.tokenizer, *tpl, *tpl == s.chat_template ? s.chat_template_tools : nullptr);
+    // Grammar-constrained output: the tokens as bytes, EOS = the model's end ids.
+    const std::vector<TokenId> eos(s.engine->config().eos_token_ids.begin(),
+                                   s.engine->config().eos_token_ids.end());
+    auto vocab = TokenVocabulary::FromTokenizer(*s.tokenizer, eos);
+    if (vocab.ok()) {
+      ctx->grammar_vocab = std::make_shared<const TokenVocabulary>(*std::move(vocab));
+    } else {
+      LOG(WARNING) << "no grammar-constrained output: " << vocab.status().message();
+    }
   }
+  ctx->grammar_cache = std::make_unique<GrammarCache>(/*capacity=*/64);
 #endif
   ctx->codec = codec.get();
   {

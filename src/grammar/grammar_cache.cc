@@ -3,21 +3,19 @@
 #include <functional>
 
 #include "grammar/gbnf.h"
+#include "grammar/grammar_compose.h"
 #include "grammar/regex_grammar.h"
 
 namespace loom {
+namespace {
 
-StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
-    const GrammarSpec& spec, const JsonSchemaOptions& options) {
+// The front end's grammar of `spec`, before its wrappings.
+StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& options) {
   switch (spec.kind) {
-    case GrammarKind::kGbnf: {
-      ASSIGN_OR_RETURN(const Grammar g, CompileGbnf(spec.text));
-      return CompiledGrammar::Compile(g);
-    }
-    case GrammarKind::kRegex: {
-      ASSIGN_OR_RETURN(const Grammar g, CompileRegex(spec.text));
-      return CompiledGrammar::Compile(g);
-    }
+    case GrammarKind::kGbnf:
+      return CompileGbnf(spec.text);
+    case GrammarKind::kRegex:
+      return CompileRegex(spec.text);
     case GrammarKind::kChoice: {
       const nlohmann::json j = nlohmann::json::parse(spec.text, nullptr, false);
       if (j.is_discarded() || !j.is_array()) {
@@ -28,15 +26,27 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
         if (!c.is_string()) return InvalidArgumentError("choice: expected a JSON array of strings");
         choices.push_back(c.get<std::string>());
       }
-      ASSIGN_OR_RETURN(const Grammar g, CompileChoice(choices));
-      return CompiledGrammar::Compile(g);
+      return CompileChoice(choices);
     }
-    case GrammarKind::kJsonSchema: {
-      ASSIGN_OR_RETURN(const Grammar g, CompileJsonSchemaText(spec.text, options));
-      return CompiledGrammar::Compile(g);
-    }
+    case GrammarKind::kJsonSchema:
+      return CompileJsonSchemaText(spec.text, options);
   }
   return InternalError("grammar: unknown spec kind");
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
+    const GrammarSpec& spec, const JsonSchemaOptions& options) {
+  ASSIGN_OR_RETURN(Grammar g, FrontEnd(spec, options));
+  if (!spec.frame_prefix.empty() || !spec.frame_suffix.empty()) {
+    g = Framed(std::move(g), spec.frame_prefix, spec.frame_suffix);
+  }
+  if (!spec.reasoning_close.empty()) {
+    g = AfterReasoning(std::move(g), spec.reasoning_open, spec.reasoning_close,
+                       spec.reasoning_already_open);
+  }
+  return CompiledGrammar::Compile(g);
 }
 
 GrammarCache::GrammarCache(size_t capacity, JsonSchemaOptions options)
@@ -45,7 +55,13 @@ GrammarCache::GrammarCache(size_t capacity, JsonSchemaOptions options)
 }
 
 uint64_t GrammarCache::Hash(const GrammarSpec& spec) {
-  return std::hash<std::string>()(spec.text) * 31 + static_cast<uint64_t>(spec.kind);
+  const std::hash<std::string> h;
+  uint64_t x = h(spec.text) * 31 + static_cast<uint64_t>(spec.kind);
+  for (const std::string* s :
+       {&spec.frame_prefix, &spec.frame_suffix, &spec.reasoning_open, &spec.reasoning_close}) {
+    x = x * 1000003 ^ h(*s);
+  }
+  return x * 2 + (spec.reasoning_already_open ? 1 : 0);
 }
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const GrammarSpec& spec) {

@@ -27,10 +27,16 @@ enum class GrammarKind : uint8_t {
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kGbnf;
   std::string text;
+  // Wrappings applied after the front end, innermost first (grammar_compose.h): Framed when a
+  // frame is set (a tool call's markup around its JSON), then AfterReasoning when
+  // reasoning_close is set (the grammar starts after the reasoning section).
+  std::string frame_prefix = {}, frame_suffix = {};
+  std::string reasoning_open = {}, reasoning_close = {};
+  bool reasoning_already_open = false;
   bool operator==(const GrammarSpec&) const = default;
 };
 
-// Compiles `spec` with the matching front end (no caching).
+// Compiles `spec` with the matching front end and its wrappings (no caching).
 StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
     const GrammarSpec& spec, const JsonSchemaOptions& options = {});
 

@@ -30,7 +30,8 @@ int32_t UpToAndIncluding(Grammar* g, std::string_view marker) {
   for (size_t j = 0; j < k; ++j) rules[j] = g->AddRule("up-to-marker");
   for (size_t j = 0; j < k; ++j) {
     std::vector<ByteSet> by_next(k + 1);
-    for (int b = 0; b < 256; ++b) by_next[next(j, static_cast<uint8_t>(b))].Add(static_cast<uint8_t>(b));
+    for (int b = 0; b < 256; ++b)
+      by_next[next(j, static_cast<uint8_t>(b))].Add(static_cast<uint8_t>(b));
     for (size_t n = 0; n <= k; ++n) {
       if (by_next[n].empty()) continue;
       GrammarSequence seq{GrammarElement::Bytes(by_next[n])};

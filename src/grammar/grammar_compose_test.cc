@@ -40,7 +40,8 @@ TEST(GrammarComposeTest, AfterAnOpenReasoningSection) {
                          "<think></think>5", "</</think>8", "\xe2\x9c\x93 ok</think>-3"}) {
     EXPECT_TRUE(Matches(g, ok)) << ok;
   }
-  for (const char* bad : {"7", "hmm", "</think>x", "</think>1</think>", "hmm</think>", "</thinK>1"}) {
+  for (const char* bad :
+       {"7", "hmm", "</think>x", "</think>1</think>", "hmm</think>", "</thinK>1"}) {
     EXPECT_FALSE(Matches(g, bad)) << bad;
   }
 }
@@ -48,8 +49,8 @@ TEST(GrammarComposeTest, AfterAnOpenReasoningSection) {
 TEST(GrammarComposeTest, OptionalReasoningSection) {
   auto g = MustCompile(AfterReasoning(Schema(R"({"enum":["yes","no"]})"), "<think>", "</think>",
                                       /*already_open=*/false));
-  for (const char* ok : {"\"yes\"", "\n\"no\"", "<think>x</think>\"no\"",
-                         "\n<think>\nwhy\n</think>\n\n\"yes\""}) {
+  for (const char* ok :
+       {"\"yes\"", "\n\"no\"", "<think>x</think>\"no\"", "\n<think>\nwhy\n</think>\n\n\"yes\""}) {
     EXPECT_TRUE(Matches(g, ok)) << ok;
   }
   for (const char* bad : {"yes", "x<think></think>\"yes\"", "<think>\"yes\"", "</think>\"yes\""}) {

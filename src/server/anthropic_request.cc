@@ -1,5 +1,6 @@
 #include "server/anthropic_request.h"
 
+#include "server/grammar_request.h"
 #include "server/json_fields.h"
 #include "server/tool_request.h"
 
@@ -207,10 +208,10 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
     }
   }
   if (const json* v = f.Find("tools")) RETURN_IF_ERROR(ParseAnthropicTools(*v, &out, param));
+  RestoreToolSchemaOrder(body, &out);
   if (const json* v = f.Find("tool_choice")) {
     RETURN_IF_ERROR(ParseAnthropicToolChoice(*v, &out, param));
   }
-  RETURN_IF_ERROR(CheckToolChoiceSupported(out, "tool_choice", param));
   if (const json* v = f.Find("thinking")) {
     if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string()) {
       return f.Error("thinking", "thinking must be an object with a string \"type\"");

@@ -35,6 +35,11 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
   if (!prompt.ok()) {
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(prompt.status(), param));
   }
+  if (Status s = CompileRequestGrammar(ctx->parsers, ctx->grammar_cache.get(),
+                                       ctx->grammar_vocab.get(), rendered, &req, &param);
+      !s.ok()) {
+    return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(s, param));
+  }
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(gen.status()));
   ResponseMeta meta{NewResponseId("msg_"), ctx->model.name, UnixNow()};

@@ -48,6 +48,11 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
     r.params = params;
     // n > 1 with a seed: each choice gets its own stream of randomness, reproducibly.
     if (params.seed.has_value() && i > 0) r.params.seed = *params.seed + static_cast<uint64_t>(i);
+    if (request.compiled_grammar != nullptr) {
+      CHECK(ctx->grammar_vocab != nullptr);
+      r.grammar =
+          std::make_shared<GrammarState>(request.compiled_grammar, ctx->grammar_vocab.get());
+    }
     StatusOr<RequestHandle> handle = ctx->engine->Submit(std::move(r));
     if (!handle.ok()) return handle.status();  // ~Generation aborts the ones already queued
     auto choice = std::make_unique<Choice>(request.stop);

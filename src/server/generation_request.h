@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "grammar/grammar_cache.h"
 #include "sample/sampling_params.h"
 
 namespace loom {
@@ -51,6 +52,13 @@ struct GenerationRequest {
   ToolChoiceMode tool_choice = ToolChoiceMode::kAuto;
   std::string tool_choice_name;     // kNamed
   bool parallel_tool_calls = true;  // false: at most one call per choice (later ones dropped)
+
+  // Grammar-constrained output (grammar_request.h; a forced tool call): the spec, the field it
+  // came from (its compile errors name it), and the grammar compiled by the route, which
+  // Generation gives each choice a fresh state of.
+  std::optional<GrammarSpec> grammar;
+  std::string grammar_field;
+  std::shared_ptr<const CompiledGrammar> compiled_grammar;
   // Completions: the prompt as text, or as token ids when the request sent ids.
   std::string prompt_text;
   std::vector<TokenId> prompt_ids;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "server/grammar_request.h"
 #include "server/json_fields.h"
 #include "server/tool_request.h"
 
@@ -78,18 +79,6 @@ Status ParseLogitBias(const JsonFields& f, const RequestDefaults& d, SamplingPar
   return OkStatus();
 }
 
-Status ParseCommonUnsupported(const json& body, std::string* param) {
-  auto it = body.find("response_format");
-  if (it != body.end() && !it->is_null()) {
-    const json& r = *it;
-    if (!(r.is_object() && r.value("type", "") == "text")) {
-      return Unsupported(param, "response_format",
-                         "response_format (structured output / JSON mode)");
-    }
-  }
-  return OkStatus();
-}
-
 // tools / functions, tool_choice / function_call, parallel_tool_calls (chat only).
 Status ParseTools(const JsonFields& f, GenerationRequest* out, std::string* param) {
   const json* tools = f.Find("tools");
@@ -108,9 +97,7 @@ Status ParseTools(const JsonFields& f, GenerationRequest* out, std::string* para
   if (function_call != nullptr) {
     RETURN_IF_ERROR(ParseOpenAiToolChoice(*function_call, "function_call", out, param));
   }
-  RETURN_IF_ERROR(f.Bool("parallel_tool_calls", &out->parallel_tool_calls));
-  return CheckToolChoiceSupported(*out, function_call != nullptr ? "function_call" : "tool_choice",
-                                  param);
+  return f.Bool("parallel_tool_calls", &out->parallel_tool_calls);
 }
 
 // Text of an OpenAI message content: a string, or an array of {"type": "text", "text"} parts.
@@ -384,7 +371,7 @@ Status ParseOpenAiSampling(const json& body, const RequestDefaults& d, Generatio
       return InvalidArgumentError("stream_options." + std::string(s.message()));
     }
   }
-  return ParseCommonUnsupported(body, param);
+  return OkStatus();
 }
 
 namespace {
@@ -398,6 +385,8 @@ StatusOr<GenerationRequest> ParseChat(const std::string& body, const RequestDefa
   RETURN_IF_ERROR(ParseMessages(j, &out, param));
   JsonFields f(j, param);
   RETURN_IF_ERROR(ParseTools(f, &out, param));
+  RestoreToolSchemaOrder(body, &out);
+  RETURN_IF_ERROR(ParseOpenAiGrammarFields(j, body, &out, param));
   RETURN_IF_ERROR(f.Bool("logprobs", &out.logprobs));
   bool has_top = false;
   RETURN_IF_ERROR(f.Int("top_logprobs", 0, 20, &out.top_logprobs, &has_top));
@@ -420,6 +409,7 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   out.kind = ApiKind::kCompletions;
   RETURN_IF_ERROR(ParseOpenAiSampling(j, defaults, &out, param));
   JsonFields f(j, param);
+  RETURN_IF_ERROR(ParseOpenAiGrammarFields(j, body, &out, param));
   for (const char* key : {"tools", "functions", "tool_choice", "function_call"}) {
     if (f.Find(key) != nullptr) {
       return f.Error(key, std::string(key) +

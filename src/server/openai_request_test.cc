@@ -159,8 +159,31 @@ std::vector<BadCase> BadCases() {
        "top_logprobs must be in [0, 20]"},
       {"model_type", R::kChat, Chat(R"("model":7)"), "model", "model must be a string"},
       // Not supported yet: clear 400, never ignored.
-      {"response_format_json", R::kChat, Chat(R"("response_format":{"type":"json_object"})"),
-       "response_format", "not supported yet"},
+      {"response_format_type", R::kChat, Chat(R"("response_format":{"type":"yaml"})"),
+       "response_format.type", "\"yaml\" is unknown"},
+      {"response_format_not_object", R::kChat, Chat(R"("response_format":"json")"),
+       "response_format", "must be an object"},
+      {"response_format_schema_missing", R::kChat,
+       Chat(R"("response_format":{"type":"json_schema"})"), "response_format.json_schema",
+       "is required"},
+      {"response_format_schema_type", R::kChat,
+       Chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":3}})"),
+       "response_format.json_schema.schema", "must be a JSON Schema object"},
+      {"guided_json_bad_text", R::kChat, Chat(R"("guided_json":"{not json")"), "guided_json",
+       "must be a JSON Schema"},
+      {"guided_regex_type", R::kChat, Chat(R"("guided_regex":5)"), "guided_regex",
+       "non-empty string"},
+      {"guided_choice_empty", R::kChat, Chat(R"("guided_choice":[])"), "guided_choice",
+       "non-empty array"},
+      {"guided_choice_item", R::kChat, Chat(R"("guided_choice":["a",1])"), "guided_choice[1]",
+       "must be a string"},
+      {"two_grammars", R::kChat,
+       Chat(R"("response_format":{"type":"json_object"},"guided_regex":"a+")"), "guided_regex",
+       "both constrain the output"},
+      {"structured_outputs_unknown", R::kChat, Chat(R"("structured_outputs":{"xml":"x"})"),
+       "structured_outputs.xml", "not supported"},
+      {"completions_grammar_type", R::kCompletions, Comp(R"("grammar":["root"])"), "grammar",
+       "non-empty string"},
       {"chat_template_kwargs_type", R::kChat, Chat(R"("chat_template_kwargs":[1])"),
        "chat_template_kwargs", "must be an object"},
       {"reasoning_effort_unknown", R::kChat, Chat(R"("reasoning_effort":"extreme")"),
@@ -378,6 +401,56 @@ TEST(AnthropicRequestTest, MessagesParsed) {
   auto c = ParseMessagesRequest(R"({"messages":[{"role":"user","content":"hi"}]})",
                                 RequestDefaults{}, &param, /*for_count_tokens=*/true);
   ASSERT_TRUE(c.ok());
+}
+
+TEST(OpenAiRequestTest, StructuredOutputFields) {
+  std::string param;
+  RequestDefaults d;
+  auto schema = ParseChatCompletionsRequest(
+      Chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,
+              "schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{}}}}})"),
+      d, &param);
+  ASSERT_TRUE(schema.ok()) << schema.status().message();
+  ASSERT_TRUE(schema->grammar.has_value());
+  EXPECT_EQ(schema->grammar->kind, GrammarKind::kJsonSchema);
+  // The declaration order survives (the grammar writes properties in it).
+  EXPECT_EQ(schema->grammar->text,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{}}})");
+  EXPECT_EQ(schema->grammar_field, "response_format.json_schema.schema");
+  struct Want {
+    std::string extra;
+    GrammarKind kind;
+    std::string text, field;
+  };
+  for (const Want& w : std::vector<Want>{
+           {R"("response_format":{"type":"json_object"})", GrammarKind::kJsonSchema,
+            R"({"type":"object"})", "response_format"},
+           {R"("guided_json":"{\"type\":\"integer\"}")", GrammarKind::kJsonSchema,
+            R"({"type":"integer"})", "guided_json"},
+           {R"("json_schema":{"type":"boolean"})", GrammarKind::kJsonSchema,
+            R"({"type":"boolean"})", "json_schema"},
+           {R"("guided_regex":"[a-z]+")", GrammarKind::kRegex, "^(?:[a-z]+)$", "guided_regex"},
+           {R"("guided_regex":"^a|b$")", GrammarKind::kRegex, "^(?:a|b)$", "guided_regex"},
+           {R"("guided_regex":"a\\$")", GrammarKind::kRegex, "^(?:a\\$)$", "guided_regex"},
+           {R"("guided_choice":["yes","no"])", GrammarKind::kChoice, R"(["yes","no"])",
+            "guided_choice"},
+           {R"("grammar":"root ::= \"x\"")", GrammarKind::kGbnf, R"(root ::= "x")", "grammar"},
+           {R"("structured_outputs":{"regex":"a"})", GrammarKind::kRegex, "^(?:a)$",
+            "structured_outputs.regex"},
+       }) {
+    auto r = ParseChatCompletionsRequest(Chat(w.extra), d, &param);
+    ASSERT_TRUE(r.ok()) << w.extra << ": " << r.status().message();
+    ASSERT_TRUE(r->grammar.has_value()) << w.extra;
+    EXPECT_EQ(r->grammar->kind, w.kind) << w.extra;
+    EXPECT_EQ(r->grammar->text, w.text) << w.extra;
+    EXPECT_EQ(r->grammar_field, w.field) << w.extra;
+  }
+  auto text = ParseChatCompletionsRequest(Chat(R"("response_format":{"type":"text"})"), d, &param);
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text->grammar.has_value());
+  auto completions = ParseCompletionsRequest(Comp(R"("guided_regex":"[0-9]+")"), d, &param);
+  ASSERT_TRUE(completions.ok());
+  EXPECT_EQ(completions->grammar->text, "^(?:[0-9]+)$");
 }
 
 TEST(ApiErrorTest, StatusMapping) {

@@ -42,6 +42,11 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
   StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param, &rendered);
   if (!prompt.ok())
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(prompt.status(), param));
+  if (Status s = CompileRequestGrammar(ctx->parsers, ctx->grammar_cache.get(),
+                                       ctx->grammar_vocab.get(), rendered, &req, &param);
+      !s.ok()) {
+    return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
+  }
   const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) {

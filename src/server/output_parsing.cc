@@ -4,6 +4,16 @@
 #include "server/tool_call_source.h"
 
 namespace loom {
+namespace {
+
+// True when `prompt` ends (trailing whitespace aside) with `marker`.
+bool EndsWithMarker(const std::string& prompt, const std::string& marker) {
+  const size_t end = prompt.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos || end + 1 < marker.size()) return false;
+  return prompt.compare(end + 1 - marker.size(), marker.size(), marker) == 0;
+}
+
+}  // namespace
 
 StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
                                              const std::string& reasoning_parser,
@@ -49,19 +59,76 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
         ToolCallFormatNames() + ")");
   }
   if (ToolCallFormatUsesSpecialTokens(*parsers.tool_format)) req->skip_special_tokens = false;
+  if (req->tool_choice != ToolChoiceMode::kRequired && req->tool_choice != ToolChoiceMode::kNamed) {
+    return OkStatus();
+  }
+  const ToolCallFormat format = *parsers.tool_format;
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kLlama3Json) {
+    *param = "tool_choice";
+    return InvalidArgumentError(
+        "tool_choice: forcing a tool call is not supported yet for the " +
+        std::string(ToolCallFormatName(format)) +
+        " tool-call format (hermes and llama3_json are); use tool_choice auto");
+  }
+  if (req->grammar.has_value()) {
+    *param = "tool_choice";
+    return InvalidArgumentError("tool_choice: a forced tool call and " + req->grammar_field +
+                                " both constrain the output; send one of them");
+  }
+  // One call: {"name": <a tool's name>, "arguments" | "parameters": <its parameters>}.
+  const char* args_key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const auto& t : req->tools) {
+    const std::string name = t["function"]["name"].get<std::string>();
+    if (req->tool_choice == ToolChoiceMode::kNamed && name != req->tool_choice_name) continue;
+    calls.push_back(nlohmann::ordered_json{
+        {"type", "object"},
+        {"properties", {{"name", {{"const", name}}}, {args_key, t["function"]["parameters"]}}},
+        {"required", {"name", args_key}},
+        {"additionalProperties", false}});
+  }
+  GrammarSpec spec;
+  spec.kind = GrammarKind::kJsonSchema;
+  spec.text = calls.size() == 1 ? calls[0].dump()
+                                : nlohmann::ordered_json{{"anyOf", std::move(calls)}}.dump();
+  if (format == ToolCallFormat::kHermes) {
+    spec.frame_prefix = "<tool_call>\n";
+    spec.frame_suffix = "\n</tool_call>";
+  }
+  req->grammar = std::move(spec);
+  req->grammar_field = "tool_choice";
   return OkStatus();
 }
 
-namespace {
-
-// True when `prompt` ends (trailing whitespace aside) with `marker`.
-bool EndsWithMarker(const std::string& prompt, const std::string& marker) {
-  const size_t end = prompt.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos || end + 1 < marker.size()) return false;
-  return prompt.compare(end + 1 - marker.size(), marker.size(), marker) == 0;
+Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
+                             const TokenVocabulary* vocab, const std::string& rendered_prompt,
+                             GenerationRequest* req, std::string* param) {
+  if (!req->grammar.has_value()) return OkStatus();
+  if (vocab == nullptr || cache == nullptr) {
+    *param = req->grammar_field;
+    return InvalidArgumentError(req->grammar_field +
+                                ": grammar-constrained output needs the model's tokenizer, and "
+                                "this model has none loom can map to bytes");
+  }
+  GrammarSpec spec = *req->grammar;
+  if (req->kind != ApiKind::kCompletions && parsers.reasoning.has_value()) {
+    const ReasoningMarkers& m = *parsers.reasoning;
+    // A prompt that closed the section (thinking off) leaves no reasoning to wait for.
+    if (!EndsWithMarker(rendered_prompt, m.close)) {
+      spec.reasoning_open = m.open;
+      spec.reasoning_close = m.close;
+      spec.reasoning_already_open = EndsWithMarker(rendered_prompt, m.open);
+    }
+  }
+  StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = cache->Get(spec);
+  if (!compiled.ok()) {
+    *param = req->grammar_field;
+    return InvalidArgumentError(req->grammar_field + ": " +
+                                std::string(compiled.status().message()));
+  }
+  req->compiled_grammar = *std::move(compiled);
+  return OkStatus();
 }
-
-}  // namespace
 
 std::unique_ptr<ChoiceEventSource> WrapOutputParsers(const OutputParsers& parsers,
                                                      const GenerationRequest& req,

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "base/status.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/token_mask.h"
 #include "server/api_error.h"
 #include "server/choice_event.h"
 #include "server/generation_request.h"
@@ -36,10 +38,22 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
                                              const TextCodec* codec);
 
 // Per request, before the prompt is built: checks that a request with tools can be parsed
-// (InvalidArgument naming "tools" otherwise) and keeps special tokens in the detokenized text
-// when the format's markers are special tokens.
+// (InvalidArgument naming "tools" otherwise), keeps special tokens in the detokenized text when
+// the format's markers are special tokens, and turns a forced tool call (tool_choice required or
+// named) into the grammar of one call in the format's markup with the tool's parameter schema
+// (hermes and llama3_json so far; other formats are a 400 naming tool_choice).
 Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req,
                             std::string* param);
+
+// Compiles req->grammar (through `cache`) into req->compiled_grammar, first wrapped so that it
+// applies after a reasoning section when the chat template may start one (`rendered_prompt`
+// opened it: the section comes first; the prompt closed it: no wrap; else an optional section).
+// InvalidArgument naming req->grammar_field for a grammar that does not compile or an
+// unsupported schema keyword, and when `vocab` is null (no tokenizer, or one without a
+// per-token stream plan).
+Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
+                             const TokenVocabulary* vocab, const std::string& rendered_prompt,
+                             GenerationRequest* req, std::string* param);
 
 // Wraps `source` in the parsers `req` needs. `rendered_prompt` is the chat template's output: a
 // prompt that ends inside an open <think> makes the reply start in reasoning.

@@ -52,6 +52,10 @@ struct ServerContext {
   ServedModelInfo model;
   ServerOptions options;
   OutputParsers parsers;  // from options.tool_parser / reasoning_parser and the chat template
+  // Grammar-constrained output: the model's tokens as bytes (null without a tokenizer) and the
+  // compiled grammars by spec.
+  std::shared_ptr<const TokenVocabulary> grammar_vocab;
+  std::unique_ptr<GrammarCache> grammar_cache;
   ServerMetrics metrics;
   std::atomic<bool> draining{false};  // set on shutdown: new requests get 503
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();

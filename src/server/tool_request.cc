@@ -290,17 +290,4 @@ std::string ToolNameForCallId(const ordered_json& messages, const std::string& i
   return "";
 }
 
-Status CheckToolChoiceSupported(const GenerationRequest& req, const std::string& field,
-                                std::string* param) {
-  if (req.tools.empty()) return OkStatus();
-  if (req.tool_choice == ToolChoiceMode::kRequired || req.tool_choice == ToolChoiceMode::kNamed) {
-    *param = field;
-    return InvalidArgumentError(
-        field + ": forcing a tool call (" +
-        (req.tool_choice == ToolChoiceMode::kNamed ? "a named tool" : "required / any") +
-        ") needs grammar-constrained decoding, which is not supported yet by loom; use auto");
-  }
-  return OkStatus();
-}
-
 }  // namespace loom

@@ -53,9 +53,4 @@ Status ParseOpenAiAssistantToolCalls(const nlohmann::json& calls, const std::str
 // The name of the earlier assistant tool call with id `id` in `messages` ("" when none).
 std::string ToolNameForCallId(const nlohmann::ordered_json& messages, const std::string& id);
 
-// Refuses what loom cannot honour yet: tool_choice required / named and Anthropic any / tool
-// need grammar-constrained decoding. Called after parsing (tool_choice none drops the tools).
-Status CheckToolChoiceSupported(const GenerationRequest& req, const std::string& field,
-                                std::string* param);
-
 }  // namespace loom

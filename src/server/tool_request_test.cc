@@ -86,11 +86,6 @@ std::vector<Bad> BadCases() {
       {"tool_choice_without_tools", false,
        R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"auto"})", "tool_choice",
        "declares no tools"},
-      {"tool_choice_required_needs_grammar", false, ChatWithTools(R"("tool_choice":"required")"),
-       "tool_choice", "grammar-constrained decoding"},
-      {"tool_choice_named_needs_grammar", false,
-       ChatWithTools(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})"),
-       "tool_choice", "grammar-constrained decoding"},
       {"function_call_unknown", false,
        R"({"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}],
            "function_call":{"name":"g"}})",
@@ -134,9 +129,6 @@ std::vector<Bad> BadCases() {
       {"anthropic_tool_choice_type", true,
        "{" + amsg + ",\"tools\":[" + atool + R"(],"tool_choice":{"type":"sometimes"}})",
        "tool_choice.type", "\"sometimes\" is unknown"},
-      {"anthropic_tool_choice_any", true,
-       "{" + amsg + ",\"tools\":[" + atool + R"(],"tool_choice":{"type":"any"}})", "tool_choice",
-       "grammar-constrained decoding"},
       {"anthropic_tool_choice_unknown_tool", true,
        "{" + amsg + ",\"tools\":[" + atool + R"(],"tool_choice":{"type":"tool","name":"x"}})",
        "tool_choice.name", "not one of"},
@@ -333,7 +325,45 @@ TEST(ToolRequestTest, AnthropicToolTurnsNormalized) {
   EXPECT_TRUE(r->add_generation_prompt);
 }
 
-TEST(ToolRequestTest, CasesAreMany) { EXPECT_GE(BadCases().size(), 35u); }
+TEST(ToolRequestTest, ForcedToolChoices) {
+  std::string param;
+  auto required = Chat(ChatWithTools(R"("tool_choice":"required")"), &param);
+  ASSERT_TRUE(required.ok()) << required.status().message();
+  EXPECT_EQ(required->tool_choice, ToolChoiceMode::kRequired);
+  auto named =
+      Chat(ChatWithTools(R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})"),
+           &param);
+  ASSERT_TRUE(named.ok()) << named.status().message();
+  EXPECT_EQ(named->tool_choice, ToolChoiceMode::kNamed);
+  EXPECT_EQ(named->tool_choice_name, "get_weather");
+  auto any = Messages(R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"}],
+                          "tools":[{"name":"f","input_schema":{"type":"object"}}],
+                          "tool_choice":{"type":"any"}})",
+                      &param);
+  ASSERT_TRUE(any.ok()) << any.status().message();
+  EXPECT_EQ(any->tool_choice, ToolChoiceMode::kRequired);
+}
+
+// The parameters keep their declaration order (nlohmann::json would sort them): templates print
+// them and forced calls write the properties in this order.
+TEST(ToolRequestTest, ParameterSchemasKeepTheirKeyOrder) {
+  std::string param;
+  auto r = Chat(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function",
+                    "function":{"name":"f","parameters":{"type":"object","properties":{
+                      "zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}]})",
+                &param);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tools[0]["function"]["parameters"]["properties"].begin().key(), "zeta");
+  auto a = Messages(R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"}],
+                        "tools":[{"name":"f","input_schema":{"properties":{"b":{},"a":{}},
+                                                             "type":"object"}}]})",
+                    &param);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->tools[0]["function"]["parameters"].begin().key(), "properties");
+  EXPECT_EQ(a->tools[0]["function"]["parameters"]["properties"].begin().key(), "b");
+}
+
+TEST(ToolRequestTest, CasesAreMany) { EXPECT_GE(BadCases().size(), 30u); }
 
 }  // namespace
 }  // namespace loom

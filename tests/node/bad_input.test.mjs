@@ -35,7 +35,7 @@ const CASES = [
   ['empty content', 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: '' }] }, 400, 'messages[0].content'],
   ['image part', 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x' } }] }] }, 400, 'messages[0].content[0]'],
   ['tools, no tool-call format in the template', 'POST', '/v1/chat/completions', { messages: msgs, tools: [{ type: 'function', function: { name: 'f' } }] }, 400, 'tools'],
-  ['response_format', 'POST', '/v1/chat/completions', { messages: msgs, response_format: { type: 'json_object' } }, 400, 'response_format'],
+  ['response_format type', 'POST', '/v1/chat/completions', { messages: msgs, response_format: { type: 'xml' } }, 400, 'response_format.type'],
   ['chat without template', 'POST', '/v1/chat/completions', { messages: msgs }, 400, 'messages'],
   ['temperature -1', 'POST', '/v1/completions', { prompt: 'a', temperature: -1 }, 400, 'temperature'],
   ['temperature string', 'POST', '/v1/completions', { prompt: 'a', temperature: 'hot' }, 400, 'temperature'],

@@ -9,14 +9,15 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import path from 'node:path';
-import { SHARED, sharedSkip, startServer, postJson, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
+import Ajv2020 from 'ajv/dist/2020.js';
+import { SHARED, sharedSkip, startServer, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
 
 const skip = tinyQwen3Skip();
 let server, openai, anthropic;
 
 before(async () => {
   if (skip) return;
-  server = await startServer([...tinyQwen3Args(), '--max-output-tokens', '64']);
+  server = await startServer([...tinyQwen3Args(), '--max-output-tokens', '200']);
   openai = new OpenAI({ apiKey: 'unused', baseURL: `${server.url}/v1`, maxRetries: 0 });
   anthropic = new Anthropic({ apiKey: 'unused', baseURL: server.url, maxRetries: 0 });
 });
@@ -77,15 +78,86 @@ test('openai: streaming with tools ends with a finish reason and usage', { skip 
   assert.equal(usage.completion_tokens, 8);
 });
 
-test('openai: what cannot be honoured yet or is malformed is a 400 naming the field', { skip }, async () => {
+// A tool whose arguments a random model can finish within the output cap.
+const booking = {
+  type: 'function',
+  function: {
+    name: 'book_table',
+    description: 'Book a table',
+    parameters: {
+      type: 'object',
+      properties: {
+        city: { enum: ['Paris', 'Rome', 'Oslo'] },
+        guests: { type: 'integer', minimum: 1, maximum: 12 },
+        outdoor: { type: 'boolean' },
+      },
+      required: ['city', 'guests'],
+      additionalProperties: false,
+    },
+  },
+};
+const lookup = { type: 'function', function: { name: 'lookup', parameters: { type: 'object',
+  properties: { id: { type: 'integer', minimum: 0, maximum: 999 } }, required: ['id'] } } };
+const ajv = new Ajv2020({ strict: false });
+const validBooking = ajv.compile(booking.function.parameters);
+const validLookup = ajv.compile(lookup.function.parameters);
+
+test('openai: tool_choice required / named forces a valid call, streamed and not', { skip }, async () => {
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'book_table' } }]) {
+    for (const seed of [1, 2, 3]) {
+      // reasoning_effort none: Qwen3's template then closes the think section in the prompt, so
+      // the grammar starts at the first token (with thinking on, a <think> section may come
+      // first, which a random model may not end within the cap).
+      const c = await openai.chat.completions.create({ model: 'm', messages: question,
+        tools: [lookup, booking], tool_choice, seed, max_tokens: 200, reasoning_effort: 'none' });
+      const choice = c.choices[0];
+      assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+      assert.equal(choice.message.content, null);
+      assert.equal(choice.message.tool_calls.length, 1);
+      const call = choice.message.tool_calls[0];
+      assert.match(call.id, /^call_/);
+      if (typeof tool_choice === 'object') assert.equal(call.function.name, 'book_table');
+      const args = JSON.parse(call.function.arguments);
+      if (call.function.name === 'book_table') assert.ok(validBooking(args), JSON.stringify(ajv.errors));
+      else assert.ok(validLookup(args), JSON.stringify(args));
+    }
+  }
+  // Streamed: the SDK's accumulated deltas give the same call as the non-streamed reply.
+  const req = { model: 'm', messages: question, tools: [booking], tool_choice: 'required',
+    seed: 5, max_tokens: 200, reasoning_effort: 'none' };
+  const whole = (await openai.chat.completions.create(req)).choices[0].message.tool_calls[0];
+  let name = '', args = '', id = null, finish = null;
+  for await (const chunk of await openai.chat.completions.create({ ...req, stream: true })) {
+    const d = chunk.choices[0]?.delta;
+    for (const tc of d?.tool_calls ?? []) {
+      assert.equal(tc.index, 0);
+      if (tc.id) id = tc.id;
+      name += tc.function?.name ?? '';
+      args += tc.function?.arguments ?? '';
+    }
+    assert.ok(!d?.content, `content leaked: ${JSON.stringify(d)}`);
+    if (chunk.choices[0]?.finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.match(id, /^call_/);
+  assert.equal(name, whole.function.name);
+  assert.equal(args, whole.function.arguments);
+  assert.ok(validBooking(JSON.parse(args)));
+});
+
+test('openai: what cannot be honoured or is malformed is a 400 naming the field', { skip }, async () => {
   const cases = [
-    [{ tools: [weather], tool_choice: 'required' }, 'tool_choice', /grammar-constrained/],
+    [{ tools: [weather], tool_choice: 'required', response_format: { type: 'json_object' } },
+      'tool_choice', /both constrain the output/],
     [{ tools: [weather], tool_choice: { type: 'function', function: { name: 'nope' } } },
       'tool_choice.function.name', /not one of the request's tools/],
     [{ tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] },
       'tools[0].function.parameters', /JSON Schema object/],
     [{ messages: [...question, { role: 'tool', tool_call_id: 'zzz', content: 'x' }] },
       'messages[1].tool_call_id', /answers no tool call/],
+    [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object',
+      properties: { a: { type: 'string', format: 'idn-hostname' } } } } }], tool_choice: 'required' },
+    'tool_choice', /format "idn-hostname" is not supported/],
   ];
   for (const [extra, param, message] of cases) {
     await assert.rejects(
@@ -112,17 +184,31 @@ test('anthropic: tools, tool_use / tool_result history, adaptive thinking, strea
     tool_choice: { type: 'auto', disable_parallel_tool_use: true },
     thinking: { type: 'adaptive' }, metadata: { user_id: 'u' } };
   const m = await anthropic.messages.create(base);
-  // max_tokens is a cap for Anthropic clients; --max-output-tokens 64 cuts it here.
+  // max_tokens is a cap for Anthropic clients; --max-output-tokens 200 cuts it here.
   assert.equal(m.stop_reason, 'max_tokens');
-  assert.equal(m.usage.output_tokens, 64);
+  assert.equal(m.usage.output_tokens, 200);
   const final = await anthropic.messages.stream(base).finalMessage();
   assert.equal(final.stop_reason, 'max_tokens');
   assert.ok(final.content.length >= 1);
   const counted = await anthropic.messages.countTokens({ model: 'm', messages, tools });
   const bare = await anthropic.messages.countTokens({ model: 'm', messages: [messages[0]] });
   assert.ok(counted.input_tokens > bare.input_tokens + 40);
-  await assert.rejects(anthropic.messages.create({ ...base, tool_choice: { type: 'any' } }),
-    (e) => e.status === 400 && /grammar-constrained/.test(e.message));
+  // tool_choice any: a tool_use block whose input the SDK parsed, stop_reason tool_use.
+  const forced = await anthropic.messages.create({ ...base, max_tokens: 200, thinking: { type: 'disabled' },
+    tools: [...tools, { name: 'book_table', input_schema: booking.function.parameters }],
+    tool_choice: { type: 'tool', name: 'book_table' } });
+  assert.equal(forced.stop_reason, 'tool_use', JSON.stringify(forced.content));
+  const use = forced.content.find((b) => b.type === 'tool_use');
+  assert.match(use.id, /^toolu_/);
+  assert.equal(use.name, 'book_table');
+  assert.ok(validBooking(use.input), JSON.stringify(use.input));
+  const streamed = await anthropic.messages.stream({ ...base, max_tokens: 200, temperature: 0,
+    thinking: { type: 'disabled' },
+    tools: [{ name: 'book_table', input_schema: booking.function.parameters }],
+    tool_choice: { type: 'any' } }).finalMessage();
+  assert.equal(streamed.stop_reason, 'tool_use');
+  const suse = streamed.content.find((b) => b.type === 'tool_use');
+  assert.ok(validBooking(suse.input), JSON.stringify(streamed.content));
   await assert.rejects(anthropic.messages.create({ ...base,
     tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: undefined }),
   (e) => e.status === 400 && /server tool/.test(e.message));
