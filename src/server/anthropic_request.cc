@@ -15,11 +15,6 @@ Status Unsupported(std::string* param, const std::string& field, const std::stri
   return InvalidArgumentError(field + ": " + what + " is not supported yet by loom");
 }
 
-Status Fail(std::string* param, const std::string& field, const std::string& message) {
-  *param = field;
-  return InvalidArgumentError(message);
-}
-
 // Text of Anthropic content: a string or an array of blocks.
 Status BlocksText(const json& content, const std::string& name, std::string* param,
                   std::string* text) {
@@ -28,7 +23,7 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
     return OkStatus();
   }
   if (!content.is_array()) {
-    return Fail(
+    return FieldError(
         param, name,
         name + " must be a string or an array of content blocks, got " + JsonTypeName(content));
   }
@@ -36,23 +31,24 @@ Status BlocksText(const json& content, const std::string& name, std::string* par
     const json& b = content[j];
     std::string bname = name + "[" + std::to_string(j) + "]";
     if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
-      return Fail(param, bname, bname + " must be an object with a string \"type\"");
+      return FieldError(param, bname, bname + " must be an object with a string \"type\"");
     }
     std::string type = b["type"].get<std::string>();
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string()) {
-        return Fail(param, bname + ".text", bname + ".text must be a string");
+        return FieldError(param, bname + ".text", bname + ".text must be a string");
       }
       text->append(b["text"].get<std::string>());
     } else if (type == "image" || type == "document") {
       return Unsupported(param, bname, "\"" + type + "\" content blocks");
     } else if (type == "tool_use" || type == "tool_result" || type == "server_tool_use") {
-      return Fail(param, bname,
-                  bname + ": a \"" + type + "\" block is only allowed in a message's content");
+      return FieldError(
+          param, bname,
+          bname + ": a \"" + type + "\" block is only allowed in a message's content");
     } else if (type == "thinking" || type == "redacted_thinking") {
       continue;  // earlier turns' reasoning is dropped, as templates do
     } else {
-      return Fail(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
+      return FieldError(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
     }
   }
   return OkStatus();
@@ -69,15 +65,15 @@ Status AppendMessage(const json& m, const std::string& name, GenerationRequest* 
     std::string text;
     RETURN_IF_ERROR(BlocksText(content, name + ".content", param, &text));
     if (text.empty() && role != "assistant") {
-      return Fail(param, name + ".content", name + ".content must not be empty");
+      return FieldError(param, name + ".content", name + ".content must not be empty");
     }
     out->messages.push_back(ordered_json{{"role", role}, {"content", text}});
     return OkStatus();
   }
   if (!content.is_array()) {
-    return Fail(param, name + ".content",
-                name + ".content must be a string or an array of content blocks, got " +
-                    JsonTypeName(content));
+    return FieldError(param, name + ".content",
+                      name + ".content must be a string or an array of content blocks, got " +
+                          JsonTypeName(content));
   }
   ordered_json assistant{{"role", "assistant"}, {"content", ""}};
   std::string reasoning;
@@ -94,39 +90,39 @@ Status AppendMessage(const json& m, const std::string& name, GenerationRequest* 
     const json& b = content[j];
     const std::string bname = name + ".content[" + std::to_string(j) + "]";
     if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
-      return Fail(param, bname, bname + " must be an object with a string \"type\"");
+      return FieldError(param, bname, bname + " must be an object with a string \"type\"");
     }
     const std::string type = b["type"].get<std::string>();
     if (type == "tool_use") {
       if (role != "assistant") {
-        return Fail(param, bname, bname + ": tool_use blocks belong to assistant messages");
+        return FieldError(param, bname, bname + ": tool_use blocks belong to assistant messages");
       }
       if (!b.contains("id") || !b["id"].is_string()) {
-        return Fail(param, bname + ".id", bname + ".id is required and must be a string");
+        return FieldError(param, bname + ".id", bname + ".id is required and must be a string");
       }
       if (!b.contains("name") || !b["name"].is_string()) {
-        return Fail(param, bname + ".name", bname + ".name is required and must be a string");
+        return FieldError(param, bname + ".name", bname + ".name is required and must be a string");
       }
       const json input = b.contains("input") ? b["input"] : json::object();
       if (!input.is_object()) {
-        return Fail(param, bname + ".input", bname + ".input must be an object");
+        return FieldError(param, bname + ".input", bname + ".input must be an object");
       }
       calls.push_back(
           TemplateToolCall(b["id"].get<std::string>(), b["name"].get<std::string>(), input));
     } else if (type == "tool_result") {
       if (role != "user") {
-        return Fail(param, bname, bname + ": tool_result blocks belong to user messages");
+        return FieldError(param, bname, bname + ": tool_result blocks belong to user messages");
       }
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) {
-        return Fail(param, bname + ".tool_use_id",
-                    bname + ".tool_use_id is required and must be a string");
+        return FieldError(param, bname + ".tool_use_id",
+                          bname + ".tool_use_id is required and must be a string");
       }
       const std::string id = b["tool_use_id"].get<std::string>();
       const std::string fn = ToolNameForCallId(out->messages, id);
       if (fn.empty()) {
-        return Fail(param, bname + ".tool_use_id",
-                    bname + ".tool_use_id \"" + id +
-                        "\" answers no tool_use block of an earlier assistant message");
+        return FieldError(param, bname + ".tool_use_id",
+                          bname + ".tool_use_id \"" + id +
+                              "\" answers no tool_use block of an earlier assistant message");
       }
       std::string text;
       if (b.contains("content") && !b["content"].is_null()) {
@@ -161,7 +157,7 @@ Status AppendMessage(const json& m, const std::string& name, GenerationRequest* 
   flush_user();
   if (out->messages.size() == before &&
       (out->messages.empty() || out->messages.back()["role"] != "tool")) {
-    return Fail(param, name + ".content", name + ".content must not be empty");
+    return FieldError(param, name + ".content", name + ".content must not be empty");
   }
   return OkStatus();
 }
@@ -240,18 +236,19 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     std::string name = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return Fail(param, name, name + " must be an object");
+    if (!m.is_object()) return FieldError(param, name, name + " must be an object");
     if (!m.contains("role") || !m["role"].is_string()) {
-      return Fail(param, name + ".role", name + ".role is required and must be a string");
+      return FieldError(param, name + ".role", name + ".role is required and must be a string");
     }
     std::string role = m["role"].get<std::string>();
     // "system" turns mid-conversation: Claude Code sends them (per-turn instructions).
     if (role != "user" && role != "assistant" && role != "system") {
-      return Fail(param, name + ".role",
-                  name + ".role \"" + role + "\" is unknown; expected user, assistant or system");
+      return FieldError(
+          param, name + ".role",
+          name + ".role \"" + role + "\" is unknown; expected user, assistant or system");
     }
     if (!m.contains("content") || m["content"].is_null()) {
-      return Fail(param, name + ".content", name + ".content is required");
+      return FieldError(param, name + ".content", name + ".content is required");
     }
     RETURN_IF_ERROR(AppendMessage(m, name, &out, param));
   }

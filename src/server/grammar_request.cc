@@ -10,11 +10,6 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-Status Fail(std::string* param, const std::string& field, const std::string& message) {
-  *param = field;
-  return InvalidArgumentError(message);
-}
-
 // `value` at the JSON pointer `pointer` of the body re-read with its key order ("" when absent).
 std::string OrderedDump(const std::string& body_text, const std::string& pointer) {
   const ordered_json o = ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
@@ -38,15 +33,16 @@ Status SchemaSpec(const json& schema, const std::string& field, const std::strin
     const ordered_json parsed =
         ordered_json::parse(schema.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
-      return Fail(param, field, field + " must be a JSON Schema (an object, or its JSON text)");
+      return FieldError(param, field,
+                        field + " must be a JSON Schema (an object, or its JSON text)");
     }
     spec.text = parsed.dump();
   } else if (schema.is_object() || schema.is_boolean()) {
     spec.text = OrderedDump(body_text, pointer);
     if (spec.text.empty()) spec.text = schema.dump();
   } else {
-    return Fail(param, field,
-                field + " must be a JSON Schema object, got " + JsonTypeName(schema));
+    return FieldError(param, field,
+                      field + " must be a JSON Schema object, got " + JsonTypeName(schema));
   }
   out->push_back({field, std::move(spec)});
   return OkStatus();
@@ -65,7 +61,7 @@ std::string WholeMatch(std::string p) {
 Status StringSpec(const json& v, GrammarKind kind, const std::string& field,
                   std::vector<Candidate>* out, std::string* param) {
   if (!v.is_string() || v.get<std::string>().empty()) {
-    return Fail(param, field, field + " must be a non-empty string");
+    return FieldError(param, field, field + " must be a non-empty string");
   }
   std::string text = v.get<std::string>();
   if (kind == GrammarKind::kRegex) text = WholeMatch(std::move(text));
@@ -76,12 +72,12 @@ Status StringSpec(const json& v, GrammarKind kind, const std::string& field,
 Status ChoiceSpec(const json& v, const std::string& field, std::vector<Candidate>* out,
                   std::string* param) {
   if (!v.is_array() || v.empty()) {
-    return Fail(param, field, field + " must be a non-empty array of strings");
+    return FieldError(param, field, field + " must be a non-empty array of strings");
   }
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_string()) {
-      return Fail(param, field + "[" + std::to_string(i) + "]",
-                  field + "[" + std::to_string(i) + "] must be a string");
+      return FieldError(param, field + "[" + std::to_string(i) + "]",
+                        field + "[" + std::to_string(i) + "] must be a string");
     }
   }
   out->push_back({field, GrammarSpec{GrammarKind::kChoice, v.dump()}});
@@ -91,35 +87,36 @@ Status ChoiceSpec(const json& v, const std::string& field, std::vector<Candidate
 Status ResponseFormat(const json& r, const std::string& body_text, std::vector<Candidate>* out,
                       std::string* param) {
   if (!r.is_object()) {
-    return Fail(param, "response_format",
-                "response_format must be an object, got " + JsonTypeName(r));
+    return FieldError(param, "response_format",
+                      "response_format must be an object, got " + JsonTypeName(r));
   }
   const std::string type = r.value("type", "");
   if (type == "text") return OkStatus();
   if (type == "json_object") {
-    out->push_back({"response_format", GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
+    out->push_back(
+        {"response_format", GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
     return OkStatus();
   }
   if (type == "json_schema") {
     auto js = r.find("json_schema");
     if (js == r.end() || !js->is_object()) {
-      return Fail(param, "response_format.json_schema",
-                  "response_format.json_schema is required and must be an object with a "
-                  "\"schema\"");
+      return FieldError(param, "response_format.json_schema",
+                        "response_format.json_schema is required and must be an object with a "
+                        "\"schema\"");
     }
     auto schema = js->find("schema");
     if (schema == js->end() || schema->is_null()) {
       // OpenAI allows omitting it (any JSON object then).
-      out->push_back(
-          {"response_format.json_schema", GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
+      out->push_back({"response_format.json_schema",
+                      GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
       return OkStatus();
     }
     return SchemaSpec(*schema, "response_format.json_schema.schema",
                       "/response_format/json_schema/schema", body_text, out, param);
   }
-  return Fail(param, "response_format.type",
-              "response_format.type \"" + type +
-                  "\" is unknown; expected text, json_object or json_schema");
+  return FieldError(param, "response_format.type",
+                    "response_format.type \"" + type +
+                        "\" is unknown; expected text, json_object or json_schema");
 }
 
 }  // namespace
@@ -171,15 +168,17 @@ Status ParseOpenAiGrammarFields(const json& body, const std::string& body_text,
           found.push_back({name, GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
         }
       } else {
-        return Fail(param, name, name + " is not supported; expected json, regex, choice, grammar "
-                                        "or json_object");
+        return FieldError(param, name,
+                          name +
+                              " is not supported; expected json, regex, choice, grammar "
+                              "or json_object");
       }
     }
   }
   if (found.size() > 1) {
-    return Fail(param, found[1].field,
-                found[1].field + " and " + found[0].field +
-                    " both constrain the output; send one of them");
+    return FieldError(
+        param, found[1].field,
+        found[1].field + " and " + found[0].field + " both constrain the output; send one of them");
   }
   if (!found.empty()) {
     out->grammar = std::move(found[0].spec);

@@ -34,6 +34,12 @@ class JsonFields {
   std::string* param_;
 };
 
+// InvalidArgument(message) with *param = field: a request parser's error for one field.
+inline Status FieldError(std::string* param, const std::string& field, const std::string& message) {
+  *param = field;
+  return InvalidArgumentError(message);
+}
+
 // "integer", "string", "array", ... for messages like "max_tokens must be an integer, got string".
 std::string JsonTypeName(const nlohmann::json& value);
 

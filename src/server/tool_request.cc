@@ -8,25 +8,20 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-Status Fail(std::string* param, const std::string& field, const std::string& message) {
-  *param = field;
-  return InvalidArgumentError(message);
-}
-
 // A tool name: 1..256 bytes, no whitespace or control characters (OpenAI allows
 // [a-zA-Z0-9_-]{1,64}; MCP clients use dots and colons too, so loom is more lenient).
 Status CheckToolName(const json& name, const std::string& field, std::string* param) {
   if (!name.is_string()) {
-    return Fail(param, field, field + " is required and must be a string");
+    return FieldError(param, field, field + " is required and must be a string");
   }
   const std::string& s = name.get_ref<const std::string&>();
   if (s.empty() || s.size() > 256) {
-    return Fail(param, field, field + " must be 1 to 256 characters long");
+    return FieldError(param, field, field + " must be 1 to 256 characters long");
   }
   for (unsigned char c : s) {
     if (c <= ' ' || c == 0x7f) {
-      return Fail(param, field,
-                  field + " \"" + s + "\" must not contain whitespace or control characters");
+      return FieldError(param, field,
+                        field + " \"" + s + "\" must not contain whitespace or control characters");
     }
   }
   return OkStatus();
@@ -40,22 +35,22 @@ Status AddFunction(const json& name, const json* description, const json* parame
   const std::string n = name.get<std::string>();
   for (const ordered_json& t : out->tools) {
     if (t["function"]["name"] == n) {
-      return Fail(param, field + ".name", field + ".name \"" + n + "\" is declared twice");
+      return FieldError(param, field + ".name", field + ".name \"" + n + "\" is declared twice");
     }
   }
   ordered_json fn{{"name", n}};
   if (description != nullptr && !description->is_null()) {
     if (!description->is_string()) {
-      return Fail(param, field + ".description",
-                  field + ".description must be a string, got " + JsonTypeName(*description));
+      return FieldError(param, field + ".description",
+                        field + ".description must be a string, got " + JsonTypeName(*description));
     }
     fn["description"] = *description;
   }
   if (parameters != nullptr && !parameters->is_null()) {
     if (!parameters->is_object()) {
-      return Fail(param, field + "." + params_key,
-                  field + "." + params_key + " must be a JSON Schema object, got " +
-                      JsonTypeName(*parameters));
+      return FieldError(param, field + "." + params_key,
+                        field + "." + params_key + " must be a JSON Schema object, got " +
+                            JsonTypeName(*parameters));
     }
     fn["parameters"] = *parameters;
   } else {
@@ -80,11 +75,12 @@ bool HasTool(const GenerationRequest& req, const std::string& name) {
 Status SetNamedChoice(const json* name, const std::string& field, GenerationRequest* out,
                       std::string* param) {
   if (name == nullptr || !name->is_string()) {
-    return Fail(param, field, field + " is required and must be a string");
+    return FieldError(param, field, field + " is required and must be a string");
   }
   if (!HasTool(*out, name->get<std::string>())) {
-    return Fail(param, field,
-                field + " \"" + name->get<std::string>() + "\" is not one of the request's tools");
+    return FieldError(
+        param, field,
+        field + " \"" + name->get<std::string>() + "\" is not one of the request's tools");
   }
   out->tool_choice = ToolChoiceMode::kNamed;
   out->tool_choice_name = name->get<std::string>();
@@ -96,13 +92,13 @@ Status SetNamedChoice(const json* name, const std::string& field, GenerationRequ
 Status ParseOpenAiTools(const json& tools, const std::string& field, GenerationRequest* out,
                         std::string* param) {
   if (!tools.is_array()) {
-    return Fail(param, field, field + " must be an array, got " + JsonTypeName(tools));
+    return FieldError(param, field, field + " must be an array, got " + JsonTypeName(tools));
   }
   const bool legacy = field == "functions";
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string name = field + "[" + std::to_string(i) + "]";
-    if (!t.is_object()) return Fail(param, name, name + " must be an object");
+    if (!t.is_object()) return FieldError(param, name, name + " must be an object");
     if (legacy) {
       RETURN_IF_ERROR(AddFunction(t.contains("name") ? t["name"] : json(), Member(t, "description"),
                                   Member(t, "parameters"), name, "parameters", out, param));
@@ -110,16 +106,17 @@ Status ParseOpenAiTools(const json& tools, const std::string& field, GenerationR
     }
     const json* type = Member(t, "type");
     if (type == nullptr || !type->is_string()) {
-      return Fail(param, name + ".type", name + ".type is required and must be \"function\"");
+      return FieldError(param, name + ".type", name + ".type is required and must be \"function\"");
     }
     if (*type != "function") {
-      return Fail(param, name + ".type",
-                  name + ".type \"" + type->get<std::string>() +
-                      "\" is not supported: loom runs function tools only");
+      return FieldError(param, name + ".type",
+                        name + ".type \"" + type->get<std::string>() +
+                            "\" is not supported: loom runs function tools only");
     }
     const json* fn = Member(t, "function");
     if (fn == nullptr || !fn->is_object()) {
-      return Fail(param, name + ".function", name + ".function is required and must be an object");
+      return FieldError(param, name + ".function",
+                        name + ".function is required and must be an object");
     }
     RETURN_IF_ERROR(AddFunction(fn->contains("name") ? (*fn)["name"] : json(),
                                 Member(*fn, "description"), Member(*fn, "parameters"),
@@ -130,21 +127,21 @@ Status ParseOpenAiTools(const json& tools, const std::string& field, GenerationR
 
 Status ParseAnthropicTools(const json& tools, GenerationRequest* out, std::string* param) {
   if (!tools.is_array()) {
-    return Fail(param, "tools", "tools must be an array, got " + JsonTypeName(tools));
+    return FieldError(param, "tools", "tools must be an array, got " + JsonTypeName(tools));
   }
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string name = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) return Fail(param, name, name + " must be an object");
+    if (!t.is_object()) return FieldError(param, name, name + " must be an object");
     if (const json* type = Member(t, "type"); type != nullptr && *type != "custom") {
-      return Fail(param, name + ".type",
-                  name + ".type " + type->dump() +
-                      " is a server tool, which loom cannot run; declare client tools (with "
-                      "input_schema) only");
+      return FieldError(param, name + ".type",
+                        name + ".type " + type->dump() +
+                            " is a server tool, which loom cannot run; declare client tools (with "
+                            "input_schema) only");
     }
     const json* schema = Member(t, "input_schema");
     if (schema == nullptr) {
-      return Fail(param, name + ".input_schema", name + ".input_schema is required");
+      return FieldError(param, name + ".input_schema", name + ".input_schema is required");
     }
     RETURN_IF_ERROR(AddFunction(t.contains("name") ? t["name"] : json(), Member(t, "description"),
                                 schema, name, "input_schema", out, param));
@@ -163,10 +160,10 @@ Status ParseOpenAiToolChoice(const json& choice, const std::string& field, Gener
     } else if (c == "required" && field == "tool_choice") {
       out->tool_choice = ToolChoiceMode::kRequired;
     } else {
-      return Fail(param, field,
-                  field + " \"" + c + "\" is unknown; expected " +
-                      (field == "tool_choice" ? "none, auto, required" : "none, auto") +
-                      " or an object naming a function");
+      return FieldError(param, field,
+                        field + " \"" + c + "\" is unknown; expected " +
+                            (field == "tool_choice" ? "none, auto, required" : "none, auto") +
+                            " or an object naming a function");
     }
   } else if (choice.is_object()) {
     if (field == "function_call") {
@@ -174,32 +171,33 @@ Status ParseOpenAiToolChoice(const json& choice, const std::string& field, Gener
     } else {
       const json* type = Member(choice, "type");
       if (type == nullptr || *type != "function") {
-        return Fail(param, field + ".type", field + ".type must be \"function\"");
+        return FieldError(param, field + ".type", field + ".type must be \"function\"");
       }
       const json* fn = Member(choice, "function");
       if (fn == nullptr || !fn->is_object()) {
-        return Fail(param, field + ".function", field + ".function must be an object");
+        return FieldError(param, field + ".function", field + ".function must be an object");
       }
       RETURN_IF_ERROR(SetNamedChoice(Member(*fn, "name"), field + ".function.name", out, param));
     }
   } else {
-    return Fail(param, field,
-                field + " must be a string or an object, got " + JsonTypeName(choice));
+    return FieldError(param, field,
+                      field + " must be a string or an object, got " + JsonTypeName(choice));
   }
   if (out->tool_choice != ToolChoiceMode::kNone && out->tools.empty()) {
-    return Fail(param, field, field + " is set but the request declares no tools");
+    return FieldError(param, field, field + " is set but the request declares no tools");
   }
   return OkStatus();
 }
 
 Status ParseAnthropicToolChoice(const json& choice, GenerationRequest* out, std::string* param) {
   if (!choice.is_object()) {
-    return Fail(param, "tool_choice",
-                "tool_choice must be an object with a \"type\", got " + JsonTypeName(choice));
+    return FieldError(param, "tool_choice",
+                      "tool_choice must be an object with a \"type\", got " + JsonTypeName(choice));
   }
   const json* type = Member(choice, "type");
   if (type == nullptr || !type->is_string()) {
-    return Fail(param, "tool_choice.type", "tool_choice.type is required and must be a string");
+    return FieldError(param, "tool_choice.type",
+                      "tool_choice.type is required and must be a string");
   }
   const std::string t = type->get<std::string>();
   if (t == "auto") {
@@ -211,18 +209,19 @@ Status ParseAnthropicToolChoice(const json& choice, GenerationRequest* out, std:
   } else if (t == "tool") {
     RETURN_IF_ERROR(SetNamedChoice(Member(choice, "name"), "tool_choice.name", out, param));
   } else {
-    return Fail(param, "tool_choice.type",
-                "tool_choice.type \"" + t + "\" is unknown; expected auto, any, tool or none");
+    return FieldError(
+        param, "tool_choice.type",
+        "tool_choice.type \"" + t + "\" is unknown; expected auto, any, tool or none");
   }
   if (const json* d = Member(choice, "disable_parallel_tool_use")) {
     if (!d->is_boolean()) {
-      return Fail(param, "tool_choice.disable_parallel_tool_use",
-                  "tool_choice.disable_parallel_tool_use must be a boolean");
+      return FieldError(param, "tool_choice.disable_parallel_tool_use",
+                        "tool_choice.disable_parallel_tool_use must be a boolean");
     }
     out->parallel_tool_calls = !d->get<bool>();
   }
   if (out->tool_choice != ToolChoiceMode::kNone && out->tools.empty()) {
-    return Fail(param, "tool_choice", "tool_choice is set but the request declares no tools");
+    return FieldError(param, "tool_choice", "tool_choice is set but the request declares no tools");
   }
   return OkStatus();
 }
@@ -245,32 +244,34 @@ ordered_json TemplateToolCall(const std::string& id, const std::string& name,
 Status ParseOpenAiAssistantToolCalls(const json& calls, const std::string& field,
                                      ordered_json* message, std::string* param) {
   if (!calls.is_array()) {
-    return Fail(param, field, field + " must be an array, got " + JsonTypeName(calls));
+    return FieldError(param, field, field + " must be an array, got " + JsonTypeName(calls));
   }
   ordered_json out = ordered_json::array();
   for (size_t j = 0; j < calls.size(); ++j) {
     const json& c = calls[j];
     const std::string name = field + "[" + std::to_string(j) + "]";
-    if (!c.is_object()) return Fail(param, name, name + " must be an object");
+    if (!c.is_object()) return FieldError(param, name, name + " must be an object");
     std::string id;
     if (const json* v = Member(c, "id")) {
-      if (!v->is_string()) return Fail(param, name + ".id", name + ".id must be a string");
+      if (!v->is_string()) return FieldError(param, name + ".id", name + ".id must be a string");
       id = v->get<std::string>();
     }
     if (const json* type = Member(c, "type"); type != nullptr && *type != "function") {
-      return Fail(param, name + ".type", name + ".type must be \"function\"");
+      return FieldError(param, name + ".type", name + ".type must be \"function\"");
     }
     const json* fn = Member(c, "function");
     if (fn == nullptr || !fn->is_object()) {
-      return Fail(param, name + ".function", name + ".function is required and must be an object");
+      return FieldError(param, name + ".function",
+                        name + ".function is required and must be an object");
     }
     RETURN_IF_ERROR(CheckToolName(fn->contains("name") ? (*fn)["name"] : json(),
                                   name + ".function.name", param));
     json args = json::object();
     if (const json* a = Member(*fn, "arguments")) {
       if (!a->is_string() && !a->is_object()) {
-        return Fail(param, name + ".function.arguments",
-                    name + ".function.arguments must be a string of JSON, got " + JsonTypeName(*a));
+        return FieldError(
+            param, name + ".function.arguments",
+            name + ".function.arguments must be a string of JSON, got " + JsonTypeName(*a));
       }
       args = *a;
     }
