@@ -81,12 +81,15 @@ TEST(RegexTest, AcceptsAndRejects) {
 // Differential: every string up to length 4 over a small alphabet, against std::regex_search
 // (ECMAScript), whose search semantics our unanchored padding reproduces.
 TEST(RegexTest, AgreesWithStdRegexOnAllShortStrings) {
-  const std::vector<std::string> patterns = {
-      "a",          "^a",           "a$",          "^a$",           "^(a|b)*$",
-      "^a+b?$",     "^[ab]{2,3}$",  "^[^a]*$",     "\\d",          "^\\w+$",
-      "^\\s?\\S$",  "^(ab|a)(b|)$", "^a{2}$|^b",   "^.*a.*$",       "^(?:a|1)+-?$",
-      "^[a-]+$",    "^\\.$",        "^a*?b$",      "b.a",           "^(a|)+$",
-      "^[\\d.]{1,2}$", "a{2,}",       "^\\W*$",     "^(a(b|1)?)+$",   "^[^\\s.]?$"};
+  const std::vector<std::string> patterns = {"a",           "^a",        "a$",
+                                             "^a$",         "^(a|b)*$",  "^a+b?$",
+                                             "^[ab]{2,3}$", "^[^a]*$",   "\\d",
+                                             "^\\w+$",      "^\\s?\\S$", "^(ab|a)(b|)$",
+                                             "^a{2}$|^b",   "^.*a.*$",   "^(?:a|1)+-?$",
+                                             "^[a-]+$",     "^\\.$",     "^a*?b$",
+                                             "b.a",         "^(a|)+$",   "^[\\d.]{1,2}$",
+                                             "a{2,}",       "^\\W*$",    "^(a(b|1)?)+$",
+                                             "^[^\\s.]?$"};
   const std::string alphabet = "ab1 .-\n";
   std::vector<std::string> inputs = {""};
   for (size_t begin = 0, len = 0; len < 4; ++len) {
