@@ -1,6 +1,8 @@
 // GrammarState: one request's constrained-decoding state: a GrammarMatcher plus the vocabulary
 // that maps token ids to bytes. The engine calls FillMask before sampling and AcceptToken after.
-// Not thread-safe; the vocabulary must outlive it.
+// FillMask answers from, in order: the masks of recently seen exact states (per request), a
+// partial mask of the truncated state (PartialMaskCache, shareable between requests on one
+// grammar), a full trie walk. Not thread-safe; the vocabulary must outlive it.
 #pragma once
 
 #include <algorithm>
@@ -40,11 +42,9 @@ class PartialMaskCache {
 
 class GrammarState {
  public:
-  // `mask_cache_entries`: how many masks to remember by state signature (0 = none). Generation
-  // inside a free-form string or a repeated structure revisits the same state every token, so a
-  // few entries (vocab_size / 8 bytes each) skip most walks there.
-  // `partial_masks`: shared partial masks for this grammar and vocabulary (null: a private cache
-  // of 2 entries).
+  // `mask_cache_entries`: how many masks to remember by exact state signature (vocab_size / 8
+  // bytes each; 0 = none). Inside a free string the exact state repeats every token, and a hit
+  // is a copy (~6 us for 150k tokens against ~20-200 us through a partial mask).
   GrammarState(std::shared_ptr<const CompiledGrammar> grammar, const TokenVocabulary* vocab,
                size_t mask_cache_entries = 4,
                std::shared_ptr<PartialMaskCache> partial_masks = nullptr);
