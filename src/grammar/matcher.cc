@@ -33,6 +33,10 @@ void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
   for (;;) {
     step->next_bytes.AddSet(grammar_->closure_first_bytes(pos));
     if (!grammar_->closure_has_pop(pos)) return;
+    if (parent == kCutParent) {
+      step->touches_context = true;
+      return;
+    }
     if (parent < 0) {
       step->accepting = true;
       return;
@@ -46,8 +50,12 @@ void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
 }
 
 void GrammarMatcher::EndStep() {
-  Step s{step_begin_, static_cast<uint32_t>(stacks_.size()), static_cast<uint32_t>(nodes_.size()),
-         ByteSet(), false};
+  Step s{step_begin_,
+         static_cast<uint32_t>(stacks_.size()),
+         static_cast<uint32_t>(nodes_.size()),
+         ByteSet(),
+         false,
+         false};
   visited_.clear();
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
     Summarize(stacks_[i].pos, stacks_[i].parent, &s);
@@ -137,9 +145,33 @@ void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
   const Step& s = steps_.back();
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
     out->push_back(stacks_[i].pos);
-    for (int32_t n = stacks_[i].parent; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
+    int32_t n = stacks_[i].parent;
+    for (; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
+    if (n == kCutParent) out->push_back(kCutParent);
     out->push_back(-1);
   }
+}
+
+GrammarMatcher GrammarMatcher::ForkTruncated(int depth) const {
+  GrammarMatcher out(grammar_, ForkTag{});
+  std::vector<int32_t> chain;
+  const Step& s = steps_.back();
+  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
+    chain.clear();
+    int32_t n = stacks_[i].parent;
+    for (; n >= 0 && static_cast<int>(chain.size()) < depth; n = nodes_[n].parent) {
+      chain.push_back(n);
+    }
+    int32_t parent = n >= 0 || n == kCutParent ? kCutParent : -1;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      out.nodes_.push_back({nodes_[*it].pos, parent});
+      parent = static_cast<int32_t>(out.nodes_.size()) - 1;
+    }
+    out.stacks_.push_back({stacks_[i].pos, parent});
+  }
+  out.step_begin_ = 0;
+  out.EndStep();
+  return out;
 }
 
 GrammarMatcher GrammarMatcher::Fork() const {
@@ -152,7 +184,7 @@ GrammarMatcher GrammarMatcher::Fork() const {
       chain.push_back(node);
       node = nodes_[node].parent;
     }
-    int32_t parent = node < 0 ? -1 : remap[node];
+    int32_t parent = node < 0 ? node : remap[node];  // -1 (bottom) or kCutParent stay
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       out.nodes_.push_back({nodes_[*it].pos, parent});
       parent = static_cast<int32_t>(out.nodes_.size()) - 1;

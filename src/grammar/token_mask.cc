@@ -93,7 +93,7 @@ StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
 
 void TokenVocabulary::Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const {
   const Node& nd = nodes_[node];
-  const ByteSet& next = m->NextBytes();
+  const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
   for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
     const Edge edge = edges_[e];
     if (!next.Contains(edge.byte)) continue;
@@ -106,6 +106,69 @@ void TokenVocabulary::Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) 
     }
     if (child.num_edges > 0) Walk(edge.child, m, bitmask);
     m->Rollback(cp);
+  }
+}
+
+bool TokenVocabulary::PartialWalk(uint32_t node, GrammarMatcher* m, PartialMask* out) const {
+  if (m->TouchesContext()) {
+    out->node_flags[node] |= kDependent;
+    return true;
+  }
+  bool any = false;
+  const Node& nd = nodes_[node];
+  const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
+  for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
+    const Edge edge = edges_[e];
+    if (!next.Contains(edge.byte)) continue;
+    const size_t cp = m->Checkpoint();
+    if (!m->AcceptByte(edge.byte)) continue;
+    SetTokens(edge.child, out->accepted.data());
+    if (nodes_[edge.child].num_edges > 0 && PartialWalk(edge.child, m, out)) any = true;
+    m->Rollback(cp);
+  }
+  if (any) out->node_flags[node] |= kOnPath;
+  return any;
+}
+
+TokenVocabulary::PartialMask TokenVocabulary::BuildPartialMask(
+    const GrammarMatcher& truncated) const {
+  PartialMask out{std::vector<uint32_t>(mask_words(), 0), std::vector<uint8_t>(nodes_.size(), 0)};
+  GrammarMatcher walker = truncated.Fork();
+  PartialWalk(0, &walker, &out);
+  return out;
+}
+
+void TokenVocabulary::RestrictedWalk(uint32_t node, GrammarMatcher* m, const PartialMask& partial,
+                                     uint32_t* bitmask) const {
+  const Node& nd = nodes_[node];
+  const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
+  for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
+    const Edge edge = edges_[e];
+    const uint8_t flags = partial.node_flags[edge.child];
+    if (flags == 0 || !next.Contains(edge.byte)) continue;
+    const size_t cp = m->Checkpoint();
+    if (!m->AcceptByte(edge.byte)) continue;
+    SetTokens(edge.child, bitmask);
+    if (flags & kDependent) {
+      Walk(edge.child, m, bitmask);
+    } else {
+      RestrictedWalk(edge.child, m, partial, bitmask);
+    }
+    m->Rollback(cp);
+  }
+}
+
+void TokenVocabulary::FillMaskWithPartial(const GrammarMatcher& matcher, const PartialMask& partial,
+                                          uint32_t* bitmask) const {
+  std::memcpy(bitmask, partial.accepted.data(), mask_words() * sizeof(uint32_t));
+  GrammarMatcher walker = matcher.Fork();
+  if (partial.node_flags[0] & kDependent) {
+    Walk(0, &walker, bitmask);
+  } else if (partial.node_flags[0] & kOnPath) {
+    RestrictedWalk(0, &walker, partial, bitmask);
+  }
+  if (matcher.IsAccepting()) {
+    for (TokenId id : eos_ids_) bitmask[id >> 5] |= uint32_t{1} << (id & 31);
   }
 }
 

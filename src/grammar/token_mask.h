@@ -6,7 +6,13 @@
 //
 // FillMask walks the trie depth-first with GrammarMatcher::Checkpoint / Rollback, so a byte the
 // grammar rejects prunes every token below it; the cost is the number of trie nodes whose prefix
-// the grammar still allows (all tokens sharing a prefix share its matching work).
+// the grammar still allows (all tokens sharing a prefix share its matching work): ~0.2 us a
+// node, ~50 ms for a state that allows most of a 150k vocabulary (inside a free JSON string).
+//
+// Partial masks make that case cheap: a walk from a truncated matcher (its deep parent frames cut
+// off) splits the trie into tokens accepted whatever the cut-off context is, and nodes below
+// which the result depends on it (a token leaving the string: `",` `"]` ...). Every later state
+// with the same truncated signature costs only a walk of those nodes (docs/benchmarks.md).
 //
 // Special tokens (and empty tokens) are never allowed, except the EOS ids, which are allowed
 // exactly when the matcher IsAccepting(). Immutable after construction; thread-safe.
@@ -51,6 +57,20 @@ class TokenVocabulary {
   // matcher is not modified (the walk runs on a Fork()).
   void FillMask(const GrammarMatcher& matcher, uint32_t* bitmask) const;
 
+  // The part of a mask that does not depend on the frames a truncated matcher cut off
+  // (GrammarMatcher::ForkTruncated): the tokens accepted whatever they are, and the trie nodes
+  // below which the full state must still be walked. Reusable for every state with the same
+  // truncated signature, e.g. the inside of any JSON string wherever it sits in the document.
+  struct PartialMask {
+    std::vector<uint32_t> accepted;   // [mask_words()]
+    std::vector<uint8_t> node_flags;  // [trie nodes]: kOnPath | kDependent
+  };
+  PartialMask BuildPartialMask(const GrammarMatcher& truncated) const;
+  // FillMask for `matcher`, whose truncation `partial` was built from: partial.accepted plus a
+  // walk of `matcher` restricted to the flagged trie nodes. Same result as FillMask.
+  void FillMaskWithPartial(const GrammarMatcher& matcher, const PartialMask& partial,
+                           uint32_t* bitmask) const;
+
  private:
   enum Kind : uint8_t { kNormal, kNever, kEos };
   struct Node {
@@ -61,7 +81,18 @@ class TokenVocabulary {
     uint8_t byte;
     uint32_t child;
   };
+  static constexpr uint8_t kOnPath = 1;     // a node on the way to kDependent nodes
+  static constexpr uint8_t kDependent = 2;  // walk everything below in the full state
   void Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const;
+  bool PartialWalk(uint32_t node, GrammarMatcher* m, PartialMask* out) const;
+  void RestrictedWalk(uint32_t node, GrammarMatcher* m, const PartialMask& partial,
+                      uint32_t* bitmask) const;
+  void SetTokens(uint32_t node, uint32_t* bitmask) const {
+    const Node& n = nodes_[node];
+    for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) {
+      bitmask[ids_[t] >> 5] |= uint32_t{1} << (ids_[t] & 31);
+    }
+  }
 
   std::vector<std::string> token_bytes_;  // [size()]
   std::vector<Kind> kind_;                // [size()]

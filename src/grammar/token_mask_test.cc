@@ -188,6 +188,51 @@ TEST(GrammarStateTest, MaskCacheHitsInsideAStringAndStaysExact) {
   EXPECT_EQ(no_cache.mask_cache_hits(), 0u);
 }
 
+// Generates `num_tokens` tokens (or until EOS) under `g` with a state that has only partial masks
+// (exact-state cache off) and checks every mask against a fresh trie walk.
+void ExpectPartialMasksExact(const std::shared_ptr<const CompiledGrammar>& g,
+                             const TokenVocabulary& vocab, uint32_t seed, int num_tokens) {
+  std::mt19937 rng(seed);
+  GrammarState state(g, &vocab, /*mask_cache_entries=*/0, std::make_shared<PartialMaskCache>(8));
+  std::vector<uint32_t> mask(vocab.mask_words()), fresh(vocab.mask_words());
+  std::vector<TokenId> allowed;
+  std::string out;
+  for (int step = 0; step < num_tokens; ++step) {
+    state.FillMask(mask.data());
+    vocab.FillMask(state.matcher(), fresh.data());
+    if (mask != fresh) {
+      for (TokenId id = 0; id < vocab.size(); ++id) {
+        if (MaskBit(mask, id) != MaskBit(fresh, id)) {
+          ADD_FAILURE() << "token " << id << " \"" << vocab.token_bytes(id) << "\" partial "
+                        << MaskBit(mask, id) << " fresh " << MaskBit(fresh, id);
+        }
+      }
+    }
+    ASSERT_EQ(mask, fresh) << "partial mask differs after \"" << out << "\"";
+    allowed.clear();
+    for (TokenId id = 0; id < vocab.size(); ++id) {
+      if (MaskBit(mask, id)) allowed.push_back(id);
+    }
+    ASSERT_FALSE(allowed.empty());
+    const TokenId pick = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+    ASSERT_TRUE(state.AcceptToken(pick));
+    if (vocab.IsEos(pick)) return;
+    out += vocab.token_bytes(pick);
+  }
+}
+
+TEST(GrammarStateTest, PartialMasksAreExact) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto any = MustCompile(JsonAnyValueGrammar());
+  const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  ASSERT_NE(any, nullptr);
+  ASSERT_NE(person, nullptr);
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    ExpectPartialMasksExact(any, vocab, seed, 300);
+    ExpectPartialMasksExact(person, vocab, seed, 300);
+  }
+}
+
 // Generates under `vocab` by picking uniformly among the allowed tokens until EOS.
 // With `check_cache`, also checks that GrammarState's cached masks equal a fresh trie walk.
 std::string RandomWalk(const std::shared_ptr<const CompiledGrammar>& g,
@@ -342,9 +387,16 @@ TEST_F(QwenTest, RandomWalkDocumentsObeyTheSchema) {
   ASSERT_NE(person, nullptr);
   ASSERT_NE(shape, nullptr);
   for (uint32_t seed = 0; seed < 6; ++seed) {
-    CheckPerson(RandomWalk(person, *vocab_, seed, 2000));
-    CheckShape(RandomWalk(shape, *vocab_, seed, 2000));
+    // The first seeds also check every cached / partial mask against a fresh walk.
+    CheckPerson(RandomWalk(person, *vocab_, seed, 2000, /*check_cache=*/seed < 2));
+    CheckShape(RandomWalk(shape, *vocab_, seed, 2000, /*check_cache=*/seed < 2));
   }
+}
+
+TEST_F(QwenTest, PartialMasksAreExact) {
+  const auto any = MustCompile(JsonAnyValueGrammar());
+  ASSERT_NE(any, nullptr);
+  ExpectPartialMasksExact(any, *vocab_, 1, 60);
 }
 
 TEST(GrammarCacheTest, HitsMissesEvictionAndErrors) {
