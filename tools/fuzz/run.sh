@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the model-file fuzzers with clang + libFuzzer + ASan/UBSan in build-fuzz/ and runs each
-# for SECONDS (default 60) from a seed corpus of valid files generated at run time.
+# Builds the fuzzers (the model-file parsers and the grammar compilers) with clang + libFuzzer +
+# ASan/UBSan in build-fuzz/ and runs each for SECONDS (default 60) from a seed corpus of valid
+# inputs generated at run time.
 #   tools/fuzz/run.sh [SECONDS]        env: JOBS (default 2), LOOM_FUZZ_BUILD_DIR, LOOM_FUZZ_SEED
 # The seed is fixed (default 1) so that `make test` is reproducible: the same tree explores the same
 # inputs. Set LOOM_FUZZ_SEED=0 for a random seed when hunting for new bugs with a longer run.
@@ -23,14 +24,26 @@ fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" \
   "${extra[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_make_seeds
+ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_grammar fuzz_make_seeds
 
 status=0
 mkdir -p "$build/fuzz-artifacts"
-for name in safetensors gguf; do
+# Grammar seeds: one valid spec per front end (the first byte picks it: 0 GBNF, 1 regex, 2
+# choice, 3 JSON Schema; +4 puts it after a <think> section).
+grammar_corpus="$build/fuzz-corpus/grammar"
+mkdir -p "$grammar_corpus"
+printf '\x00root ::= "a" item* ("," item)?\nitem ::= [a-z0-9] | "(" root ")"' > "$grammar_corpus/gbnf"
+printf '\x01^(?:[0-9]{2,4}-\\w+|x?y*)$' > "$grammar_corpus/regex"
+printf '\x02["yes","no","maybe"]' > "$grammar_corpus/choice"
+printf '\x03{"type":"object","properties":{"a":{"type":"string","maxLength":3},"b":{"anyOf":[{"type":"integer","minimum":-5,"maximum":70},{"$ref":"#/$defs/n"}]}},"required":["a"],"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}}}' > "$grammar_corpus/schema"
+printf '\x07{"enum":[1,"x",null,{"k":[true]}]}' > "$grammar_corpus/schema-after-reasoning"
+
+for name in safetensors gguf grammar; do
   corpus="$build/fuzz-corpus/$name"
   mkdir -p "$corpus"
-  ASAN_OPTIONS=detect_leaks=0 "$build/tools/fuzz/fuzz_make_seeds" "$name" "$corpus"
+  if [[ $name != grammar ]]; then
+    ASAN_OPTIONS=detect_leaks=0 "$build/tools/fuzz/fuzz_make_seeds" "$name" "$corpus"
+  fi
   echo "=== fuzz_$name for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
   if ! "$build/tools/fuzz/fuzz_$name" -max_total_time="$secs" -seed="$seed" -max_len=65536 -rss_limit_mb=2048 \
       -timeout=10 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$name-" \
