@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
 #ifdef LOOM_HAVE_TOKENIZER
   loom::AddTokenizeCommand(app);
   loom::AddChatCommand(app);
+  loom::AddGrammarCommand(app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -470,6 +470,14 @@ StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget targe
   return seq;
 }
 
+std::string AnchorWholeMatch(std::string p) {
+  if (!p.empty() && p.front() == '^') p.erase(0, 1);
+  size_t backslashes = 0;  // before the last character
+  for (size_t i = p.size(); i >= 2 && p[i - 2] == '\\'; --i) ++backslashes;
+  if (!p.empty() && p.back() == '$' && backslashes % 2 == 0) p.pop_back();
+  return "^(?:" + p + ")$";
+}
+
 StatusOr<Grammar> CompileRegex(std::string_view pattern) {
   Grammar g;
   const int32_t root = g.AddRule("root");

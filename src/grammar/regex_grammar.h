@@ -32,6 +32,11 @@ enum class RegexTarget {
 // "regex /.../ at offset N: ..." on a syntax error or an unsupported construct.
 StatusOr<Grammar> CompileRegex(std::string_view pattern);
 
+// `pattern` anchored at both ends ("^(?:" pattern ")$", its own leading ^ / unescaped trailing $
+// dropped first), for the regexes that must match a whole output (vLLM's guided_regex, `loom
+// grammar --regex`) rather than be searched for as JSON Schema's `pattern` is.
+std::string AnchorWholeMatch(std::string pattern);
+
 // Lowers `pattern` into `grammar` (adding helper rules) and returns the sequence that matches it.
 StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget target,
                                      Grammar* grammar);

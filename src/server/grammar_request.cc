@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "grammar/regex_grammar.h"
 #include "server/json_fields.h"
 
 namespace loom {
@@ -48,23 +49,14 @@ Status SchemaSpec(const json& schema, const std::string& field, const std::strin
   return OkStatus();
 }
 
-// A guided regex must match the whole output (vLLM's and llama.cpp's meaning), while the regex
-// front end reads an unanchored pattern as JSON Schema's `pattern` does (a search): anchor it.
-std::string WholeMatch(std::string p) {
-  if (!p.empty() && p.front() == '^') p.erase(0, 1);
-  size_t backslashes = 0;
-  for (size_t i = p.size(); i >= 2 && p[i - 2] == '\\'; --i) ++backslashes;
-  if (!p.empty() && p.back() == '$' && backslashes % 2 == 0) p.pop_back();
-  return "^(?:" + p + ")$";
-}
-
 Status StringSpec(const json& v, GrammarKind kind, const std::string& field,
                   std::vector<Candidate>* out, std::string* param) {
   if (!v.is_string() || v.get<std::string>().empty()) {
     return FieldError(param, field, field + " must be a non-empty string");
   }
   std::string text = v.get<std::string>();
-  if (kind == GrammarKind::kRegex) text = WholeMatch(std::move(text));
+  // A guided regex matches the whole output (vLLM's meaning), not a search as in a schema.
+  if (kind == GrammarKind::kRegex) text = AnchorWholeMatch(std::move(text));
   out->push_back({field, GrammarSpec{kind, std::move(text)}});
   return OkStatus();
 }

@@ -1,5 +1,5 @@
-// libFuzzer entry point for the grammar compilers (GBNF, regex, choice list, JSON Schema; issue 22):
-// any spec must compile or give a Status, never crash, hang or read out of bounds; a compiled
+// libFuzzer entry point for the grammar compilers (GBNF, regex, choice list, JSON Schema; issue
+// 22): any spec must compile or give a Status, never crash, hang or read out of bounds; a compiled
 // grammar's matcher and token mask must take any bytes. The first input byte picks the front
 // end, the rest is the spec; the spec's own bytes are then fed to the matcher (random text
 // through the matcher, with checkpoints and rollbacks) and one mask over a small vocabulary is
