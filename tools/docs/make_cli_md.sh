@@ -16,7 +16,7 @@ echo '## loom'
 echo '```'
 "$loom" --help
 echo '```'
-for cmd in serve generate chat bench tokenize; do
+for cmd in serve generate chat bench tokenize grammar; do
   echo
   echo "## loom $cmd"
   echo '```'
@@ -44,7 +44,15 @@ cat <<'TAIL'
   kernels for (its attention runs head_dim 16, 32, 64, 80, 96, 128 and 256). `cuda` refuses
   either case with an error naming the GPU or the head_dim.
 - **`--dummy-weights CONFIG`** builds the architecture of a config.json with random weights,
-  for benchmarks (no tokenizer: use `--ids` / `loom bench`).
+  for benchmarks (no tokenizer: use `--ids` / `loom bench`); with `--tokenizer DIR` it gets that
+  directory's tokenizer and chat template (protocol tests: tools, structured output, agent CLIs).
+- **`--tool-parser`** (serve): `auto` reads the chat template for the family's call markup and
+  the ready card prints the choice (`tools hermes (from the chat template)`); `none` refuses
+  requests with tools. **`--reasoning-parser`**: `auto` splits `<think>` sections when the
+  template writes them. **`--max-output-tokens N`** cuts every request's max_tokens to N.
+- **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
+  match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
+  does (compact JSON, properties in declaration order, no additional properties unless allowed).
 
 ## CUDA kernel variants: `--cuda-tune KEY=VALUE`
 
