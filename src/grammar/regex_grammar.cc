@@ -332,21 +332,9 @@ class RegexParser {
   }
 
   StatusOr<char32_t> ParseUtf8() {
-    const unsigned char c = static_cast<unsigned char>(src_[pos_]);
-    if (c < 0x80) {
-      ++pos_;
-      return static_cast<char32_t>(c);
-    }
-    const int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
-    if (n == 0 || pos_ + n > src_.size()) return Error("invalid UTF-8");
-    char32_t cp = c & (0x7F >> n);
-    for (int i = 1; i < n; ++i) {
-      const unsigned char cc = static_cast<unsigned char>(src_[pos_ + i]);
-      if ((cc & 0xC0) != 0x80) return Error("invalid UTF-8");
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    pos_ += n;
-    return cp;
+    const int32_t cp = DecodeUtf8At(src_, &pos_);
+    if (cp < 0) return Error("invalid UTF-8");
+    return static_cast<char32_t>(cp);
   }
 
   std::string_view src_;

@@ -99,12 +99,8 @@ void TokenVocabulary::Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) 
     if (!next.Contains(edge.byte)) continue;
     const size_t cp = m->Checkpoint();
     if (!m->AcceptByte(edge.byte)) continue;
-    const Node& child = nodes_[edge.child];
-    for (uint32_t t = child.first_token; t < child.first_token + child.num_tokens; ++t) {
-      const TokenId id = ids_[t];
-      bitmask[id >> 5] |= uint32_t{1} << (id & 31);
-    }
-    if (child.num_edges > 0) Walk(edge.child, m, bitmask);
+    SetTokens(edge.child, bitmask);
+    if (nodes_[edge.child].num_edges > 0) Walk(edge.child, m, bitmask);
     m->Rollback(cp);
   }
 }

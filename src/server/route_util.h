@@ -12,6 +12,7 @@
 #include "server/choice_collector.h"
 #include "server/choice_event.h"
 #include "server/generation_request.h"
+#include "server/response_id.h"
 #include "server/server_context.h"
 
 namespace loom {
@@ -70,7 +71,5 @@ bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, Ser
 
 // Unix seconds now.
 int64_t UnixNow();
-// A random-looking id with `prefix` ("chatcmpl-", "cmpl-", "msg_").
-std::string NewResponseId(const std::string& prefix);
 
 }  // namespace loom

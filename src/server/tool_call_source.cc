@@ -1,22 +1,11 @@
 #include "server/tool_call_source.h"
 
-#include <random>
 #include <utility>
 
 #include "base/check.h"
+#include "server/response_id.h"
 
 namespace loom {
-namespace {
-
-std::string NewCallId(const std::string& prefix) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char kChars[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id.push_back(kChars[rng() % (sizeof kChars - 1)]);
-  return id;
-}
-
-}  // namespace
 
 ToolCallSource::ToolCallSource(std::unique_ptr<ChoiceEventSource> inner,
                                std::function<std::unique_ptr<ToolCallParser>()> make_parser,
@@ -56,7 +45,7 @@ void ToolCallSource::Emit(int choice_idx, std::vector<ToolParseEvent> parsed,
         e.kind = ChoiceEventKind::kToolCallStart;
         e.choice_idx = choice_idx;
         e.tool_call_idx = c.num_calls - 1;
-        e.tool_call_id = NewCallId(id_prefix_);
+        e.tool_call_id = NewResponseId(id_prefix_);
         e.tool_name = std::move(p.text);
         out->push_back(std::move(e));
         break;

@@ -18,8 +18,8 @@ namespace loom {
 
 class ToolCallSource final : public ChoiceEventFilter {
  public:
-  // `make_parser` makes one choice's parser. Call ids are `id_prefix` ("call_" for OpenAI,
-  // "toolu_" for Anthropic) + 24 random characters. `parallel` false keeps only each choice's
+  // `make_parser` makes one choice's parser. Call ids are NewResponseId(`id_prefix`): "call_…"
+  // for OpenAI, "toolu_…" for Anthropic. `parallel` false keeps only each choice's
   // first call (OpenAI parallel_tool_calls: false, Anthropic disable_parallel_tool_use).
   ToolCallSource(std::unique_ptr<ChoiceEventSource> inner,
                  std::function<std::unique_ptr<ToolCallParser>()> make_parser,
