@@ -3,7 +3,9 @@
 // EOS ignored; greedy, or sampled with --temperature / --top-p / --top-k and a fixed seed per
 // request), the KV geometry and peak RSS; optionally the time to first token of a request whose
 // long prefix is in the prefix cache vs one whose is not (--shared-prefix), and the per-step cost
-// of everything but the forward pass (--overhead). A benchmark, not a test: figures go to
+// of everything but the forward pass (--overhead), and with --json-schema the decode run again with
+// --constrained of its requests under that schema (grammar masks every step; the model needs a
+// tokenizer, e.g. --tokenizer DIR with --dummy-weights). A benchmark, not a test: figures go to
 // docs/benchmarks.md with the command that produced them and a peer measured in the same run.
 #include <sys/resource.h>
 
@@ -11,9 +13,13 @@
 #include <cstdio>
 #include <limits>
 
+#include "base/mapped_file.h"
 #include "cli/bench_runs.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/grammar_state.h"
+#include "grammar/token_mask.h"
 
 namespace loom {
 namespace {
@@ -35,7 +41,34 @@ struct BenchFlags {
   int top_k = 0;
   float frequency_penalty = 0.0f;   // decode-run penalties (0 / 1 = off): rows a device runner
   float repetition_penalty = 1.0f;  // edits before sampling them (Backend::EditLogits)
+  std::string json_schema;          // a second decode run with rows under this schema
+  int constrained = -1;             // how many of its requests (-1: half)
 };
+
+// The --json-schema run's grammar and vocabulary.
+struct BenchGrammar {
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::unique_ptr<TokenVocabulary> vocab;
+};
+
+BenchGrammar LoadBenchGrammar(const BenchFlags& f, const Session& s) {
+  BenchGrammar g;
+  if (f.json_schema.empty()) return g;
+  if (s.tokenizer == nullptr) {
+    Fail("--json-schema needs the model's tokenizer (with --dummy-weights: --tokenizer DIR)");
+  }
+  auto text = ReadFileToString(f.json_schema);
+  if (!text.ok()) Fail(std::string(text.status().message()));
+  auto compiled = CompileGrammarSpec({GrammarKind::kJsonSchema, *text});
+  if (!compiled.ok()) Fail("--json-schema " + f.json_schema + ": " + compiled.status().message());
+  g.grammar = *std::move(compiled);
+  const std::vector<TokenId> eos(s.engine->config().eos_token_ids.begin(),
+                                 s.engine->config().eos_token_ids.end());
+  auto vocab = TokenVocabulary::FromTokenizer(*s.tokenizer, eos);
+  if (!vocab.ok()) Fail("--json-schema: " + std::string(vocab.status().message()));
+  g.vocab = std::make_unique<TokenVocabulary>(*std::move(vocab));
+  return g;
+}
 
 template <typename T>
 T OrFail(StatusOr<T> v, const std::string& what) {
@@ -68,6 +101,11 @@ void RunBench(const BenchFlags& f) {
   }
   std::unique_ptr<Engine> noop;
   if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
+  const BenchGrammar grammar = LoadBenchGrammar(f, s);
+  const int num_constrained =
+      grammar.grammar == nullptr ? 0 : (f.constrained < 0 ? f.concurrency / 2 : f.constrained);
+  if (num_constrained > f.concurrency) Fail("--constrained exceeds --concurrency");
+  double best_constrained = 0;
 
   constexpr double kInf = std::numeric_limits<double>::infinity();
   double best_prefill = 0, best_decode = 0, best_output = 0, best_step_s = kInf,
@@ -109,6 +147,29 @@ void RunBench(const BenchFlags& f) {
     best_output = std::max(
         best_output, static_cast<double>(f.concurrency) * f.gen_tokens / std::max(d.total_s, 1e-9));
     if (d.steps_after_first > 0) best_step_s = std::min(best_step_s, d.mean_step_s());
+
+    if (grammar.grammar != nullptr) {
+      // The same requests, the first num_constrained under the schema (a fresh state each).
+      std::vector<Request> reqs = decode_requests();
+      for (int i = 0; i < num_constrained; ++i) {
+        reqs[static_cast<size_t>(i)].grammar =
+            std::make_shared<GrammarState>(grammar.grammar, grammar.vocab.get());
+      }
+      BatchTiming c = OrFail(RunBatch(engine, std::move(reqs)), "--json-schema decode run");
+      int64_t generated = 0;
+      for (const auto& out : c.outputs) generated += static_cast<int64_t>(out.size()) - 1;
+      for (size_t i = 0; i < c.outputs.size(); ++i) {
+        if (static_cast<int>(c.outputs[i].size()) != f.gen_tokens) {
+          Fail("--json-schema decode run: request " + std::to_string(i) + " stopped after " +
+               std::to_string(c.outputs[i].size()) + " of " + std::to_string(f.gen_tokens) +
+               " tokens (its document ended: use a schema that cannot end that soon, e.g. an "
+               "array with minItems)");
+        }
+      }
+      best_constrained =
+          std::max(best_constrained,
+                   static_cast<double>(generated) / std::max(c.total_s - c.first_token_s, 1e-9));
+    }
 
     if (noop != nullptr) {
       // The same requests without the forward pass (see runtime/noop_runner.h for what that
@@ -180,6 +241,12 @@ void RunBench(const BenchFlags& f) {
       std::printf(",\"step_ms_model\":%.4f,\"step_ms_noop\":%.4f,\"overhead_pct\":%.2f", step_ms,
                   noop_step_ms, overhead_pct);
     }
+    if (num_constrained > 0) {
+      std::printf(
+          ",\"constrained_rows\":%d,\"constrained_decode_tok_s\":%.2f,"
+          "\"constrained_ratio\":%.4f",
+          num_constrained, best_constrained, best_constrained / best_decode);
+    }
     if (f.shared_prefix > 0) {
       std::printf(
           ",\"shared_prefix_tokens\":%d,\"shared_suffix_tokens\":%d,\"cold_ttft_ms\":%.3f,"
@@ -220,6 +287,11 @@ void RunBench(const BenchFlags& f) {
           "overhead   %.3f ms/step without the forward vs %.3f ms/step with it: %.2f%% "
           "(decode, %d concurrent)\n",
           noop_step_ms, step_ms, overhead_pct, f.concurrency);
+    }
+    if (num_constrained > 0) {
+      std::printf("grammar    %.2f tok/s with %d of %d rows under %s: %.1f%% of the free run\n",
+                  best_constrained, num_constrained, f.concurrency, f.json_schema.c_str(),
+                  100.0 * best_constrained / best_decode);
     }
     if (f.shared_prefix > 0) {
       std::printf(
@@ -270,6 +342,12 @@ void AddBenchCommand(CLI::App& root) {
   cmd->add_option("--repetition-penalty", f->repetition_penalty,
                   "decode-run repetition penalty over prompt + output (1 = off)")
       ->check(CLI::Range(0.01, 100.0));
+  cmd->add_option("--json-schema", f->json_schema,
+                  "also run the decode with --constrained rows under this JSON Schema file")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--constrained", f->constrained,
+                  "rows of the --json-schema run under the schema (default: half)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_flag("--json", f->json, "print one JSON line");
   cmd->callback([f, cmd] {
     if (f->overhead && cmd->count("--concurrency") == 0) f->concurrency = 8;

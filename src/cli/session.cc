@@ -323,6 +323,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   ec.check_integrity_every_step = flags.debug_integrity;
   ec.device_sampling = flags.device_sampling;
+  // On a device the host is idle during the step, so the grammar masks of the next rows are
+  // computed then (the CPU backend's step holds every core).
+  ec.num_grammar_threads = use_cuda ? std::clamp(threads / 2, 1, 8) : 0;
   ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,

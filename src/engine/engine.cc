@@ -61,6 +61,9 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
   kv_cfg.root_hash =
       RootBlockHash(config_.model_fingerprint, config_.kv_dtype, config_.tokenizer_hash);
   kv_ = std::make_unique<KvCacheManager>(kv_cfg);
+  if (config_.num_grammar_threads > 0) {
+    grammar_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.num_grammar_threads));
+  }
 
   SchedulerConfig s;
   s.max_batched_tokens = config_.max_batched_tokens;
@@ -209,11 +212,13 @@ bool Engine::Step() {
   CHECK(!plan.empty()) << "requests are queued but none can run: admission let in a request "
                           "that can never fit";
   ReportCachedTokens(plan);
+  if (grammar_pool_ != nullptr) StartGrammarMasks(plan);  // overlapping the step
   StatusOr<StepLogits> logits = Execute(plan);
+  if (grammar_pool_ != nullptr) WaitGrammarMasks();
   if (!logits.ok()) {
     FailStep(plan, logits.status());
   } else {
-    FillGrammarMasks(plan);
+    if (grammar_pool_ == nullptr) StartGrammarMasks(plan);
     const std::vector<StepRow> rows = Rows(plan);
     std::vector<StatusOr<SampleResult>> sampled = sampler_.Sample(plan, rows, *logits, *runner_);
     Commit(plan, sampled);
@@ -290,16 +295,34 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
   return rows;
 }
 
-void Engine::FillGrammarMasks(const StepPlan& plan) {
+void Engine::StartGrammarMasks(const StepPlan& plan) {
   for (const ScheduledSeq& seq : plan.seqs) {
     if (seq.num_logits == 0) continue;
     Live& live = live_.at(seq.request_id);
     if (live.grammar == nullptr) continue;
     // One row per seq (no drafts yet): its token follows every token accepted so far.
     CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
-    live.mask.assign(live.grammar->mask_words(), 0);
-    live.grammar->FillMask(live.mask.data());
+    live.mask.resize(live.grammar->mask_words());
+    if (grammar_pool_ == nullptr) {
+      live.grammar->FillMask(live.mask.data());
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(masks_mu_);
+      ++masks_pending_;
+    }
+    // live_ is not modified before WaitGrammarMasks, so &live stays valid.
+    grammar_pool_->Submit([this, l = &live] {
+      l->grammar->FillMask(l->mask.data());
+      std::lock_guard<std::mutex> lock(masks_mu_);
+      if (--masks_pending_ == 0) masks_cv_.notify_one();
+    });
   }
+}
+
+void Engine::WaitGrammarMasks() {
+  std::unique_lock<std::mutex> lock(masks_mu_);
+  masks_cv_.wait(lock, [this] { return masks_pending_ == 0; });
 }
 
 void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
@@ -133,8 +134,11 @@ class Engine {
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
                      std::optional<TokenId> stop_token = std::nullopt);
   void PublishStats();
-  // Each grammar-constrained seq of `plan`: its row's mask into Live::mask.
-  void FillGrammarMasks(const StepPlan& plan);
+  // Each grammar-constrained seq of `plan`: its row's mask into Live::mask. With a grammar pool
+  // the masks are queued there and WaitGrammarMasks waits for them (the runner executes the step
+  // meanwhile: nothing touches a Live's grammar or mask until the wait); without, computed here.
+  void StartGrammarMasks(const StepPlan& plan);
+  void WaitGrammarMasks();
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
@@ -157,9 +161,14 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   StepSampler sampler_;
   std::unordered_map<RequestId, Live> live_;  // engine thread only
-  uint64_t seed_base_ = 0;                    // draws the seeds of unseeded requests
-  bool idle_checked_ = false;                 // CheckIntegrity ran since the engine became idle
-  uint64_t finished_ = 0;                     // stats counters, engine thread
+  // config.num_grammar_threads workers (null for 0) and the count of this step's masks not done.
+  std::unique_ptr<ThreadPool> grammar_pool_;
+  std::mutex masks_mu_;
+  std::condition_variable masks_cv_;
+  size_t masks_pending_ = 0;
+  uint64_t seed_base_ = 0;     // draws the seeds of unseeded requests
+  bool idle_checked_ = false;  // CheckIntegrity ran since the engine became idle
+  uint64_t finished_ = 0;      // stats counters, engine thread
   uint64_t steps_ = 0;
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;

@@ -20,6 +20,10 @@ Status EngineConfig::Validate() const {
   if (max_num_seqs < 1) {
     return InvalidArgumentError("--batch must be >= 1, got " + std::to_string(max_num_seqs));
   }
+  if (num_grammar_threads < 0 || num_grammar_threads > 64) {
+    return InvalidArgumentError("num_grammar_threads must be in [0, 64], got " +
+                                std::to_string(num_grammar_threads));
+  }
   if (num_sampling_threads < 1 || num_sampling_threads > 256) {
     return InvalidArgumentError("num_sampling_threads must be in [1, 256], got " +
                                 std::to_string(num_sampling_threads) + " (see --threads)");

@@ -28,6 +28,11 @@ struct EngineConfig {
   // Rows are sampled where the logits are when the backend can (CUDA: argmax, draws, logit edits,
   // logprobs); false: every row's logits to the host (--no-device-sampling).
   bool device_sampling = true;
+  // Grammar masks: > 0 computes each step's masks on a pool of this many threads while the runner
+  // executes the step (they depend only on tokens already accepted), so a device step hides
+  // them; 0 computes them on the engine thread after the step (the CPU backend: its OpenMP
+  // threads hold every core during the step). The CLI sets it for CUDA. In [0, 64].
+  int num_grammar_threads = 0;
 
   // Admission.
   int64_t kv_budget_bytes = 0;      // --kv-budget (decimal GB x 1e9); 0 = off

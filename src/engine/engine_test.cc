@@ -337,26 +337,31 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   };
   std::vector<Result> solo;
   for (const Request& r : work()) solo.push_back(RunSolo(r));  // fresh grammar states each
-  EngineConfig tight = BaseConfig(/*num_blocks=*/16);
-  tight.max_batched_tokens = 7;
-  tight.max_num_seqs = 5;
-  Made m = Make(tight);
-  std::vector<Request> batch = work();
-  std::vector<Result> batched = RunAll(*m.engine, batch);
-  int num_constrained = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    ExpectSame(batched[i], solo[i], i);
-    if (batch[i].grammar == nullptr) continue;
-    ++num_constrained;
-    EXPECT_EQ(batched[i].finish, FinishReason::kStop) << i;
-    EXPECT_EQ(batched[i].stop_token, 0) << i;
-    const std::string text = fx.Text(batched[i].tokens);
-    EXPECT_TRUE(fx.Matches(text)) << i << ": \"" << text << "\"";
-    EXPECT_TRUE(batch[i].grammar->IsTerminated()) << i;
+  // Masks on the engine thread after each step, and on a pool of two during it.
+  for (int grammar_threads : {0, 2}) {
+    SCOPED_TRACE("num_grammar_threads " + std::to_string(grammar_threads));
+    EngineConfig tight = BaseConfig(/*num_blocks=*/16);
+    tight.max_batched_tokens = 7;
+    tight.max_num_seqs = 5;
+    tight.num_grammar_threads = grammar_threads;
+    Made m = Make(tight);
+    std::vector<Request> batch = work();
+    std::vector<Result> batched = RunAll(*m.engine, batch);
+    int num_constrained = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      ExpectSame(batched[i], solo[i], i);
+      if (batch[i].grammar == nullptr) continue;
+      ++num_constrained;
+      EXPECT_EQ(batched[i].finish, FinishReason::kStop) << i;
+      EXPECT_EQ(batched[i].stop_token, 0) << i;
+      const std::string text = fx.Text(batched[i].tokens);
+      EXPECT_TRUE(fx.Matches(text)) << i << ": \"" << text << "\"";
+      EXPECT_TRUE(batch[i].grammar->IsTerminated()) << i;
+    }
+    EXPECT_EQ(num_constrained, 3);
+    EXPECT_GT(m.engine->stats().preemptions, 0u);
+    EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
   }
-  EXPECT_EQ(num_constrained, 3);
-  EXPECT_GT(m.engine->stats().preemptions, 0u);
-  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
   // Unconstrained, the same prompts do not give such documents: the mask is what made them.
   Request free = constrained(1);
   free.grammar = nullptr;

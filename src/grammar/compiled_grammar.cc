@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <set>
+#include <unordered_set>
 #include <utility>
 
 namespace loom {
@@ -26,7 +27,40 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const 
   out->rule_alt_begin_.push_back(static_cast<int32_t>(out->alt_starts_.size()));
   out->root_idx_ = grammar.root_idx();
   RETURN_IF_ERROR(out->ComputeClosures());
+  out->ComputeByteClasses();
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
+}
+
+std::array<uint8_t, 256> RefineByteClasses(const std::array<uint8_t, 256>& classes,
+                                           const ByteSet& set, int32_t* num_classes) {
+  std::array<int16_t, 512> renumber;
+  renumber.fill(-1);
+  std::array<uint8_t, 256> out{};
+  int32_t n = 0;
+  for (int b = 0; b < 256; ++b) {
+    int16_t& id = renumber[classes[b] * 2 + set.Contains(static_cast<uint8_t>(b))];
+    if (id < 0) id = static_cast<int16_t>(n++);
+    out[b] = static_cast<uint8_t>(id);
+  }
+  *num_classes = n;
+  return out;
+}
+
+void CompiledGrammar::ComputeByteClasses() {
+  struct SetHash {
+    size_t operator()(const ByteSet& s) const {
+      size_t h = 0;
+      for (int i = 0; i < 4; ++i) h = (h ^ s.word(i)) * 0x9E3779B97F4A7C15ull;
+      return h;
+    }
+  };
+  std::unordered_set<ByteSet, SetHash> distinct(byte_sets_.begin(), byte_sets_.end());
+  byte_class_.fill(0);
+  num_byte_classes_ = 1;
+  for (const ByteSet& s : distinct) {
+    if (num_byte_classes_ == 256) break;
+    byte_class_ = RefineByteClasses(byte_class_, s, &num_byte_classes_);
+  }
 }
 
 Status CompiledGrammar::ComputeClosures() {

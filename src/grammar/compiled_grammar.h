@@ -14,6 +14,7 @@
 // Immutable and thread-safe after Compile; shared by every matcher (std::shared_ptr).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -64,6 +65,12 @@ class CompiledGrammar {
   bool closure_has_pop(int32_t pos) const { return closure_has_pop_[pos]; }
   int32_t num_rules() const { return static_cast<int32_t>(rule_alt_begin_.size()) - 1; }
 
+  // Bytes that every byte set holds or lacks together step every matcher state the same way:
+  // their class, 0 .. num_byte_classes() - 1 (the mask DFA memoizes transitions per class).
+  uint8_t byte_class(uint8_t b) const { return byte_class_[b]; }
+  const std::array<uint8_t, 256>& byte_classes() const { return byte_class_; }
+  int32_t num_byte_classes() const { return num_byte_classes_; }
+
  private:
   std::vector<Element> elements_;
   std::vector<ByteSet> byte_sets_;
@@ -75,10 +82,19 @@ class CompiledGrammar {
   std::vector<int32_t> chains_;
   std::vector<ByteSet> closure_first_bytes_;  // [elements]
   std::vector<bool> closure_has_pop_;         // [elements]
+  std::array<uint8_t, 256> byte_class_{};
+  int32_t num_byte_classes_ = 1;
+
+  void ComputeByteClasses();
 
   // InvalidArgument when the closures pass kMaxClosureEntries (a pathologically nullable grammar).
   Status ComputeClosures();
   static constexpr size_t kMaxClosureEntries = size_t{1} << 24;
 };
+
+// Splits each class of the partition `classes` (byte -> class id) into the bytes in `set` and
+// the rest; returns the new partition, numbered densely in byte order, and its size.
+std::array<uint8_t, 256> RefineByteClasses(const std::array<uint8_t, 256>& classes,
+                                           const ByteSet& set, int32_t* num_classes);
 
 }  // namespace loom

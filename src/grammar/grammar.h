@@ -42,6 +42,8 @@ class ByteSet {
   bool Contains(uint8_t b) const { return (words_[b >> 6] >> (b & 63)) & 1; }
   bool empty() const { return (words_[0] | words_[1] | words_[2] | words_[3]) == 0; }
   bool operator==(const ByteSet&) const = default;
+  // Bits 64*i .. 64*i+63 (hashing).
+  uint64_t word(int i) const { return words_[i]; }
   // "[a-z\x80]" style, for Grammar::ToString and error messages.
   std::string ToString() const;
 

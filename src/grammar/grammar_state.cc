@@ -7,12 +7,11 @@ namespace loom {
 
 GrammarState::GrammarState(std::shared_ptr<const CompiledGrammar> grammar,
                            const TokenVocabulary* vocab, size_t mask_cache_entries,
-                           std::shared_ptr<PartialMaskCache> partial_masks)
-    : matcher_(std::move(grammar)),
+                           size_t max_dfa_states)
+    : matcher_(grammar),
       vocab_(vocab),
       mask_cache_entries_(mask_cache_entries),
-      partial_masks_(partial_masks != nullptr ? std::move(partial_masks)
-                                              : std::make_shared<PartialMaskCache>(2)) {
+      dfa_(std::move(grammar), max_dfa_states) {
   CHECK(vocab_ != nullptr);
 }
 
@@ -34,10 +33,6 @@ void GrammarState::FillMask(uint32_t* bitmask) const {
     std::memset(bitmask, 0, vocab_->mask_words() * sizeof(uint32_t));
     return;
   }
-  if (mask_cache_entries_ == 0) {
-    FillMaskUncached(bitmask);
-    return;
-  }
   signature_.clear();
   matcher_.AppendStateSignature(&signature_);
   for (size_t i = 0; i < mask_cache_.size(); ++i) {
@@ -47,28 +42,11 @@ void GrammarState::FillMask(uint32_t* bitmask) const {
     ++mask_cache_hits_;
     return;
   }
-  FillMaskUncached(bitmask);
+  vocab_->FillMask(matcher_, signature_, &dfa_, bitmask);
+  if (mask_cache_entries_ == 0) return;
   if (mask_cache_.size() == mask_cache_entries_) mask_cache_.erase(mask_cache_.begin());
   mask_cache_.push_back(
       {signature_, std::vector<uint32_t>(bitmask, bitmask + vocab_->mask_words())});
-}
-
-void GrammarState::FillMaskUncached(uint32_t* bitmask) const {
-  // The shallowest truncation whose start does not already depend on the cut-off frames.
-  for (int depth : {2, 4}) {
-    const GrammarMatcher truncated = matcher_.ForkTruncated(depth);
-    if (truncated.TouchesContext()) continue;
-    truncated_signature_.clear();
-    truncated.AppendStateSignature(&truncated_signature_);
-    const auto partial = partial_masks_->Get(truncated_signature_,
-                                             [&] { return vocab_->BuildPartialMask(truncated); });
-    if (partial != nullptr) {
-      vocab_->FillMaskWithPartial(matcher_, *partial, bitmask);
-      return;
-    }
-    break;
-  }
-  vocab_->FillMask(matcher_, bitmask);
 }
 
 void GrammarState::RollbackTokens(size_t num_tokens) {

@@ -1,7 +1,6 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace loom {
 
@@ -33,10 +32,6 @@ void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
   for (;;) {
     step->next_bytes.AddSet(grammar_->closure_first_bytes(pos));
     if (!grammar_->closure_has_pop(pos)) return;
-    if (parent == kCutParent) {
-      step->touches_context = true;
-      return;
-    }
     if (parent < 0) {
       step->accepting = true;
       return;
@@ -50,12 +45,8 @@ void GrammarMatcher::Summarize(int32_t pos, int32_t parent, Step* step) {
 }
 
 void GrammarMatcher::EndStep() {
-  Step s{step_begin_,
-         static_cast<uint32_t>(stacks_.size()),
-         static_cast<uint32_t>(nodes_.size()),
-         ByteSet(),
-         false,
-         false};
+  Step s{step_begin_, static_cast<uint32_t>(stacks_.size()), static_cast<uint32_t>(nodes_.size()),
+         ByteSet(), false};
   visited_.clear();
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
     Summarize(stacks_[i].pos, stacks_[i].parent, &s);
@@ -147,52 +138,41 @@ void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
     out->push_back(stacks_[i].pos);
     int32_t n = stacks_[i].parent;
     for (; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
-    if (n == kCutParent) out->push_back(kCutParent);
     out->push_back(-1);
   }
 }
 
-GrammarMatcher GrammarMatcher::ForkTruncated(int depth) const {
-  GrammarMatcher out(grammar_, ForkTag{});
-  std::vector<int32_t> chain;
-  const Step& s = steps_.back();
-  for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    chain.clear();
-    int32_t n = stacks_[i].parent;
-    for (; n >= 0 && static_cast<int>(chain.size()) < depth; n = nodes_[n].parent) {
-      chain.push_back(n);
-    }
-    int32_t parent = n >= 0 || n == kCutParent ? kCutParent : -1;
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      out.nodes_.push_back({nodes_[*it].pos, parent});
-      parent = static_cast<int32_t>(out.nodes_.size()) - 1;
-    }
-    out.stacks_.push_back({stacks_[i].pos, parent});
-  }
-  out.step_begin_ = 0;
-  out.EndStep();
-  return out;
-}
-
 GrammarMatcher GrammarMatcher::Fork() const {
   GrammarMatcher out(grammar_, ForkTag{});
-  std::unordered_map<int32_t, int32_t> remap;  // our node -> out's node
+  // Our node -> out's node, for the nodes copied so far. The current stacks reach few nodes
+  // (their depth, shared), so a linear search beats a hash map here.
+  std::vector<std::pair<int32_t, int32_t>> remap;
+  auto mapped = [&](int32_t node) -> int32_t {
+    for (const auto& [from, to] : remap) {
+      if (from == node) return to;
+    }
+    return -1;
+  };
   std::vector<int32_t> chain;
   auto copy_chain = [&](int32_t node) -> int32_t {
     chain.clear();
-    while (node >= 0 && remap.find(node) == remap.end()) {
-      chain.push_back(node);
-      node = nodes_[node].parent;
+    int32_t parent = node;
+    while (parent >= 0) {
+      const int32_t m = mapped(parent);
+      if (m >= 0) break;
+      chain.push_back(parent);
+      parent = nodes_[parent].parent;
     }
-    int32_t parent = node < 0 ? node : remap[node];  // -1 (bottom) or kCutParent stay
+    if (parent >= 0) parent = mapped(parent);  // else -1: the bottom
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       out.nodes_.push_back({nodes_[*it].pos, parent});
       parent = static_cast<int32_t>(out.nodes_.size()) - 1;
-      remap[*it] = parent;
+      remap.push_back({*it, parent});
     }
     return parent;
   };
   const Step& s = steps_.back();
+  out.stacks_.reserve(s.stacks_end - s.stacks_begin);
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
     out.stacks_.push_back({stacks_[i].pos, copy_chain(stacks_[i].parent)});
   }

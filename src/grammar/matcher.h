@@ -62,14 +62,6 @@ class GrammarMatcher {
   // current stacks reach): what a token-mask walk starts from. Cost: O(stacks x depth).
   GrammarMatcher Fork() const;
 
-  // A matcher in the current state whose stacks keep at most `depth` parent frames: the frames
-  // below are cut off, and a stack that could pop into them makes TouchesContext() true (it then
-  // stops there). While TouchesContext() is false along a path of bytes, the truncated matcher
-  // accepts exactly what the full one accepts, whatever the cut-off frames are.
-  GrammarMatcher ForkTruncated(int depth) const;
-  // See ForkTruncated; always false for a matcher that was not truncated.
-  bool TouchesContext() const { return steps_.back().touches_context; }
-
   // Appends a description of the current state that determines its future: per stack, its
   // position and its parents' positions (top first), then -1. Equal signatures accept the same
   // continuations, so a token mask can be cached by it.
@@ -85,19 +77,17 @@ class GrammarMatcher {
   GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, ForkTag)
       : grammar_(std::move(grammar)) {}
 
-  static constexpr int32_t kCutParent = -2;  // a parent frame cut off by ForkTruncated
   struct Frame {
     int32_t pos;     // an element index: where matching continues
-    int32_t parent;  // index into nodes_, -1 = bottom, kCutParent = cut off
+    int32_t parent;  // index into nodes_, -1 = bottom
     bool operator==(const Frame&) const = default;
   };
   struct Step {
     uint32_t stacks_begin;  // this step's stacks are stacks_[stacks_begin, stacks_end)
     uint32_t stacks_end;
-    uint32_t nodes_end;    // nodes_.size() after this step
-    ByteSet next_bytes;    // the bytes some stack can match next
-    bool accepting;        // some stack can reach the end of the root rule
-    bool touches_context;  // some stack can pop into a cut-off parent (ForkTruncated)
+    uint32_t nodes_end;  // nodes_.size() after this step
+    ByteSet next_bytes;  // the bytes some stack can match next
+    bool accepting;      // some stack can reach the end of the root rule
   };
 
   // Matches `b` from stack (pos, parent): appends the advanced stacks of every closure entry whose

@@ -24,44 +24,126 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
     if (kind_[id] != kEos) eos_ids_.push_back(id);
     kind_[id] = kEos;
   }
-  // The trie, built from the sorted byte strings: each node's tokens and children are
-  // contiguous because sorted strings sharing a prefix are adjacent. Nodes are created in
-  // pre-order; edges of a node are filled once its children are known, so build per level via a
-  // recursive split of the sorted range.
-  std::vector<TokenId> order;
+  std::vector<TokenId> allowed;
   for (TokenId id = 0; id < size(); ++id) {
-    if (kind_[id] == kNormal) order.push_back(id);
+    if (kind_[id] == kNormal) allowed.push_back(id);
   }
+  trie_ = BuildTrie(std::move(allowed));
+  IndexPlainText();
+}
+
+TokenVocabulary::Trie TokenVocabulary::BuildTrie(std::vector<TokenId> order) const {
+  // Built from the sorted byte strings: each node's tokens and children are contiguous because
+  // sorted strings sharing a prefix are adjacent. Nodes are created in pre-order; edges of a
+  // node are filled once its children are known, via a recursive split of the sorted range.
   std::sort(order.begin(), order.end(),
             [&](TokenId a, TokenId b) { return token_bytes_[a] < token_bytes_[b]; });
   struct Pending {
     uint32_t node;
     size_t begin, end, depth;  // order[begin, end): tokens with this node's prefix (length depth)
   };
-  nodes_.push_back({});
+  Trie trie;
+  trie.nodes.push_back({});
   std::vector<Pending> work = {{0, 0, order.size(), 0}};
   while (!work.empty()) {
     const Pending p = work.back();
     work.pop_back();
     size_t i = p.begin;
-    nodes_[p.node].first_token = static_cast<uint32_t>(ids_.size());
-    while (i < p.end && token_bytes_[order[i]].size() == p.depth) ids_.push_back(order[i++]);
-    nodes_[p.node].num_tokens = static_cast<uint32_t>(ids_.size()) - nodes_[p.node].first_token;
-    nodes_[p.node].first_edge = static_cast<uint32_t>(edges_.size());
+    trie.nodes[p.node].first_token = static_cast<uint32_t>(trie.ids.size());
+    while (i < p.end && token_bytes_[order[i]].size() == p.depth) trie.ids.push_back(order[i++]);
+    trie.nodes[p.node].num_tokens =
+        static_cast<uint32_t>(trie.ids.size()) - trie.nodes[p.node].first_token;
+    trie.nodes[p.node].first_edge = static_cast<uint32_t>(trie.edges.size());
     std::vector<Pending> children;
     while (i < p.end) {
       const uint8_t b = static_cast<uint8_t>(token_bytes_[order[i]][p.depth]);
       size_t j = i;
       while (j < p.end && static_cast<uint8_t>(token_bytes_[order[j]][p.depth]) == b) ++j;
-      const uint32_t child = static_cast<uint32_t>(nodes_.size());
-      nodes_.push_back({});
-      edges_.push_back({b, child});
+      const uint32_t child = static_cast<uint32_t>(trie.nodes.size());
+      trie.nodes.push_back({});
+      trie.edges.push_back({b, kNotPlain, child});
       children.push_back({child, i, j, p.depth + 1});
       i = j;
     }
-    nodes_[p.node].num_edges = static_cast<uint32_t>(edges_.size()) - nodes_[p.node].first_edge;
+    trie.nodes[p.node].num_edges =
+        static_cast<uint32_t>(trie.edges.size()) - trie.nodes[p.node].first_edge;
     for (auto it = children.rbegin(); it != children.rend(); ++it) work.push_back(*it);
   }
+  return trie;
+}
+
+void TokenVocabulary::IndexPlainText() {
+  plain_chars_.assign(token_bytes_.size(), 0);
+  for (TokenId id = 0; id < size(); ++id) {
+    if (kind_[id] != kNormal) continue;
+    int state = kPlainBoundary, chars = 0;
+    for (char c : token_bytes_[id]) {
+      state = PlainTextNext(state, static_cast<uint8_t>(c));
+      if (state < 0) break;
+      chars += state == kPlainBoundary;
+    }
+    if (state == kPlainBoundary) plain_chars_[id] = static_cast<uint8_t>(std::min(chars, 254));
+  }
+  // Children come after their parent (pre-order), so one backward pass folds subtrees up.
+  std::vector<uint8_t> plain_max(trie_.nodes.size(), 0);
+  for (size_t n = trie_.nodes.size(); n-- > 0;) {
+    const Node& nd = trie_.nodes[n];
+    uint8_t m = 0;
+    for (uint32_t t = nd.first_token; t < nd.first_token + nd.num_tokens; ++t) {
+      const uint8_t c = plain_chars_[trie_.ids[t]];
+      m = std::max<uint8_t>(m, c == 0 ? kNotPlain : c);
+    }
+    for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
+      m = std::max(m, plain_max[trie_.edges[e].child]);
+    }
+    plain_max[n] = m;
+  }
+  // Lay the trie out again so that the nodes a walk skipping at level L visits (plain_max > L)
+  // come first (pre-order within a level; a parent's plain_max is >= its children's, so parents
+  // stay first), and each node's edges in descending plain_max: a walk reads a prefix of the
+  // arrays (the ~12k nodes above the non-plain tokens fit in L2 instead of 5 MB for all) and
+  // stops at a node's first skippable edge.
+  std::vector<uint32_t> order(trie_.nodes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return plain_max[a] > plain_max[b]; });
+  std::vector<uint32_t> new_index(order.size());
+  for (uint32_t i = 0; i < order.size(); ++i) new_index[order[i]] = i;
+  Trie laid_out;
+  laid_out.nodes.resize(order.size());
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    const Node& old = trie_.nodes[order[i]];
+    Node& nd = laid_out.nodes[i];
+    nd.first_token = static_cast<uint32_t>(laid_out.ids.size());
+    nd.num_tokens = old.num_tokens;
+    laid_out.ids.insert(laid_out.ids.end(), trie_.ids.begin() + old.first_token,
+                        trie_.ids.begin() + old.first_token + old.num_tokens);
+    nd.first_edge = static_cast<uint32_t>(laid_out.edges.size());
+    nd.num_edges = old.num_edges;
+    for (uint32_t e = old.first_edge; e < old.first_edge + old.num_edges; ++e) {
+      const Edge& edge = trie_.edges[e];
+      laid_out.edges.push_back({edge.byte, plain_max[edge.child], new_index[edge.child]});
+    }
+    std::stable_sort(laid_out.edges.begin() + nd.first_edge, laid_out.edges.end(),
+                     [](const Edge& a, const Edge& b) { return a.plain_max > b.plain_max; });
+  }
+  trie_ = std::move(laid_out);
+  plain_masks_.assign(kPlainLevels.size() + 1, std::vector<uint32_t>(mask_words(), 0));
+  for (TokenId id = 0; id < size(); ++id) {
+    const uint8_t c = plain_chars_[id];
+    if (c == 0) continue;
+    for (size_t l = 0; l <= kPlainLevels.size(); ++l) {
+      if (l == kPlainLevels.size() || c <= kPlainLevels[l]) {
+        plain_masks_[l][id >> 5] |= uint32_t{1} << (id & 31);
+      }
+    }
+  }
+}
+
+size_t TokenVocabulary::NumPlainTokens(int chars) const {
+  size_t n = 0;
+  for (uint8_t c : plain_chars_) n += c != 0 && c <= chars;
+  return n;
 }
 
 StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
@@ -92,79 +174,31 @@ StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
 }
 
 void TokenVocabulary::Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const {
-  const Node& nd = nodes_[node];
+  const Node& nd = trie_.nodes[node];
   const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
   for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
-    const Edge edge = edges_[e];
+    const Edge edge = trie_.edges[e];
     if (!next.Contains(edge.byte)) continue;
     const size_t cp = m->Checkpoint();
     if (!m->AcceptByte(edge.byte)) continue;
-    SetTokens(edge.child, bitmask);
-    if (nodes_[edge.child].num_edges > 0) Walk(edge.child, m, bitmask);
+    SetTokens(trie_, edge.child, bitmask);
+    if (trie_.nodes[edge.child].num_edges > 0) Walk(edge.child, m, bitmask);
     m->Rollback(cp);
   }
 }
 
-bool TokenVocabulary::PartialWalk(uint32_t node, GrammarMatcher* m, PartialMask* out) const {
-  if (m->TouchesContext()) {
-    out->node_flags[node] |= kDependent;
-    return true;
-  }
-  bool any = false;
-  const Node& nd = nodes_[node];
-  const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
+void TokenVocabulary::DfaWalk(const Trie& trie, uint32_t node, int32_t s, MaskDfa* dfa,
+                              int skip_chars, uint32_t* bitmask) const {
+  const Node& nd = trie.nodes[node];
   for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
-    const Edge edge = edges_[e];
-    if (!next.Contains(edge.byte)) continue;
-    const size_t cp = m->Checkpoint();
-    if (!m->AcceptByte(edge.byte)) continue;
-    SetTokens(edge.child, out->accepted.data());
-    if (nodes_[edge.child].num_edges > 0 && PartialWalk(edge.child, m, out)) any = true;
-    m->Rollback(cp);
-  }
-  if (any) out->node_flags[node] |= kOnPath;
-  return any;
-}
-
-TokenVocabulary::PartialMask TokenVocabulary::BuildPartialMask(
-    const GrammarMatcher& truncated) const {
-  PartialMask out{std::vector<uint32_t>(mask_words(), 0), std::vector<uint8_t>(nodes_.size(), 0)};
-  GrammarMatcher walker = truncated.Fork();
-  PartialWalk(0, &walker, &out);
-  return out;
-}
-
-void TokenVocabulary::RestrictedWalk(uint32_t node, GrammarMatcher* m, const PartialMask& partial,
-                                     uint32_t* bitmask) const {
-  const Node& nd = nodes_[node];
-  const ByteSet next = m->NextBytes();  // a copy: AcceptByte may reallocate the steps
-  for (uint32_t e = nd.first_edge; e < nd.first_edge + nd.num_edges; ++e) {
-    const Edge edge = edges_[e];
-    const uint8_t flags = partial.node_flags[edge.child];
-    if (flags == 0 || !next.Contains(edge.byte)) continue;
-    const size_t cp = m->Checkpoint();
-    if (!m->AcceptByte(edge.byte)) continue;
-    SetTokens(edge.child, bitmask);
-    if (flags & kDependent) {
-      Walk(edge.child, m, bitmask);
-    } else {
-      RestrictedWalk(edge.child, m, partial, bitmask);
+    const Edge edge = trie.edges[e];
+    if (edge.plain_max <= skip_chars) break;  // and every later edge (descending plain_max)
+    const int32_t t = dfa->Next(s, edge.byte);
+    if (t == MaskDfa::kReject) continue;
+    SetTokens(trie, edge.child, bitmask);
+    if (trie.nodes[edge.child].num_edges > 0) {
+      DfaWalk(trie, edge.child, t, dfa, skip_chars, bitmask);
     }
-    m->Rollback(cp);
-  }
-}
-
-void TokenVocabulary::FillMaskWithPartial(const GrammarMatcher& matcher, const PartialMask& partial,
-                                          uint32_t* bitmask) const {
-  std::memcpy(bitmask, partial.accepted.data(), mask_words() * sizeof(uint32_t));
-  GrammarMatcher walker = matcher.Fork();
-  if (partial.node_flags[0] & kDependent) {
-    Walk(0, &walker, bitmask);
-  } else if (partial.node_flags[0] & kOnPath) {
-    RestrictedWalk(0, &walker, partial, bitmask);
-  }
-  if (matcher.IsAccepting()) {
-    for (TokenId id : eos_ids_) bitmask[id >> 5] |= uint32_t{1} << (id & 31);
   }
 }
 
@@ -172,6 +206,31 @@ void TokenVocabulary::FillMask(const GrammarMatcher& matcher, uint32_t* bitmask)
   std::memset(bitmask, 0, mask_words() * sizeof(uint32_t));
   GrammarMatcher walker = matcher.Fork();
   Walk(0, &walker, bitmask);
+  if (matcher.IsAccepting()) {
+    for (TokenId id : eos_ids_) bitmask[id >> 5] |= uint32_t{1} << (id & 31);
+  }
+}
+
+void TokenVocabulary::FillMask(const GrammarMatcher& matcher, const std::vector<int32_t>& signature,
+                               MaskDfa* dfa, uint32_t* bitmask) const {
+  const int32_t s = dfa->Enter(matcher, signature);
+  const int chars = dfa->PlainCharsAccepted(s);
+  const size_t bytes = mask_words() * sizeof(uint32_t);
+  if (chars == MaskDfa::kUnbounded) {
+    std::memcpy(bitmask, plain_masks_.back().data(), bytes);
+    DfaWalk(trie_, 0, s, dfa, kNotPlain - 1, bitmask);
+  } else {
+    // The deepest precomputed level the proof covers.
+    size_t level = kPlainLevels.size();
+    for (size_t l = 0; l < kPlainLevels.size() && kPlainLevels[l] <= chars; ++l) level = l;
+    if (level == kPlainLevels.size()) {
+      std::memset(bitmask, 0, bytes);
+      DfaWalk(trie_, 0, s, dfa, 0, bitmask);
+    } else {
+      std::memcpy(bitmask, plain_masks_[level].data(), bytes);
+      DfaWalk(trie_, 0, s, dfa, kPlainLevels[level], bitmask);
+    }
+  }
   if (matcher.IsAccepting()) {
     for (TokenId id : eos_ids_) bitmask[id >> 5] |= uint32_t{1} << (id & 31);
   }

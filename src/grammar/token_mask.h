@@ -1,29 +1,34 @@
 // TokenVocabulary: the byte strings of a model's tokens, compiled once into a byte trie, and the
 // token mask of a grammar state: bit i of word i/32 is set when token i may be sampled next.
 //
-//   trie node: [first_edge, first_edge + num_edges) into edges_ (sorted by byte), and the token
-//              ids whose bytes end exactly here: [first_token, first_token + num_tokens) of ids_.
+//   trie node: [first_edge, first_edge + num_edges) into edges (sorted by byte), and the token
+//              ids whose bytes end exactly here: [first_token, first_token + num_tokens) of ids.
 //
-// FillMask walks the trie depth-first with GrammarMatcher::Checkpoint / Rollback, so a byte the
-// grammar rejects prunes every token below it; the cost is the number of trie nodes whose prefix
-// the grammar still allows (all tokens sharing a prefix share its matching work): ~0.2 us a
-// node, ~50 ms for a state that allows most of a 150k vocabulary (inside a free JSON string).
-//
-// Partial masks make that case cheap: a walk from a truncated matcher (its deep parent frames cut
-// off) splits the trie into tokens accepted whatever the cut-off context is, and nodes below
-// which the result depends on it (a token leaving the string: `",` `"]` ...). Every later state
-// with the same truncated signature costs only a walk of those nodes (docs/benchmarks.md).
+// A mask walks the trie depth-first, stepping the grammar once per edge, so a byte the grammar
+// rejects prunes every token below it. Two things make it fast where nearly every token is
+// allowed (inside a free-form string, where a plain walk costs ~40-50 ms for 150k tokens):
+//  - the grammar steps go through a MaskDfa (mask_dfa.h): a known (state, byte class) edge is one
+//    table load;
+//  - plain text (mask_dfa.h: valid UTF-8 without `"`, `\`, C0 controls) is ~96% of a byte-level
+//    vocabulary. When MaskDfa::PlainCharsAccepted proves that every plain string (of at most k
+//    characters) is accepted, the plain tokens (of at most k characters) are copied in from a
+//    precomputed mask, and the walk skips every subtree holding only those. The trie is laid out
+//    so that the nodes such a walk visits come first: with no bound, the ~12k nodes above the
+//    ~4% other tokens (`",` `\n` `"}` partial UTF-8 ...), which fit in L2.
+// FillMask(matcher, bitmask) without a MaskDfa is the plain walk, kept as the reference.
 //
 // Special tokens (and empty tokens) are never allowed, except the EOS ids, which are allowed
 // exactly when the matcher IsAccepting(). Immutable after construction; thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/ids.h"
 #include "base/status.h"
+#include "grammar/mask_dfa.h"
 #include "grammar/matcher.h"
 
 namespace loom {
@@ -53,23 +58,16 @@ class TokenVocabulary {
   bool IsNeverAllowed(TokenId id) const { return kind_[id] == kNever; }
   const std::vector<TokenId>& eos_ids() const { return eos_ids_; }
 
-  // Writes the mask of the tokens `matcher` accepts next into bitmask[0, mask_words()). The
-  // matcher is not modified (the walk runs on a Fork()).
+  // Writes the mask of the tokens `matcher` accepts next into bitmask[0, mask_words()), by the
+  // plain trie walk (the reference). The matcher is not modified (the walk runs on a Fork()).
   void FillMask(const GrammarMatcher& matcher, uint32_t* bitmask) const;
+  // The same mask through `dfa` (built on matcher's grammar), `signature` being the matcher's
+  // AppendStateSignature.
+  void FillMask(const GrammarMatcher& matcher, const std::vector<int32_t>& signature, MaskDfa* dfa,
+                uint32_t* bitmask) const;
 
-  // The part of a mask that does not depend on the frames a truncated matcher cut off
-  // (GrammarMatcher::ForkTruncated): the tokens accepted whatever they are, and the trie nodes
-  // below which the full state must still be walked. Reusable for every state with the same
-  // truncated signature, e.g. the inside of any JSON string wherever it sits in the document.
-  struct PartialMask {
-    std::vector<uint32_t> accepted;   // [mask_words()]
-    std::vector<uint8_t> node_flags;  // [trie nodes]: kOnPath | kDependent
-  };
-  PartialMask BuildPartialMask(const GrammarMatcher& truncated) const;
-  // FillMask for `matcher`, whose truncation `partial` was built from: partial.accepted plus a
-  // walk of `matcher` restricted to the flagged trie nodes. Same result as FillMask.
-  void FillMaskWithPartial(const GrammarMatcher& matcher, const PartialMask& partial,
-                           uint32_t* bitmask) const;
+  // Plain-text tokens (mask_dfa.h) of at most `chars` characters, for tests.
+  size_t NumPlainTokens(int chars) const;
 
  private:
   enum Kind : uint8_t { kNormal, kNever, kEos };
@@ -79,27 +77,46 @@ class TokenVocabulary {
   };
   struct Edge {
     uint8_t byte;
+    // The most characters of a token below child, when all of them are plain text, else
+    // kNotPlain (clamped to 254). Kept in the edge, which the walk reads anyway: a separate array
+    // indexed by child costs a cache miss per edge.
+    uint8_t plain_max;
     uint32_t child;
   };
-  static constexpr uint8_t kOnPath = 1;     // a node on the way to kDependent nodes
-  static constexpr uint8_t kDependent = 2;  // walk everything below in the full state
+  struct Trie {
+    std::vector<Node> nodes;   // nodes[0] = root (the empty prefix)
+    std::vector<Edge> edges;   // children of each node, contiguous, sorted by byte
+    std::vector<TokenId> ids;  // tokens ending at each node, contiguous
+  };
+  // The trie of `tokens`, by their bytes.
+  Trie BuildTrie(std::vector<TokenId> tokens) const;
+  // The plain walk (the reference).
   void Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const;
-  bool PartialWalk(uint32_t node, GrammarMatcher* m, PartialMask* out) const;
-  void RestrictedWalk(uint32_t node, GrammarMatcher* m, const PartialMask& partial,
-                      uint32_t* bitmask) const;
-  void SetTokens(uint32_t node, uint32_t* bitmask) const {
-    const Node& n = nodes_[node];
+  // The walk through the DFA from state `s`; skips the subtrees whose tokens are all plain text
+  // of at most `skip_chars` characters (already set; 0 skips nothing).
+  void DfaWalk(const Trie& trie, uint32_t node, int32_t s, MaskDfa* dfa, int skip_chars,
+               uint32_t* bitmask) const;
+  static void SetTokens(const Trie& trie, uint32_t node, uint32_t* bitmask) {
+    const Node& n = trie.nodes[node];
     for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) {
-      bitmask[ids_[t] >> 5] |= uint32_t{1} << (ids_[t] & 31);
+      bitmask[trie.ids[t] >> 5] |= uint32_t{1} << (trie.ids[t] & 31);
     }
   }
+  // Precomputes plain_chars_, the edges' plain_max and plain_masks_, and lays trie_ out again.
+  void IndexPlainText();
+
+  // Character counts with a precomputed mask of the plain tokens up to that many characters.
+  static constexpr std::array<int, 8> kPlainLevels = {1, 2, 3, 4, 6, 8, 12, 16};
+  static constexpr uint8_t kNotPlain = 255;
 
   std::vector<std::string> token_bytes_;  // [size()]
   std::vector<Kind> kind_;                // [size()]
   std::vector<TokenId> eos_ids_;
-  std::vector<Node> nodes_;   // nodes_[0] = root (the empty prefix)
-  std::vector<Edge> edges_;   // children of each node, contiguous, sorted by byte
-  std::vector<TokenId> ids_;  // tokens ending at each node, contiguous
+  Trie trie_;                         // every allowed token
+  std::vector<uint8_t> plain_chars_;  // [size()]: characters of a plain-text token, else 0
+  // Per kPlainLevels entry, then one for any length: the plain tokens of at most that many
+  // characters.
+  std::vector<std::vector<uint32_t>> plain_masks_;
 };
 
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include "grammar/grammar_state.h"
 #include "grammar/grammar_test_util.h"
 #include "grammar/json_schema.h"
+#include "grammar/mask_dfa.h"
 #include "support/test_data.h"
 #include "tokenizer/tokenizer.h"
 
@@ -188,12 +189,14 @@ TEST(GrammarStateTest, MaskCacheHitsInsideAStringAndStaysExact) {
   EXPECT_EQ(no_cache.mask_cache_hits(), 0u);
 }
 
-// Generates `num_tokens` tokens (or until EOS) under `g` with a state that has only partial masks
-// (exact-state cache off) and checks every mask against a fresh trie walk.
-void ExpectPartialMasksExact(const std::shared_ptr<const CompiledGrammar>& g,
-                             const TokenVocabulary& vocab, uint32_t seed, int num_tokens) {
+// Generates `num_tokens` tokens (or until EOS) under `g` with a state whose masks all go through
+// its MaskDfa (exact-state cache off; `max_dfa_states` small clears it often) and checks every
+// mask against the reference trie walk.
+void ExpectDfaMasksExact(const std::shared_ptr<const CompiledGrammar>& g,
+                         const TokenVocabulary& vocab, uint32_t seed, int num_tokens,
+                         size_t max_dfa_states = 4096) {
   std::mt19937 rng(seed);
-  GrammarState state(g, &vocab, /*mask_cache_entries=*/0, std::make_shared<PartialMaskCache>(8));
+  GrammarState state(g, &vocab, /*mask_cache_entries=*/0, max_dfa_states);
   std::vector<uint32_t> mask(vocab.mask_words()), fresh(vocab.mask_words());
   std::vector<TokenId> allowed;
   std::string out;
@@ -203,12 +206,12 @@ void ExpectPartialMasksExact(const std::shared_ptr<const CompiledGrammar>& g,
     if (mask != fresh) {
       for (TokenId id = 0; id < vocab.size(); ++id) {
         if (MaskBit(mask, id) != MaskBit(fresh, id)) {
-          ADD_FAILURE() << "token " << id << " \"" << vocab.token_bytes(id) << "\" partial "
+          ADD_FAILURE() << "token " << id << " \"" << vocab.token_bytes(id) << "\" dfa "
                         << MaskBit(mask, id) << " fresh " << MaskBit(fresh, id);
         }
       }
     }
-    ASSERT_EQ(mask, fresh) << "partial mask differs after \"" << out << "\"";
+    ASSERT_EQ(mask, fresh) << "dfa mask differs after \"" << out << "\"";
     allowed.clear();
     for (TokenId id = 0; id < vocab.size(); ++id) {
       if (MaskBit(mask, id)) allowed.push_back(id);
@@ -221,16 +224,71 @@ void ExpectPartialMasksExact(const std::shared_ptr<const CompiledGrammar>& g,
   }
 }
 
-TEST(GrammarStateTest, PartialMasksAreExact) {
+TEST(GrammarStateTest, DfaMasksAreExact) {
   const TokenVocabulary vocab = HandVocabulary();
   const auto any = MustCompile(JsonAnyValueGrammar());
   const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  const auto shape = MustCompile(CompileJsonSchemaText(kShapeSchema));
+  // Plain text but for one letter and one multi-byte character: the plain-text proof must fail.
+  const auto almost = MustCompile(CompileGbnf(R"(root ::= "<" [^q\x22\\é]* ">")"));
   ASSERT_NE(any, nullptr);
   ASSERT_NE(person, nullptr);
+  ASSERT_NE(shape, nullptr);
+  ASSERT_NE(almost, nullptr);
   for (uint32_t seed = 0; seed < 10; ++seed) {
-    ExpectPartialMasksExact(any, vocab, seed, 300);
-    ExpectPartialMasksExact(person, vocab, seed, 300);
+    for (size_t max_states : {size_t{4096}, size_t{3}}) {
+      ExpectDfaMasksExact(any, vocab, seed, 300, max_states);
+      ExpectDfaMasksExact(person, vocab, seed, 300, max_states);
+      ExpectDfaMasksExact(shape, vocab, seed, 300, max_states);
+      ExpectDfaMasksExact(almost, vocab, seed, 100, max_states);
+    }
   }
+}
+
+bool IsPlainText(std::string_view s) {
+  int state = kPlainBoundary;
+  for (char c : s) {
+    state = PlainTextNext(state, static_cast<uint8_t>(c));
+    if (state < 0) return false;
+  }
+  return state == kPlainBoundary;
+}
+
+TEST(MaskDfaTest, PlainTextIsValidUtf8WithoutQuoteBackslashOrControls) {
+  for (const char* s : {"abc", " x~", "\x7F", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+                        "\xF4\x8F\xBF\xBF", "\xED\x9F\xBF"}) {
+    EXPECT_TRUE(IsPlainText(s)) << s;
+  }
+  for (const char* s : {"a\"", "\\", "\t", "\n", "\xC3", "\xC0\xAF", "\xE0\x80\x80", "\xED\xA0\x80",
+                        "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\x80"}) {
+    EXPECT_FALSE(IsPlainText(s)) << s;
+  }
+}
+
+TEST(MaskDfaTest, PlainCharsAcceptedProvesStringsAndBounds) {
+  const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
+  ASSERT_NE(person, nullptr);
+  MaskDfa dfa(person);
+  std::vector<int32_t> sig;
+  auto plain_chars = [&](std::string_view prefix) {
+    GrammarMatcher m(person);
+    EXPECT_TRUE(m.AcceptBytes(prefix)) << prefix;
+    sig.clear();
+    m.AppendStateSignature(&sig);
+    return dfa.PlainCharsAccepted(dfa.Enter(m, sig));
+  };
+  EXPECT_EQ(plain_chars(""), 0);
+  EXPECT_EQ(plain_chars(R"({"name":")"), 8);  // maxLength 8
+  EXPECT_EQ(plain_chars(R"({"name":"abc)"), 5);
+  EXPECT_EQ(plain_chars(R"({"name":"abcdefgh)"), 0);
+  const auto any = MustCompile(JsonAnyValueGrammar());
+  ASSERT_NE(any, nullptr);
+  MaskDfa any_dfa(any);
+  GrammarMatcher m(any);
+  ASSERT_TRUE(m.AcceptBytes(R"({"k":["x)"));
+  sig.clear();
+  m.AppendStateSignature(&sig);
+  EXPECT_EQ(any_dfa.PlainCharsAccepted(any_dfa.Enter(m, sig)), MaskDfa::kUnbounded);
 }
 
 // Generates under `vocab` by picking uniformly among the allowed tokens until EOS.
@@ -387,16 +445,19 @@ TEST_F(QwenTest, RandomWalkDocumentsObeyTheSchema) {
   ASSERT_NE(person, nullptr);
   ASSERT_NE(shape, nullptr);
   for (uint32_t seed = 0; seed < 6; ++seed) {
-    // The first seeds also check every cached / partial mask against a fresh walk.
+    // The first seeds also check every cached / DFA mask against a fresh walk.
     CheckPerson(RandomWalk(person, *vocab_, seed, 2000, /*check_cache=*/seed < 2));
     CheckShape(RandomWalk(shape, *vocab_, seed, 2000, /*check_cache=*/seed < 2));
   }
 }
 
-TEST_F(QwenTest, PartialMasksAreExact) {
+TEST_F(QwenTest, DfaMasksAreExact) {
   const auto any = MustCompile(JsonAnyValueGrammar());
+  const auto person = MustCompile(CompileJsonSchemaText(kPersonSchema));
   ASSERT_NE(any, nullptr);
-  ExpectPartialMasksExact(any, *vocab_, 1, 60);
+  ASSERT_NE(person, nullptr);
+  ExpectDfaMasksExact(any, *vocab_, 1, 60);
+  ExpectDfaMasksExact(person, *vocab_, 2, 60);
 }
 
 TEST(GrammarCacheTest, HitsMissesEvictionAndErrors) {

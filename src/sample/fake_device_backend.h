@@ -15,20 +15,35 @@
 namespace loom {
 
 // A backend that samples where "the logits are" as the CUDA backend does on the device
-// (ArgmaxRows, SampleRows, and with `edits` / `logprobs` EditLogits and LogprobRows), on host
-// memory. Greedy: the host sampler's argmax rules (lowest id on ties, NaN and all -inf
-// reported). Draws: a Sampler of its own given only what DrawParams carries (the step as that
-// many placeholder output tokens), so a wrong seed, step or parameter the StepSampler hands over
-// changes the tokens.
+// (ArgmaxRows, SampleRows, and with `edits` / `logprobs` / `masks` EditLogits, LogprobRows and
+// MaskLogits), on host memory. Greedy: the host sampler's argmax rules (lowest id on ties, NaN and
+// all -inf reported). Draws: a Sampler of its own given only what DrawParams carries (the step as
+// that many placeholder output tokens), so a wrong seed, step or parameter the StepSampler hands
+// over changes the tokens.
 class FakeDeviceBackend final : public CpuBackend {
  public:
-  FakeDeviceBackend(bool edits, bool logprobs)
-      : CpuBackend(1), edits_(edits), logprobs_(logprobs) {}
+  FakeDeviceBackend(bool edits, bool logprobs, bool masks = true)
+      : CpuBackend(1), edits_(edits), logprobs_(logprobs), masks_(masks) {}
 
   bool has_argmax_rows() const override { return true; }
   bool has_sample_rows(int64_t vocab) const override { return vocab > 0; }
   bool has_edit_logits() const override { return edits_; }
   bool has_logprob_rows() const override { return logprobs_; }
+  bool has_mask_logits() const override { return masks_; }
+
+  void MaskLogits(const Tensor& x, std::span<const int32_t> rows, std::span<const uint32_t> masks,
+                  int64_t words) override {
+    CHECK(masks_) << "masks for a backend that did not offer them";
+    CHECK_EQ(masks.size(), rows.size() * static_cast<size_t>(words));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* row = x.data_as<float>() + rows[i] * x.cols();
+      for (int64_t v = 0; v < x.cols(); ++v) {
+        const bool allowed = v < 32 * words && ((masks[i * words + v / 32] >> (v % 32)) & 1) != 0;
+        if (!allowed) row[v] = -INFINITY;
+      }
+      ++masked_rows_;
+    }
+  }
 
   void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override {
     CHECK(edits_) << "edits for a backend that did not offer them";
@@ -100,6 +115,8 @@ class FakeDeviceBackend final : public CpuBackend {
 
   bool edits_ = false;     // offers EditLogits (bias, penalties, min_tokens masking)
   bool logprobs_ = false;  // and LogprobRows (taken after the edits)
+  bool masks_ = false;     // offers MaskLogits (grammar masks)
+  int64_t masked_rows_ = 0;
   int64_t logprob_rows_ = 0;
   int64_t argmax_rows_ = 0;  // rows ArgmaxRows ran over (a greedy row's prefix may hold others)
   int64_t draw_rows_ = 0;

@@ -40,7 +40,11 @@ StepSampler::RowPlan StepSampler::Plan(const StepRow& row, const DeviceOps& ops)
   const DrawParams draw{p.temperature, p.top_k,      p.top_p,
                         p.min_p,       row.ctx.seed, static_cast<uint64_t>(num_output)};
   RowPlan plan;
-  if (!row.ctx.allowed.empty()) return plan;  // grammar masks: the host Sampler applies them
+  if (!row.ctx.allowed.empty()) {
+    // Logprobs are of the unmasked row: the host Sampler takes them before it masks.
+    if (!ops.masks || p.num_logprobs >= 0) return plan;
+    plan.masked = true;
+  }
   if (IsPlainGreedy(p, num_output)) {
     if (ops.argmax) plan.where = Where::kDeviceGreedy;
     return plan;
@@ -85,13 +89,14 @@ std::vector<StatusOr<SampleResult>> StepSampler::Sample(const StepPlan& plan,
     ops.draw = be->has_sample_rows(config_.vocab_size);
     ops.edits = be->has_edit_logits();
     ops.logprobs = ops.edits && be->has_logprob_rows();
+    ops.masks = be->has_mask_logits();
   }
   std::vector<RowPlan> plans(rows.size());
   bool all_plain_greedy = rows.size() == plan.seqs.size();
   for (size_t k = 0; k < rows.size(); ++k) {
     plans[k] = Plan(rows[k], ops);
     all_plain_greedy &= plans[k].where == Where::kDeviceGreedy && plans[k].edits.empty() &&
-                        plans[k].num_logprobs < 0;
+                        !plans[k].masked && plans[k].num_logprobs < 0;
   }
   if (all_plain_greedy) {  // one row per sequence, every one the plain argmax
     std::vector<int32_t> ids(rows.size());
@@ -102,12 +107,13 @@ std::vector<StatusOr<SampleResult>> StepSampler::Sample(const StepPlan& plan,
       return results;
     }
   }
-  SampleOnDevice(logits, plans, results);
+  SampleOnDevice(logits, rows, plans, results);
   SampleOnHost(logits, rows, plans, results);
   return results;
 }
 
-void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const RowPlan> plans,
+void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const StepRow> rows,
+                                 std::span<const RowPlan> plans,
                                  std::vector<StatusOr<SampleResult>>& results) {
   Backend* be = logits.backend;
   const std::vector<int32_t>& lrows = logits.rows;
@@ -118,8 +124,21 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const RowPlan> pl
   std::vector<int32_t> draw_rows;
   std::vector<DrawParams> draws;
   edits_.clear();
+  mask_rows_.clear();
+  size_t mask_words = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (plans[k].where == Where::kHost || !plans[k].masked) continue;
+    mask_rows_.push_back(lrows[k]);
+    mask_words = std::max(mask_words, rows[k].ctx.allowed.size());
+  }
+  masks_.assign(mask_rows_.size() * mask_words, 0);  // words past a row's mask: not allowed
+  size_t mask_row = 0;
   for (size_t k = 0; k < n; ++k) {
     if (plans[k].where == Where::kHost) continue;
+    if (plans[k].masked) {
+      const std::span<const uint32_t> allowed = rows[k].ctx.allowed;
+      std::copy(allowed.begin(), allowed.end(), masks_.begin() + mask_row++ * mask_words);
+    }
     if (plans[k].where == Where::kDeviceGreedy) {
       argmax_rows = std::max<int64_t>(argmax_rows, lrows[k] + 1);
     } else {
@@ -133,10 +152,14 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const RowPlan> pl
   }
   const int64_t num_draws = static_cast<int64_t>(draws.size());
   if (argmax_rows + num_draws == 0) return;
-  // The edits of the rows sampled here (bias, penalties, min_tokens masking), in one launch
-  // before the argmax and the draws.
+  // The edits of the rows sampled here (bias, penalties, min_tokens masking), then their grammar
+  // masks, one launch each, before the argmax and the draws.
   const Tensor& x = logits.logits;
   if (!edits_.empty()) be->EditLogits(x, edits_);
+  if (!mask_rows_.empty()) {
+    be->MaskLogits(x, mask_rows_, masks_, static_cast<int64_t>(mask_words));
+    stats_.masked_rows_on_device += static_cast<int64_t>(mask_rows_.size());
+  }
   Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows + num_draws});
   if (argmax_rows > 0) be->ArgmaxRows(x.Slice(0, argmax_rows), ids.Slice(0, argmax_rows));
   if (num_draws > 0) be->SampleRows(x, draw_rows, draws, ids.Slice(argmax_rows, num_draws));

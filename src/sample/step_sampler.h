@@ -18,9 +18,13 @@
 // the device, the runner's own fast path goes first (ModelRunner::GreedyIds: CUDA graphs queue
 // the next step while the ids come back).
 //
+// A row under a grammar mask (SampleContext::allowed) takes the same ways with the mask applied
+// where the logits are (Backend::MaskLogits, after the edits), unless it asks for logprobs (those
+// are of the unmasked row: the host computes them) or the backend has no MaskLogits.
+//
 // Per request it keeps the LogitEditCache of the rows it edits on the device (updated token by
-// token instead of rebuilt); Release drops it. Later inputs of the same decision: grammar masks
-// (one more edit source per row) and 1 + k rows per sequence for speculative decoding.
+// token instead of rebuilt); Release drops it. A later input of the same decision: 1 + k rows per
+// sequence for speculative decoding.
 // Engine thread only.
 #pragma once
 
@@ -62,6 +66,7 @@ struct StepRow {
 struct StepSamplerStats {
   int64_t rows_on_device = 0;          // rows whose token was chosen where the logits are
   int64_t rows_on_host = 0;            // rows sampled by the host Sampler
+  int64_t masked_rows_on_device = 0;   // of rows_on_device, rows under a grammar mask
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
 };
 
@@ -89,19 +94,20 @@ class StepSampler {
   enum class Where : uint8_t { kHost, kDeviceGreedy, kDeviceDraw };
   struct RowPlan {
     Where where = Where::kHost;
+    bool masked = false;               // the row's grammar mask applied before the argmax / draw
     DrawParams draw;                   // kDeviceDraw
     std::span<const LogitEdit> edits;  // applied before the device argmax / draw
     int num_logprobs = -1;             // >= 0: logprobs taken on the device after the edits
   };
   // The capabilities of the backend the logits live on, as used this step.
   struct DeviceOps {
-    bool argmax = false, draw = false, edits = false, logprobs = false;
+    bool argmax = false, draw = false, edits = false, logprobs = false, masks = false;
   };
   RowPlan Plan(const StepRow& row, const DeviceOps& ops);
-  // The rows planned for the device: edits, then argmaxes and draws, then logprobs, one launch
-  // each; their results into `results`.
-  void SampleOnDevice(StepLogits& logits, std::span<const RowPlan> plans,
-                      std::vector<StatusOr<SampleResult>>& results);
+  // The rows planned for the device: edits, masks, then argmaxes and draws, then logprobs, one
+  // launch each; their results into `results`.
+  void SampleOnDevice(StepLogits& logits, std::span<const StepRow> rows,
+                      std::span<const RowPlan> plans, std::vector<StatusOr<SampleResult>>& results);
   // The kHost rows: their logits to the host (in place for host memory), then SampleRow.
   void SampleOnHost(StepLogits& logits, std::span<const StepRow> rows,
                     std::span<const RowPlan> plans, std::vector<StatusOr<SampleResult>>& results);
@@ -139,6 +145,8 @@ class StepSampler {
   std::unordered_map<RequestId, LogitEditCache> edit_caches_;
   std::shared_ptr<Buffer> staging_;  // host, Backend::AllocHostStaging
   std::vector<LogitEdit> edits_;     // the step's device edits (allocation reused)
+  std::vector<int32_t> mask_rows_;   // the step's device masks: logits rows...
+  std::vector<uint32_t> masks_;      // ...and their mask words (allocations reused)
   StepSamplerStats stats_;
 };
 

@@ -87,8 +87,11 @@ std::vector<StepRow> Rows(const Step& s) {
 }
 
 // The step sampled by `sampler` with its logits on `be`, next to the host Sampler's results.
-void ExpectHostResults(const Step& s, StepSampler& sampler, Backend* be, ModelRunner& runner) {
-  const std::vector<StepRow> rows = Rows(s);
+// masks[k], when given and not empty, is row k's grammar mask.
+void ExpectHostResults(const Step& s, StepSampler& sampler, Backend* be, ModelRunner& runner,
+                       const std::vector<std::vector<uint32_t>>& masks = {}) {
+  std::vector<StepRow> rows = Rows(s);
+  for (size_t k = 0; k < masks.size(); ++k) rows[k].ctx.allowed = masks[k];
   StepLogits logits;
   logits.backend = be;
   logits.logits = HostTensor(DType::kF32, Shape{static_cast<int64_t>(rows.size()), kVocab});
@@ -203,6 +206,45 @@ TEST(StepSamplerTest, GreedyIdsOnlyForOnePlainArgmaxRowPerSequence) {
   ExpectHostResults(MakeStep({2, 1}, {Greedy(), Greedy(), Greedy()}), sampler, &be, never);
   ExpectHostResults(MakeStep({1, 1}, {Greedy(), Draw()}), sampler, &be, never);
   EXPECT_EQ(never.calls, 0);
+}
+
+// Rows under grammar masks are masked where the logits are and sampled there (greedy, draw,
+// edited), except a row asking for logprobs (those are of the unmasked row); the tokens are the
+// host Sampler's, and the fast GreedyIds path is not taken for a masked step.
+TEST(StepSamplerTest, GrammarMaskedRowsOnTheDevice) {
+  SamplingParams penalties = Greedy();
+  penalties.repetition_penalty = 1.3f;
+  SamplingParams logprobs = Greedy();
+  logprobs.num_logprobs = 2;
+  const Step s = MakeStep({1, 1, 1, 1, 1}, {Greedy(), Draw(), penalties, logprobs, Greedy()});
+  // A few allowed ids per row; row 1's mask is two words short of the vocabulary (ids >= 32 are
+  // then not allowed either); the last row is free.
+  std::vector<std::vector<uint32_t>> masks = {{0x00010002u, 0, 0x80000000u},
+                                              {0x0000F00Fu},
+                                              {0, 0x00300000u, 0x1u},
+                                              {0x00000024u, 0, 0},
+                                              {}};
+  FakeDeviceBackend be(/*edits=*/true, /*logprobs=*/true, /*masks=*/true);
+  GreedyOnlyRunner runner(true);
+  StepSampler sampler(StepSamplerConfig{kVocab, 1, true});
+  ExpectHostResults(s, sampler, &be, runner, masks);
+  EXPECT_EQ(runner.calls, 0);
+  EXPECT_EQ(sampler.stats().rows_on_device, 4);
+  EXPECT_EQ(sampler.stats().masked_rows_on_device, 3);
+  EXPECT_EQ(sampler.stats().rows_on_host, 1);  // the logprobs row
+  EXPECT_EQ(be.masked_rows_, 3);
+
+  // All rows plain greedy but masked: still no GreedyIds.
+  const Step greedy = MakeStep({1, 1}, {Greedy(), Greedy()});
+  ExpectHostResults(greedy, sampler, &be, runner, {{0x4u, 0, 0}, {0, 0, 0x10u}});
+  EXPECT_EQ(runner.calls, 0);
+
+  // A backend without MaskLogits: masked rows on the host, same tokens.
+  FakeDeviceBackend no_masks(true, true, /*masks=*/false);
+  StepSampler host(StepSamplerConfig{kVocab, 1, true});
+  ExpectHostResults(s, host, &no_masks, runner, masks);
+  EXPECT_EQ(host.stats().rows_on_host, 4);
+  EXPECT_EQ(host.stats().masked_rows_on_device, 0);
 }
 
 }  // namespace

@@ -770,6 +770,23 @@ void CudaBackend::ArgmaxRows(const Tensor& x, const Tensor& out) {
                          stream(), pdl());
 }
 
+void* CudaBackend::StagingFor(std::unique_ptr<cuda::PinnedHostBuffer>& staging,
+                              std::unique_ptr<cuda::CudaEvent>& staged, size_t bytes) {
+  // Page-locked, so the copy is one asynchronous DMA (a pageable source is staged by the driver
+  // first); the previous call's copy out of it has finished long before (every step waits for
+  // its ids), the event makes sure.
+  if (staged == nullptr) {
+    staged = std::make_unique<cuda::CudaEvent>();
+  } else {
+    staged->Synchronize();
+  }
+  if (staging == nullptr || staging->size() < bytes) {
+    const size_t grown = staging == nullptr ? 0 : 2 * staging->size();
+    staging = std::make_unique<cuda::PinnedHostBuffer>(std::max(bytes, grown));
+  }
+  return staging->data();
+}
+
 void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) {
   LOOM_PROFILE_OP("edit_logits x" + std::to_string(edits.size()),
                   static_cast<int64_t>(edits.size() * sizeof(LogitEdit)));
@@ -779,19 +796,7 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   if (n == 0) return;
   static_assert(sizeof(LogitEdit) % sizeof(int32_t) == 0);
   const size_t bytes = static_cast<size_t>(n) * sizeof(LogitEdit);
-  // Page-locked staging, so the copy is one asynchronous DMA (a pageable source is staged by the
-  // driver first); the previous call's copy out of it has finished long before (every step
-  // waits for its ids), the event makes sure.
-  if (edit_staged_ == nullptr) {
-    edit_staged_ = std::make_unique<cuda::CudaEvent>();
-  } else {
-    edit_staged_->Synchronize();
-  }
-  if (edit_staging_ == nullptr || edit_staging_->size() < bytes) {
-    const size_t grown = edit_staging_ == nullptr ? 0 : 2 * edit_staging_->size();
-    edit_staging_ = std::make_unique<cuda::PinnedHostBuffer>(std::max(bytes, grown));
-  }
-  auto* dst = static_cast<LogitEdit*>(edit_staging_->data());
+  auto* dst = static_cast<LogitEdit*>(StagingFor(edit_staging_, edit_staged_, bytes));
   for (int64_t i = 0; i < n; ++i) {
     const LogitEdit& e = edits[static_cast<size_t>(i)];
     CHECK(e.row >= 0 && e.row < x.rows() && e.token >= 0 && e.token < x.cols())
@@ -807,6 +812,36 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
   edit_staged_->Record(stream());
   cuda::LaunchEditLogits(x.data_as<float>(), x.cols(), static_cast<const LogitEdit*>(dev.data()), n,
                          stream());
+}
+
+void CudaBackend::MaskLogits(const Tensor& x, std::span<const int32_t> rows,
+                             std::span<const uint32_t> masks, int64_t words) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  LOOM_PROFILE_OP("mask_logits x" + std::to_string(n),
+                  static_cast<int64_t>(masks.size() * sizeof(uint32_t)));
+  CheckDevice(x, "MaskLogits", "x");
+  CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "MaskLogits: x " << Describe(x);
+  CHECK(words > 0 && masks.size() == static_cast<size_t>(n * words))
+      << "MaskLogits: " << masks.size() << " mask words for " << n << " rows of " << words;
+  if (n == 0) return;
+  // One staged upload: [rows | masks].
+  const size_t row_bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  const size_t mask_offset = (row_bytes + 15) / 16 * 16;
+  const size_t bytes = mask_offset + masks.size() * sizeof(uint32_t);
+  auto* staged = static_cast<uint8_t*>(StagingFor(mask_staging_, mask_staged_, bytes));
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(rows[static_cast<size_t>(i)] >= 0 && rows[static_cast<size_t>(i)] < x.rows())
+        << "MaskLogits: row " << rows[static_cast<size_t>(i)] << " of " << Describe(x);
+  }
+  std::memcpy(staged, rows.data(), row_bytes);
+  std::memcpy(staged + mask_offset, masks.data(), masks.size() * sizeof(uint32_t));
+  const Tensor dev(DType::kI32, Shape{static_cast<int64_t>(bytes / sizeof(int32_t))},
+                   allocator_->NewBuffer(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(dev.data(), staged, bytes, cudaMemcpyHostToDevice, stream()));
+  mask_staged_->Record(stream());
+  auto* base = static_cast<uint8_t*>(dev.data());
+  cuda::LaunchMaskLogits(x.data_as<float>(), x.cols(), reinterpret_cast<const int32_t*>(base),
+                         reinterpret_cast<const uint32_t*>(base + mask_offset), n, words, stream());
 }
 
 bool CudaBackend::has_sample_rows(int64_t vocab) const {

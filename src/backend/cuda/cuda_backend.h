@@ -140,6 +140,9 @@ class CudaBackend final : public Backend {
   void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh
   bool has_edit_logits() const override { return true; }
   void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override;  // logit_edits.cuh
+  bool has_mask_logits() const override { return true; }
+  void MaskLogits(const Tensor& x, std::span<const int32_t> rows, std::span<const uint32_t> masks,
+                  int64_t words) override;  // logit_edits.cuh
   bool has_logprob_rows() const override { return true; }
   void LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids, int top_k,
                    const Tensor& out) override;        // logprob_rows.cuh
@@ -196,6 +199,12 @@ class CudaBackend final : public Backend {
   // out (the next call waits for it before rewriting the staging).
   std::unique_ptr<cuda::PinnedHostBuffer> edit_staging_;
   std::unique_ptr<cuda::CudaEvent> edit_staged_;
+  // MaskLogits' upload (rows, then masks), the same way.
+  std::unique_ptr<cuda::PinnedHostBuffer> mask_staging_;
+  std::unique_ptr<cuda::CudaEvent> mask_staged_;
+  // `staging` grown to >= `bytes` once its last upload (`staged`) is done; its host pointer.
+  static void* StagingFor(std::unique_ptr<cuda::PinnedHostBuffer>& staging,
+                          std::unique_ptr<cuda::CudaEvent>& staged, size_t bytes);
 };
 
 }  // namespace loom

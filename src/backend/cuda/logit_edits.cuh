@@ -1,5 +1,6 @@
 // Backend::EditLogits on the device: each LogitEdit (backend/logit_edit.h) applied to its logit,
-// one thread an edit, with the host sampler's float operations (ApplyLogitEdit is shared).
+// one thread an edit, with the host sampler's float operations (ApplyLogitEdit is shared); and
+// Backend::MaskLogits, the grammar masks, one thread a logit.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,5 +15,10 @@ namespace loom::cuda {
 // two naming the same (row, token); rows and tokens were checked on the host.
 void LaunchEditLogits(float* x, int64_t vocab, const LogitEdit* edits, int64_t n,
                       cudaStream_t stream);
+
+// Backend::MaskLogits: for each of the n rows (device memory: rows[n], masks[n * words]), every
+// logit of x[rows[i]] whose mask bit is clear (or past 32 * words) becomes -inf.
+void LaunchMaskLogits(float* x, int64_t vocab, const int32_t* rows, const uint32_t* masks,
+                      int64_t n, int64_t words, cudaStream_t stream);
 
 }  // namespace loom::cuda
