@@ -153,6 +153,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                 "CUDA: copy every sampled row's logits to the host, greedy rows and "
                 "temperature/top-k/top-p/min-p draws (with or without penalties / logit_bias) "
                 "too (A/B, debug)");
+  app->add_option("--grammar-threads", grammar_threads,
+                  "threads computing grammar masks while a device step runs (0: on the engine "
+                  "thread after the step; default: half of --threads, at most 8, with CUDA, 0 on "
+                  "the CPU backend, whose step holds every core)")
+      ->check(CLI::Range(-1, 64));
   app->add_option("--cpu-isa", cpu_isa,
                   "CPU: cap the dot-product kernels at this instruction set (A/B runs; default "
                   "auto, the best the CPU has; LOOM_CPU_ISA when not given)")
@@ -325,7 +330,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.device_sampling = flags.device_sampling;
   // On a device the host is idle during the step, so the grammar masks of the next rows are
   // computed then (the CPU backend's step holds every core).
-  ec.num_grammar_threads = use_cuda ? std::clamp(threads / 2, 1, 8) : 0;
+  ec.num_grammar_threads = flags.grammar_threads >= 0 ? flags.grammar_threads
+                           : use_cuda                 ? std::clamp(threads / 2, 1, 8)
+                                                      : 0;
   ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,

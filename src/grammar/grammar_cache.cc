@@ -42,6 +42,7 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
   if (!spec.frame_prefix.empty() || !spec.frame_suffix.empty()) {
     g = Framed(std::move(g), spec.frame_prefix, spec.frame_suffix);
   }
+  if (!spec.trigger.empty()) g = Triggered(std::move(g), spec.trigger, spec.trigger_repeats);
   if (!spec.reasoning_close.empty()) {
     g = AfterReasoning(std::move(g), spec.reasoning_open, spec.reasoning_close,
                        spec.reasoning_already_open);
@@ -57,11 +58,11 @@ GrammarCache::GrammarCache(size_t capacity, JsonSchemaOptions options)
 uint64_t GrammarCache::Hash(const GrammarSpec& spec) {
   const std::hash<std::string> h;
   uint64_t x = h(spec.text) * 31 + static_cast<uint64_t>(spec.kind);
-  for (const std::string* s :
-       {&spec.frame_prefix, &spec.frame_suffix, &spec.reasoning_open, &spec.reasoning_close}) {
+  for (const std::string* s : {&spec.frame_prefix, &spec.frame_suffix, &spec.trigger,
+                               &spec.reasoning_open, &spec.reasoning_close}) {
     x = x * 1000003 ^ h(*s);
   }
-  return x * 2 + (spec.reasoning_already_open ? 1 : 0);
+  return x * 4 + (spec.reasoning_already_open ? 1 : 0) + (spec.trigger_repeats ? 2 : 0);
 }
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const GrammarSpec& spec) {

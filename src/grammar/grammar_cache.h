@@ -28,9 +28,12 @@ struct GrammarSpec {
   GrammarKind kind = GrammarKind::kGbnf;
   std::string text;
   // Wrappings applied after the front end, innermost first (grammar_compose.h): Framed when a
-  // frame is set (a tool call's markup around its JSON), then AfterReasoning when
-  // reasoning_close is set (the grammar starts after the reasoning section).
+  // frame is set (a tool call's markup around its JSON), then Triggered when trigger is set
+  // (free text until the trigger, once or, with trigger_repeats, each time), then
+  // AfterReasoning when reasoning_close is set (the grammar starts after the reasoning section).
   std::string frame_prefix = {}, frame_suffix = {};
+  std::string trigger = {};
+  bool trigger_repeats = false;
   std::string reasoning_open = {}, reasoning_close = {};
   bool reasoning_already_open = false;
   bool operator==(const GrammarSpec&) const = default;

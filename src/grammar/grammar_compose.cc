@@ -8,12 +8,15 @@
 namespace loom {
 namespace {
 
-// Adds rules matching any byte string that contains `marker` exactly once, at its end (the
-// Knuth-Morris-Pratt automaton of `marker`: rule j = "the last j bytes matched marker[0, j)").
-// Returns the rule of state 0.
-int32_t UpToAndIncluding(Grammar* g, std::string_view marker) {
+// Fills rules[0, k) (k = marker's length, already added) with the Knuth-Morris-Pratt automaton of
+// `marker`: rule j = "the last j bytes matched marker[0, j)"; each alternative takes one byte
+// and moves on. A byte completing the marker continues with `on_match` and leaves the automaton
+// (no such byte when on_match is null); with `can_end` every state may also end.
+void FillMarkerAutomaton(Grammar* g, std::string_view marker, const std::vector<int32_t>& rules,
+                         const GrammarSequence* on_match, bool can_end) {
   const size_t k = marker.size();
   CHECK_GT(k, 0u);
+  CHECK_EQ(rules.size(), k);
   // failure[j]: the longest proper border of marker[0, j).
   std::vector<size_t> failure(k + 1, 0);
   for (size_t j = 2; j <= k; ++j) {
@@ -26,19 +29,36 @@ int32_t UpToAndIncluding(Grammar* g, std::string_view marker) {
     while (j > 0 && static_cast<uint8_t>(marker[j]) != b) j = failure[j];
     return static_cast<uint8_t>(marker[j]) == b ? j + 1 : 0;
   };
-  std::vector<int32_t> rules(k);
-  for (size_t j = 0; j < k; ++j) rules[j] = g->AddRule("up-to-marker");
   for (size_t j = 0; j < k; ++j) {
+    if (can_end) g->AddAlternative(rules[j], {});
     std::vector<ByteSet> by_next(k + 1);
     for (int b = 0; b < 256; ++b)
       by_next[next(j, static_cast<uint8_t>(b))].Add(static_cast<uint8_t>(b));
     for (size_t n = 0; n <= k; ++n) {
-      if (by_next[n].empty()) continue;
+      if (by_next[n].empty() || (n == k && on_match == nullptr)) continue;
       GrammarSequence seq{GrammarElement::Bytes(by_next[n])};
-      if (n < k) seq.push_back(GrammarElement::Rule(rules[n]));
+      if (n < k) {
+        seq.push_back(GrammarElement::Rule(rules[n]));
+      } else {
+        seq.insert(seq.end(), on_match->begin(), on_match->end());
+      }
       g->AddAlternative(rules[j], std::move(seq));
     }
   }
+}
+
+std::vector<int32_t> AddRules(Grammar* g, size_t n, std::string_view name) {
+  std::vector<int32_t> rules(n);
+  for (int32_t& r : rules) r = g->AddRule(name);
+  return rules;
+}
+
+// Adds rules matching any byte string that contains `marker` exactly once, at its end. Returns
+// the rule of state 0.
+int32_t UpToAndIncluding(Grammar* g, std::string_view marker) {
+  const std::vector<int32_t> rules = AddRules(g, marker.size(), "up-to-marker");
+  const GrammarSequence end;
+  FillMarkerAutomaton(g, marker, rules, &end, /*can_end=*/false);
   return rules[0];
 }
 
@@ -63,6 +83,24 @@ Grammar Framed(Grammar inner, std::string_view prefix, std::string_view suffix) 
   Grammar::AppendLiteral(suffix, &seq);
   inner.AddAlternative(root, std::move(seq));
   inner.set_root(root);
+  return inner;
+}
+
+Grammar Triggered(Grammar inner, std::string_view trigger, bool repeat) {
+  CHECK_GE(inner.root_idx(), 0);
+  CHECK(!trigger.empty());
+  const int32_t inner_root = inner.root_idx();
+  const std::vector<int32_t> text = AddRules(&inner, trigger.size(), "free-text");
+  // After the (last) triggered part: more of the same text, or text the trigger cannot enter.
+  std::vector<int32_t> after = text;
+  if (!repeat) {
+    after = AddRules(&inner, trigger.size(), "free-text-after");
+    FillMarkerAutomaton(&inner, trigger, after, nullptr, /*can_end=*/true);
+  }
+  const GrammarSequence on_match = {GrammarElement::Rule(inner_root),
+                                    GrammarElement::Rule(after[0])};
+  FillMarkerAutomaton(&inner, trigger, text, &on_match, /*can_end=*/true);
+  inner.set_root(text[0]);
   return inner;
 }
 

@@ -1,6 +1,8 @@
 // Grammars built around another one, for what the server wraps a request's grammar in:
 //
 //   Framed           prefix inner suffix (a tool call: `<tool_call>\n` {json} `\n</tool_call>`)
+//   Triggered        free text in which a trigger starts inner (tool_choice auto's lazy grammar:
+//                    text until the model opens a call with `<tool_call>`, then a valid call)
 //   AfterReasoning   a reasoning section first, free text up to its close marker, then inner:
 //                    the grammar applies to the answer only, after `</think>` (the clash vLLM
 //                    and SGLang have: a JSON grammar from the first token forbids thinking)
@@ -14,6 +16,13 @@ namespace loom {
 
 // root ::= prefix inner-root suffix. `inner` must have its root set.
 Grammar Framed(Grammar inner, std::string_view prefix, std::string_view suffix);
+
+// Free text in which each occurrence of `trigger` continues with `inner`, then free text again:
+//   root ::= text (trigger inner-root text)*      with `repeat`
+//   root ::= text (trigger inner-root text')?     without (text' never contains trigger)
+// where text is any byte string not containing `trigger` (it may end inside a partial one).
+// `trigger` must be non-empty.
+Grammar Triggered(Grammar inner, std::string_view trigger, bool repeat);
 
 // `already_open` (the prompt opened the section, e.g. DeepSeek-R1's "<think>\n"):
 //   root ::= any-bytes-up-to-and-including(close) ws inner-root

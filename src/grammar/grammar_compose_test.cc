@@ -1,6 +1,6 @@
-// Framed and AfterReasoning: the wrapped grammar applies exactly between the frame, and only after
-// the reasoning section (whose free text may hold anything but the close marker, including
-// prefixes of it and marker-like text that restarts it).
+// Framed, Triggered and AfterReasoning: the wrapped grammar applies exactly between the frame,
+// after each trigger, and only after the reasoning section (whose free text may hold anything but
+// the close marker, including prefixes of it and marker-like text that restarts it).
 #include "grammar/grammar_compose.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +31,37 @@ TEST(GrammarComposeTest, FramedToolCall) {
   EXPECT_FALSE(Matches(g, "<tool_call>\n{\"name\":\"g\",\"arguments\":{\"n\":3}}\n</tool_call>"));
   EXPECT_FALSE(Matches(g, "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>"));
   EXPECT_FALSE(Matches(g, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"n\":3}}\n</tool_call>x"));
+}
+
+// tool_choice auto's lazy grammar: anything until `<tool_call>`, then exactly a valid call, then
+// free text again (more calls with repeat; none without).
+TEST(GrammarComposeTest, TriggeredToolCalls) {
+  const char* call = R"({"type":"object","properties":{"name":{"const":"f"},"arguments":{
+      "type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+      "required":["name","arguments"]})";
+  const std::string one = "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"n\":3}}\n</tool_call>";
+  auto many = MustCompile(Triggered(Framed(Schema(call), "\n", "\n</tool_call>"), "<tool_call>",
+                                    /*repeat=*/true));
+  auto single = MustCompile(
+      Triggered(Framed(Schema(call), "\n", "\n</tool_call>"), "<tool_call>", /*repeat=*/false));
+  for (const auto& g : {many, single}) {
+    for (const std::string& ok :
+         {std::string(""), std::string("plain text, no call"), "Let me check.\n" + one,
+          one + "\nDone.", std::string("a <tool_ b <tool_cal <<tool_call"), "<<" + one,
+          "\xe2\x9c\x93 " + one}) {
+      EXPECT_TRUE(Matches(g, ok)) << ok;
+    }
+    for (const std::string& bad :
+         {std::string("<tool_call>\n{\"name\":\"g\",\"arguments\":{\"n\":3}}\n</tool_call>"),
+          std::string("text <tool_call>"), std::string("<tool_call>{\"name\":\"f\"}"),
+          "x<tool_call>" + one.substr(11, 20)}) {
+      EXPECT_FALSE(Matches(g, bad)) << bad;
+    }
+  }
+  EXPECT_TRUE(Matches(many, one + "\n" + one + " ok"));
+  EXPECT_FALSE(Matches(single, one + "\n" + one));
+  EXPECT_FALSE(Matches(single, one + "then <tool_call>"));
+  EXPECT_TRUE(Matches(single, one + "then <tool_cal"));
 }
 
 TEST(GrammarComposeTest, AfterAnOpenReasoningSection) {

@@ -13,7 +13,9 @@
 //   (f) NaN rows and all -inf rows give kArgmaxNaN / kArgmaxNone, without disturbing the batch;
 //   (g) logit edits (bias, penalties, min_tokens masking) on the device equal the host's bit for
 //       bit, and edited rows then give SampleRow's tokens;
-//   (h) LogprobRows on edited rows gives SampleRow's logprobs and top logprobs.
+//   (h) LogprobRows on edited rows gives SampleRow's logprobs and top logprobs;
+//   (i) grammar masks (MaskLogits) give the host's masked rows bit for bit, and masked rows then
+//       give SampleRow's tokens under the same mask.
 // DISABLED_Bench times the kernel (run with --gtest_also_run_disabled_tests). Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -490,6 +492,84 @@ TEST_F(CudaSamplingTest, EditedRowsGiveTheHostSamplersTokens) {
   }
   EXPECT_GE(same, rows / 2 - 1);  // 24 draws: >= 99% means at most one differs
   EXPECT_GE(changed, 6);          // the edits moved most greedy choices
+}
+
+// (i) Grammar masks on the device: every row listed (not the others) has exactly the logits its
+// mask clears at -inf, ids past the mask words included; the argmax of a masked greedy row and a
+// masked draw match SampleRow with SampleContext::allowed on the raw row.
+TEST_F(CudaSamplingTest, MaskedRowsGiveTheHostSamplersTokens) {
+  std::mt19937_64 rng(21);
+  const int vocab = 151936;
+  const int64_t words = (151669 + 31) / 32;  // a tokenizer's mask: shorter than the model's rows
+  const int rows = 24;
+  std::vector<float> x;
+  std::vector<std::vector<float>> raw;
+  for (int r = 0; r < rows; ++r) {
+    raw.push_back(RandomRow(rng, vocab, r % 4));
+    x.insert(x.end(), raw.back().begin(), raw.back().end());
+  }
+  // Rows 0, 2, 3, 5, ... masked (every third free); masks from dense to a handful of ids.
+  std::vector<int32_t> masked;
+  std::vector<std::vector<uint32_t>> masks(rows);
+  std::vector<uint32_t> flat;
+  for (int r = 0; r < rows; ++r) {
+    if (r % 3 == 1) continue;
+    masked.push_back(r);
+    std::vector<uint32_t>& m = masks[r];
+    m.assign(static_cast<size_t>(words), 0);
+    const int keep_one_in = 1 << (r % 8);  // 1, 2, 4, ... 128
+    for (int v = 0; v < 32 * words; ++v) {
+      if (rng() % keep_one_in == 0) m[v / 32] |= 1u << (v % 32);
+    }
+    flat.insert(flat.end(), m.begin(), m.end());
+  }
+  Tensor dev = gpu_->Alloc(DType::kF32, Shape{rows, vocab});
+  gpu_->CopyFromHost(x.data(), dev);
+  gpu_->MaskLogits(dev, masked, flat, words);
+  std::vector<float> got(x.size());
+  gpu_->CopyToHost(dev, got.data());
+  std::vector<float> want = x;
+  for (int32_t r : masked) {
+    for (int v = 0; v < vocab; ++v) {
+      const bool allowed = v < 32 * words && ((masks[r][v / 32] >> (v % 32)) & 1) != 0;
+      if (!allowed) want[static_cast<size_t>(r) * vocab + v] = -kInf;
+    }
+  }
+  ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+
+  Tensor ids = gpu_->Alloc(DType::kI32, Shape{rows});
+  gpu_->ArgmaxRows(dev, ids);
+  std::vector<int32_t> argmax(rows);
+  gpu_->CopyToHost(ids, argmax.data());
+  std::vector<int32_t> draw_rows;
+  std::vector<DrawParams> draws;
+  for (int r = 0; r < rows; ++r) {
+    draw_rows.push_back(r);
+    draws.push_back(DrawParams{0.9f, 0, 0.95f, 0.0f, static_cast<uint64_t>(300 + r), 3});
+  }
+  const std::vector<int32_t> drawn = DrawOn(dev, draw_rows, draws);
+  Sampler sampler(vocab);
+  int same = 0;
+  for (int r = 0; r < rows; ++r) {
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    SamplingParams draw;
+    draw.temperature = 0.9f;
+    draw.top_p = 0.95f;
+    const std::vector<TokenId> output(3, 0);
+    SampleContext ctx{&greedy, {}, output, static_cast<uint64_t>(300 + r), {}};
+    ctx.allowed = masks[r];
+    std::vector<float> row = raw[r];
+    StatusOr<SampleResult> host = sampler.SampleRow(row, ctx);
+    ASSERT_TRUE(host.ok()) << r;
+    EXPECT_EQ(argmax[r], host->token) << "greedy row " << r;
+    ctx.params = &draw;
+    row = raw[r];
+    host = sampler.SampleRow(row, ctx);
+    ASSERT_TRUE(host.ok()) << r;
+    same += drawn[static_cast<size_t>(r)] == host->token;
+  }
+  EXPECT_GE(same, rows - 1);  // >= 99% as plain draws ((c))
 }
 
 // (h) LogprobRows on edited rows gives SampleRow's logprobs: the chosen token's (a greedy row's

@@ -55,9 +55,11 @@ struct GenerationRequest {
 
   // Grammar-constrained output (grammar_request.h; a forced tool call): the spec, the field it
   // came from (its compile errors name it), and the grammar compiled by the route, which
-  // Generation gives each choice a fresh state of.
+  // Generation gives each choice a fresh state of. An optional grammar (tool_choice auto's lazy
+  // one) that does not compile is dropped instead of failing the request.
   std::optional<GrammarSpec> grammar;
   std::string grammar_field;
+  bool grammar_optional = false;
   std::shared_ptr<const CompiledGrammar> compiled_grammar;
   // Completions: the prompt as text, or as token ids when the request sent ids.
   std::string prompt_text;

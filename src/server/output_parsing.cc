@@ -13,6 +13,27 @@ bool EndsWithMarker(const std::string& prompt, const std::string& marker) {
   return prompt.compare(end + 1 - marker.size(), marker.size(), marker) == 0;
 }
 
+// One call of `format`'s JSON: {"name": <a tool's name (the named one)>, "arguments" |
+// "parameters": <its parameters>}, as a JSON Schema spec without framing.
+GrammarSpec ToolCallSpec(const GenerationRequest& req, ToolCallFormat format) {
+  const char* args_key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const auto& t : req.tools) {
+    const std::string name = t["function"]["name"].get<std::string>();
+    if (req.tool_choice == ToolChoiceMode::kNamed && name != req.tool_choice_name) continue;
+    calls.push_back(nlohmann::ordered_json{
+        {"type", "object"},
+        {"properties", {{"name", {{"const", name}}}, {args_key, t["function"]["parameters"]}}},
+        {"required", {"name", args_key}},
+        {"additionalProperties", false}});
+  }
+  GrammarSpec spec;
+  spec.kind = GrammarKind::kJsonSchema;
+  spec.text = calls.size() == 1 ? calls[0].dump()
+                                : nlohmann::ordered_json{{"anyOf", std::move(calls)}}.dump();
+  return spec;
+}
+
 }  // namespace
 
 StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
@@ -59,10 +80,25 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
         ToolCallFormatNames() + ")");
   }
   if (ToolCallFormatUsesSpecialTokens(*parsers.tool_format)) req->skip_special_tokens = false;
-  if (req->tool_choice != ToolChoiceMode::kRequired && req->tool_choice != ToolChoiceMode::kNamed) {
+  const ToolCallFormat format = *parsers.tool_format;
+  const bool forced =
+      req->tool_choice == ToolChoiceMode::kRequired || req->tool_choice == ToolChoiceMode::kNamed;
+  if (!forced) {
+    // tool_choice auto: the lazy grammar (free text; a call, once opened, is a valid one) where
+    // the format's calls are JSON after a plain-text marker, and no other grammar is asked for.
+    if (format != ToolCallFormat::kHermes || req->grammar.has_value()) return OkStatus();
+    GrammarSpec spec = ToolCallSpec(*req, format);
+    spec.frame_prefix = "\n";
+    spec.frame_suffix = "\n</tool_call>";
+    spec.trigger = "<tool_call>";
+    spec.trigger_repeats = req->parallel_tool_calls;
+    req->grammar = std::move(spec);
+    req->grammar_field = "tools";
+    // A tool schema the engine cannot express (a bound on a number...) must not fail an agent's
+    // request: its calls are then unconstrained, as without the lazy grammar.
+    req->grammar_optional = true;
     return OkStatus();
   }
-  const ToolCallFormat format = *parsers.tool_format;
   if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kLlama3Json) {
     *param = "tool_choice";
     return InvalidArgumentError(
@@ -75,22 +111,7 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
     return InvalidArgumentError("tool_choice: a forced tool call and " + req->grammar_field +
                                 " both constrain the output; send one of them");
   }
-  // One call: {"name": <a tool's name>, "arguments" | "parameters": <its parameters>}.
-  const char* args_key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
-  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
-  for (const auto& t : req->tools) {
-    const std::string name = t["function"]["name"].get<std::string>();
-    if (req->tool_choice == ToolChoiceMode::kNamed && name != req->tool_choice_name) continue;
-    calls.push_back(nlohmann::ordered_json{
-        {"type", "object"},
-        {"properties", {{"name", {{"const", name}}}, {args_key, t["function"]["parameters"]}}},
-        {"required", {"name", args_key}},
-        {"additionalProperties", false}});
-  }
-  GrammarSpec spec;
-  spec.kind = GrammarKind::kJsonSchema;
-  spec.text = calls.size() == 1 ? calls[0].dump()
-                                : nlohmann::ordered_json{{"anyOf", std::move(calls)}}.dump();
+  GrammarSpec spec = ToolCallSpec(*req, format);
   if (format == ToolCallFormat::kHermes) {
     spec.frame_prefix = "<tool_call>\n";
     spec.frame_suffix = "\n</tool_call>";
@@ -104,6 +125,10 @@ Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
                              const TokenVocabulary* vocab, const std::string& rendered_prompt,
                              GenerationRequest* req, std::string* param) {
   if (!req->grammar.has_value()) return OkStatus();
+  if ((vocab == nullptr || cache == nullptr) && req->grammar_optional) {
+    req->grammar.reset();
+    return OkStatus();
+  }
   if (vocab == nullptr || cache == nullptr) {
     *param = req->grammar_field;
     return InvalidArgumentError(req->grammar_field +
@@ -121,6 +146,10 @@ Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
     }
   }
   StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = cache->Get(spec);
+  if (!compiled.ok() && req->grammar_optional) {
+    req->grammar.reset();
+    return OkStatus();
+  }
   if (!compiled.ok()) {
     *param = req->grammar_field;
     return InvalidArgumentError(req->grammar_field + ": " +

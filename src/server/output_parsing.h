@@ -41,7 +41,10 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
 // (InvalidArgument naming "tools" otherwise), keeps special tokens in the detokenized text when
 // the format's markers are special tokens, and turns a forced tool call (tool_choice required or
 // named) into the grammar of one call in the format's markup with the tool's parameter schema
-// (hermes and llama3_json so far; other formats are a 400 naming tool_choice).
+// (hermes and llama3_json so far; other formats are a 400 naming tool_choice). Under
+// tool_choice auto with the hermes format and no other grammar, the lazy grammar: free text,
+// and each `<tool_call>` the model opens must continue as a valid call (one, without
+// parallel_tool_calls); grammar_field "tools".
 Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req,
                             std::string* param);
 

@@ -145,6 +145,37 @@ test('openai: tool_choice required / named forces a valid call, streamed and not
   assert.ok(validBooking(JSON.parse(args)));
 });
 
+test('openai: tool_choice auto: a call the model opens is a valid call (the lazy grammar)', { skip }, async () => {
+  // logit_bias pushes Qwen3's <tool_call> token (151657), so the random model opens a call at
+  // once; from there the grammar must make it one of the tools with valid arguments, and without
+  // parallel_tool_calls the model cannot open a second one.
+  for (const seed of [1, 2, 3, 4]) {
+    const c = await openai.chat.completions.create({ model: 'm', messages: question,
+      tools: [lookup, booking], tool_choice: 'auto', parallel_tool_calls: false, seed,
+      max_tokens: 200, reasoning_effort: 'none', logit_bias: { 151657: 100 } });
+    const choice = c.choices[0];
+    assert.equal(choice.message.tool_calls?.length, 1, JSON.stringify(choice));
+    assert.ok(['tool_calls', 'length'].includes(choice.finish_reason), choice.finish_reason);
+    const call = choice.message.tool_calls[0];
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === 'book_table') assert.ok(validBooking(args), JSON.stringify(ajv.errors));
+    else assert.equal(call.function.name, 'lookup'), assert.ok(validLookup(args), JSON.stringify(args));
+  }
+});
+
+test('openai: tool_choice auto with a schema the grammar cannot express still answers', { skip }, async () => {
+  // A bound on a number is refused under tool_choice required (below), but must not fail an
+  // agent's ordinary request: the lazy grammar is then left out.
+  const timer = { type: 'function', function: { name: 'wait', parameters: { type: 'object',
+    properties: { seconds: { type: 'number', maximum: 600 } } } } };
+  const c = await openai.chat.completions.create({ model: 'm', messages: question,
+    tools: [timer, weather], tool_choice: 'auto', max_tokens: 4 });
+  assert.ok(c.choices[0].finish_reason);
+  await assert.rejects(openai.chat.completions.create({ model: 'm', messages: question,
+    tools: [timer], tool_choice: 'required', max_tokens: 4 }),
+  (e) => e.status === 400 && /maximum/.test(e.message));
+});
+
 test('openai: what cannot be honoured or is malformed is a 400 naming the field', { skip }, async () => {
   const cases = [
     [{ tools: [weather], tool_choice: 'required', response_format: { type: 'json_object' } },
