@@ -1,8 +1,8 @@
 // Regenerates tests/grammar-corpus/ (README.md there says what each group is, where it came from
 // and its license) from the npm packages that carry the schemas, pinned at the versions below:
 //
-//   mkdir /tmp/corpus-src && cd /tmp/corpus-src && npm init -y &&
-//     npm install --ignore-scripts $(node tools/grammar/make_corpus.mjs --packages)
+//   pkgs=$(node tools/grammar/make_corpus.mjs --packages)
+//   mkdir /tmp/corpus-src && (cd /tmp/corpus-src && npm init -y && npm install --ignore-scripts $pkgs)
 //   node tools/grammar/make_corpus.mjs /tmp/corpus-src/node_modules [tests/agents/node_modules]
 //
 // - MCP servers: each is started over stdio and asked for tools/list (the tool input schemas a
