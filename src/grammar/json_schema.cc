@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/utf8.h"
@@ -65,7 +66,10 @@ const std::map<std::string, std::string, std::less<>> kFormats = {
     {"uuid", R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)"},
     {"email",
      R"(^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$)"},
-    {"uri", R"(^[A-Za-z][A-Za-z0-9+.\-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*$)"},
+    // scheme ":" then //authority path-abempty, path-absolute or path-rootless, query, fragment,
+    // with %XX escapes (no IP literals; a non-empty hier-part, as ajv-formats requires).
+    {"uri",
+     R"(^[A-Za-z][A-Za-z0-9+.\-]*:(//(([A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)(\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?(#([A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?$)"},
     {"ipv4", R"(^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$)"},
     {"hostname",
      R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$)"},
@@ -674,9 +678,31 @@ class SchemaCompiler {
     return out;
   }
 
+  // The integer range a "format" on an integer or a number implies: OpenAPI's "int32" / "int64"
+  // (checked by ajv-formats; int64 within the +-9e18 the integer bounds support), none for
+  // "float" / "double" (no check beyond being a number) and for the string formats (they do not
+  // apply to numbers); any other format is refused rather than ignored.
+  static StatusOr<std::optional<std::pair<int64_t, int64_t>>> NumberFormat(
+      const Json& s, const std::string& path) {
+    using Range = std::optional<std::pair<int64_t, int64_t>>;
+    if (!s.contains("format")) return Range();
+    const Json& f = s["format"];
+    if (f == "int32") return Range({-2147483648LL, 2147483647LL});
+    if (f == "int64") return Range({-9000000000000000000LL, 9000000000000000000LL});
+    if (f == "float" || f == "double" || (f.is_string() && kFormats.count(f.get<std::string>()))) {
+      return Range();
+    }
+    return Err(path, "format " + f.dump() + " is not supported on a number");
+  }
+
   StatusOr<GrammarElement> Integer(const Json& s, const std::string& path) {
-    ASSIGN_OR_RETURN(const auto lo, Bound(s, true, path));
-    ASSIGN_OR_RETURN(const auto hi, Bound(s, false, path));
+    ASSIGN_OR_RETURN(auto lo, Bound(s, true, path));
+    ASSIGN_OR_RETURN(auto hi, Bound(s, false, path));
+    ASSIGN_OR_RETURN(const auto format_range, NumberFormat(s, path));
+    if (format_range) {
+      lo = std::max(lo.value_or(format_range->first), format_range->first);
+      hi = std::min(hi.value_or(format_range->second), format_range->second);
+    }
     if (lo && hi && *lo > *hi) {
       return Err(path, "the integer range [" + std::to_string(*lo) + ", " + std::to_string(*hi) +
                            "] is empty");
@@ -689,6 +715,8 @@ class SchemaCompiler {
   }
 
   StatusOr<GrammarElement> Number(const Json& s, const std::string& path) {
+    ASSIGN_OR_RETURN(const auto format_range, NumberFormat(s, path));
+    if (format_range) return Integer(s, path);  // int32 / int64: an integer in range
     for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
       if (s.contains(key)) {
         return Err(path, std::string("keyword \"") + key +

@@ -14,7 +14,8 @@
 //   properties, required, additionalProperties (false / true / a schema), items, prefixItems,
 //   (draft-4 items-array + additionalItems), minItems, maxItems, minLength / maxLength (code
 //   points; an escape counts as one), pattern (regex_grammar.h, over the decoded string), format
-//   (date-time, date, time, uuid, email, uri, ipv4, hostname), minimum / maximum /
+//   (date-time, date, time, uuid, email, uri, ipv4, hostname; on integers and numbers OpenAPI's
+//   int32 / int64 as bounds, float / double as nothing to check), minimum / maximum /
 //   exclusiveMinimum / exclusiveMaximum on integers (exact, any int64 range, as a digit-range
 //   grammar; the draft-4 boolean exclusive* form too), "minimum": 0 on numbers (no other number
 //   bound: refused), uniqueItems: false.

@@ -212,7 +212,8 @@ TEST(JsonSchemaTest, Strings) {
        {R"("a@")", R"("@b.co")", R"("a b@c.d")", R"("a@-b.co")"}},
       {R"({"type": "string", "format": "uri"})",
        {R"("https://example.com/a?b=c#d")", R"("mailto:x@y.z")", R"("urn:isbn:0451450523")"},
-       {R"("example.com")", R"("http://a b")", R"("1http://x")"}},
+       {R"("example.com")", R"("http://a b")", R"("1http://x")", R"("a:")", R"("a:[")",
+        R"("http://x/%zz")", R"("http://x:y")"}},
       {R"({"type": "string", "format": "ipv4"})",
        {R"("192.168.0.1")", R"("0.0.0.0")"},
        {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")"}},
@@ -220,7 +221,7 @@ TEST(JsonSchemaTest, Strings) {
        {R"("example.com")", R"("a-b.c")"},
        {R"("-a.com")", R"("a_b.com")"}},
   };
-  EXPECT_EQ(RunCases(cases, Schema), 68);  // accept + reject strings checked
+  EXPECT_EQ(RunCases(cases, Schema), 72);  // accept + reject strings checked
 }
 
 TEST(JsonSchemaTest, IntegerBounds) {
@@ -242,8 +243,18 @@ TEST(JsonSchemaTest, IntegerBounds) {
        {"123", "199", "200", "999", "1000", "4567", "4499"},
        {"122", "4568", "5000", "12", "45670"}},
       {R"({"type": "number", "minimum": 0})", {"0", "1.5", "3e2"}, {"-1", "-0.5"}},
+      // OpenAPI's formats on numbers (the grammar must not ignore them: ajv-formats checks them).
+      {R"({"type": "integer", "format": "int32"})",
+       {"2147483647", "-2147483648", "0"},
+       {"2147483648", "-2147483649", "5563116557485"}},
+      {R"({"type": "integer", "format": "int32", "minimum": 1})", {"1", "2147483647"}, {"0"}},
+      {R"({"type": "number", "format": "int64"})",
+       {"9000000000000000000", "-3"},
+       {"1.5", "9000000000000000001"}},
+      {R"({"type": "number", "format": "double"})", {"1.5", "-2e10"}, {"x"}},
+      {R"({"type": "integer", "format": "uuid"})", {"12"}, {"1.5"}},  // a string format: n/a
   };
-  EXPECT_EQ(RunCases(cases, Schema), 60);  // accept + reject strings checked
+  EXPECT_EQ(RunCases(cases, Schema), 78);  // accept + reject strings checked
 }
 
 // IntegerRangeRegex against every integer of a window, for many ranges.
@@ -341,6 +352,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
       {R"({"type": "object", "properties": {"a/b": {"type": "string", "contentEncoding": "x"}}})",
        R"(#/properties/a~1b: keyword "contentEncoding" is not supported)"},
       {R"({"type": "string", "format": "ipv6"})", R"(#: format "ipv6" is not supported)"},
+      {R"({"type": "integer", "format": "decimal"})",
+       R"(#: format "decimal" is not supported on a number)"},
       {R"({"type": "number", "maximum": 3})", R"(keyword "maximum" on a number is not supported)"},
       {R"({"type": "number", "minimum": 1})", R"(keyword "minimum" on a number)"},
       {R"({"type": "string", "pattern": "(a)\\1"})",

@@ -1,6 +1,6 @@
 // `loom grammar`: compile time line, accept / reject <byte offset> per document (bytes, and with
 // --tokenizer the token-by-token walk), --bench's mask timing line, exit 2 with the error for a
-// grammar that does not compile.
+// grammar that does not compile; --sample's documents, several schemas in one run, --bench-json.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -47,4 +47,49 @@ test('loom grammar --tokenizer walks the tokens and --bench times the masks', { 
   assert.match(r.stdout, /good\.json: accept; tokens: accept \(\d+ tokens \+ EOS\)/);
   assert.match(r.stdout, /bad\.json: reject 22; tokens: reject \d+ \(token \d+, id \d+\)/);
   assert.match(r.stdout, /mask: \d+ tokens, p50 [0-9.]+ us, p99 [0-9.]+ us, max [0-9.]+ us/);
+});
+
+test('loom grammar --sample draws documents under the grammar, reproducibly by --seed', { skip: tinyQwen3Skip() }, () => {
+  const sample = (...args) => loom('--tokenizer', QWEN3_TOKENIZER, '--sample', '4', ...args);
+  const r = sample('--json-schema', schema, '--seed', '7');
+  assert.equal(r.status, 0, r.stderr);
+  const [first, ...rest] = r.stdout.trim().split('\n');
+  assert.match(first, /^compiled in [0-9.]+ ms$/);
+  const docs = rest.map((l) => JSON.parse(l));
+  assert.equal(docs.length, 4);
+  for (const d of docs) {
+    assert.deepEqual(Object.keys(d), ['doc', 'complete']);
+    if (!d.complete) continue;
+    const v = JSON.parse(d.doc);
+    assert.deepEqual(Object.keys(v), ['name', 'age']);
+    assert.ok([...v.name].length <= 20 && Number.isInteger(v.age) && v.age >= 0 && v.age <= 150, d.doc);
+  }
+  assert.ok(docs.some((d) => d.complete), r.stdout);
+  const samplesOf = (out) => out.split('\n').slice(1).join('\n');  // without the compile time
+  assert.equal(samplesOf(sample('--json-schema', schema, '--seed', '7').stdout), samplesOf(r.stdout));
+  assert.notEqual(samplesOf(sample('--json-schema', schema, '--seed', '8').stdout), samplesOf(r.stdout));
+  const choice = sample('--choice', 'yes,no,maybe', '--max-tokens', '8');
+  for (const d of choice.stdout.trim().split('\n').slice(1).map((l) => JSON.parse(l))) {
+    assert.ok(d.complete && ['yes', 'no', 'maybe'].includes(d.doc), JSON.stringify(d));
+  }
+});
+
+test('loom grammar runs several --json-schema files in one process; --bench-json writes every time', { skip: tinyQwen3Skip() }, () => {
+  const refused = file('refused.json', '{"type":"object","patternProperties":{"a":{}}}');
+  const out = path.join(dir, 'bench.json');
+  const r = loom('--tokenizer', QWEN3_TOKENIZER, '--sample', '2', '--bench-json', out, '--bench',
+    '--json-schema', schema, refused);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /1 of 2 grammars did not compile/);
+  const lines = r.stdout.trim().split('\n');
+  assert.match(lines[0], new RegExp(`^${schema}: compiled in [0-9.]+ ms$`));
+  assert.ok(lines[1].startsWith('{"doc":') && lines[2].startsWith('{"doc":'), r.stdout);
+  assert.match(lines[3], new RegExp(`^${schema}: mask: \\d+ tokens, p50`));
+  assert.match(lines[4], new RegExp(`^${refused}: error: #: keyword "patternProperties" is not supported$`));
+  const report = JSON.parse(fs.readFileSync(out, 'utf8'));
+  assert.equal(report.tokenizer, QWEN3_TOKENIZER);
+  assert.deepEqual(report.grammars.map((g) => g.name), [schema, refused]);
+  assert.ok(report.grammars[0].compile_ms > 0 && report.grammars[0].mask_us.length >= 2);
+  assert.equal(report.grammars[0].mask_us.length, Number(lines[3].match(/mask: (\d+)/)[1]));
+  assert.match(report.grammars[1].error, /patternProperties/);
 });

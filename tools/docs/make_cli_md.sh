@@ -53,6 +53,13 @@ cat <<'TAIL'
 - **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
   match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
   does (compact JSON, properties in declaration order, no additional properties unless allowed).
+  `--sample N` draws N documents as the engine would with random logits (a uniform choice among
+  the tokens each mask allows, one step in four among those containing a `"` so that strings
+  end; EOS with probability 1/2 once allowed), one JSON line `{"doc", "complete"}` each;
+  `--bench` / `--bench-json` time their masks too. Several `--json-schema` files run in one
+  process (lines prefixed `FILE: `; one that does not compile prints `FILE: error: ...` and the
+  exit status is 2): `tests/node/grammar_corpus.test.mjs` and `tools/grammar/corpus_bench.mjs`
+  run `tests/grammar-corpus/` so.
 
 ## CUDA kernel variants: `--cuda-tune KEY=VALUE`
 
