@@ -268,16 +268,15 @@ class Backend {
   // Whether MaskLogits is implemented.
   virtual bool has_mask_logits() const { return false; }
   // Grammar masks (sample/sampler.h, SampleContext::allowed): x[rows[i], j] = -inf for every
-  // token j whose bit (masks[i * words + j / 32] >> (j % 32)) & 1 is clear, and for every
-  // j >= 32 * words. x [n, vocab] f32 on this device; rows distinct; masks host memory
-  // [rows.size() * words]. Masking commutes with EditLogits (an edit keeps -inf at -inf).
+  // token j whose bit (masks[i][j / 32] >> (j % 32)) & 1 is clear, and for every
+  // j >= 32 * masks[i].size(). x [n, vocab] f32 on this device; rows distinct; masks host memory
+  // (read during the call). Masking commutes with EditLogits (an edit keeps -inf at -inf).
   // Precondition: has_mask_logits().
   virtual void MaskLogits(const Tensor& x, std::span<const int32_t> rows,
-                          std::span<const uint32_t> masks, int64_t words) {
+                          std::span<const std::span<const uint32_t>> masks) {
     (void)x;
     (void)rows;
     (void)masks;
-    (void)words;
     CHECK(false) << name() << " has no MaskLogits";
   }
   // Whether ArgmaxRows is implemented. The CPU backend leaves it to the host sampler.

@@ -302,9 +302,8 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
     if (live.grammar == nullptr) continue;
     // One row per seq (no drafts yet): its token follows every token accepted so far.
     CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
-    live.mask.resize(live.grammar->mask_words());
     if (grammar_pool_ == nullptr) {
-      live.grammar->FillMask(live.mask.data());
+      live.mask = live.grammar->Mask();
       continue;
     }
     {
@@ -313,7 +312,7 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
     }
     // live_ is not modified before WaitGrammarMasks, so &live stays valid.
     grammar_pool_->Submit([this, l = &live] {
-      l->grammar->FillMask(l->mask.data());
+      l->mask = l->grammar->Mask();
       std::lock_guard<std::mutex> lock(masks_mu_);
       if (--masks_pending_ == 0) masks_cv_.notify_one();
     });

@@ -114,7 +114,7 @@ class Engine {
     uint64_t seed = 0;
     bool cached_reported = false;
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
-    std::vector<uint32_t> mask;             // the grammar's mask for this step's row
+    std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
   };
   struct Submission {
     RequestId id;

@@ -28,25 +28,40 @@ bool GrammarState::AcceptToken(TokenId id) {
   return true;
 }
 
-void GrammarState::FillMask(uint32_t* bitmask) const {
+std::span<const uint32_t> GrammarState::Mask() const {
+  const size_t words = vocab_->mask_words();
   if (terminated_) {
-    std::memset(bitmask, 0, vocab_->mask_words() * sizeof(uint32_t));
-    return;
+    scratch_.assign(words, 0);
+    return scratch_;
   }
   signature_.clear();
   matcher_.AppendStateSignature(&signature_);
   for (size_t i = 0; i < mask_cache_.size(); ++i) {
     if (mask_cache_[i].signature != signature_) continue;
-    std::memcpy(bitmask, mask_cache_[i].mask.data(), vocab_->mask_words() * sizeof(uint32_t));
+    // Moving entries keeps their buffers: the span stays valid until the next call.
     std::rotate(mask_cache_.begin() + i, mask_cache_.begin() + i + 1, mask_cache_.end());
     ++mask_cache_hits_;
-    return;
+    return mask_cache_.back().mask;
   }
-  vocab_->FillMask(matcher_, signature_, &dfa_, bitmask);
-  if (mask_cache_entries_ == 0) return;
-  if (mask_cache_.size() == mask_cache_entries_) mask_cache_.erase(mask_cache_.begin());
-  mask_cache_.push_back(
-      {signature_, std::vector<uint32_t>(bitmask, bitmask + vocab_->mask_words())});
+  std::vector<uint32_t>* out = &scratch_;
+  if (mask_cache_entries_ > 0) {
+    CachedMask entry;
+    if (mask_cache_.size() == mask_cache_entries_) {  // reuse the oldest entry's buffer
+      entry = std::move(mask_cache_.front());
+      mask_cache_.erase(mask_cache_.begin());
+    }
+    entry.signature = signature_;
+    mask_cache_.push_back(std::move(entry));
+    out = &mask_cache_.back().mask;
+  }
+  out->resize(words);
+  vocab_->FillMask(matcher_, signature_, &dfa_, out->data());
+  return *out;
+}
+
+void GrammarState::FillMask(uint32_t* bitmask) const {
+  const std::span<const uint32_t> mask = Mask();
+  std::copy(mask.begin(), mask.end(), bitmask);
 }
 
 void GrammarState::RollbackTokens(size_t num_tokens) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "grammar/mask_dfa.h"
@@ -27,8 +28,11 @@ class GrammarState {
   // does not allow it (a never-allowed token, bytes the grammar rejects, EOS before the document
   // is complete). An accepted EOS terminates the state.
   bool AcceptToken(TokenId id);
-  // The mask of the tokens AcceptToken would accept (all zero once terminated). Mutates only the
-  // mask cache.
+  // The mask of the tokens AcceptToken would accept (all zero once terminated), mask_words()
+  // words in this state's storage: valid until the next Mask / FillMask call (a cached mask is
+  // not copied). Mutates only the caches.
+  std::span<const uint32_t> Mask() const;
+  // Mask() copied into bitmask[0, mask_words()).
   void FillMask(uint32_t* bitmask) const;
   // Words of the bitmask FillMask writes (the vocabulary's mask_words()).
   size_t mask_words() const { return vocab_->mask_words(); }
@@ -54,6 +58,7 @@ class GrammarState {
   size_t mask_cache_entries_;
   mutable std::vector<CachedMask> mask_cache_;  // most recently used last
   mutable std::vector<int32_t> signature_;      // scratch: the exact state signature
+  mutable std::vector<uint32_t> scratch_;       // Mask() without a cache entry (terminated, none)
   mutable uint64_t mask_cache_hits_ = 0;
   mutable MaskDfa dfa_;
 };

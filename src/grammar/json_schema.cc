@@ -480,6 +480,11 @@ class SchemaCompiler {
     for (const auto& [k, v] : s.items()) {
       if (IsAnnotation(k) || kSupported.count(k) > 0) continue;
       if (k == "uniqueItems" && v == false) continue;
+      // Property names are strings anyway (zod 4's z.record emits this form).
+      if (k == "propertyNames" &&
+          (v == true || v == Json::object() || v == Json{{"type", "string"}})) {
+        continue;
+      }
       return Unsupported(path, k);
     }
     if (s.contains("$ref")) {
@@ -714,29 +719,114 @@ class SchemaCompiler {
     return RegexElement(IntegerRangeRegex(lo, hi), "integer");
   }
 
+  // A number bound with integer value: the tightest of the inclusive and exclusive keywords
+  // (draft 4's boolean exclusiveMinimum / exclusiveMaximum too), or nullopt when absent.
+  struct NumberBound {
+    int64_t value;
+    bool exclusive;
+  };
+  static StatusOr<std::optional<NumberBound>> NumberBoundOf(const Json& s, bool lower,
+                                                            const std::string& path) {
+    const char* inc_key = lower ? "minimum" : "maximum";
+    const char* exc_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    std::optional<NumberBound> out;
+    auto tighten = [&](const Json& v, bool exclusive, const char* key) -> Status {
+      if (!v.is_number()) return Err(path, std::string("\"") + key + "\" must be a number");
+      const double d = v.get<double>();
+      if (std::floor(d) != d || !(std::fabs(d) < 9.0e18)) {
+        return Err(path, std::string("keyword \"") + key + "\" on a number is only supported " +
+                             "with an integer value (got " + v.dump() + ")");
+      }
+      const NumberBound b{static_cast<int64_t>(d), exclusive};
+      const bool tighter = !out || (lower ? b.value > out->value : b.value < out->value) ||
+                           (b.value == out->value && exclusive);
+      if (tighter) out = b;
+      return OkStatus();
+    };
+    const bool draft4_exclusive = s.contains(exc_key) && s[exc_key].is_boolean();
+    if (s.contains(inc_key)) {
+      RETURN_IF_ERROR(tighten(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
+    }
+    if (s.contains(exc_key) && !draft4_exclusive)
+      RETURN_IF_ERROR(tighten(s[exc_key], true, exc_key));
+    return out;
+  }
+
+  // Alternatives for a magnitude m = I(.F)? (I an integer part, no exponent) with lo <= m (lo <
+  // m when lo_exclusive), lo >= 0, and m <= hi (m < hi) unless hi is absent.
+  void MagnitudeAlternatives(int64_t lo, bool lo_exclusive, std::optional<int64_t> hi,
+                             bool hi_exclusive, std::vector<GrammarSequence>* out) {
+    auto any_fraction = [&] { return RegexElement(R"(^(\.[0-9]+)?$)", "fraction"); };
+    // I == lo with a non-zero fraction: just above an exclusive lower bound.
+    if (lo_exclusive && (!hi || *hi > lo)) {
+      GrammarSequence seq;
+      Lit(std::to_string(lo), &seq);
+      seq.push_back(RegexElement(R"(^\.[0-9]*[1-9][0-9]*$)", "non-zero-fraction"));
+      out->push_back(std::move(seq));
+    }
+    // I in [start, end] with any fraction: strictly inside the bounds.
+    const int64_t start = lo_exclusive ? lo + 1 : lo;
+    if (!hi || start <= *hi - 1) {
+      GrammarSequence seq = {RegexElement(
+          IntegerRangeRegex(start, hi ? std::optional<int64_t>(*hi - 1) : std::nullopt),
+          "integer-part")};
+      seq.push_back(any_fraction());
+      out->push_back(std::move(seq));
+    }
+    // I == hi with a zero fraction: an inclusive upper bound itself.
+    if (hi && !hi_exclusive && *hi >= start) {
+      GrammarSequence seq;
+      Lit(std::to_string(*hi), &seq);
+      seq.push_back(RegexElement(R"(^(\.0+)?$)", "zero-fraction"));
+      out->push_back(std::move(seq));
+    }
+  }
+
+  // A number between integer bounds: the non-negative part as a magnitude, the negative part
+  // as "-" and a magnitude > 0, without exponents (a bounded number never needs one).
+  StatusOr<GrammarElement> BoundedNumber(std::optional<NumberBound> lo,
+                                         std::optional<NumberBound> hi, const std::string& path) {
+    std::vector<GrammarSequence> alts;
+    const bool non_negative = !hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive);
+    if (non_negative) {
+      const bool from_lo = lo && lo->value >= 0;
+      MagnitudeAlternatives(from_lo ? lo->value : 0, from_lo && lo->exclusive,
+                            hi ? std::optional<int64_t>(hi->value) : std::nullopt,
+                            hi && hi->exclusive, &alts);
+    }
+    if (!lo || lo->value < 0) {
+      // x = -m: lo <= x <= hi  <=>  -hi <= m <= -lo, and m > 0.
+      const bool from_hi = hi && hi->value < 0;
+      std::vector<GrammarSequence> neg;
+      MagnitudeAlternatives(from_hi ? -hi->value : 0, from_hi ? hi->exclusive : true,
+                            lo ? std::optional<int64_t>(-lo->value) : std::nullopt,
+                            lo && lo->exclusive, &neg);
+      if (!neg.empty()) {
+        GrammarSequence seq;
+        Lit("-", &seq);
+        seq.push_back(g_.Group(std::move(neg), "negative"));
+        alts.push_back(std::move(seq));
+      }
+    }
+    if (alts.empty()) return Err(path, "the number range is empty");
+    return g_.Group(std::move(alts), "number-range");
+  }
+
   StatusOr<GrammarElement> Number(const Json& s, const std::string& path) {
     ASSIGN_OR_RETURN(const auto format_range, NumberFormat(s, path));
     if (format_range) return Integer(s, path);  // int32 / int64: an integer in range
-    for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-      if (s.contains(key)) {
-        return Err(path, std::string("keyword \"") + key +
-                             "\" on a number is not supported (only \"minimum\": 0; integer "
-                             "bounds work on \"type\": \"integer\")");
-      }
+    ASSIGN_OR_RETURN(const auto lo, NumberBoundOf(s, true, path));
+    ASSIGN_OR_RETURN(const auto hi, NumberBoundOf(s, false, path));
+    if (!lo && !hi) return PlainNumber();
+    if (lo && lo->value == 0 && !lo->exclusive && !hi) {
+      // Non-negative: exponents keep the sign, so they stay.
+      return RegexElement(R"(^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)", "non-negative");
     }
-    if (s.contains("minimum")) {
-      if (!s["minimum"].is_number() || s["minimum"].get<double>() != 0) {
-        return Err(path,
-                   "keyword \"minimum\" on a number is only supported with the value 0 (integer "
-                   "bounds work on \"type\": \"integer\")");
-      }
-      if (non_negative_.rule_idx < 0) {
-        non_negative_ =
-            RegexElement(R"(^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)", "non-negative");
-      }
-      return non_negative_;
+    if (lo && hi &&
+        (lo->value > hi->value || (lo->value == hi->value && (lo->exclusive || hi->exclusive)))) {
+      return Err(path, "the number range is empty");
     }
-    return PlainNumber();
+    return BoundedNumber(lo, hi, path);
   }
 
   // A JSON string key (with its quotes) whose decoded value is none of `names`, spelled
@@ -993,8 +1083,7 @@ class SchemaCompiler {
   std::map<std::string, int32_t> ref_rules_;  // "$ref" string -> its rule
   GrammarElement ws_ = GrammarElement::Rule(-1), string_char_ = GrammarElement::Rule(-1),
                  plain_string_ = GrammarElement::Rule(-1), number_ = GrammarElement::Rule(-1),
-                 integer_ = GrammarElement::Rule(-1), non_negative_ = GrammarElement::Rule(-1),
-                 any_ = GrammarElement::Rule(-1);
+                 integer_ = GrammarElement::Rule(-1), any_ = GrammarElement::Rule(-1);
 };
 
 }  // namespace

@@ -224,6 +224,14 @@ TEST(JsonSchemaTest, Strings) {
   EXPECT_EQ(RunCases(cases, Schema), 72);  // accept + reject strings checked
 }
 
+TEST(JsonSchemaTest, PropertyNamesThatOnlySayString) {
+  const std::vector<GrammarCase> cases = {
+      {R"({"type": "object", "propertyNames": {"type": "string"}})",
+       {"{}", R"({"a":1})", R"({"b":[],"c":"x"})"},
+       {"[]", "{a:1}"}}};
+  EXPECT_EQ(RunCases(cases, LooseSchema), 5);
+}
+
 TEST(JsonSchemaTest, IntegerBounds) {
   const std::vector<GrammarCase> cases = {
       {R"({"type": "integer", "minimum": 0})", {"0", "7", "10", "999999999999"}, {"-1", "-0"}},
@@ -243,6 +251,27 @@ TEST(JsonSchemaTest, IntegerBounds) {
        {"123", "199", "200", "999", "1000", "4567", "4499"},
        {"122", "4568", "5000", "12", "45670"}},
       {R"({"type": "number", "minimum": 0})", {"0", "1.5", "3e2"}, {"-1", "-0.5"}},
+      // Number bounds (integer values): the integer part in range with any fraction, the bound
+      // itself only with a zero fraction; no exponents.
+      {R"({"type": "number", "minimum": 0, "maximum": 10})",
+       {"0", "0.5", "9.999", "10", "10.0", "3", "7.25"},
+       {"10.5", "11", "-0.5", "-1", "1e1", "100"}},
+      {R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1})",
+       {"0.5", "0.001", "1", "1.00"},
+       {"0", "0.0", "0.000", "1.01", "2", "-0.5"}},
+      {R"({"type": "number", "minimum": -2.0, "exclusiveMaximum": 3})",
+       {"-2", "-2.0", "-1.5", "-0.25", "0", "2.999", "2"},
+       {"-2.01", "-3", "3", "3.0", "4", "-0"}},
+      {R"({"type": "number", "maximum": -1})",
+       {"-1", "-1.0", "-1.5", "-100.25"},
+       {"-0.5", "0", "1", "-1.01e3"}},
+      {R"({"type": "number", "minimum": 5, "exclusiveMinimum": true, "maximum": 600})",
+       {"5.1", "6", "599.99", "600"},
+       {"5", "5.0", "600.5", "601", "4.9"}},
+      {R"({"type": "number", "minimum": 3, "maximum": 3})", {"3", "3.0"}, {"3.1", "2.9", "4"}},
+      {R"({"type": "number", "exclusiveMinimum": 100})",
+       {"100.5", "101", "123456.7"},
+       {"100", "100.0", "99.9", "-1"}},
       // OpenAPI's formats on numbers (the grammar must not ignore them: ajv-formats checks them).
       {R"({"type": "integer", "format": "int32"})",
        {"2147483647", "-2147483648", "0"},
@@ -254,7 +283,7 @@ TEST(JsonSchemaTest, IntegerBounds) {
       {R"({"type": "number", "format": "double"})", {"1.5", "-2e10"}, {"x"}},
       {R"({"type": "integer", "format": "uuid"})", {"12"}, {"1.5"}},  // a string format: n/a
   };
-  EXPECT_EQ(RunCases(cases, Schema), 78);  // accept + reject strings checked
+  EXPECT_EQ(RunCases(cases, Schema), 143);  // accept + reject strings checked
 }
 
 // IntegerRangeRegex against every integer of a window, for many ranges.
@@ -344,6 +373,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
        R"(#: keyword "patternProperties" is not supported)"},
       {R"({"type": "object", "minProperties": 1})", R"(keyword "minProperties")"},
       {R"({"type": "object", "propertyNames": {"pattern": "^a"}})", R"(keyword "propertyNames")"},
+      {R"({"type": "object", "propertyNames": {"type": "integer"}})", R"(keyword "propertyNames")"},
       {R"({"type": "array", "contains": {"type": "integer"}})", R"(keyword "contains")"},
       {R"({"type": "array", "items": {"anyOf": [{"type": "string", "dependentRequired": {}}]}})",
        R"(#/items/anyOf/0: keyword "dependentRequired" is not supported)"},
@@ -354,8 +384,10 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
       {R"({"type": "string", "format": "ipv6"})", R"(#: format "ipv6" is not supported)"},
       {R"({"type": "integer", "format": "decimal"})",
        R"(#: format "decimal" is not supported on a number)"},
-      {R"({"type": "number", "maximum": 3})", R"(keyword "maximum" on a number is not supported)"},
-      {R"({"type": "number", "minimum": 1})", R"(keyword "minimum" on a number)"},
+      {R"({"type": "number", "maximum": 3.5})",
+       R"(#: keyword "maximum" on a number is only supported with an integer value (got 3.5))"},
+      {R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})",
+       R"(#: the number range is empty)"},
       {R"({"type": "string", "pattern": "(a)\\1"})",
        R"(#: keyword "pattern": regex /(a)\1/ at offset 3: backreferences)"},
       {R"({"type": "string", "pattern": "^a+$", "maxLength": 3})",

@@ -511,7 +511,7 @@ TEST_F(CudaSamplingTest, MaskedRowsGiveTheHostSamplersTokens) {
   // Rows 0, 2, 3, 5, ... masked (every third free); masks from dense to a handful of ids.
   std::vector<int32_t> masked;
   std::vector<std::vector<uint32_t>> masks(rows);
-  std::vector<uint32_t> flat;
+  std::vector<std::span<const uint32_t>> spans;
   for (int r = 0; r < rows; ++r) {
     if (r % 3 == 1) continue;
     masked.push_back(r);
@@ -521,11 +521,11 @@ TEST_F(CudaSamplingTest, MaskedRowsGiveTheHostSamplersTokens) {
     for (int v = 0; v < 32 * words; ++v) {
       if (rng() % keep_one_in == 0) m[v / 32] |= 1u << (v % 32);
     }
-    flat.insert(flat.end(), m.begin(), m.end());
+    spans.push_back(m);
   }
   Tensor dev = gpu_->Alloc(DType::kF32, Shape{rows, vocab});
   gpu_->CopyFromHost(x.data(), dev);
-  gpu_->MaskLogits(dev, masked, flat, words);
+  gpu_->MaskLogits(dev, masked, spans);
   std::vector<float> got(x.size());
   gpu_->CopyToHost(dev, got.data());
   std::vector<float> want = x;

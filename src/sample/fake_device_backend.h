@@ -31,20 +31,20 @@ class FakeDeviceBackend final : public CpuBackend {
   bool has_logprob_rows() const override { return logprobs_; }
   bool has_mask_logits() const override { return masks_; }
 
-  void MaskLogits(const Tensor& x, std::span<const int32_t> rows, std::span<const uint32_t> masks,
-                  int64_t words) override {
+  void MaskLogits(const Tensor& x, std::span<const int32_t> rows,
+                  std::span<const std::span<const uint32_t>> masks) override {
     CHECK(masks_) << "masks for a backend that did not offer them";
-    CHECK_EQ(masks.size(), rows.size() * static_cast<size_t>(words));
+    CHECK_EQ(masks.size(), rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       float* row = x.data_as<float>() + rows[i] * x.cols();
+      const auto words = static_cast<int64_t>(masks[i].size());
       for (int64_t v = 0; v < x.cols(); ++v) {
-        const bool allowed = v < 32 * words && ((masks[i * words + v / 32] >> (v % 32)) & 1) != 0;
+        const bool allowed = v < 32 * words && ((masks[i][v / 32] >> (v % 32)) & 1) != 0;
         if (!allowed) row[v] = -INFINITY;
       }
       ++masked_rows_;
     }
   }
-
   void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override {
     CHECK(edits_) << "edits for a backend that did not offer them";
     std::vector<int32_t> rows;

@@ -125,19 +125,12 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const StepRow> ro
   std::vector<DrawParams> draws;
   edits_.clear();
   mask_rows_.clear();
-  size_t mask_words = 0;
-  for (size_t k = 0; k < n; ++k) {
-    if (plans[k].where == Where::kHost || !plans[k].masked) continue;
-    mask_rows_.push_back(lrows[k]);
-    mask_words = std::max(mask_words, rows[k].ctx.allowed.size());
-  }
-  masks_.assign(mask_rows_.size() * mask_words, 0);  // words past a row's mask: not allowed
-  size_t mask_row = 0;
+  masks_.clear();
   for (size_t k = 0; k < n; ++k) {
     if (plans[k].where == Where::kHost) continue;
     if (plans[k].masked) {
-      const std::span<const uint32_t> allowed = rows[k].ctx.allowed;
-      std::copy(allowed.begin(), allowed.end(), masks_.begin() + mask_row++ * mask_words);
+      mask_rows_.push_back(lrows[k]);
+      masks_.push_back(rows[k].ctx.allowed);
     }
     if (plans[k].where == Where::kDeviceGreedy) {
       argmax_rows = std::max<int64_t>(argmax_rows, lrows[k] + 1);
@@ -157,7 +150,7 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const StepRow> ro
   const Tensor& x = logits.logits;
   if (!edits_.empty()) be->EditLogits(x, edits_);
   if (!mask_rows_.empty()) {
-    be->MaskLogits(x, mask_rows_, masks_, static_cast<int64_t>(mask_words));
+    be->MaskLogits(x, mask_rows_, masks_);
     stats_.masked_rows_on_device += static_cast<int64_t>(mask_rows_.size());
   }
   Tensor ids = be->Alloc(DType::kI32, Shape{argmax_rows + num_draws});

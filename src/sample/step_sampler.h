@@ -143,10 +143,10 @@ class StepSampler {
   std::vector<SamplerSlot> samplers_;  // [num_threads]
   std::unique_ptr<ThreadPool> pool_;   // num_threads - 1 threads; null if none
   std::unordered_map<RequestId, LogitEditCache> edit_caches_;
-  std::shared_ptr<Buffer> staging_;  // host, Backend::AllocHostStaging
-  std::vector<LogitEdit> edits_;     // the step's device edits (allocation reused)
-  std::vector<int32_t> mask_rows_;   // the step's device masks: logits rows...
-  std::vector<uint32_t> masks_;      // ...and their mask words (allocations reused)
+  std::shared_ptr<Buffer> staging_;               // host, Backend::AllocHostStaging
+  std::vector<LogitEdit> edits_;                  // the step's device edits (allocation reused)
+  std::vector<int32_t> mask_rows_;                // the step's device masks: logits rows...
+  std::vector<std::span<const uint32_t>> masks_;  // ...and their masks (allocations reused)
   StepSamplerStats stats_;
 };
 

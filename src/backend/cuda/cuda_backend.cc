@@ -815,33 +815,39 @@ void CudaBackend::EditLogits(const Tensor& x, std::span<const LogitEdit> edits) 
 }
 
 void CudaBackend::MaskLogits(const Tensor& x, std::span<const int32_t> rows,
-                             std::span<const uint32_t> masks, int64_t words) {
+                             std::span<const std::span<const uint32_t>> masks) {
   const int64_t n = static_cast<int64_t>(rows.size());
+  CHECK_EQ(masks.size(), rows.size()) << "MaskLogits: one mask per row";
+  size_t words = 0;
+  for (const auto& m : masks) words = std::max(words, m.size());
   LOOM_PROFILE_OP("mask_logits x" + std::to_string(n),
-                  static_cast<int64_t>(masks.size() * sizeof(uint32_t)));
+                  static_cast<int64_t>(rows.size() * words * sizeof(uint32_t)));
   CheckDevice(x, "MaskLogits", "x");
   CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "MaskLogits: x " << Describe(x);
-  CHECK(words > 0 && masks.size() == static_cast<size_t>(n * words))
-      << "MaskLogits: " << masks.size() << " mask words for " << n << " rows of " << words;
-  if (n == 0) return;
-  // One staged upload: [rows | masks].
+  if (n == 0 || words == 0) return;
+  // One staged upload: [rows | the masks, each padded to `words` with zeros (not allowed)].
   const size_t row_bytes = static_cast<size_t>(n) * sizeof(int32_t);
   const size_t mask_offset = (row_bytes + 15) / 16 * 16;
-  const size_t bytes = mask_offset + masks.size() * sizeof(uint32_t);
+  const size_t bytes = mask_offset + rows.size() * words * sizeof(uint32_t);
   auto* staged = static_cast<uint8_t*>(StagingFor(mask_staging_, mask_staged_, bytes));
-  for (int64_t i = 0; i < n; ++i) {
-    CHECK(rows[static_cast<size_t>(i)] >= 0 && rows[static_cast<size_t>(i)] < x.rows())
-        << "MaskLogits: row " << rows[static_cast<size_t>(i)] << " of " << Describe(x);
+  for (int32_t r : rows) {
+    CHECK(r >= 0 && r < x.rows()) << "MaskLogits: row " << r << " of " << Describe(x);
   }
   std::memcpy(staged, rows.data(), row_bytes);
-  std::memcpy(staged + mask_offset, masks.data(), masks.size() * sizeof(uint32_t));
+  auto* dst = reinterpret_cast<uint32_t*>(staged + mask_offset);
+  for (const auto& m : masks) {
+    std::memcpy(dst, m.data(), m.size() * sizeof(uint32_t));
+    std::memset(dst + m.size(), 0, (words - m.size()) * sizeof(uint32_t));
+    dst += words;
+  }
   const Tensor dev(DType::kI32, Shape{static_cast<int64_t>(bytes / sizeof(int32_t))},
                    allocator_->NewBuffer(bytes));
   CUDA_CHECK(cudaMemcpyAsync(dev.data(), staged, bytes, cudaMemcpyHostToDevice, stream()));
   mask_staged_->Record(stream());
   auto* base = static_cast<uint8_t*>(dev.data());
   cuda::LaunchMaskLogits(x.data_as<float>(), x.cols(), reinterpret_cast<const int32_t*>(base),
-                         reinterpret_cast<const uint32_t*>(base + mask_offset), n, words, stream());
+                         reinterpret_cast<const uint32_t*>(base + mask_offset), n,
+                         static_cast<int64_t>(words), stream());
 }
 
 bool CudaBackend::has_sample_rows(int64_t vocab) const {

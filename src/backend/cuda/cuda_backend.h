@@ -141,8 +141,8 @@ class CudaBackend final : public Backend {
   bool has_edit_logits() const override { return true; }
   void EditLogits(const Tensor& x, std::span<const LogitEdit> edits) override;  // logit_edits.cuh
   bool has_mask_logits() const override { return true; }
-  void MaskLogits(const Tensor& x, std::span<const int32_t> rows, std::span<const uint32_t> masks,
-                  int64_t words) override;  // logit_edits.cuh
+  void MaskLogits(const Tensor& x, std::span<const int32_t> rows,
+                  std::span<const std::span<const uint32_t>> masks) override;  // logit_edits.cuh
   bool has_logprob_rows() const override { return true; }
   void LogprobRows(const Tensor& x, std::span<const LogprobRow> rows, const Tensor& ids, int top_k,
                    const Tensor& out) override;        // logprob_rows.cuh
