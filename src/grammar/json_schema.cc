@@ -506,6 +506,7 @@ class SchemaCompiler {
         return Err(path, "\"" + key + "\" must be a non-empty array");
       }
       const Json siblings = Without(s, {"anyOf", "oneOf", "$defs", "definitions"});
+      if (key == "oneOf") RETURN_IF_ERROR(CheckDisjoint(branches, siblings, path));
       std::vector<GrammarSequence> alts;
       for (size_t i = 0; i < branches.size(); ++i) {
         const std::string bpath = path + "/" + key + "/" + std::to_string(i);
@@ -545,6 +546,91 @@ class SchemaCompiler {
       alts.push_back({e});
     }
     return g_.Group(std::move(alts), "type");
+  }
+
+  // What a oneOf branch can match, coarsely, to show branches disjoint: its JSON types (integer
+  // counted as number), its values when it is an enum / const, and the required properties it
+  // pins to one value (a discriminator). Empty types: anything.
+  struct BranchShape {
+    std::set<std::string> types;
+    std::optional<std::vector<Json>> values;
+    std::map<std::string, Json> pinned;
+  };
+  StatusOr<BranchShape> ShapeOf(const Json& branch, const Json& siblings,
+                                const std::string& path) const {
+    ASSIGN_OR_RETURN(Json flat, Flatten(branch, path, 0));
+    if (!siblings.empty()) {
+      ASSIGN_OR_RETURN(flat, Merge(siblings, flat, path));
+    }
+    BranchShape shape;
+    auto add_type = [&](std::string t) { shape.types.insert(t == "integer" ? "number" : t); };
+    if (flat.contains("const") || flat.contains("enum")) {
+      shape.values = flat.contains("const")
+                         ? std::vector<Json>{flat["const"]}
+                         : std::vector<Json>(flat["enum"].begin(), flat["enum"].end());
+      for (const Json& v : *shape.values) {
+        add_type(v.is_null()      ? "null"
+                 : v.is_boolean() ? "boolean"
+                 : v.is_number()  ? "number"
+                 : v.is_string()  ? "string"
+                 : v.is_array()   ? "array"
+                                  : "object");
+      }
+    } else if (flat.contains("type")) {
+      ASSIGN_OR_RETURN(const auto types, TypeList(flat["type"], path));
+      for (const std::string& t : types) add_type(t);
+    }
+    if (flat.contains("properties") && flat["properties"].is_object() &&
+        flat.contains("required")) {
+      for (const Json& name : flat["required"]) {
+        if (!name.is_string() || !flat["properties"].contains(name.get<std::string>())) continue;
+        const Json& p = flat["properties"][name.get<std::string>()];
+        if (p.is_object() && p.contains("const"))
+          shape.pinned[name.get<std::string>()] = p["const"];
+        if (p.is_object() && p.contains("enum") && p["enum"].is_array() && p["enum"].size() == 1) {
+          shape.pinned[name.get<std::string>()] = p["enum"][0];
+        }
+      }
+    }
+    return shape;
+  }
+  static bool Disjoint(const BranchShape& a, const BranchShape& b) {
+    if (a.values && b.values) {
+      for (const Json& v : *a.values) {
+        if (std::find(b.values->begin(), b.values->end(), v) != b.values->end()) return false;
+      }
+      return true;
+    }
+    if (a.types.empty() || b.types.empty()) return false;
+    std::vector<std::string> common;
+    std::set_intersection(a.types.begin(), a.types.end(), b.types.begin(), b.types.end(),
+                          std::back_inserter(common));
+    if (common.empty()) return true;
+    if (common != std::vector<std::string>{"object"}) return false;
+    for (const auto& [name, v] : a.pinned) {
+      const auto it = b.pinned.find(name);
+      if (it != b.pinned.end() && it->second != v) return true;
+    }
+    return false;
+  }
+  // oneOf is compiled as anyOf, which is exact only when no document matches two branches:
+  // refused unless the branches are disjoint by type, by value, or by a discriminator property.
+  Status CheckDisjoint(const Json& branches, const Json& siblings, const std::string& path) const {
+    std::vector<BranchShape> shapes;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      ASSIGN_OR_RETURN(BranchShape shape,
+                       ShapeOf(branches[i], siblings, path + "/oneOf/" + std::to_string(i)));
+      for (size_t j = 0; j < shapes.size(); ++j) {
+        if (!Disjoint(shapes[j], shape)) {
+          return Err(path, "\"oneOf\" branches " + std::to_string(j) + " and " + std::to_string(i) +
+                               " may both match a document, which is not supported (anyOf is, "
+                               "and so are branches that differ by type, by value or by a "
+                               "required const property)");
+        }
+      }
+      shapes.push_back(std::move(shape));
+    }
+    return OkStatus();
   }
 
   StatusOr<GrammarElement> Constants(const Json& s, const std::vector<std::string>& types,

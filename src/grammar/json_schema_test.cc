@@ -65,6 +65,12 @@ TEST(JsonSchemaTest, EnumConstAndCombinators) {
        {"12", R"("ab")"},
        {R"("abc")", "1.5", "null"}},
       {R"({"oneOf": [{"const": 1}, {"const": 2}]})", {"1", "2"}, {"3"}},
+      {R"({"oneOf": [{"type": "string"}, {"type": "null"}]})", {"\"a\"", "null"}, {"1"}},
+      {R"({"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}},
+                      "required": ["k"]},
+                     {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]})",
+       {R"({"k":"a","x":1})", R"({"k":"b"})"},
+       {R"({"k":"c"})", "{}"}},
       {R"({"type": "object", "properties": {"a": {"type": "integer"}},
           "anyOf": [{"required": ["a"]}, {"properties": {"b": {"type": "string"}},
                                            "required": ["b"]}]})",
@@ -79,7 +85,7 @@ TEST(JsonSchemaTest, EnumConstAndCombinators) {
        {"5", "7", "10"},
        {"4", "11", "-1"}},
   };
-  EXPECT_EQ(RunCases(cases, Schema), 46);  // accept + reject strings checked
+  EXPECT_EQ(RunCases(cases, Schema), 53);  // accept + reject strings checked
 }
 
 TEST(JsonSchemaTest, Objects) {
@@ -374,6 +380,10 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
       {R"({"type": "object", "minProperties": 1})", R"(keyword "minProperties")"},
       {R"({"type": "object", "propertyNames": {"pattern": "^a"}})", R"(keyword "propertyNames")"},
       {R"({"type": "object", "propertyNames": {"type": "integer"}})", R"(keyword "propertyNames")"},
+      {R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})",
+       R"(#: "oneOf" branches 0 and 1 may both match a document)"},
+      {R"({"oneOf": [{"type": "object"}, {"type": "object", "properties": {"a": {"const": 1}}}]})",
+       R"("oneOf" branches 0 and 1)"},
       {R"({"type": "array", "contains": {"type": "integer"}})", R"(keyword "contains")"},
       {R"({"type": "array", "items": {"anyOf": [{"type": "string", "dependentRequired": {}}]}})",
        R"(#/items/anyOf/0: keyword "dependentRequired" is not supported)"},
