@@ -2,7 +2,9 @@
 # Issue 22's GPU figures, on the GPU machine: the grammar-mask CUDA test (MaskLogits against the
 # host sampler), then `loom bench` decoding at concurrency 64 with half the rows under a JSON
 # schema against the all-free run of the same call, 8B dummy weights with the real tokenizers
-# (Llama 3.1, Qwen3), masks overlapping the step (--grammar-threads auto) and after it (0).
+# (Llama 3.1, Qwen3), masks overlapping the step (--grammar-threads auto) and after it (0); then
+# tools/grammar/corpus_bench.mjs's measurement (no node there: the same loom grammar run, the
+# percentiles in python3) on one idle core of that machine's CPU.
 #
 # Package here (git-ignored .dev/g22; the shared libraries come from .dev/cuda2-bin):
 #   BUILD=<cuda build> OUT_DIR=.dev/g22 BINS="loom cuda_sampling_test" NO_LIBS=1 \
@@ -26,4 +28,20 @@ for m in llama-3.1-8b:llama3_1 qwen3-8b:qwen3; do
       2> "$out/bench-$cfg-$threads.err" | tee "$out/bench-$cfg-$threads.json"
     tail -3 "$out/bench-$cfg-$threads.err"
   done
+done
+for tok in llama3_1 qwen3; do
+  files=$(ls tests/grammar-corpus/*/*.json | sort)
+  taskset -c 3 "$bin/loom" grammar --tokenizer "/tmp/tok-$tok" --sample 3 --seed 22 --max-tokens 256 \
+    --bench-json "$out/corpus-$tok.json" --json-schema $files > /dev/null 2>&1
+  python3 - "$out/corpus-$tok.json" "$tok" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["grammars"]
+ok = [x for x in g if "error" not in x]
+c = sorted(x["compile_ms"] for x in ok)
+m = sorted(t for x in ok for t in x["mask_us"])
+pct = lambda v, q: v[min(len(v) - 1, int(q * len(v)))]
+print(f"corpus {sys.argv[2]}: {len(g)} schemas, {len(ok)} compiled ({100 * len(ok) / len(g):.1f}%), "
+      f"compile p50 {pct(c, .5):.2f} p99 {pct(c, .99):.2f} max {c[-1]:.2f} ms; {len(m)} masks "
+      f"p50 {pct(m, .5):.1f} p99 {pct(m, .99):.1f} max {m[-1]:.1f} us; masks > 1 ms: {sum(t > 1000 for t in m)}")
+PY
 done
