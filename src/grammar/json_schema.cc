@@ -728,11 +728,24 @@ class SchemaCompiler {
     return g_.Group({std::move(seq)}, "string");
   }
 
+  // Calls fn(value, exclusive, key) for each bound keyword of one side present in `s`: minimum /
+  // maximum (exclusive when draft 4's boolean exclusiveMinimum / exclusiveMaximum says so), then
+  // draft 6+'s numeric exclusiveMinimum / exclusiveMaximum.
+  template <typename Fn>
+  static Status ForEachBound(const Json& s, bool lower, Fn fn) {
+    const char* inc_key = lower ? "minimum" : "maximum";
+    const char* exc_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    const bool draft4_exclusive = s.contains(exc_key) && s[exc_key].is_boolean();
+    if (s.contains(inc_key)) {
+      RETURN_IF_ERROR(fn(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
+    }
+    if (s.contains(exc_key) && !draft4_exclusive) RETURN_IF_ERROR(fn(s[exc_key], true, exc_key));
+    return OkStatus();
+  }
+
   // An integer bound: the tightest inclusive int64 bound, or nullopt when absent.
   static StatusOr<std::optional<int64_t>> Bound(const Json& s, bool lower,
                                                 const std::string& path) {
-    const char* inc_key = lower ? "minimum" : "maximum";
-    const char* exc_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
     std::optional<int64_t> out;
     auto tighten = [&](int64_t v) {
       if (!out || (lower ? v > *out : v < *out)) out = v;
@@ -760,12 +773,7 @@ class SchemaCompiler {
       }
       return OkStatus();
     };
-    const bool draft4_exclusive = s.contains(exc_key) && s[exc_key].is_boolean();
-    if (s.contains(inc_key)) {
-      RETURN_IF_ERROR(convert(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
-    }
-    if (s.contains(exc_key) && !draft4_exclusive)
-      RETURN_IF_ERROR(convert(s[exc_key], true, exc_key));
+    RETURN_IF_ERROR(ForEachBound(s, lower, convert));
     return out;
   }
 
@@ -813,8 +821,6 @@ class SchemaCompiler {
   };
   static StatusOr<std::optional<NumberBound>> NumberBoundOf(const Json& s, bool lower,
                                                             const std::string& path) {
-    const char* inc_key = lower ? "minimum" : "maximum";
-    const char* exc_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
     std::optional<NumberBound> out;
     auto tighten = [&](const Json& v, bool exclusive, const char* key) -> Status {
       if (!v.is_number()) return Err(path, std::string("\"") + key + "\" must be a number");
@@ -829,12 +835,7 @@ class SchemaCompiler {
       if (tighter) out = b;
       return OkStatus();
     };
-    const bool draft4_exclusive = s.contains(exc_key) && s[exc_key].is_boolean();
-    if (s.contains(inc_key)) {
-      RETURN_IF_ERROR(tighten(s[inc_key], draft4_exclusive && s[exc_key].get<bool>(), inc_key));
-    }
-    if (s.contains(exc_key) && !draft4_exclusive)
-      RETURN_IF_ERROR(tighten(s[exc_key], true, exc_key));
+    RETURN_IF_ERROR(ForEachBound(s, lower, tighten));
     return out;
   }
 

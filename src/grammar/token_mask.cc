@@ -140,12 +140,6 @@ void TokenVocabulary::IndexPlainText() {
   }
 }
 
-size_t TokenVocabulary::NumPlainTokens(int chars) const {
-  size_t n = 0;
-  for (uint8_t c : plain_chars_) n += c != 0 && c <= chars;
-  return n;
-}
-
 StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
     const Tokenizer& tokenizer, const std::vector<TokenId>& extra_eos_ids) {
   const StreamPlan& plan = tokenizer.stream_plan();

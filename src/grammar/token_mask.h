@@ -66,9 +66,6 @@ class TokenVocabulary {
   void FillMask(const GrammarMatcher& matcher, const std::vector<int32_t>& signature, MaskDfa* dfa,
                 uint32_t* bitmask) const;
 
-  // Plain-text tokens (mask_dfa.h) of at most `chars` characters, for tests.
-  size_t NumPlainTokens(int chars) const;
-
  private:
   enum Kind : uint8_t { kNormal, kNever, kEos };
   struct Node {
