@@ -9,7 +9,8 @@
 // entering them pushes (relative to whatever parent the position has), plus whether the end of the
 // enclosing alternative is reachable (the matcher then pops the parent and continues there). A
 // matcher step is then a table lookup per advanced stack instead of a walk through rule
-// references.
+// references. Closures are composed from each rule's closure, computed once (compiled_grammar.cc),
+// and share storage: a tail reference's closure is its rule's.
 //
 // Immutable and thread-safe after Compile; shared by every matcher (std::shared_ptr).
 #pragma once
@@ -17,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -54,16 +56,29 @@ class CompiledGrammar {
     uint32_t chain_begin, chain_size;  // into chain_positions()
   };
   const ClosureEntry* closure_begin(int32_t pos) const {
-    return closure_entries_.data() + closure_offsets_[pos];
+    return closure_entries_.data() + closure_ranges_[pos].first;
   }
   const ClosureEntry* closure_end(int32_t pos) const {
-    return closure_entries_.data() + closure_offsets_[pos + 1];
+    return closure_entries_.data() + closure_ranges_[pos].second;
   }
   const int32_t* chain_positions() const { return chains_.data(); }
   // The union of the byte sets of pos's closure entries, and whether it holds kPop.
   const ByteSet& closure_first_bytes(int32_t pos) const { return closure_first_bytes_[pos]; }
   bool closure_has_pop(int32_t pos) const { return closure_has_pop_[pos]; }
   int32_t num_rules() const { return static_cast<int32_t>(rule_alt_begin_.size()) - 1; }
+  // pos's closure as sorted (byte position or kPop, chain) pairs, and the same computed by a
+  // plain depth-first walk of the grammar from pos (the reference Compile is tested against).
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> Closure(int32_t pos) const;
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> ReferenceClosure(int32_t pos) const;
+
+  // Count chains (Grammar::count_chains): a mask walk of at most `max_bytes` bytes cannot tell a
+  // position in the rule of k > max_bytes + 2 repetitions left from the same place in the rule of
+  // max_bytes + 2 (every repetition consumes a byte, so the walk ends before the counts differ);
+  // this returns that place, or pos outside long chains. GrammarMatcher::ForkCanonical maps a
+  // whole state, so that masks and the mask DFA see one state where a string of maxLength 10000
+  // would have 10000.
+  int32_t CanonicalPosition(int32_t pos, int32_t max_bytes) const;
+  bool has_count_chains() const { return !chains_of_rules_.empty(); }
 
   // Bytes that every byte set holds or lacks together step every matcher state the same way:
   // their class, 0 .. num_byte_classes() - 1 (the mask DFA memoizes transitions per class).
@@ -77,18 +92,31 @@ class CompiledGrammar {
   std::vector<int32_t> alt_starts_;      // [total alternatives]
   std::vector<int32_t> rule_alt_begin_;  // [num_rules + 1], offsets into alt_starts_
   int32_t root_idx_ = -1;
-  std::vector<uint32_t> closure_offsets_;  // [elements + 1] into closure_entries_
+  // [elements]: each position's [begin, end) in closure_entries_ (ranges are shared: a tail
+  // reference's is its rule's closure, every alternative end's the one pop entry).
+  std::vector<std::pair<uint32_t, uint32_t>> closure_ranges_;
   std::vector<ClosureEntry> closure_entries_;
   std::vector<int32_t> chains_;
   std::vector<ByteSet> closure_first_bytes_;  // [elements]
   std::vector<bool> closure_has_pop_;         // [elements]
   std::array<uint8_t, 256> byte_class_{};
   int32_t num_byte_classes_ = 1;
+  std::vector<bool> rule_nullable_;                      // [rules]
+  std::vector<int32_t> element_rule_;                    // [elements]: the rule holding it
+  std::vector<std::vector<int32_t>> chains_of_rules_;    // the adopted count chains
+  std::vector<std::pair<int32_t, int32_t>> rule_chain_;  // [rules]: (chain, k) or (-1, 0)
+
+  // Keeps the chains whose rules 2.. share a shape and whose body consumes input.
+  void AdoptCountChains(const std::vector<std::vector<int32_t>>& chains);
 
   void ComputeByteClasses();
 
   // InvalidArgument when the closures pass kMaxClosureEntries (a pathologically nullable grammar).
   Status ComputeClosures();
+  // The depth-first closure walk from `pos`, or, when pos < 0, from every alternative start of
+  // rule `rule_idx`: appends the entries (deduplicated; kPop last) to *out, chains to *pool.
+  void WalkClosure(int32_t pos, int32_t rule_idx, std::vector<int32_t>* pool,
+                   std::vector<ClosureEntry>* out) const;
   static constexpr size_t kMaxClosureEntries = size_t{1} << 24;
 };
 

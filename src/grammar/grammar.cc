@@ -223,25 +223,61 @@ GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t
   if (max_count == 0) return out;
   const GrammarElement item =
       body.size() == 1 ? body[0] : Group({std::move(body)}, std::string(name_hint) + "-item");
-  for (int64_t i = 0; i < min_count; ++i) out.push_back(item);
+  // What follows the required repetitions: a star, an optional chain or nothing.
+  GrammarSequence rest;
   if (max_count < 0) {
     const int32_t star = AddRule(std::string(name_hint) + "-star");
     AddAlternative(star, {item, GrammarElement::Rule(star)});
     AddAlternative(star, {});
-    out.push_back(GrammarElement::Rule(star));
+    rest.push_back(GrammarElement::Rule(star));
+  } else if (max_count > min_count) {
+    // opt_k ::= item opt_{k-1} | "" (opt_1 ::= item | ""): opt_k matches 0 .. k items.
+    std::vector<int32_t> chain;
+    const int32_t first = AddRule(std::string(name_hint) + "-opt");
+    const std::string base = rules_[first].name;
+    for (int64_t k = 1; k <= max_count - min_count; ++k) {
+      const int32_t opt = k == 1 ? first : AddChainRule(base, k);
+      GrammarSequence alt = {item};
+      if (!chain.empty()) alt.push_back(GrammarElement::Rule(chain.back()));
+      AddAlternative(opt, std::move(alt));
+      AddAlternative(opt, {});
+      chain.push_back(opt);
+    }
+    rest.push_back(GrammarElement::Rule(chain.back()));
+    if (chain.size() >= kMinCountChain) count_chains_.push_back(std::move(chain));
+  }
+  if (min_count < static_cast<int64_t>(kMinCountChain)) {
+    for (int64_t i = 0; i < min_count; ++i) out.push_back(item);
+    out.insert(out.end(), rest.begin(), rest.end());
     return out;
   }
-  int32_t prev = -1;
-  for (int64_t k = 1; k <= max_count - min_count; ++k) {
-    const int32_t opt = AddRule(std::string(name_hint) + "-opt");
+  // Many required repetitions: req_k ::= item req_{k-1}, req_1 ::= item rest (one rule a count,
+  // so that the mask DFA can tell counts apart only where a token could; compiled_grammar.h).
+  std::vector<int32_t> chain;
+  const int32_t first = AddRule(std::string(name_hint) + "-req");
+  const std::string base = rules_[first].name;
+  for (int64_t k = 1; k <= min_count; ++k) {
+    const int32_t req = k == 1 ? first : AddChainRule(base, k);
     GrammarSequence alt = {item};
-    if (prev >= 0) alt.push_back(GrammarElement::Rule(prev));
-    AddAlternative(opt, std::move(alt));
-    AddAlternative(opt, {});
-    prev = opt;
+    if (chain.empty()) {
+      alt.insert(alt.end(), rest.begin(), rest.end());
+    } else {
+      alt.push_back(GrammarElement::Rule(chain.back()));
+    }
+    AddAlternative(req, std::move(alt));
+    chain.push_back(req);
   }
-  if (prev >= 0) out.push_back(GrammarElement::Rule(prev));
+  out.push_back(GrammarElement::Rule(chain.back()));
+  count_chains_.push_back(std::move(chain));
   return out;
+}
+
+int32_t Grammar::AddChainRule(const std::string& base, int64_t k) {
+  // Named base@k for dumps and messages; not registered in by_name_ (chains run to 100k rules,
+  // and nothing looks their rules up by name).
+  const int32_t idx = static_cast<int32_t>(rules_.size());
+  rules_.push_back(GrammarRule{base + "@" + std::to_string(k), {}, false});
+  return idx;
 }
 
 Status Grammar::Validate() const {

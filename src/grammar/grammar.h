@@ -8,6 +8,7 @@
 // Everything richer is lowered here, once, into helper rules:
 //   X*        -> star  ::= X star | ""                 (right recursion: the matcher tail-calls it)
 //   X{m,n}    -> X ... X (m times) opt_{n-m}, opt_k ::= X opt_{k-1} | ""
+//                (m >= kMinCountChain: req_m, req_k ::= X req_{k-1}, req_1 ::= X opt_{n-m})
 //   [a-zé]    -> alternatives of UTF-8 byte sequences, e.g. [a-z] | \xC3 [\xA9]
 // so the matcher only ever sees bytes. Code points are encoded as UTF-8; surrogates
 // (U+D800-U+DFFF) are never produced.
@@ -104,6 +105,12 @@ class Grammar {
   GrammarSequence Repeat(GrammarSequence body, int64_t min_count, int64_t max_count,
                          std::string_view name_hint);
 
+  // The rule chains Repeat built, each {r_1, r_2, ...} where r_k matches k more repetitions at
+  // most (opt) or exactly (req) and r_k (k >= 2) differs from r_2 only by referring to r_{k-1}:
+  // CompiledGrammar lets mask walks treat long counts as short ones (compiled_grammar.h).
+  static constexpr size_t kMinCountChain = 32;
+  const std::vector<std::vector<int32_t>>& count_chains() const { return count_chains_; }
+
   // Checks that the root is set, every referenced rule is defined and no rule is left-recursive.
   // InvalidArgument naming the rule otherwise.
   Status Validate() const;
@@ -111,7 +118,11 @@ class Grammar {
   std::string ToString() const;
 
  private:
+  // A rule of a count chain, named base@k, not registered in by_name_.
+  int32_t AddChainRule(const std::string& base, int64_t k);
+
   std::vector<GrammarRule> rules_;
+  std::vector<std::vector<int32_t>> count_chains_;
   int32_t root_idx_ = -1;
   std::unordered_map<std::string, int32_t> by_name_;      // rule name -> index
   std::unordered_map<std::string, int32_t> next_suffix_;  // name hint -> next "-N" to try

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace loom {
 
@@ -34,8 +35,16 @@ std::span<const uint32_t> GrammarState::Mask() const {
     scratch_.assign(words, 0);
     return scratch_;
   }
+  // Under long counts (maxLength 10000) the state the mask sees is the canonical one, which
+  // repeats character after character: the mask cache hits and the DFA stays small.
+  const GrammarMatcher* m = &matcher_;
+  std::optional<GrammarMatcher> canonical;
+  if (matcher_.grammar()->has_count_chains()) {
+    canonical.emplace(matcher_.ForkCanonical(vocab_->max_token_bytes()));
+    m = &*canonical;
+  }
   signature_.clear();
-  matcher_.AppendStateSignature(&signature_);
+  m->AppendStateSignature(&signature_);
   for (size_t i = 0; i < mask_cache_.size(); ++i) {
     if (mask_cache_[i].signature != signature_) continue;
     // Moving entries keeps their buffers: the span stays valid until the next call.
@@ -55,7 +64,7 @@ std::span<const uint32_t> GrammarState::Mask() const {
     out = &mask_cache_.back().mask;
   }
   out->resize(words);
-  vocab_->FillMask(matcher_, signature_, &dfa_, out->data());
+  vocab_->FillMask(*m, signature_, &dfa_, out->data());
   return *out;
 }
 

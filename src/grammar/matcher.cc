@@ -142,8 +142,16 @@ void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
   }
 }
 
-GrammarMatcher GrammarMatcher::Fork() const {
+GrammarMatcher GrammarMatcher::Fork() const { return ForkMapped(-1); }
+
+GrammarMatcher GrammarMatcher::ForkCanonical(int32_t max_bytes) const {
+  return ForkMapped(max_bytes);
+}
+
+GrammarMatcher GrammarMatcher::ForkMapped(int32_t max_bytes) const {
   GrammarMatcher out(grammar_, ForkTag{});
+  const CompiledGrammar& g = *grammar_;
+  auto map = [&](int32_t pos) { return max_bytes < 0 ? pos : g.CanonicalPosition(pos, max_bytes); };
   // Our node -> out's node, for the nodes copied so far. The current stacks reach few nodes
   // (their depth, shared), so a linear search beats a hash map here.
   std::vector<std::pair<int32_t, int32_t>> remap;
@@ -153,28 +161,35 @@ GrammarMatcher GrammarMatcher::Fork() const {
     }
     return -1;
   };
-  std::vector<int32_t> chain;
-  auto copy_chain = [&](int32_t node) -> int32_t {
-    chain.clear();
-    int32_t parent = node;
-    while (parent >= 0) {
-      const int32_t m = mapped(parent);
-      if (m >= 0) break;
-      chain.push_back(parent);
-      parent = nodes_[parent].parent;
+  // A frame of out's; when positions are mapped, frames that become equal are merged, so that
+  // equal stacks stay equal by index.
+  auto frame = [&](Frame f) -> int32_t {
+    if (max_bytes >= 0) {
+      for (size_t i = 0; i < out.nodes_.size(); ++i) {
+        if (out.nodes_[i] == f) return static_cast<int32_t>(i);
+      }
     }
-    if (parent >= 0) parent = mapped(parent);  // else -1: the bottom
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      out.nodes_.push_back({nodes_[*it].pos, parent});
-      parent = static_cast<int32_t>(out.nodes_.size()) - 1;
-      remap.push_back({*it, parent});
-    }
-    return parent;
+    out.nodes_.push_back(f);
+    return static_cast<int32_t>(out.nodes_.size()) - 1;
   };
+  std::vector<int32_t> chain;
   const Step& s = steps_.back();
   out.stacks_.reserve(s.stacks_end - s.stacks_begin);
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    out.stacks_.push_back({stacks_[i].pos, copy_chain(stacks_[i].parent)});
+    chain.clear();
+    int32_t parent = stacks_[i].parent;
+    for (; parent >= 0 && mapped(parent) < 0; parent = nodes_[parent].parent)
+      chain.push_back(parent);
+    if (parent >= 0) parent = mapped(parent);  // else -1: the bottom
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      parent = frame({map(nodes_[*it].pos), parent});
+      remap.push_back({*it, parent});
+    }
+    const Frame top{map(stacks_[i].pos), parent};
+    if (max_bytes < 0 ||
+        std::find(out.stacks_.begin(), out.stacks_.end(), top) == out.stacks_.end()) {
+      out.stacks_.push_back(top);
+    }
   }
   Step fs = s;
   fs.stacks_begin = 0;

@@ -61,6 +61,10 @@ class GrammarMatcher {
   // A matcher in the current state without the history (its arena holds only the frames the
   // current stacks reach): what a token-mask walk starts from. Cost: O(stacks x depth).
   GrammarMatcher Fork() const;
+  // Fork with every position replaced by CompiledGrammar::CanonicalPosition(pos, max_bytes):
+  // a state that accepts the same byte strings of at most max_bytes bytes (and is accepting
+  // exactly when this one is), which is all a token mask asks when no token is longer.
+  GrammarMatcher ForkCanonical(int32_t max_bytes) const;
 
   // Appends a description of the current state that determines its future: per stack, its
   // position and its parents' positions (top first), then -1. Equal signatures accept the same
@@ -73,6 +77,8 @@ class GrammarMatcher {
 
  private:
   struct ForkTag {};
+  // Fork and ForkCanonical (max_bytes < 0: positions kept).
+  GrammarMatcher ForkMapped(int32_t max_bytes) const;
   // An empty matcher (no steps) for Fork to fill.
   GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, ForkTag)
       : grammar_(std::move(grammar)) {}

@@ -26,7 +26,9 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
   }
   std::vector<TokenId> allowed;
   for (TokenId id = 0; id < size(); ++id) {
-    if (kind_[id] == kNormal) allowed.push_back(id);
+    if (kind_[id] != kNormal) continue;
+    allowed.push_back(id);
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(token_bytes_[id].size()));
   }
   trie_ = BuildTrie(std::move(allowed));
   IndexPlainText();

@@ -57,6 +57,8 @@ class TokenVocabulary {
   // Never allowed whatever the grammar says: special and empty tokens.
   bool IsNeverAllowed(TokenId id) const { return kind_[id] == kNever; }
   const std::vector<TokenId>& eos_ids() const { return eos_ids_; }
+  // The longest token a mask walk can meet (allowed tokens only), in bytes.
+  int32_t max_token_bytes() const { return max_token_bytes_; }
 
   // Writes the mask of the tokens `matcher` accepts next into bitmask[0, mask_words()), by the
   // plain trie walk (the reference). The matcher is not modified (the walk runs on a Fork()).
@@ -109,6 +111,7 @@ class TokenVocabulary {
   std::vector<std::string> token_bytes_;  // [size()]
   std::vector<Kind> kind_;                // [size()]
   std::vector<TokenId> eos_ids_;
+  int32_t max_token_bytes_ = 0;
   Trie trie_;                         // every allowed token
   std::vector<uint8_t> plain_chars_;  // [size()]: characters of a plain-text token, else 0
   // Per kPlainLevels entry, then one for any length: the plain tokens of at most that many

@@ -245,6 +245,43 @@ TEST(GrammarStateTest, DfaMasksAreExact) {
   }
 }
 
+// Long counts run through count chains (Grammar::kMinCountChain) whose positions a mask walk
+// sees canonically: masks stay exact at every step while the DFA and the mask cache meet a
+// handful of states where the counts alone would make hundreds.
+TEST(GrammarStateTest, LongCountsGiveExactMasks) {
+  const TokenVocabulary vocab = HandVocabulary();
+  const auto counted = MustCompile(CompileJsonSchemaText(R"({
+    "type": "object",
+    "properties": {
+      "s": {"type": "string", "minLength": 40, "maxLength": 300},
+      "a": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
+            "minItems": 33, "maxItems": 90}
+    },
+    "required": ["s", "a"]
+  })"));
+  const auto regex = MustCompile(CompileGbnf(R"(root ::= [a-c"]{50,220} "x" ("y"{40,}))"));
+  ASSERT_NE(counted, nullptr);
+  ASSERT_NE(regex, nullptr);
+  EXPECT_TRUE(counted->has_count_chains());
+  EXPECT_TRUE(regex->has_count_chains());
+  for (uint32_t seed = 0; seed < 6; ++seed) {
+    for (size_t max_states : {size_t{4096}, size_t{3}}) {
+      ExpectDfaMasksExact(counted, vocab, seed, 700, max_states);
+      ExpectDfaMasksExact(regex, vocab, seed, 400, max_states);
+    }
+  }
+  // Inside the long string the canonical state repeats: after the first few characters every
+  // mask comes from the cache.
+  GrammarState state(counted, &vocab);
+  ASSERT_TRUE(state.AcceptToken(static_cast<TokenId>('{')));
+  for (char c : std::string("\"s\":\"")) ASSERT_TRUE(state.AcceptToken(static_cast<uint8_t>(c)));
+  for (int i = 0; i < 250; ++i) {
+    (void)state.Mask();
+    ASSERT_TRUE(state.AcceptToken(static_cast<TokenId>('q')));
+  }
+  EXPECT_GE(state.mask_cache_hits(), 200u);
+}
+
 bool IsPlainText(std::string_view s) {
   int state = kPlainBoundary;
   for (char c : s) {
