@@ -1,6 +1,6 @@
 // Real coding-agent CLIs (tests/agents, from npm) complete a non-interactive turn against
-// `loom serve`: Claude Code (`claude -p`, the Anthropic API) and Qwen Code (`qwen -p`, OpenAI chat
-// completions with tools and streaming). The model is the random-weight tiny Qwen3 with the real
+// `loom serve`: Claude Code (`claude -p`, the Anthropic API), Qwen Code (`qwen -p`, OpenAI chat
+// completions with tools and streaming) and the Codex CLI (`codex exec`, the Responses API). The model is the random-weight tiny Qwen3 with the real
 // Qwen3 tokenizer and chat template (helpers.mjs), with a context long enough for their 15-30k
 // token system prompts and tool lists: what is tested is that their whole request shape is
 // accepted and their client parses loom's answers, not what the model says.
@@ -15,6 +15,8 @@ import { HERE, QWEN3_TOKENIZER, TINY_QWEN3, startServer, tinyQwen3Skip, waitIdle
 const AGENTS = path.join(HERE, '../agents/node_modules');
 const CLAUDE = path.join(AGENTS, '@anthropic-ai/claude-code-linux-x64/claude');
 const QWEN = path.join(AGENTS, '@qwen-code/qwen-code/cli.js');
+// @openai/codex's launcher (bin/codex.js) runs this native binary, from its platform package.
+const CODEX = path.join(AGENTS, '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex');
 
 function agentSkip(file) {
   const s = tinyQwen3Skip();
@@ -29,6 +31,8 @@ const claudeSkip = process.platform !== 'linux' || process.arch !== 'x64'
   ? 'Claude Code is installed for linux-x64 only' : agentSkip(CLAUDE);
 const qwenSkip = nodeMajor < 20 ? `Qwen Code needs node >= 20 (this is ${process.versions.node})`
   : agentSkip(QWEN);
+const codexSkip = process.platform !== 'linux' || process.arch !== 'x64'
+  ? 'the Codex CLI is installed for linux-x64 only' : agentSkip(CODEX);
 
 // The tiny Qwen3 with ids 0-39999 added to its EOS ids, so that its random replies end on their
 // own after a few tokens (stop_reason end_turn) as a real model's do: Claude Code treats a reply
@@ -45,7 +49,7 @@ function shortReplyConfig() {
 
 let server;
 before(async () => {
-  if (claudeSkip && qwenSkip) return;
+  if (claudeSkip && qwenSkip && codexSkip) return;
   server = await startServer(['--dummy-weights', shortReplyConfig(), '--tokenizer', QWEN3_TOKENIZER,
     '--max-output-tokens', '48']);
 });
@@ -102,5 +106,36 @@ test('Qwen Code: qwen -p completes a turn over OpenAI chat completions', { skip:
   assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\nstatuses ${statuses}`);
   assert.ok(statuses.length >= 1 && statuses.every((s) => s === '200'), `statuses ${statuses}`);
   assert.ok(r.stdout.trim().length > 0, 'no reply printed');
+  assert.equal((await waitIdle(server.url)).kv.blocks_used, 0);
+});
+
+test('Codex CLI: codex exec completes a turn over the Responses API', { skip: codexSkip, timeout: 300000 }, async () => {
+  // A custom provider speaking the Responses API to loom, in a fresh CODEX_HOME; read-only
+  // sandbox, no approvals (exec mode), no update check or analytics.
+  const codexHome = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-codex-home-'));
+  fs.writeFileSync(path.join(codexHome, 'config.toml'), [
+    'model = "loom-test"',
+    'model_provider = "loom"',
+    'check_for_update_on_startup = false',
+    '',
+    '[model_providers.loom]',
+    'name = "loom"',
+    `base_url = "${server.url}/v1"`,
+    'wire_api = "responses"',
+    'env_key = "LOOM_API_KEY"',
+    '',
+    '[analytics]',
+    'enabled = false',
+    ''].join('\n'));
+  const from = server.log().length;
+  const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--sandbox', 'read-only', 'Say hi.'], {
+    CODEX_HOME: codexHome,
+    LOOM_API_KEY: 'sk-loom-test',
+  });
+  fs.rmSync(codexHome, { recursive: true, force: true });
+  const statuses = statusesSince(from, '/v1/responses');
+  assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\nstatuses ${statuses}\n${server.log().slice(from, from + 4000)}`);
+  assert.ok(statuses.length >= 1 && statuses.every((s) => s === '200'), `statuses ${statuses}`);
+  assert.match(r.stderr, /tokens used/, r.stderr);
   assert.equal((await waitIdle(server.url)).kv.blocks_used, 0);
 });
