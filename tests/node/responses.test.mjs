@@ -208,8 +208,12 @@ test('previous_response_id continues a stored conversation; store false keeps no
     await openai.responses.create({ model: 'm', input: `fill ${i}`, max_output_tokens: 1 });
   }
   assert.equal((await getJson(`${server.url}/v1/responses/${first.id}`)).status, 404);
-  const del = await getJson(`${server.url}/v1/responses/${answered.id}`, { method: 'DELETE' });
-  assert.equal(del.status, 404, 'evicted as well');
+  // DELETE drops a stored one.
+  const kept = await openai.responses.create({ model: 'm', input: 'keep', max_output_tokens: 1 });
+  const del = await getJson(`${server.url}/v1/responses/${kept.id}`, { method: 'DELETE' });
+  assert.equal(del.status, 200);
+  assert.deepEqual(del.body, { id: kept.id, object: 'response.deleted', deleted: true });
+  assert.equal((await getJson(`${server.url}/v1/responses/${kept.id}`)).status, 404);
 });
 
 test('bad input is a 4xx naming the field; the server keeps serving', { skip }, async () => {
