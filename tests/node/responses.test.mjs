@@ -8,7 +8,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Ajv2020 from 'ajv/dist/2020.js';
-import { getJson, postJson, startServer, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
+import path from 'node:path';
+import { SHARED, getJson, postJson, sharedSkip, startServer, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
 
 const skip = tinyQwen3Skip();
 let server, openai;
@@ -101,6 +102,8 @@ test('responses.stream: the events arrive in order and the final response matche
   assert.equal(final.id, last.id);
   assert.equal(final.output.find((o) => o.type === 'message').content[0].text, text);
   if (last.status === 'incomplete') assert.equal(last.usage.output_tokens, 12);
+  // A streamed response is stored too.
+  assert.equal((await getJson(`${server.url}/v1/responses/${last.id}`)).body.id, last.id);
   // (After response.incomplete, openai 4.x's final response is its own accumulation of the
   // events, not the event's response: compare the items by id.)
   assert.deepEqual(final.output.map((o) => o.id), last.output.map((o) => o.id));
@@ -253,4 +256,45 @@ test('bad input is a 4xx naming the field; the server keeps serving', { skip }, 
   const s = await waitIdle(server.url);
   assert.equal(s.kv.blocks_used, 0);
   assert.equal(s.batch.active_rows, 0);
+});
+
+// A template that opens <think> in the generation prompt (DeepSeek-R1's, llama.cpp's copy; see
+// tools.test.mjs): the random reply, never closed, is all reasoning: a reasoning item with
+// reasoning_text content, then an empty message.
+const R1 = path.join(SHARED, 'data/chat-templates/chat-templates-llamacpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
+const r1Skip = skip || sharedSkip(R1);
+test('reasoning: a <think> section becomes a reasoning item, streamed as reasoning_text', { skip: r1Skip }, async () => {
+  const r1 = await startServer([...tinyQwen3Args(), '--chat-template', R1, '--thinking', 'true',
+    '--max-output-tokens', '12']);
+  try {
+    const oa = new OpenAI({ apiKey: 'unused', baseURL: `${r1.url}/v1`, maxRetries: 0 });
+    const req = { model: 'm', input: 'Why?', max_output_tokens: 12, temperature: 0 };
+    const r = await oa.responses.create(req);
+    assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message'], JSON.stringify(r.output));
+    const thought = r.output[0].content[0];
+    assert.equal(thought.type, 'reasoning_text');
+    assert.ok(thought.text.length > 0);
+    assert.equal(r.output_text, '');
+    assert.ok(r.usage.output_tokens_details.reasoning_tokens > 0);
+    assert.ok(r.usage.output_tokens_details.reasoning_tokens <= r.usage.output_tokens);
+    const events = [];
+    for await (const e of oa.responses.stream(req)) events.push(e);
+    const deltas = events.filter((e) => e.type === 'response.reasoning_text.delta');
+    assert.equal(deltas.map((e) => e.delta).join(''), thought.text);
+    assert.equal(events.find((e) => e.type === 'response.reasoning_text.done').text, thought.text);
+    assert.deepEqual(events.filter((e) => e.type === 'response.output_item.added').map((e) => e.item.type),
+      ['reasoning', 'message']);
+    // reasoning.effort none: the template closes the section; all of the reply is text.
+    const off = await oa.responses.create({ ...req, reasoning: { effort: 'none' } });
+    assert.deepEqual(off.output.map((o) => o.type), ['message']);
+    assert.ok(off.output_text.length > 0);
+    // The output sent back as input items (the reasoning item as it came) is accepted.
+    const again = await oa.responses.create({ ...req, max_output_tokens: 1, input: [
+      { role: 'user', content: 'Why?' }, r.output[0],
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Because.' }] },
+      { role: 'user', content: 'Sure?' }] });
+    assert.ok(again.usage.input_tokens > r.usage.input_tokens);
+  } finally {
+    assert.equal(await r1.stop(), 0, r1.log());
+  }
 });
