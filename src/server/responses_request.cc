@@ -262,6 +262,9 @@ Status ParseMetadata(const JsonFields& f, ResponsesRequest* out) {
   return OkStatus();
 }
 
+// A float sampling parameter as the number it was written as (0.7, not 0.699999988...).
+double EchoNumber(float v) { return std::stod(std::to_string(v)); }
+
 StatusOr<ResponsesRequest> Parse(const std::string& body, const RequestDefaults& d,
                                  ResponseStore* store, std::string* param) {
   ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
@@ -350,7 +353,7 @@ StatusOr<ResponsesRequest> Parse(const std::string& body, const RequestDefaults&
   e["previous_response_id"] =
       out.previous_response_id.empty() ? ordered_json() : ordered_json(out.previous_response_id);
   e["store"] = out.store;
-  e["temperature"] = g.params.temperature;
+  e["temperature"] = EchoNumber(g.params.temperature);
   e["text"] = ordered_json{{"format", {{"type", "text"}}}};
   if (ordered.is_object() && ordered.contains("text") && ordered["text"].is_object() &&
       ordered["text"].contains("format") && ordered["text"]["format"].is_object()) {
@@ -363,7 +366,7 @@ StatusOr<ResponsesRequest> Parse(const std::string& body, const RequestDefaults&
   e["tools"] = ordered.is_object() && ordered.contains("tools") && ordered["tools"].is_array()
                    ? ordered["tools"]
                    : ordered_json::array();
-  e["top_p"] = g.params.top_p;
+  e["top_p"] = EchoNumber(g.params.top_p);
   e["truncation"] = "disabled";
   e["user"] = g.user.empty() ? ordered_json() : ordered_json(g.user);
   return out;

@@ -43,7 +43,8 @@ TEST(ResponsesRequest, StringInputAndInstructions) {
   EXPECT_EQ(r.echo["max_output_tokens"], 7);
   EXPECT_EQ(r.echo["metadata"].dump(), R"({"k":"v"})");
   EXPECT_EQ(r.echo["user"], "u1");
-  EXPECT_FLOAT_EQ(r.echo["temperature"].get<float>(), 0.5f);
+  EXPECT_EQ(r.echo["temperature"].dump(), "0.5");
+  EXPECT_EQ(MustParse(R"({"input":"hi","top_p":0.9})").echo["top_p"].dump(), "0.9");
 }
 
 TEST(ResponsesRequest, ItemsBecomeMessages) {
