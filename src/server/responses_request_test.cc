@@ -110,6 +110,10 @@ TEST(ResponsesRequest, ToolChoice) {
   EXPECT_EQ(named.gen.tool_choice, ToolChoiceMode::kNamed);
   EXPECT_EQ(named.gen.tool_choice_name, "g");
   EXPECT_EQ(named.echo["tool_choice"].dump(), R"({"type":"function","name":"g"})");
+  // Only web_search (not used) and tool_choice auto: no tools, no error.
+  ResponsesRequest web =
+      MustParse(R"({"input":"hi","tools":[{"type":"web_search"}],"tool_choice":"auto"})");
+  EXPECT_TRUE(web.gen.tools.empty());
 }
 
 TEST(ResponsesRequest, TextFormat) {

@@ -185,6 +185,8 @@ Status ParseResponsesToolChoice(const json& choice, GenerationRequest* out, std:
     RETURN_IF_ERROR(SetNamedChoice(Member(choice, "name"), "tool_choice.name", out, param));
     return OkStatus();
   }
+  // "auto" without tools asks for nothing (Codex-style requests whose only tool is web_search).
+  if (choice == "auto" && out->tools.empty()) return OkStatus();
   return ParseOpenAiToolChoice(choice, "tool_choice", out, param);
 }
 

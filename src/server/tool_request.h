@@ -42,7 +42,8 @@ Status ParseAnthropicTools(const nlohmann::json& tools, GenerationRequest* out, 
 Status ParseResponsesTools(const nlohmann::json& tools, const nlohmann::ordered_json* ordered_tools,
                            GenerationRequest* out, std::map<std::string, std::string>* namespaces,
                            std::string* param);
-// Responses API `tool_choice` ("none" | "auto" | "required" | {"type": "function", "name"}).
+// Responses API `tool_choice` ("none" | "auto" | "required" | {"type": "function", "name"});
+// "auto" is accepted without tools.
 Status ParseResponsesToolChoice(const nlohmann::json& choice, GenerationRequest* out,
                                 std::string* param);
 
