@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { HERE, QWEN3_TOKENIZER, TINY_QWEN3, startServer, tinyQwen3Skip, waitIdle } from './helpers.mjs';
+import { HERE, QWEN3_TOKENIZER, TINY_QWEN3, startServer, tinyQwen3Args, tinyQwen3Skip, waitIdle } from './helpers.mjs';
 
 const AGENTS = path.join(HERE, '../agents/node_modules');
 const CLAUDE = path.join(AGENTS, '@anthropic-ai/claude-code-linux-x64/claude');
@@ -109,33 +109,65 @@ test('Qwen Code: qwen -p completes a turn over OpenAI chat completions', { skip:
   assert.equal((await waitIdle(server.url)).kv.blocks_used, 0);
 });
 
-test('Codex CLI: codex exec completes a turn over the Responses API', { skip: codexSkip, timeout: 300000 }, async () => {
-  // A custom provider speaking the Responses API to loom, in a fresh CODEX_HOME; read-only
-  // sandbox, no approvals (exec mode), no update check or analytics.
-  const codexHome = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-codex-home-'));
-  fs.writeFileSync(path.join(codexHome, 'config.toml'), [
+// A CODEX_HOME whose config.toml points a custom provider speaking the Responses API at `url`:
+// no update check, no analytics. Removed at exit.
+function codexHome(url) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-codex-home-'));
+  process.on('exit', () => fs.rmSync(home, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(home, 'config.toml'), [
     'model = "loom-test"',
     'model_provider = "loom"',
     'check_for_update_on_startup = false',
     '',
     '[model_providers.loom]',
     'name = "loom"',
-    `base_url = "${server.url}/v1"`,
+    `base_url = "${url}/v1"`,
     'wire_api = "responses"',
     'env_key = "LOOM_API_KEY"',
     '',
     '[analytics]',
     'enabled = false',
     ''].join('\n'));
+  return home;
+}
+
+test('Codex CLI: codex exec completes a turn over the Responses API', { skip: codexSkip, timeout: 300000 }, async () => {
+  // Read-only sandbox; exec mode asks for no approvals.
   const from = server.log().length;
   const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--sandbox', 'read-only', 'Say hi.'], {
-    CODEX_HOME: codexHome,
+    CODEX_HOME: codexHome(server.url),
     LOOM_API_KEY: 'sk-loom-test',
   });
-  fs.rmSync(codexHome, { recursive: true, force: true });
   const statuses = statusesSince(from, '/v1/responses');
   assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\nstatuses ${statuses}\n${server.log().slice(from, from + 4000)}`);
   assert.ok(statuses.length >= 1 && statuses.every((s) => s === '200'), `statuses ${statuses}`);
   assert.match(r.stderr, /tokens used/, r.stderr);
   assert.equal((await waitIdle(server.url)).kv.blocks_used, 0);
+});
+
+test('Codex CLI: codex exec --output-schema answers JSON that validates (text.format)', { skip: codexSkip, timeout: 300000 }, async () => {
+  // Codex sends the schema as text.format json_schema (strict); the grammar makes the random
+  // reply valid. The plain tiny Qwen3 here: the short-reply model's extra EOS ids include the
+  // JSON punctuation tokens, which a grammar then can never emit. Reasoning effort none: the
+  // template closes the think section, so the JSON comes first.
+  const plain = await startServer([...tinyQwen3Args(), '--max-output-tokens', '48']);
+  try {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-codex-schema-'));
+    const schemaFile = path.join(dir, 'schema.json');
+    const schema = { type: 'object', properties: { answer: { enum: ['yes', 'no'] } },
+      required: ['answer'], additionalProperties: false };
+    fs.writeFileSync(schemaFile, JSON.stringify(schema));
+    const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--sandbox', 'read-only',
+      '-c', 'model_reasoning_effort="none"', '--output-schema', schemaFile, 'Answer yes or no.'], {
+      CODEX_HOME: codexHome(plain.url),
+      LOOM_API_KEY: 'sk-loom-test',
+    });
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.equal(r.code, 0, `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}\n${plain.log().slice(0, 4000)}`);
+    const answer = JSON.parse(r.stdout.trim());
+    assert.ok(['yes', 'no'].includes(answer.answer) && Object.keys(answer).length === 1, r.stdout);
+    assert.equal((await waitIdle(plain.url)).kv.blocks_used, 0);
+  } finally {
+    assert.equal(await plain.stop(), 0, plain.log());
+  }
 });
