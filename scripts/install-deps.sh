@@ -2,7 +2,7 @@
 # Installs what loom needs to build and test, idempotently: Debian packages (only the missing
 # ones) and the npm test dependencies (only when package.json changed): the API clients under
 # tests/node, the real tokenizer files under tests/tokenizers (see its README.md) and the coding-agent
-# CLIs under tests/agents (Claude Code, Qwen Code: tests/node/agents.test.mjs runs them).
+# CLIs under tests/agents (Claude Code, Qwen Code, Codex: tests/node/agents.test.mjs runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

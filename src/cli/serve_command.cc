@@ -105,6 +105,7 @@ void RunServe(ServeFlags& f) {
 
   auto ctx = std::make_unique<ServerContext>();
   ctx->options = f.server;
+  ctx->responses = std::make_unique<ResponseStore>(f.server.responses_store);
   std::unique_ptr<TextCodec> codec;
 #ifdef LOOM_HAVE_TOKENIZER
   if (s.tokenizer) {
@@ -271,6 +272,11 @@ void AddServeCommand(CLI::App& root) {
                   "split <think> sections into reasoning_content / thinking blocks: auto (when "
                   "the chat template writes <think>), none or think")
       ->check(CLI::IsMember({"auto", "none", "think"}))
+      ->capture_default_str();
+  cmd->add_option("--responses-store", o.responses_store,
+                  "Responses API responses kept in memory for previous_response_id and GET "
+                  "/v1/responses/{id}, least recently used dropped first (0 = none)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--no-open", f->no_open, "do not open the chat page in a browser");
   cmd->add_flag("--no-chat-page", f->no_chat_page, "do not serve the chat page at /");

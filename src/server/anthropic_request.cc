@@ -10,48 +10,29 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-Status Unsupported(std::string* param, const std::string& field, const std::string& what) {
-  *param = field;
-  return InvalidArgumentError(field + ": " + what + " is not supported yet by loom");
-}
-
 // Text of Anthropic content: a string or an array of blocks.
 Status BlocksText(const json& content, const std::string& name, std::string* param,
                   std::string* text) {
-  if (content.is_string()) {
-    *text = content.get<std::string>();
-    return OkStatus();
-  }
-  if (!content.is_array()) {
-    return FieldError(
-        param, name,
-        name + " must be a string or an array of content blocks, got " + JsonTypeName(content));
-  }
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& b = content[j];
-    std::string bname = name + "[" + std::to_string(j) + "]";
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
-      return FieldError(param, bname, bname + " must be an object with a string \"type\"");
-    }
-    std::string type = b["type"].get<std::string>();
-    if (type == "text") {
-      if (!b.contains("text") || !b["text"].is_string()) {
-        return FieldError(param, bname + ".text", bname + ".text must be a string");
-      }
-      text->append(b["text"].get<std::string>());
-    } else if (type == "image" || type == "document") {
-      return Unsupported(param, bname, "\"" + type + "\" content blocks");
-    } else if (type == "tool_use" || type == "tool_result" || type == "server_tool_use") {
-      return FieldError(
-          param, bname,
-          bname + ": a \"" + type + "\" block is only allowed in a message's content");
-    } else if (type == "thinking" || type == "redacted_thinking") {
-      continue;  // earlier turns' reasoning is dropped, as templates do
-    } else {
-      return FieldError(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
-    }
-  }
-  return OkStatus();
+  return ForEachContentPart(
+      content, name, "content blocks", param, text,
+      [&](const json& b, const std::string& bname, const std::string& type) -> Status {
+        if (type == "text") {
+          if (!b.contains("text") || !b["text"].is_string()) {
+            return FieldError(param, bname + ".text", bname + ".text must be a string");
+          }
+          text->append(b["text"].get<std::string>());
+        } else if (type == "image" || type == "document") {
+          return UnsupportedFieldError(param, bname, "\"" + type + "\" content blocks");
+        } else if (type == "tool_use" || type == "tool_result" || type == "server_tool_use") {
+          return FieldError(
+              param, bname,
+              bname + ": a \"" + type + "\" block is only allowed in a message's content");
+        } else if (type != "thinking" && type != "redacted_thinking") {
+          // (earlier turns' reasoning is dropped, as templates do)
+          return FieldError(param, bname + ".type", bname + ".type \"" + type + "\" is unknown");
+        }
+        return OkStatus();
+      });
 }
 
 // One Anthropic message → normalized messages (tool_request.h): an assistant turn's text,

@@ -6,8 +6,6 @@
 #include "server/anthropic_response.h"
 #include "server/anthropic_stream_encoder.h"
 #include "server/choice_collector.h"
-#include "server/generation.h"
-#include "server/output_parsing.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 #include "server/stream_driver.h"
@@ -27,24 +25,11 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(parsed.status(), param));
   }
   GenerationRequest& req = *parsed;
-  if (Status s = PrepareOutputParsing(ctx->parsers, &req, &param); !s.ok()) {
-    return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(s, param));
-  }
-  std::string rendered;
-  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, req, &param, &rendered);
-  if (!prompt.ok()) {
-    return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(prompt.status(), param));
-  }
-  if (Status s = CompileRequestGrammar(ctx->parsers, ctx->grammar_cache.get(),
-                                       ctx->grammar_vocab.get(), rendered, &req, &param);
-      !s.ok()) {
-    return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(s, param));
-  }
-  StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
-  if (!gen.ok()) return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(gen.status()));
-  ResponseMeta meta{NewResponseId("msg_"), ctx->model.name, UnixNow()};
+  ApiError error;
   std::unique_ptr<ChoiceEventSource> source =
-      WrapOutputParsers(ctx->parsers, req, rendered, *std::move(gen), ApiFlavor::kAnthropic);
+      StartChoiceSource(ctx, &req, ApiFlavor::kAnthropic, PromptFields{}, &error);
+  if (source == nullptr) return SendError(res, ApiFlavor::kAnthropic, error);
+  ResponseMeta meta{NewResponseId("msg_"), ctx->model.name, UnixNow()};
   if (req.stream) {
     return ServeStream(ctx, std::move(source), std::make_unique<AnthropicMessagesEncoder>(meta),
                        res);

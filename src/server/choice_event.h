@@ -93,6 +93,21 @@ struct ChoiceEvent {
     e.kind = ChoiceEventKind::kReasoning;
     return e;
   }
+  static ChoiceEvent ToolCallStart(int choice_idx, int call_idx, std::string id, std::string name) {
+    ChoiceEvent e;
+    e.kind = ChoiceEventKind::kToolCallStart;
+    e.choice_idx = choice_idx;
+    e.tool_call_idx = call_idx;
+    e.tool_call_id = std::move(id);
+    e.tool_name = std::move(name);
+    return e;
+  }
+  static ChoiceEvent ToolCallArgs(int choice_idx, int call_idx, std::string json) {
+    ChoiceEvent e = Text(choice_idx, std::move(json));
+    e.kind = ChoiceEventKind::kToolCallArgs;
+    e.tool_call_idx = call_idx;
+    return e;
+  }
   static ChoiceEvent Finish(int choice_idx, ChoiceFinishReason reason) {
     ChoiceEvent e;
     e.kind = ChoiceEventKind::kFinish;

@@ -1,6 +1,7 @@
-// GenerationRequest: one validated API request (OpenAI chat / completions or Anthropic
-// messages), typed, before templating and tokenization. The parsers (openai_request.h,
-// anthropic_request.h) are pure functions from the JSON body to this struct.
+// GenerationRequest: one validated API request (OpenAI chat / completions / responses or
+// Anthropic messages), typed, before templating and tokenization. The parsers
+// (openai_request.h, anthropic_request.h, responses_request.h) are pure functions from the JSON
+// body to this struct.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,7 @@
 
 namespace loom {
 
-enum class ApiKind { kChatCompletions, kCompletions, kMessages };
+enum class ApiKind { kChatCompletions, kCompletions, kMessages, kResponses };
 
 // What the request lets the model do with its tools (OpenAI tool_choice / Anthropic tool_choice).
 enum class ToolChoiceMode {

@@ -179,6 +179,43 @@ Status ParseOpenAiGrammarFields(const json& body, const std::string& body_text,
   return OkStatus();
 }
 
+Status ParseResponsesTextFormat(const json& text, const std::string& body_text,
+                                GenerationRequest* out, std::string* param) {
+  if (!text.is_object()) {
+    return FieldError(param, "text", "text must be an object, got " + JsonTypeName(text));
+  }
+  auto f = text.find("format");
+  if (f == text.end() || f->is_null()) return OkStatus();
+  if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string()) {
+    return FieldError(param, "text.format", "text.format must be an object with a string \"type\"");
+  }
+  const std::string type = (*f)["type"].get<std::string>();
+  std::vector<Candidate> found;
+  if (type == "text") return OkStatus();
+  if (type == "json_object") {
+    found.push_back({"text.format", GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})"}});
+  } else if (type == "json_schema") {
+    auto name = f->find("name");
+    if (name != f->end() && !name->is_null() && !name->is_string()) {
+      return FieldError(param, "text.format.name", "text.format.name must be a string");
+    }
+    auto schema = f->find("schema");
+    if (schema == f->end() || schema->is_null()) {
+      return FieldError(param, "text.format.schema",
+                        "text.format.schema is required for type json_schema");
+    }
+    RETURN_IF_ERROR(
+        SchemaSpec(*schema, "text.format.schema", "/text/format/schema", body_text, &found, param));
+  } else {
+    return FieldError(
+        param, "text.format.type",
+        "text.format.type \"" + type + "\" is unknown; expected text, json_object or json_schema");
+  }
+  out->grammar = std::move(found[0].spec);
+  out->grammar_field = std::move(found[0].field);
+  return OkStatus();
+}
+
 void RestoreToolSchemaOrder(const std::string& body_text, GenerationRequest* out) {
   if (out->tools.empty()) return;
   const ordered_json o = ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);

@@ -20,6 +20,12 @@ namespace loom {
 Status ParseOpenAiGrammarFields(const nlohmann::json& body, const std::string& body_text,
                                 GenerationRequest* out, std::string* param);
 
+// The Responses API's `text.format` ({"type": "text"} | {"type": "json_object"} |
+// {"type": "json_schema", "name", "schema", "strict"}) into out->grammar; errors name
+// "text.format..." fields.
+Status ParseResponsesTextFormat(const nlohmann::json& text, const std::string& body_text,
+                                GenerationRequest* out, std::string* param);
+
 // Puts back the declaration order of the tools' parameter schemas (tools[i].function.parameters,
 // functions[i].parameters, Anthropic tools[i].input_schema) from `body_text`: chat templates
 // print them with tojson and forced tool calls follow their property order.

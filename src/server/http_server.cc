@@ -22,8 +22,9 @@ ApiFlavor FlavorOf(const std::string& path) {
 bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
 
 // Routes that exist, by method, for 405 answers.
-const char* const kPostRoutes[] = {"/v1/chat/completions",      "/v1/completions", "/v1/messages",
-                                   "/v1/messages/count_tokens", "/tokenize",       "/detokenize"};
+const char* const kPostRoutes[] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+    "/v1/responses",        "/tokenize",       "/detokenize"};
 const char* const kGetRoutes[] = {"/v1/models", "/health", "/stats", "/metrics", "/"};
 
 }  // namespace
@@ -46,6 +47,7 @@ Status ServerOptions::Validate() const {
     return InvalidArgumentError("--top-p must be in (0, 1]");
   }
   if (defaults.top_k < 0) return InvalidArgumentError("--top-k must be >= 0");
+  if (responses_store < 0) return InvalidArgumentError("--responses-store must be >= 0");
   return OkStatus();
 }
 
@@ -126,6 +128,7 @@ void HttpServer::Configure() {
 
   RegisterOpenAiRoutes(s, ctx_);
   RegisterAnthropicRoutes(s, ctx_);
+  RegisterResponsesRoutes(s, ctx_);
   RegisterOpsRoutes(s, ctx_);
   if (ctx_->options.chat_page) RegisterChatPage(s);
   auto method_not_allowed = [](const char* allowed) {

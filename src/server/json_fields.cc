@@ -10,6 +10,30 @@ namespace loom {
 
 using nlohmann::json;
 
+Status ForEachContentPart(
+    const json& content, const std::string& name, const char* noun, std::string* param,
+    std::string* text,
+    const std::function<Status(const json&, const std::string&, const std::string&)>& part) {
+  if (content.is_string()) {
+    *text = content.get<std::string>();
+    return OkStatus();
+  }
+  if (!content.is_array()) {
+    return FieldError(
+        param, name,
+        name + " must be a string or an array of " + noun + ", got " + JsonTypeName(content));
+  }
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& p = content[j];
+    const std::string pname = name + "[" + std::to_string(j) + "]";
+    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
+      return FieldError(param, pname, pname + " must be an object with a string \"type\"");
+    }
+    RETURN_IF_ERROR(part(p, pname, p["type"].get<std::string>()));
+  }
+  return OkStatus();
+}
+
 std::string JsonTypeName(const json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "boolean";

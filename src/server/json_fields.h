@@ -3,6 +3,7 @@
 // null counts as absent (OpenAI clients send explicit nulls).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -39,6 +40,21 @@ inline Status FieldError(std::string* param, const std::string& field, const std
   *param = field;
   return InvalidArgumentError(message);
 }
+
+// InvalidArgument "<field>: <what> is not supported yet by loom" with *param = field.
+inline Status UnsupportedFieldError(std::string* param, const std::string& field,
+                                    const std::string& what) {
+  return FieldError(param, field, field + ": " + what + " is not supported yet by loom");
+}
+
+// Message content as the APIs send it: a string (the whole text, into *text), or an array of
+// parts, each an object with a string "type", handed to `part(part, part_name, type)` in order
+// ("<name>[j]"). `noun` names the parts in errors ("content parts", "content blocks").
+Status ForEachContentPart(
+    const nlohmann::json& content, const std::string& name, const char* noun, std::string* param,
+    std::string* text,
+    const std::function<Status(const nlohmann::json& part, const std::string& part_name,
+                               const std::string& type)>& part);
 
 // "integer", "string", "array", ... for messages like "max_tokens must be an integer, got string".
 std::string JsonTypeName(const nlohmann::json& value);

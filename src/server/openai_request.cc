@@ -15,11 +15,6 @@ using nlohmann::ordered_json;
 
 constexpr int64_t kMaxTokensCap = int64_t{1} << 24;
 
-Status Unsupported(std::string* param, const std::string& field, const std::string& what) {
-  *param = field;
-  return InvalidArgumentError(field + ": " + what + " is not supported yet by loom");
-}
-
 Status ParseStop(const JsonFields& f, const json& body, const RequestDefaults& d,
                  std::vector<std::string>* stop, const char* key) {
   const json* v = f.Find(key);
@@ -103,39 +98,25 @@ Status ParseTools(const JsonFields& f, GenerationRequest* out, std::string* para
 // Text of an OpenAI message content: a string, or an array of {"type": "text", "text"} parts.
 Status ContentText(const json& content, const std::string& name, std::string* param,
                    std::string* text) {
-  if (content.is_string()) {
-    *text = content.get<std::string>();
-    return OkStatus();
-  }
-  if (!content.is_array()) {
-    *param = name;
-    return InvalidArgumentError(name + " must be a string or an array of content parts, got " +
-                                JsonTypeName(content));
-  }
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& part = content[j];
-    std::string pname = name + "[" + std::to_string(j) + "]";
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      *param = pname;
-      return InvalidArgumentError(pname + " must be an object with a string \"type\"");
-    }
-    std::string type = part["type"].get<std::string>();
-    if (type == "text") {
-      if (!part.contains("text") || !part["text"].is_string()) {
-        *param = pname + ".text";
-        return InvalidArgumentError(pname + ".text must be a string");
-      }
-      if (!text->empty()) text->push_back('\n');
-      text->append(part["text"].get<std::string>());
-    } else if (type == "image_url" || type == "input_image" || type == "image" ||
-               type == "input_audio" || type == "file") {
-      return Unsupported(param, pname, "content part type \"" + type + "\" (images/audio/files)");
-    } else {
-      *param = pname + ".type";
-      return InvalidArgumentError(pname + ".type \"" + type + "\" is unknown; expected \"text\"");
-    }
-  }
-  return OkStatus();
+  return ForEachContentPart(
+      content, name, "content parts", param, text,
+      [&](const json& part, const std::string& pname, const std::string& type) -> Status {
+        if (type == "text") {
+          if (!part.contains("text") || !part["text"].is_string()) {
+            return FieldError(param, pname + ".text", pname + ".text must be a string");
+          }
+          if (!text->empty()) text->push_back('\n');
+          text->append(part["text"].get<std::string>());
+          return OkStatus();
+        }
+        if (type == "image_url" || type == "input_image" || type == "image" ||
+            type == "input_audio" || type == "file") {
+          return UnsupportedFieldError(param, pname,
+                                       "content part type \"" + type + "\" (images/audio/files)");
+        }
+        return FieldError(param, pname + ".type",
+                          pname + ".type \"" + type + "\" is unknown; expected \"text\"");
+      });
 }
 
 Status ParseMessages(const json& body, GenerationRequest* out, std::string* param) {
@@ -440,7 +421,8 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) {
     RETURN_IF_ERROR(parse_ids((*prompt)[0], "prompt[0]"));
   } else if (prompt->is_array() && prompt->size() > 1) {
-    return Unsupported(param, "prompt", "a batch of several prompts (send one request each)");
+    return UnsupportedFieldError(param, "prompt",
+                                 "a batch of several prompts (send one request each)");
   } else {
     return f.Error(
         "prompt", "prompt must be a string or an array of token ids, got " + JsonTypeName(*prompt));
@@ -450,7 +432,7 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   }
   if (const json* v = f.Find("suffix")) {
     if (!(v->is_string() && v->get<std::string>().empty())) {
-      return Unsupported(param, "suffix", "suffix (fill-in-the-middle)");
+      return UnsupportedFieldError(param, "suffix", "suffix (fill-in-the-middle)");
     }
   }
   RETURN_IF_ERROR(f.Bool("echo", &out.echo));
@@ -460,7 +442,7 @@ StatusOr<GenerationRequest> ParseCompletions(const std::string& body,
   if (out.logprobs) out.params.num_logprobs = out.top_logprobs;
   if (const json* v = f.Find("best_of")) {
     if (!(v->is_number_integer() && v->get<int64_t>() == out.n)) {
-      return Unsupported(param, "best_of", "best_of other than n");
+      return UnsupportedFieldError(param, "best_of", "best_of other than n");
     }
   }
   return out;

@@ -19,9 +19,7 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
                       httplib::Response& res) {
   if (!CheckServing(ctx, ApiFlavor::kOpenAi, res)) return;
   std::string param;
-  RequestDefaults defaults = ctx->options.defaults;
-  if (ctx->codec != nullptr) defaults.vocab_size = ctx->codec->vocab_size();
-  if (defaults.vocab_size == 0) defaults.vocab_size = ctx->engine->vocab_size();
+  const RequestDefaults defaults = RequestDefaultsOf(*ctx);
   StatusOr<GenerationRequest> parsed =
       chat ? ParseChatCompletionsRequest(http_req.body, defaults, &param)
            : ParseCompletionsRequest(http_req.body, defaults, &param);

@@ -11,6 +11,8 @@
 #include <cstdlib>
 
 #include "base/logging.h"
+#include "server/generation.h"
+#include "server/output_parsing.h"
 
 namespace loom {
 
@@ -28,6 +30,13 @@ void SendJson(httplib::Response& res, int status, const ordered_json& body) {
 
 void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error) {
   SendJson(res, error.http_status, error.ToJson(flavor));
+}
+
+RequestDefaults RequestDefaultsOf(const ServerContext& ctx) {
+  RequestDefaults defaults = ctx.options.defaults;
+  if (ctx.codec != nullptr) defaults.vocab_size = ctx.codec->vocab_size();
+  if (defaults.vocab_size == 0) defaults.vocab_size = ctx.engine->vocab_size();
+  return defaults;
 }
 
 bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res) {
@@ -78,6 +87,39 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
   StatusOr<std::vector<TokenId>> ids = ctx.codec->Encode(*text, /*add_special_tokens=*/false);
   if (rendered != nullptr) *rendered = *std::move(text);
   return ids;
+}
+
+std::unique_ptr<ChoiceEventSource> StartChoiceSource(ServerContext* ctx, GenerationRequest* req,
+                                                     ApiFlavor flavor, const PromptFields& fields,
+                                                     ApiError* error) {
+  std::string param;
+  if (Status s = PrepareOutputParsing(ctx->parsers, req, &param); !s.ok()) {
+    *error = ApiError::FromStatus(s, param);
+    return nullptr;
+  }
+  std::string rendered;
+  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, *req, &param, &rendered);
+  if (!prompt.ok()) {
+    *error = ApiError::FromStatus(prompt.status(), param == "messages" ? fields.prompt : param);
+    return nullptr;
+  }
+  if (Status s = CompileRequestGrammar(ctx->parsers, ctx->grammar_cache.get(),
+                                       ctx->grammar_vocab.get(), rendered, req, &param);
+      !s.ok()) {
+    *error = ApiError::FromStatus(s, param);
+    return nullptr;
+  }
+  const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
+  StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, *req, *std::move(prompt));
+  if (!gen.ok()) {
+    std::string field;
+    if (gen.status().code() == StatusCode::kOutOfRange) {
+      field = prompt_too_long || !req->max_tokens_set ? fields.prompt : fields.max_tokens;
+    }
+    *error = ApiError::FromStatus(gen.status(), field);
+    return nullptr;
+  }
+  return WrapOutputParsers(ctx->parsers, *req, rendered, *std::move(gen), flavor);
 }
 
 int64_t UnixNow() {

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ std::string RequestIdHeader(const httplib::Response& res);
 void SendJson(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error);
 
+// The server's request defaults with the vocabulary size of the model (its tokenizer's, else the
+// engine's), so that token ids in requests can be checked.
+RequestDefaults RequestDefaultsOf(const ServerContext& ctx);
+
 // Rejects requests while draining (503) or when the model has no tokenizer and one is needed.
 // Returns false after writing the error.
 bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res);
@@ -40,6 +45,22 @@ int WidenListenBacklog(int port, int backlog);
 // `rendered`, when given, receives the chat template's output ("" for completions).
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
                                            std::string* param, std::string* rendered = nullptr);
+
+// What a prompt error names: `prompt` for the conversation / prompt (a template error, an
+// over-long prompt), `max_tokens` for a max_tokens that does not fit the context.
+struct PromptFields {
+  std::string prompt = "messages";
+  std::string max_tokens = "max_tokens";
+};
+
+// The steps of every generation route after parsing `req`: the output parsers
+// (PrepareOutputParsing), the prompt (BuildPrompt), the grammar (CompileRequestGrammar), the
+// engine request (Generation::Start) and the parsers around it (WrapOutputParsers). Returns the
+// source to stream or collect; null after setting *error (in the API's terms, naming the field).
+// `rendered`, when given, receives the chat template's output.
+std::unique_ptr<ChoiceEventSource> StartChoiceSource(ServerContext* ctx, GenerationRequest* req,
+                                                     ApiFlavor flavor, const PromptFields& fields,
+                                                     ApiError* error);
 
 // Notices a client that went away while a non-streaming request is being generated (streams
 // notice it when a write fails). cpp-httplib 0.11 gives handlers no socket, so the constructor

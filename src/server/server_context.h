@@ -1,6 +1,6 @@
 // ServerOptions (the serve flags, validated once) and ServerContext: what every route handler
 // reads. The context is built by the CLI, outlives the HttpServer, and holds no mutable state
-// besides the thread-safe metrics and the draining flag.
+// besides the thread-safe metrics, the response store and the draining flag.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "server/generation_request.h"
 #include "server/output_parsing.h"
+#include "server/response_store.h"
 #include "server/server_metrics.h"
 #include "server/text_codec.h"
 
@@ -27,6 +28,7 @@ struct ServerOptions {
   bool chat_page = true;
   std::string tool_parser = "auto";       // --tool-parser: auto, none or a format name
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none or think
+  int responses_store = 256;              // --responses-store: responses kept (0 = none)
   RequestDefaults defaults;
 
   Status Validate() const;  // messages name the flag
@@ -56,6 +58,8 @@ struct ServerContext {
   // compiled grammars by spec.
   std::shared_ptr<const TokenVocabulary> grammar_vocab;
   std::unique_ptr<GrammarCache> grammar_cache;
+  // Responses API responses for previous_response_id (null or capacity 0: none are kept).
+  std::unique_ptr<ResponseStore> responses;
   ServerMetrics metrics;
   std::atomic<bool> draining{false};  // set on shutdown: new requests get 503
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();

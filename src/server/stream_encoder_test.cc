@@ -35,19 +35,10 @@ Step Fin(int choice, R reason, std::optional<std::string> stop = std::nullopt) {
   return Event(std::move(e));
 }
 Step ToolStart(int call, std::string id, std::string name) {
-  ChoiceEvent e;
-  e.kind = ChoiceEventKind::kToolCallStart;
-  e.tool_call_idx = call;
-  e.tool_call_id = std::move(id);
-  e.tool_name = std::move(name);
-  return Event(std::move(e));
+  return Event(ChoiceEvent::ToolCallStart(0, call, std::move(id), std::move(name)));
 }
 Step ToolArgs(int call, std::string json) {
-  ChoiceEvent e;
-  e.kind = ChoiceEventKind::kToolCallArgs;
-  e.tool_call_idx = call;
-  e.text = std::move(json);
-  return Event(std::move(e));
+  return Event(ChoiceEvent::ToolCallArgs(0, call, std::move(json)));
 }
 Step Error() { return {Step::kError, {}}; }
 Step Finish() { return {Step::kFinish, {}}; }

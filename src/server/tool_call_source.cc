@@ -41,25 +41,15 @@ void ToolCallSource::Emit(int choice_idx, std::vector<ToolParseEvent> parsed,
         ++c.num_calls;
         if (!parallel_ && c.num_calls > 1) break;
         flush_text();
-        ChoiceEvent e;
-        e.kind = ChoiceEventKind::kToolCallStart;
-        e.choice_idx = choice_idx;
-        e.tool_call_idx = c.num_calls - 1;
-        e.tool_call_id = NewResponseId(id_prefix_);
-        e.tool_name = std::move(p.text);
-        out->push_back(std::move(e));
+        out->push_back(ChoiceEvent::ToolCallStart(choice_idx, c.num_calls - 1,
+                                                  NewResponseId(id_prefix_), std::move(p.text)));
         break;
       }
       case ToolParseEvent::Kind::kCallArgs: {
         if ((!parallel_ && c.num_calls > 1) || p.text.empty()) break;
         CHECK_GT(c.num_calls, 0) << "tool call arguments before a call started";
         flush_text();
-        ChoiceEvent e;
-        e.kind = ChoiceEventKind::kToolCallArgs;
-        e.choice_idx = choice_idx;
-        e.tool_call_idx = c.num_calls - 1;
-        e.text = std::move(p.text);
-        out->push_back(std::move(e));
+        out->push_back(ChoiceEvent::ToolCallArgs(choice_idx, c.num_calls - 1, std::move(p.text)));
         break;
       }
     }

@@ -87,7 +87,108 @@ Status SetNamedChoice(const json* name, const std::string& field, GenerationRequ
   return OkStatus();
 }
 
+// Whether a Responses API tool `type` is a hosted tool the model is simply not shown (rather than
+// a 400): web search is optional to an answer, and Codex declares it in every request.
+bool IsSkippedHostedTool(const std::string& type) {
+  return type == "web_search" || type == "web_search_preview" ||
+         type.rfind("web_search_preview_", 0) == 0;
+}
+
+// One Responses function tool ({"type": "function", "name", ...}) at `field`.
+Status AddResponsesFunction(const json& t, const ordered_json* ordered, const std::string& field,
+                            GenerationRequest* out, std::string* param) {
+  RETURN_IF_ERROR(AddFunction(t.contains("name") ? t["name"] : json(), Member(t, "description"),
+                              Member(t, "parameters"), field, "parameters", out, param));
+  if (const json* strict = Member(t, "strict"); strict != nullptr && !strict->is_boolean()) {
+    return FieldError(param, field + ".strict", field + ".strict must be a boolean");
+  }
+  if (ordered != nullptr && ordered->is_object() && ordered->contains("parameters") &&
+      (*ordered)["parameters"].is_object()) {
+    out->tools.back()["function"]["parameters"] = (*ordered)["parameters"];
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+Status ParseResponsesTools(const json& tools, const ordered_json* ordered_tools,
+                           GenerationRequest* out, std::map<std::string, std::string>* namespaces,
+                           std::string* param) {
+  if (!tools.is_array()) {
+    return FieldError(param, "tools", "tools must be an array, got " + JsonTypeName(tools));
+  }
+  auto ordered_at = [](const ordered_json* list, size_t i) -> const ordered_json* {
+    return list != nullptr && list->is_array() && i < list->size() ? &(*list)[i] : nullptr;
+  };
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string name = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return FieldError(param, name, name + " must be an object");
+    const json* type = Member(t, "type");
+    if (type == nullptr || !type->is_string()) {
+      return FieldError(param, name + ".type", name + ".type is required and must be a string");
+    }
+    const std::string ty = type->get<std::string>();
+    const ordered_json* ordered = ordered_at(ordered_tools, i);
+    if (ty == "function") {
+      if (Member(t, "function") != nullptr && Member(t, "name") == nullptr) {
+        return FieldError(param, name + ".name",
+                          name +
+                              ".name is required: Responses API function tools are flat "
+                              "({\"type\": \"function\", \"name\", \"parameters\"}), "
+                              "not nested under \"function\"");
+      }
+      RETURN_IF_ERROR(AddResponsesFunction(t, ordered, name, out, param));
+    } else if (ty == "namespace") {
+      const json* ns = Member(t, "name");
+      if (ns == nullptr || !ns->is_string() || ns->get<std::string>().empty()) {
+        return FieldError(param, name + ".name", name + ".name is required and must be a string");
+      }
+      const json* inner = Member(t, "tools");
+      if (inner == nullptr || !inner->is_array()) {
+        return FieldError(param, name + ".tools", name + ".tools must be an array of tools");
+      }
+      const ordered_json* ordered_inner =
+          ordered != nullptr && ordered->contains("tools") ? &(*ordered)["tools"] : nullptr;
+      for (size_t j = 0; j < inner->size(); ++j) {
+        const std::string iname = name + ".tools[" + std::to_string(j) + "]";
+        const json& it = (*inner)[j];
+        if (!it.is_object() || it.value("type", "") != "function") {
+          return FieldError(param, iname + ".type",
+                            iname + ".type must be \"function\" (a namespace groups functions)");
+        }
+        RETURN_IF_ERROR(AddResponsesFunction(it, ordered_at(ordered_inner, j), iname, out, param));
+        (*namespaces)[it["name"].get<std::string>()] = ns->get<std::string>();
+      }
+    } else if (IsSkippedHostedTool(ty)) {
+      continue;
+    } else {
+      return FieldError(param, name + ".type",
+                        name + ".type \"" + ty +
+                            "\" is not supported: loom runs function tools only (web_search is "
+                            "accepted and not used)");
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseResponsesToolChoice(const json& choice, GenerationRequest* out, std::string* param) {
+  if (choice.is_object()) {
+    const json* type = Member(choice, "type");
+    if (type == nullptr || *type != "function") {
+      return FieldError(param, "tool_choice.type",
+                        "tool_choice.type must be \"function\" (loom runs function tools only)" +
+                            std::string(type != nullptr && type->is_string()
+                                            ? ", got \"" + type->get<std::string>() + "\""
+                                            : ""));
+    }
+    RETURN_IF_ERROR(SetNamedChoice(Member(choice, "name"), "tool_choice.name", out, param));
+    return OkStatus();
+  }
+  // "auto" without tools asks for nothing (Codex-style requests whose only tool is web_search).
+  if (choice == "auto" && out->tools.empty()) return OkStatus();
+  return ParseOpenAiToolChoice(choice, "tool_choice", out, param);
+}
 
 Status ParseOpenAiTools(const json& tools, const std::string& field, GenerationRequest* out,
                         std::string* param) {

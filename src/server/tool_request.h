@@ -13,6 +13,7 @@
 // that are not JSON object text stay strings. Errors are InvalidArgument naming the field.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -30,6 +31,21 @@ Status ParseOpenAiTools(const nlohmann::json& tools, const std::string& field,
 // Anthropic `tools` ([{name, description, input_schema}]). Server tools (a `type` other than
 // "custom") are refused: loom cannot run them.
 Status ParseAnthropicTools(const nlohmann::json& tools, GenerationRequest* out, std::string* param);
+
+// Responses API `tools`: flat function tools ([{"type": "function", "name", "description",
+// "parameters", "strict"}]) and `namespace` groups of them (Codex's), which are flattened (the
+// function's namespace goes into *namespaces by function name). web_search tools are skipped:
+// the model is not told about them (Codex sends one by default; docs/api.md). Other built-in
+// types loom cannot run (file_search, code_interpreter, custom, mcp, ...) are refused.
+// `ordered_tools`, when not null, is the same array with its key order (see
+// RestoreToolSchemaOrder): parameter schemas keep their declaration order.
+Status ParseResponsesTools(const nlohmann::json& tools, const nlohmann::ordered_json* ordered_tools,
+                           GenerationRequest* out, std::map<std::string, std::string>* namespaces,
+                           std::string* param);
+// Responses API `tool_choice` ("none" | "auto" | "required" | {"type": "function", "name"});
+// "auto" is accepted without tools.
+Status ParseResponsesToolChoice(const nlohmann::json& choice, GenerationRequest* out,
+                                std::string* param);
 
 // OpenAI `tool_choice` ("none" | "auto" | "required" | {"type": "function", "function":
 // {"name"}}) or the legacy `function_call` ("none" | "auto" | {"name"}). Needs out->tools.
