@@ -44,6 +44,7 @@ struct ServeFlags {
   std::string thinking;  // "", "true", "false"
   bool no_open = false;
   bool no_chat_page = false;
+  int64_t grammar_compile_timeout_ms = 2000;  // --grammar-compile-timeout (0: none)
 };
 
 #ifdef LOOM_HAVE_TOKENIZER
@@ -124,7 +125,8 @@ void RunServe(ServeFlags& f) {
       LOG(WARNING) << "no grammar-constrained output: " << vocab.status().message();
     }
   }
-  ctx->grammar_cache = std::make_unique<GrammarCache>(/*capacity=*/64);
+  ctx->grammar_cache = std::make_unique<GrammarCache>(/*capacity=*/64, JsonSchemaOptions{},
+                                                      f.grammar_compile_timeout_ms);
 #endif
   ctx->codec = codec.get();
   {
@@ -276,6 +278,12 @@ void AddServeCommand(CLI::App& root) {
   cmd->add_option("--responses-store", o.responses_store,
                   "Responses API responses kept in memory for previous_response_id and GET "
                   "/v1/responses/{id}, least recently used dropped first (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--grammar-compile-timeout", f->grammar_compile_timeout_ms,
+                  "ms a request's JSON schema / grammar may take to compile before it is refused "
+                  "with a 400 (0 = no limit; grammars are also capped at " +
+                      std::to_string(GrammarBudget::kDefaultMaxRules) + " rules)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--no-open", f->no_open, "do not open the chat page in a browser");

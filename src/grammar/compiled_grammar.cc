@@ -8,7 +8,9 @@
 
 namespace loom {
 
-StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const Grammar& grammar) {
+StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
+    const Grammar& grammar, const GrammarBudget& budget) {
+  RETURN_IF_ERROR(budget.Check(grammar.rules().size()));
   RETURN_IF_ERROR(grammar.Validate());
   auto out = std::make_shared<CompiledGrammar>();
   for (size_t r = 0; r < grammar.rules().size(); ++r) {
@@ -31,7 +33,7 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(const 
   }
   out->rule_alt_begin_.push_back(static_cast<int32_t>(out->alt_starts_.size()));
   out->root_idx_ = grammar.root_idx();
-  RETURN_IF_ERROR(out->ComputeClosures());
+  RETURN_IF_ERROR(out->ComputeClosures(budget));
   out->ComputeByteClasses();
   out->AdoptCountChains(grammar.count_chains());
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
@@ -188,7 +190,7 @@ class ClosureBuilder {
 // push a frame, so those rules are done in dependency order (Tarjan's components come out
 // dependencies first) and a cycle through tail references only (star ::= x? star) is walked
 // directly (ReferenceClosure's depth-first walk).
-Status CompiledGrammar::ComputeClosures() {
+Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
   const int32_t n = static_cast<int32_t>(elements_.size());
   const int32_t num_rules = this->num_rules();
   // C(r) and every position's closure are ranges of closure_entries_; a tail reference's closure
@@ -265,6 +267,7 @@ Status CompiledGrammar::ComputeClosures() {
     bool cyclic = comp.size() > 1;
     for (int32_t d : left[comp[0]]) cyclic = cyclic || d == comp[0];
     for (int32_t r : comp) {
+      if ((r & 4095) == 0) RETURN_IF_ERROR(budget.Check(0));
       builder.Clear();
       if (cyclic) {
         std::vector<ClosureEntry> entries;
@@ -342,6 +345,7 @@ Status CompiledGrammar::ComputeClosures() {
 
   // Phase 2: every position's closure, last to first (closure(p) may need closure(p+1)).
   for (int32_t p = n - 1; p >= 0; --p) {
+    if ((p & 4095) == 0) RETURN_IF_ERROR(budget.Check(0));
     const Element& e = elements_[p];
     if (e.kind == Kind::kEnd) {
       closure_ranges_[p] = pop_range;

@@ -34,8 +34,10 @@ class CompiledGrammar {
     int32_t arg;  // kBytes: index into byte_sets(); kRule: rule index; kEnd: unused
   };
 
-  // Validates `grammar` (Grammar::Validate), flattens it and computes the closures.
-  static StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Grammar& grammar);
+  // Validates `grammar` (Grammar::Validate), flattens it and computes the closures, within
+  // `budget` (checked before and every few thousand positions).
+  static StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Grammar& grammar,
+                                                                  const GrammarBudget& budget = {});
 
   const std::vector<Element>& elements() const { return elements_; }
   const std::vector<ByteSet>& byte_sets() const { return byte_sets_; }
@@ -112,7 +114,7 @@ class CompiledGrammar {
   void ComputeByteClasses();
 
   // InvalidArgument when the closures pass kMaxClosureEntries (a pathologically nullable grammar).
-  Status ComputeClosures();
+  Status ComputeClosures(const GrammarBudget& budget);
   // The depth-first closure walk from `pos`, or, when pos < 0, from every alternative start of
   // rule `rule_idx`: appends the entries (deduplicated; kPop last) to *out, chains to *pool.
   void WalkClosure(int32_t pos, int32_t rule_idx, std::vector<int32_t>* pool,

@@ -388,6 +388,20 @@ std::string Grammar::ToString() const {
   return out;
 }
 
+Status GrammarBudget::Check(size_t rules) const {
+  if (rules > max_rules) {
+    return InvalidArgumentError("grammar: more than " + std::to_string(max_rules) +
+                                " rules (lower maxLength / maxItems / repetition counts)");
+  }
+  if (timeout_ms > 0 &&
+      std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms)) {
+    return InvalidArgumentError("grammar: compiling took longer than " +
+                                std::to_string(timeout_ms) +
+                                " ms (--grammar-compile-timeout); simplify the schema");
+  }
+  return OkStatus();
+}
+
 StatusOr<Grammar> CompileChoice(const std::vector<std::string>& choices) {
   if (choices.empty()) return InvalidArgumentError("choice: the list of choices is empty");
   Grammar g;

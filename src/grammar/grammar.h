@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -127,6 +128,26 @@ class Grammar {
   std::unordered_map<std::string, int32_t> by_name_;      // rule name -> index
   std::unordered_map<std::string, int32_t> next_suffix_;  // name hint -> next "-N" to try
   std::unordered_map<std::string, int32_t> class_rules_;  // class key -> rule (sharing)
+};
+
+// Bounds on building one grammar (a request's schema or GBNF): the front ends and
+// CompiledGrammar::Compile check it as they go and refuse a grammar that would take longer or grow
+// larger, naming the limit, instead of compiling it for seconds into gigabytes.
+struct GrammarBudget {
+  // The most rules a grammar may have: a string of maxLength 100000 is 100k rules (~30 MB
+  // compiled); the largest of the 297 real-world schemas in tests/grammar-corpus has 10k.
+  static constexpr size_t kDefaultMaxRules = 400000;
+  size_t max_rules = kDefaultMaxRules;
+  int64_t timeout_ms = 0;  // 0: no deadline
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  static GrammarBudget WithTimeout(int64_t timeout_ms) {
+    GrammarBudget b;
+    b.timeout_ms = timeout_ms;
+    return b;
+  }
+  // InvalidArgument naming the limit when `rules` passes max_rules or the deadline has passed.
+  Status Check(size_t rules) const;
 };
 
 // A grammar matching exactly one of `choices` (byte strings; duplicates are fine). InvalidArgument

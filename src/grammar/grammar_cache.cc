@@ -10,7 +10,8 @@ namespace loom {
 namespace {
 
 // The front end's grammar of `spec`, before its wrappings.
-StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& options) {
+StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& options,
+                           const GrammarBudget& budget) {
   switch (spec.kind) {
     case GrammarKind::kGbnf:
       return CompileGbnf(spec.text);
@@ -29,7 +30,7 @@ StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& opt
       return CompileChoice(choices);
     }
     case GrammarKind::kJsonSchema:
-      return CompileJsonSchemaText(spec.text, options);
+      return CompileJsonSchemaText(spec.text, options, budget);
   }
   return InternalError("grammar: unknown spec kind");
 }
@@ -37,8 +38,8 @@ StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& opt
 }  // namespace
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
-    const GrammarSpec& spec, const JsonSchemaOptions& options) {
-  ASSIGN_OR_RETURN(Grammar g, FrontEnd(spec, options));
+    const GrammarSpec& spec, const JsonSchemaOptions& options, const GrammarBudget& budget) {
+  ASSIGN_OR_RETURN(Grammar g, FrontEnd(spec, options, budget));
   if (!spec.frame_prefix.empty() || !spec.frame_suffix.empty()) {
     g = Framed(std::move(g), spec.frame_prefix, spec.frame_suffix);
   }
@@ -47,11 +48,11 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
     g = AfterReasoning(std::move(g), spec.reasoning_open, spec.reasoning_close,
                        spec.reasoning_already_open);
   }
-  return CompiledGrammar::Compile(g);
+  return CompiledGrammar::Compile(g, budget);
 }
 
-GrammarCache::GrammarCache(size_t capacity, JsonSchemaOptions options)
-    : capacity_(capacity), options_(options) {
+GrammarCache::GrammarCache(size_t capacity, JsonSchemaOptions options, int64_t timeout_ms)
+    : capacity_(capacity), options_(options), timeout_ms_(timeout_ms) {
   CHECK_GE(capacity_, size_t{1});
 }
 
@@ -79,7 +80,7 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const Grammar
     ++misses_;
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGrammar> grammar,
-                   CompileGrammarSpec(spec, options_));
+                   CompileGrammarSpec(spec, options_, GrammarBudget::WithTimeout(timeout_ms_)));
   std::lock_guard<std::mutex> lock(mu_);
   for (auto [it, end] = index_.equal_range(h); it != end; ++it) {
     if (it->second->spec == spec) return it->second->grammar;  // another thread got here first

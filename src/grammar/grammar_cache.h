@@ -39,14 +39,16 @@ struct GrammarSpec {
   bool operator==(const GrammarSpec&) const = default;
 };
 
-// Compiles `spec` with the matching front end and its wrappings (no caching).
+// Compiles `spec` with the matching front end and its wrappings (no caching), within `budget`.
 StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
-    const GrammarSpec& spec, const JsonSchemaOptions& options = {});
+    const GrammarSpec& spec, const JsonSchemaOptions& options = {},
+    const GrammarBudget& budget = {});
 
 class GrammarCache {
  public:
-  // Keeps at most `capacity` (>= 1) grammars; `options` applies to every JSON Schema.
-  explicit GrammarCache(size_t capacity, JsonSchemaOptions options = {});
+  // Keeps at most `capacity` (>= 1) grammars; `options` applies to every JSON Schema; a compile
+  // past `timeout_ms` (0: none) is refused.
+  explicit GrammarCache(size_t capacity, JsonSchemaOptions options = {}, int64_t timeout_ms = 0);
 
   // The compiled grammar of `spec`, from the cache or compiled now (errors are not cached).
   StatusOr<std::shared_ptr<const CompiledGrammar>> Get(const GrammarSpec& spec);
@@ -64,6 +66,7 @@ class GrammarCache {
 
   const size_t capacity_;
   const JsonSchemaOptions options_;
+  const int64_t timeout_ms_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // front = most recently used
   std::unordered_multimap<uint64_t, std::list<Entry>::iterator> index_;  // Hash(spec) -> entry

@@ -127,8 +127,9 @@ bool ValueHasType(const Json& v, std::string_view type) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options) {}
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options,
+                 const GrammarBudget& budget = {})
+      : root_(root), options_(options), budget_(budget) {}
 
   StatusOr<Grammar> Run() {
     const int32_t root = g_.AddRule("root");
@@ -472,6 +473,7 @@ class SchemaCompiler {
   // --- Schemas. ---
 
   StatusOr<GrammarElement> Compile(const Json& s, const std::string& path) {
+    if (Status st = budget_.Check(g_.rules().size()); !st.ok()) return st.WithContext(path);
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
       return Err(path, "the schema false matches nothing");
@@ -1166,6 +1168,7 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonSchemaOptions options_;
+  const GrammarBudget budget_;
   Grammar g_;
   std::map<std::string, int32_t> ref_rules_;  // "$ref" string -> its rule
   GrammarElement ws_ = GrammarElement::Rule(-1), string_char_ = GrammarElement::Rule(-1),
@@ -1175,21 +1178,22 @@ class SchemaCompiler {
 
 }  // namespace
 
-StatusOr<Grammar> CompileJsonSchema(const nlohmann::json& schema,
-                                    const JsonSchemaOptions& options) {
+StatusOr<Grammar> CompileJsonSchema(const nlohmann::json& schema, const JsonSchemaOptions& options,
+                                    const GrammarBudget& budget) {
   // nlohmann::json -> ordered_json through text; invalid UTF-8 in a string becomes U+FFFD
   // instead of an exception.
   const Json ordered =
       Json::parse(schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr,
                   /*allow_exceptions=*/false);
-  return SchemaCompiler(ordered, options).Run();
+  return SchemaCompiler(ordered, options, budget).Run();
 }
 
 StatusOr<Grammar> CompileJsonSchemaText(std::string_view schema_text,
-                                        const JsonSchemaOptions& options) {
+                                        const JsonSchemaOptions& options,
+                                        const GrammarBudget& budget) {
   const Json ordered = Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
   if (ordered.is_discarded()) return InvalidArgumentError("JSON Schema: the schema is not JSON");
-  return SchemaCompiler(ordered, options).Run();
+  return SchemaCompiler(ordered, options, budget).Run();
 }
 
 Grammar JsonAnyValueGrammar(const JsonSchemaOptions& options) {

@@ -53,11 +53,14 @@ struct JsonSchemaOptions {
 // The grammar of the documents satisfying `schema`. Property order is the key order of `schema`
 // (nlohmann::json sorts keys; use CompileJsonSchemaText to keep the declaration order).
 // InvalidArgument naming the JSON pointer of the offending schema and the keyword.
+// `budget` is checked at every schema node.
 StatusOr<Grammar> CompileJsonSchema(const nlohmann::json& schema,
-                                    const JsonSchemaOptions& options = {});
+                                    const JsonSchemaOptions& options = {},
+                                    const GrammarBudget& budget = {});
 // Same from the schema's text, parsed keeping the declaration order of properties.
 StatusOr<Grammar> CompileJsonSchemaText(std::string_view schema_text,
-                                        const JsonSchemaOptions& options = {});
+                                        const JsonSchemaOptions& options = {},
+                                        const GrammarBudget& budget = {});
 
 // The grammar of any JSON value (what the schema `{}` compiles to).
 Grammar JsonAnyValueGrammar(const JsonSchemaOptions& options = {});

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/compiled_grammar.h"
 #include "grammar/grammar_test_util.h"
 #include "grammar/integer_range.h"
 #include "grammar/regex_grammar.h"
@@ -429,6 +430,33 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThePointer) {
     ExpectError(CompileJsonSchemaText(c.schema).status(), c.fragment);
   }
   ExpectError(CompileJsonSchemaText("{not json").status(), "not JSON");
+}
+
+// A schema past the rule cap or the deadline is refused naming the limit, not compiled.
+TEST(JsonSchemaTest, BudgetRefusesHugeAndSlowGrammars) {
+  std::string many = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 6; ++i) {
+    many += (i ? "," : "") + std::string("\"p") + std::to_string(i) +
+            R"(": {"type": "string", "maxLength": 100000})";
+  }
+  many += "}}";
+  const auto huge = CompileJsonSchemaText(many);
+  ExpectError(huge.status(), "more than 400000 rules");
+  EXPECT_NE(huge.status().message().find("#/properties/p"), std::string::npos)
+      << huge.status().message();
+  // One such string fits, and compiles.
+  const auto one = CompileJsonSchemaText(R"({"type": "string", "maxLength": 100000})");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_TRUE(CompiledGrammar::Compile(*one).ok());
+  // A deadline already behind us.
+  GrammarBudget late = GrammarBudget::WithTimeout(1);
+  late.start -= std::chrono::seconds(1);
+  ExpectError(CompileJsonSchemaText(R"({"type": "integer"})", {}, late).status(),
+              "compiling took longer than 1 ms");
+  ExpectError(CompiledGrammar::Compile(*one, late).status(), "compiling took longer than 1 ms");
+  GrammarBudget small;
+  small.max_rules = 10;
+  ExpectError(CompiledGrammar::Compile(*one, small).status(), "more than 10 rules");
 }
 
 TEST(JsonSchemaTest, AnnotationsAreIgnored) {

@@ -122,3 +122,28 @@ test('a schema the engine cannot honour is a 400 naming the field and the locati
   }
   assert.equal((await waitIdle(server.url)).kv.blocks_used, 0);
 });
+
+// Schemas that would compile for too long or into too large a grammar are refused (400 naming
+// the limit), and the server goes on serving: past the rule cap on this server, past the
+// deadline on one run with --grammar-compile-timeout 1.
+const longStrings = (n) => ({ type: 'object', properties: Object.fromEntries(
+  Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string', maxLength: 100000 }])) });
+test('a grammar too large or too slow to compile is refused and the server keeps serving', { skip }, async () => {
+  await assert.rejects(openai.chat.completions.create({ ...base, guided_json: longStrings(6) }),
+    (e) => { assert.equal(e.status, 400); assert.equal(e.param, 'guided_json');
+      assert.match(e.message, /more than 400000 rules/); return true; });
+  const quick = await startServer([...tinyQwen3Args(), '--grammar-compile-timeout', '1']);
+  try {
+    const client = new OpenAI({ apiKey: 'unused', baseURL: `${quick.url}/v1`, maxRetries: 0 });
+    await assert.rejects(client.chat.completions.create({ ...base, guided_json: longStrings(3) }),
+      (e) => { assert.equal(e.status, 400); assert.equal(e.param, 'guided_json');
+        assert.match(e.message, /compiling took longer than 1 ms \(--grammar-compile-timeout\)/);
+        return true; });
+    const ok = await client.chat.completions.create({ ...base, max_tokens: 8,
+      guided_choice: ['yes', 'no'] });
+    assert.match(ok.choices[0].message.content, /^(yes|no)$/);
+    assert.equal((await waitIdle(quick.url)).kv.blocks_used, 0);
+  } finally {
+    assert.equal(await quick.stop(), 0, quick.log());
+  }
+});
