@@ -118,16 +118,21 @@ class InputReader {
                         name + ".role \"" + role_v->get<std::string>() +
                             "\" is unknown; expected user, assistant, system or developer");
     }
-    const json* content = Member(item, "content");
-    if (content == nullptr) {
-      return FieldError(param_, name + ".content", name + ".content is required");
-    }
     std::string text;
-    RETURN_IF_ERROR(PartsText(*content, name + ".content", param_, &text));
+    RETURN_IF_ERROR(RequiredText(item, "content", name, &text));
     ordered_json m{{"role", role}, {"content", text}};
     if (role == "assistant") TakeReasoning(&m);
     messages_->push_back(std::move(m));
     return OkStatus();
+  }
+
+  // The text of item[key] (a string or text parts), which must be present.
+  Status RequiredText(const json& item, const std::string& key, const std::string& name,
+                      std::string* text) {
+    const json* v = Member(item, key.c_str());
+    if (v == nullptr)
+      return FieldError(param_, name + "." + key, name + "." + key + " is required");
+    return PartsText(*v, name + "." + key, param_, text);
   }
 
   Status FunctionCall(const json& item, const std::string& name) {
@@ -165,12 +170,8 @@ class InputReader {
                             "\" answers no function_call item before it (in input or the "
                             "previous response)");
     }
-    const json* output = Member(item, "output");
-    if (output == nullptr) {
-      return FieldError(param_, name + ".output", name + ".output is required");
-    }
     std::string text;
-    RETURN_IF_ERROR(PartsText(*output, name + ".output", param_, &text));
+    RETURN_IF_ERROR(RequiredText(item, "output", name, &text));
     messages_->push_back(
         ordered_json{{"role", "tool"}, {"content", text}, {"tool_call_id", call_id}, {"name", fn}});
     return OkStatus();
