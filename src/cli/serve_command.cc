@@ -20,6 +20,7 @@
 #include "grammar/grammar_cache.h"
 #include "grammar/token_mask.h"
 #include "server/tokenizer_codec.h"
+#include "server/tool_grammar.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #endif
@@ -115,10 +116,24 @@ void RunServe(ServeFlags& f) {
     // The tools variant applies only to the model's own templates, not to --chat-template.
     codec = std::make_unique<TokenizerCodec>(
         s.tokenizer, *tpl, *tpl == s.chat_template ? s.chat_template_tools : nullptr);
-    // Grammar-constrained output: the tokens as bytes, EOS = the model's end ids.
+  }
+#endif
+  {
+    auto parsers =
+        ResolveOutputParsers(f.server.tool_parser, f.server.reasoning_parser, codec.get());
+    if (!parsers.ok()) Fail(std::string(parsers.status().message()));
+    ctx->parsers = *std::move(parsers);
+  }
+#ifdef LOOM_HAVE_TOKENIZER
+  if (s.tokenizer) {
+    // Grammar-constrained output: the tokens as bytes, EOS = the model's end ids; the tool-call
+    // format's special-token markers stand for their text (its grammars write them).
     const std::vector<TokenId> eos(s.engine->config().eos_token_ids.begin(),
                                    s.engine->config().eos_token_ids.end());
-    auto vocab = TokenVocabulary::FromTokenizer(*s.tokenizer, eos);
+    const std::vector<std::string> markers = ctx->parsers.tool_format
+                                                 ? ToolCallGrammarMarkers(*ctx->parsers.tool_format)
+                                                 : std::vector<std::string>{};
+    auto vocab = TokenVocabulary::FromTokenizer(*s.tokenizer, eos, markers);
     if (vocab.ok()) {
       ctx->grammar_vocab = std::make_shared<const TokenVocabulary>(*std::move(vocab));
     } else {
@@ -129,12 +144,6 @@ void RunServe(ServeFlags& f) {
                                                       f.grammar_compile_timeout_ms);
 #endif
   ctx->codec = codec.get();
-  {
-    auto parsers =
-        ResolveOutputParsers(f.server.tool_parser, f.server.reasoning_parser, codec.get());
-    if (!parsers.ok()) Fail(std::string(parsers.status().message()));
-    ctx->parsers = *std::move(parsers);
-  }
   ctx->engine = s.engine.get();
   const ModelConfig& cfg = s.model->config();
   ctx->model.name = s.model_name;

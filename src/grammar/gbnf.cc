@@ -25,6 +25,11 @@ int HexValue(char c) {
 class GbnfParser {
  public:
   explicit GbnfParser(std::string_view src) : src_(src) {}
+  GbnfParser(std::string_view src, Grammar base,
+             const std::vector<std::pair<std::string, int32_t>>& externals)
+      : src_(src), grammar_(std::move(base)) {
+    for (const auto& [name, idx] : externals) rules_[name] = idx;
+  }
 
   StatusOr<Grammar> Parse() {
     SkipSpace();
@@ -303,5 +308,10 @@ class GbnfParser {
 }  // namespace
 
 StatusOr<Grammar> CompileGbnf(std::string_view text) { return GbnfParser(text).Parse(); }
+
+StatusOr<Grammar> CompileGbnf(std::string_view text, Grammar base,
+                              const std::vector<std::pair<std::string, int32_t>>& externals) {
+  return GbnfParser(text, std::move(base), externals).Parse();
+}
 
 }  // namespace loom

@@ -11,7 +11,10 @@
 // Left-recursive rules are rejected (as llama.cpp does), with the rule named.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "grammar/grammar.h"
@@ -21,5 +24,11 @@ namespace loom {
 // The grammar of `text`, rooted at rule "root". InvalidArgument "GBNF line L, column C: ..." for
 // a syntax error, naming the rule for an undefined or left-recursive one.
 StatusOr<Grammar> CompileGbnf(std::string_view text);
+
+// The same, built on top of `base`: `externals` are rules of `base` the text may refer to by
+// name (a grammar assembled from parts, e.g. a tool call's markup around each tool's JSON Schema
+// grammar, Grammar::Embed). Defining one of their names in the text is an error.
+StatusOr<Grammar> CompileGbnf(std::string_view text, Grammar base,
+                              const std::vector<std::pair<std::string, int32_t>>& externals);
 
 }  // namespace loom

@@ -163,6 +163,28 @@ int32_t Grammar::AddRule(std::string_view name) {
   return idx;
 }
 
+int32_t Grammar::Embed(const Grammar& other, std::string_view prefix) {
+  CHECK_GE(other.root_idx_, 0);
+  const auto base = static_cast<int32_t>(rules_.size());
+  rules_.reserve(rules_.size() + other.rules_.size());
+  for (const GrammarRule& r : other.rules_) {
+    GrammarRule copy = r;
+    copy.name = std::string(prefix) + "." + r.name;
+    for (GrammarSequence& seq : copy.alternatives) {
+      for (GrammarElement& e : seq) {
+        if (e.kind == GrammarElement::Kind::kRule) e.rule_idx += base;
+      }
+    }
+    by_name_.try_emplace(copy.name, static_cast<int32_t>(rules_.size()));
+    rules_.push_back(std::move(copy));
+  }
+  for (std::vector<int32_t> chain : other.count_chains_) {
+    for (int32_t& r : chain) r += base;
+    count_chains_.push_back(std::move(chain));
+  }
+  return other.root_idx_ + base;
+}
+
 int32_t Grammar::FindRule(std::string_view name) const {
   const auto it = by_name_.find(std::string(name));
   return it == by_name_.end() ? -1 : it->second;

@@ -85,6 +85,10 @@ class Grammar {
   // Appends an alternative to rule `rule_idx` and marks it defined.
   void AddAlternative(int32_t rule_idx, GrammarSequence seq);
   void MarkDefined(int32_t rule_idx) { rules_[rule_idx].defined = true; }
+  // Copies every rule of `other` (its count chains too) into this grammar, named
+  // `prefix` + "." + their name (no GBNF name contains a dot, so they never clash with one);
+  // returns the index of the copy of other's root. `other` must have its root set.
+  int32_t Embed(const Grammar& other, std::string_view prefix);
 
   const std::vector<GrammarRule>& rules() const { return rules_; }
   const GrammarRule& rule(int32_t idx) const { return rules_[idx]; }

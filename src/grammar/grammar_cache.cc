@@ -13,8 +13,25 @@ namespace {
 StatusOr<Grammar> FrontEnd(const GrammarSpec& spec, const JsonSchemaOptions& options,
                            const GrammarBudget& budget) {
   switch (spec.kind) {
-    case GrammarKind::kGbnf:
-      return CompileGbnf(spec.text);
+    case GrammarKind::kGbnf: {
+      if (spec.parts.empty()) return CompileGbnf(spec.text);
+      Grammar base;
+      std::vector<std::pair<std::string, int32_t>> externals;
+      for (const GrammarPart& part : spec.parts) {
+        JsonSchemaOptions part_options = options;
+        part_options.spaced_separators = part.spaced;
+        StatusOr<Grammar> g = part.kind == GrammarPart::Kind::kUpTo
+                                  ? StatusOr<Grammar>(UpTo(part.text))
+                                  : CompileJsonSchemaText(part.text, part_options, budget);
+        if (!g.ok() && part.kind == GrammarPart::Kind::kJsonSchema && !part.fallback.empty()) {
+          g = CompileJsonSchemaText(part.fallback, part_options, budget);
+        }
+        if (!g.ok()) return g.status();
+        externals.emplace_back(part.name, base.Embed(*g, part.name));
+        RETURN_IF_ERROR(budget.Check(base.rules().size()));
+      }
+      return CompileGbnf(spec.text, std::move(base), externals);
+    }
     case GrammarKind::kRegex:
       return CompileRegex(spec.text);
     case GrammarKind::kChoice: {
@@ -43,7 +60,10 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompileGrammarSpec(
   if (!spec.frame_prefix.empty() || !spec.frame_suffix.empty()) {
     g = Framed(std::move(g), spec.frame_prefix, spec.frame_suffix);
   }
-  if (!spec.trigger.empty()) g = Triggered(std::move(g), spec.trigger, spec.trigger_repeats);
+  if (!spec.trigger.empty()) {
+    g = spec.trigger_at_start ? AtStart(std::move(g), spec.trigger)
+                              : Triggered(std::move(g), spec.trigger, spec.trigger_repeats);
+  }
   if (!spec.reasoning_close.empty()) {
     g = AfterReasoning(std::move(g), spec.reasoning_open, spec.reasoning_close,
                        spec.reasoning_already_open);
@@ -63,7 +83,12 @@ uint64_t GrammarCache::Hash(const GrammarSpec& spec) {
                                &spec.reasoning_open, &spec.reasoning_close}) {
     x = x * 1000003 ^ h(*s);
   }
-  return x * 4 + (spec.reasoning_already_open ? 1 : 0) + (spec.trigger_repeats ? 2 : 0);
+  for (const GrammarPart& p : spec.parts) {
+    x = ((x * 1000003 ^ h(p.name)) * 1000003 ^ h(p.text)) * 1000003 ^ h(p.fallback);
+    x = x * 6 + static_cast<uint64_t>(p.kind) * 2 + (p.spaced ? 1 : 0);
+  }
+  return x * 8 + (spec.reasoning_already_open ? 1 : 0) + (spec.trigger_repeats ? 2 : 0) +
+         (spec.trigger_at_start ? 4 : 0);
 }
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const GrammarSpec& spec) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
 #include "grammar/compiled_grammar.h"
@@ -24,16 +25,37 @@ enum class GrammarKind : uint8_t {
   kJsonSchema,  // text: a JSON Schema document
 };
 
+// A rule a kGbnf spec's text refers to by `name`, built by another front end (CompileGbnf's
+// externals): what a tool call's markup wraps around each tool's parameters.
+struct GrammarPart {
+  enum class Kind : uint8_t {
+    kJsonSchema,  // text: a JSON Schema document (compiled with the cache's options)
+    kUpTo,        // text: a marker; any bytes up to and including its first occurrence (UpTo)
+  };
+  std::string name;
+  Kind kind = Kind::kJsonSchema;
+  std::string text;
+  // kJsonSchema: a schema compiled instead when `text` does not compile (a tool whose schema
+  // the engine cannot express still gets well-formed calls); empty: the error stands.
+  std::string fallback = {};
+  // kJsonSchema: ", " and ": " separators (JsonSchemaOptions::spaced_separators).
+  bool spaced = false;
+  bool operator==(const GrammarPart&) const = default;
+};
+
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kGbnf;
   std::string text;
+  std::vector<GrammarPart> parts = {};  // kGbnf only
   // Wrappings applied after the front end, innermost first (grammar_compose.h): Framed when a
   // frame is set (a tool call's markup around its JSON), then Triggered when trigger is set
-  // (free text until the trigger, once or, with trigger_repeats, each time), then
+  // (free text until the trigger, once or, with trigger_repeats, each time; with
+  // trigger_at_start AtStart: the trigger only opens the output), then
   // AfterReasoning when reasoning_close is set (the grammar starts after the reasoning section).
   std::string frame_prefix = {}, frame_suffix = {};
   std::string trigger = {};
   bool trigger_repeats = false;
+  bool trigger_at_start = false;  // AtStart instead of Triggered (trigger_repeats unused)
   std::string reasoning_open = {}, reasoning_close = {};
   bool reasoning_already_open = false;
   bool operator==(const GrammarSpec&) const = default;

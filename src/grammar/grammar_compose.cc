@@ -104,6 +104,44 @@ Grammar Triggered(Grammar inner, std::string_view trigger, bool repeat) {
   return inner;
 }
 
+Grammar AtStart(Grammar inner, std::string_view trigger) {
+  CHECK_GE(inner.root_idx(), 0);
+  CHECK(!trigger.empty());
+  const int32_t inner_root = inner.root_idx();
+  const int32_t any = inner.AddRule("any-text");
+  inner.AddAlternative(any, {});
+  inner.AddAlternative(any, {GrammarElement::Bytes(ByteSet::All()), GrammarElement::Rule(any)});
+  // prefix[k]: the output so far (after whitespace) is trigger[0, k).
+  const std::vector<int32_t> prefix = AddRules(&inner, trigger.size(), "trigger-prefix");
+  for (size_t k = 0; k < trigger.size(); ++k) {
+    const auto b = static_cast<uint8_t>(trigger[k]);
+    inner.AddAlternative(prefix[k], {});
+    GrammarSequence on = {GrammarElement::Bytes(ByteSet::Single(b))};
+    on.push_back(GrammarElement::Rule(k + 1 < trigger.size() ? prefix[k + 1] : inner_root));
+    inner.AddAlternative(prefix[k], std::move(on));
+    ByteSet other;
+    for (int c = 0; c < 256; ++c) {
+      const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+      if (c != b && !(k == 0 && space)) other.Add(static_cast<uint8_t>(c));
+    }
+    inner.AddAlternative(prefix[k], {GrammarElement::Bytes(other), GrammarElement::Rule(any)});
+  }
+  const auto space = static_cast<uint8_t>(trigger[0]);
+  CHECK(space != ' ' && space != '\t' && space != '\n' && space != '\r');
+  const int32_t ws = Whitespace(&inner);
+  const int32_t root = inner.AddRule("at-start");
+  inner.AddAlternative(root, {GrammarElement::Rule(ws), GrammarElement::Rule(prefix[0])});
+  inner.set_root(root);
+  return inner;
+}
+
+Grammar UpTo(std::string_view marker) {
+  CHECK(!marker.empty());
+  Grammar g;
+  g.set_root(UpToAndIncluding(&g, marker));
+  return g;
+}
+
 Grammar AfterReasoning(Grammar inner, std::string_view open, std::string_view close,
                        bool already_open) {
   CHECK_GE(inner.root_idx(), 0);

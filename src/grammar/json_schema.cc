@@ -180,12 +180,19 @@ class SchemaCompiler {
     Lit(s, &seq);
     return g_.Group({std::move(seq)}, "literal");
   }
-  // ws "," ws
+  // ws "," ws (", " spaced)
   void Sep(GrammarSequence* seq) {
     Ws(seq);
-    Lit(",", seq);
+    Lit(Spaced() ? ", " : ",", seq);
     Ws(seq);
   }
+  // ws ":" ws (": " spaced)
+  void Colon(GrammarSequence* seq) {
+    Ws(seq);
+    Lit(Spaced() ? ": " : ":", seq);
+    Ws(seq);
+  }
+  bool Spaced() const { return options_.spaced_separators && !options_.flexible_whitespace; }
 
   GrammarElement RegexElement(const std::string& anchored, std::string_view name) {
     StatusOr<GrammarSequence> seq = LowerRegex(anchored, RegexTarget::kRaw, &g_);
@@ -262,9 +269,7 @@ class SchemaCompiler {
     const int32_t member = g_.AddRule("member");
     {
       GrammarSequence m = {PlainString()};
-      Ws(&m);
-      Lit(":", &m);
-      Ws(&m);
+      Colon(&m);
       m.push_back(any_);
       g_.AddAlternative(member, std::move(m));
     }
@@ -981,7 +986,9 @@ class SchemaCompiler {
       if (!s["properties"].is_object()) return Err(path, "\"properties\" must be an object");
       for (const auto& [name, sub] : s["properties"].items()) props.push_back({name, &sub, false});
     }
-    const Json* extra = options_.strict_additional ? nullptr : &kTrue;
+    // Strictness is for objects that declare their properties: {"type": "object"} alone means
+    // any object (a tool parameter taking free-form options), not only {}.
+    const Json* extra = options_.strict_additional && s.contains("properties") ? nullptr : &kTrue;
     bool extra_forbidden_explicitly = false;
     if (s.contains("additionalProperties")) {
       const Json& a = s["additionalProperties"];
@@ -1025,9 +1032,7 @@ class SchemaCompiler {
       ASSIGN_OR_RETURN(const GrammarElement value, Compile(*p.schema, ppath));
       GrammarSequence seq;
       Lit(Json(p.name).dump(-1, ' ', false, Json::error_handler_t::replace), &seq);
-      Ws(&seq);
-      Lit(":", &seq);
-      Ws(&seq);
+      Colon(&seq);
       seq.push_back(value);
       kv.push_back(g_.Group({std::move(seq)}, "property"));
       required.push_back(p.required);
@@ -1036,9 +1041,7 @@ class SchemaCompiler {
     if (extra != nullptr) {
       ASSIGN_OR_RETURN(const GrammarElement value, Compile(*extra, path + "/additionalProperties"));
       GrammarSequence seq = {ExtraKey(names)};
-      Ws(&seq);
-      Lit(":", &seq);
-      Ws(&seq);
+      Colon(&seq);
       seq.push_back(value);
       extra_kv = g_.Group({std::move(seq)}, "extra-property");
     }

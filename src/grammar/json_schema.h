@@ -25,9 +25,10 @@
 // Choices stricter than the spec (the usual ones of constrained decoding, as in xgrammar and
 // llguidance), for a grammar that makes a model emit what the schema *intends*:
 //   - additionalProperties absent: no extra properties when options.strict_additional (default,
-//     like OpenAI's strict mode); the spec's "anything allowed" otherwise. Extra keys allowed by
-//     additionalProperties exclude the declared names (canonical spelling; duplicates among the
-//     extras are not prevented).
+//     like OpenAI's strict mode) and the object declares "properties" (an object schema without
+//     them, {"type": "object"}, allows any members); the spec's "anything allowed" otherwise. Extra
+//     keys allowed by additionalProperties exclude the declared names (canonical spelling;
+//     duplicates among the extras are not prevented).
 //   - No "type": inferred from the keywords present (properties -> object, items -> array,
 //     minLength -> string, ...); none at all -> any JSON value.
 //   - A pattern / format string and enum constants are spelled canonically: only the escapes
@@ -48,6 +49,9 @@ struct JsonSchemaOptions {
   bool strict_additional = true;
   // Allow [ \t\n\r]* between JSON tokens; default: none (compact).
   bool flexible_whitespace = false;
+  // Separators ", " and ": " (Python's json.dumps, so what chat templates' tojson renders and
+  // models write in tool calls) instead of "," and ":"; unused with flexible_whitespace.
+  bool spaced_separators = false;
 };
 
 // The grammar of the documents satisfying `schema`. Property order is the key order of `schema`

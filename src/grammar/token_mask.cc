@@ -143,7 +143,8 @@ void TokenVocabulary::IndexPlainText() {
 }
 
 StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
-    const Tokenizer& tokenizer, const std::vector<TokenId>& extra_eos_ids) {
+    const Tokenizer& tokenizer, const std::vector<TokenId>& extra_eos_ids,
+    const std::vector<std::string>& special_as_text) {
   const StreamPlan& plan = tokenizer.stream_plan();
   if (!plan.supported) {
     return UnimplementedError(
@@ -160,6 +161,12 @@ StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
     } else if (static_cast<size_t>(id) < plan.pieces.size()) {
       bytes[id] = plan.pieces[id];
     }
+  }
+  for (const std::string& text : special_as_text) {
+    const std::optional<TokenId> id = tokenizer.TokenToId(text);
+    if (!id || *id < 0 || *id >= n || !tokenizer.IsSpecial(*id)) continue;
+    never.erase(std::remove(never.begin(), never.end(), *id), never.end());
+    bytes[*id] = text;
   }
   std::vector<TokenId> eos = extra_eos_ids;
   if (tokenizer.eos_id()) eos.push_back(*tokenizer.eos_id());

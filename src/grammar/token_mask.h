@@ -44,10 +44,13 @@ class TokenVocabulary {
 
   // From a tokenizer's stream plan (pieces[id], or the raw byte of a byte-fallback token);
   // special tokens are never allowed, and the EOS ids are the tokenizer's eos_id() plus
-  // `extra_eos_ids` (e.g. a chat model's end-of-turn token). Unimplemented when the tokenizer's
-  // decoder has no per-token stream plan.
-  static StatusOr<TokenVocabulary> FromTokenizer(const Tokenizer& tokenizer,
-                                                 const std::vector<TokenId>& extra_eos_ids = {});
+  // `extra_eos_ids` (e.g. a chat model's end-of-turn token). The special tokens spelled as one of
+  // `special_as_text` are the exception: they stand for their text (a tool-call format's markers,
+  // Mistral's [TOOL_CALLS], which a grammar of that format writes as a literal). Unimplemented
+  // when the tokenizer's decoder has no per-token stream plan.
+  static StatusOr<TokenVocabulary> FromTokenizer(
+      const Tokenizer& tokenizer, const std::vector<TokenId>& extra_eos_ids = {},
+      const std::vector<std::string>& special_as_text = {});
 
   int32_t size() const { return static_cast<int32_t>(token_bytes_.size()); }
   // Words of the bitmask FillMask writes: ceil(size() / 32).

@@ -2,6 +2,7 @@
 
 #include "server/text_codec.h"
 #include "server/tool_call_source.h"
+#include "server/tool_grammar.h"
 
 namespace loom {
 namespace {
@@ -11,27 +12,6 @@ bool EndsWithMarker(const std::string& prompt, const std::string& marker) {
   const size_t end = prompt.find_last_not_of(" \n\r\t");
   if (end == std::string::npos || end + 1 < marker.size()) return false;
   return prompt.compare(end + 1 - marker.size(), marker.size(), marker) == 0;
-}
-
-// One call of `format`'s JSON: {"name": <a tool's name (the named one)>, "arguments" |
-// "parameters": <its parameters>}, as a JSON Schema spec without framing.
-GrammarSpec ToolCallSpec(const GenerationRequest& req, ToolCallFormat format) {
-  const char* args_key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
-  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
-  for (const auto& t : req.tools) {
-    const std::string name = t["function"]["name"].get<std::string>();
-    if (req.tool_choice == ToolChoiceMode::kNamed && name != req.tool_choice_name) continue;
-    calls.push_back(nlohmann::ordered_json{
-        {"type", "object"},
-        {"properties", {{"name", {{"const", name}}}, {args_key, t["function"]["parameters"]}}},
-        {"required", {"name", args_key}},
-        {"additionalProperties", false}});
-  }
-  GrammarSpec spec;
-  spec.kind = GrammarKind::kJsonSchema;
-  spec.text = calls.size() == 1 ? calls[0].dump()
-                                : nlohmann::ordered_json{{"anyOf", std::move(calls)}}.dump();
-  return spec;
 }
 
 }  // namespace
@@ -59,6 +39,9 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
     }
     out.tool_format_why = tool_parser + " (--tool-parser)";
   }
+  // Mistral's templates before v11 (Nemo) write a JSON list after [TOOL_CALLS]; later ones
+  // NAME[ARGS]{...}. Without a template to tell, the newer form.
+  out.mistral_v11 = tools_source.empty() || tools_source.find("[ARGS]") != std::string::npos;
   if (reasoning_parser == "think" ||
       (reasoning_parser == "auto" && tools_source.find("<think>") != std::string::npos)) {
     out.reasoning = ReasoningMarkers{};
@@ -80,44 +63,32 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
         ToolCallFormatNames() + ")");
   }
   if (ToolCallFormatUsesSpecialTokens(*parsers.tool_format)) req->skip_special_tokens = false;
-  const ToolCallFormat format = *parsers.tool_format;
   const bool forced =
       req->tool_choice == ToolChoiceMode::kRequired || req->tool_choice == ToolChoiceMode::kNamed;
-  if (!forced) {
-    // tool_choice auto: the lazy grammar (free text; a call, once opened, is a valid one) where
-    // the format's calls are JSON after a plain-text marker, and no other grammar is asked for.
-    if (format != ToolCallFormat::kHermes || req->grammar.has_value()) return OkStatus();
-    GrammarSpec spec = ToolCallSpec(*req, format);
-    spec.frame_prefix = "\n";
-    spec.frame_suffix = "\n</tool_call>";
-    spec.trigger = "<tool_call>";
-    spec.trigger_repeats = req->parallel_tool_calls;
-    req->grammar = std::move(spec);
-    req->grammar_field = "tools";
-    // A tool schema the engine cannot express (a bound on a number...) must not fail an agent's
-    // request: its calls are then unconstrained, as without the lazy grammar.
-    req->grammar_optional = true;
-    return OkStatus();
-  }
-  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kLlama3Json) {
-    *param = "tool_choice";
-    return InvalidArgumentError(
-        "tool_choice: forcing a tool call is not supported yet for the " +
-        std::string(ToolCallFormatName(format)) +
-        " tool-call format (hermes and llama3_json are); use tool_choice auto");
-  }
   if (req->grammar.has_value()) {
+    // tool_choice auto with a grammar of the request's own: the grammar wins, calls stay free.
+    if (!forced) return OkStatus();
     *param = "tool_choice";
     return InvalidArgumentError("tool_choice: a forced tool call and " + req->grammar_field +
                                 " both constrain the output; send one of them");
   }
-  GrammarSpec spec = ToolCallSpec(*req, format);
-  if (format == ToolCallFormat::kHermes) {
-    spec.frame_prefix = "<tool_call>\n";
-    spec.frame_suffix = "\n</tool_call>";
+  ToolGrammarRequest tg;
+  tg.format = *parsers.tool_format;
+  tg.mistral_v11 = parsers.mistral_v11;
+  tg.tools = &req->tools;
+  if (req->tool_choice == ToolChoiceMode::kNamed) tg.only = req->tool_choice_name;
+  tg.forced = forced;
+  tg.parallel = req->parallel_tool_calls;
+  req->grammar = ToolCallGrammar(tg);
+  if (forced) {
+    req->grammar_field = "tool_choice";
+  } else {
+    // The lazy grammar: free text; a call the model opens must be a valid one. A tool schema
+    // the engine cannot express falls back to any arguments, and a grammar that still does not
+    // compile must not fail an agent's request: its calls are then unconstrained.
+    req->grammar_field = "tools";
+    req->grammar_optional = true;
   }
-  req->grammar = std::move(spec);
-  req->grammar_field = "tool_choice";
   return OkStatus();
 }
 

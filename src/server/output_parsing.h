@@ -27,6 +27,7 @@ class TextCodec;
 struct OutputParsers {
   std::optional<ToolCallFormat> tool_format;  // none: requests with tools get a 400
   std::string tool_format_why;                // how it was chosen (the ready card prints it)
+  bool mistral_v11 = true;                    // Mistral calls as NAME[ARGS]{...}, else a list
   std::optional<ReasoningMarkers> reasoning;  // none: no reasoning split
 };
 
@@ -39,12 +40,11 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
 
 // Per request, before the prompt is built: checks that a request with tools can be parsed
 // (InvalidArgument naming "tools" otherwise), keeps special tokens in the detokenized text when
-// the format's markers are special tokens, and turns a forced tool call (tool_choice required or
-// named) into the grammar of one call in the format's markup with the tool's parameter schema
-// (hermes and llama3_json so far; other formats are a 400 naming tool_choice). Under
-// tool_choice auto with the hermes format and no other grammar, the lazy grammar: free text,
-// and each `<tool_call>` the model opens must continue as a valid call (one, without
-// parallel_tool_calls); grammar_field "tools".
+// the format's markers are special tokens, and sets the tool-call grammar (tool_grammar.h): under
+// tool_choice required / named the reply is calls of the tools in the format's markup, valid
+// against their schemas (grammar_field "tool_choice"; a request grammar besides is a 400); under
+// auto, unless the request brings its own grammar, the lazy one (grammar_field "tools",
+// optional: a grammar that does not compile leaves the calls unconstrained).
 Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req,
                             std::string* param);
 

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar_cache.h"
+#include "grammar/matcher.h"
+#include "server/tool_grammar.h"
 #include "support/test_data.h"
 #ifdef LOOM_HAVE_CHAT_TEMPLATE
 #include "tokenizer/chat_template/chat_template.h"
@@ -779,6 +782,27 @@ void CheckTemplateRoundTrip(const TemplateCase& c, const std::string& content,
     ++e;
   }
   ExpectChunkingInvariant(c.file, c.format, tools, turn, events, /*two_cuts=*/false);
+  // The format's tool-call grammar lets the model write what its template writes: the lazy one
+  // the whole turn, the forced one the calls (when the template formats the arguments itself).
+  if (c.arguments_as_string) return;
+  const ordered_json tools_json = WeatherToolsJson();
+  ToolGrammarRequest req;
+  req.format = c.format;
+  req.mistral_v11 = ReadFile(path).find("[ARGS]") != std::string::npos;
+  req.tools = &tools_json;
+  for (const bool forced : {false, true}) {
+    if (forced && has_content) continue;
+    req.forced = forced;
+    auto g = CompileGrammarSpec(ToolCallGrammar(req));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    GrammarMatcher m(*g);
+    const size_t start = forced ? turn.find_first_not_of(" \n") : 0;
+    const std::string doc = turn.substr(start == std::string::npos ? 0 : start);
+    const bool all = m.AcceptBytes(doc);
+    EXPECT_TRUE(all && m.IsAccepting())
+        << (forced ? "forced" : "lazy") << " grammar refuses the turn" << (all ? " at its end" : "")
+        << ": " << doc;
+  }
 }
 
 TEST(ToolCallTemplateTest, ParsesWhatTheTemplateRenders) {

@@ -108,8 +108,11 @@ test('openai: tool_choice required / named forces a valid call, streamed and not
       // reasoning_effort none: Qwen3's template then closes the think section in the prompt, so
       // the grammar starts at the first token (with thinking on, a <think> section may come
       // first, which a random model may not end within the cap).
+      // parallel_tool_calls false: one call (with parallel calls the grammar allows more, which a
+      // random model rarely stops writing within the cap).
       const c = await openai.chat.completions.create({ model: 'm', messages: question,
-        tools: [lookup, booking], tool_choice, seed, max_tokens: 200, reasoning_effort: 'none' });
+        tools: [lookup, booking], tool_choice, seed, max_tokens: 200, reasoning_effort: 'none',
+        parallel_tool_calls: false });
       const choice = c.choices[0];
       assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
       assert.equal(choice.message.content, null);
@@ -124,7 +127,7 @@ test('openai: tool_choice required / named forces a valid call, streamed and not
   }
   // Streamed: the SDK's accumulated deltas give the same call as the non-streamed reply.
   const req = { model: 'm', messages: question, tools: [booking], tool_choice: 'required',
-    seed: 5, max_tokens: 200, reasoning_effort: 'none' };
+    seed: 5, max_tokens: 200, reasoning_effort: 'none', parallel_tool_calls: false };
   const whole = (await openai.chat.completions.create(req)).choices[0].message.tool_calls[0];
   let name = '', args = '', id = null, finish = null;
   for await (const chunk of await openai.chat.completions.create({ ...req, stream: true })) {
@@ -143,6 +146,50 @@ test('openai: tool_choice required / named forces a valid call, streamed and not
   assert.equal(name, whole.function.name);
   assert.equal(args, whole.function.arguments);
   assert.ok(validBooking(JSON.parse(args)));
+});
+
+// Every tool-call format's grammar on the same random model (--tool-parser picks the format, not
+// the template): a forced call comes out in that format's markup, its parser reads it back, and
+// its arguments validate, streamed and not.
+test('every tool-call format: tool_choice required gives a valid call the parser reads back', { skip }, async () => {
+  const formats = ['qwen3_coder', 'llama3_json', 'mistral', 'glm45', 'phi4_mini', 'deepseek_v3',
+    'deepseek_v31'];
+  for (const format of formats) {
+    const s = await startServer([...tinyQwen3Args(), '--max-output-tokens', '200',
+      '--tool-parser', format]);
+    try {
+      const oa = new OpenAI({ apiKey: 'unused', baseURL: `${s.url}/v1`, maxRetries: 0 });
+      const req = { model: 'm', messages: question, tools: [lookup, booking],
+        tool_choice: 'required', max_tokens: 200, reasoning_effort: 'none',
+        parallel_tool_calls: false };
+      for (const seed of [1, 2]) {
+        const choice = (await oa.chat.completions.create({ ...req, seed })).choices[0];
+        assert.equal(choice.finish_reason, 'tool_calls', `${format}: ${JSON.stringify(choice)}`);
+        assert.equal(choice.message.tool_calls.length, 1, format);
+        const call = choice.message.tool_calls[0];
+        const args = JSON.parse(call.function.arguments);
+        const valid = call.function.name === 'book_table' ? validBooking : validLookup;
+        assert.ok(valid(args), `${format}: ${call.function.name} ${call.function.arguments}`);
+      }
+      const named = { ...req, seed: 3, tool_choice: { type: 'function', function: { name: 'book_table' } } };
+      const whole = (await oa.chat.completions.create(named)).choices[0].message.tool_calls[0];
+      assert.equal(whole.function.name, 'book_table', format);
+      let name = '', args = '';
+      for await (const chunk of await oa.chat.completions.create({ ...named, stream: true })) {
+        const d = chunk.choices[0]?.delta;
+        for (const tc of d?.tool_calls ?? []) {
+          name += tc.function?.name ?? '';
+          args += tc.function?.arguments ?? '';
+        }
+        assert.ok(!d?.content, `${format}: content leaked: ${JSON.stringify(d)}`);
+      }
+      assert.equal(name, 'book_table', format);
+      assert.deepEqual(JSON.parse(args), JSON.parse(whole.function.arguments), format);
+      assert.ok(validBooking(JSON.parse(args)), `${format}: ${args}`);
+    } finally {
+      assert.equal(await s.stop(), 0, s.log());
+    }
+  }
 });
 
 test('openai: tool_choice auto: a call the model opens is a valid call (the lazy grammar)', { skip }, async () => {
@@ -227,7 +274,7 @@ test('anthropic: tools, tool_use / tool_result history, adaptive thinking, strea
   // tool_choice any: a tool_use block whose input the SDK parsed, stop_reason tool_use.
   const forced = await anthropic.messages.create({ ...base, max_tokens: 200, thinking: { type: 'disabled' },
     tools: [...tools, { name: 'book_table', input_schema: booking.function.parameters }],
-    tool_choice: { type: 'tool', name: 'book_table' } });
+    tool_choice: { type: 'tool', name: 'book_table', disable_parallel_tool_use: true } });
   assert.equal(forced.stop_reason, 'tool_use', JSON.stringify(forced.content));
   const use = forced.content.find((b) => b.type === 'tool_use');
   assert.match(use.id, /^toolu_/);
@@ -236,7 +283,7 @@ test('anthropic: tools, tool_use / tool_result history, adaptive thinking, strea
   const streamed = await anthropic.messages.stream({ ...base, max_tokens: 200, temperature: 0,
     thinking: { type: 'disabled' },
     tools: [{ name: 'book_table', input_schema: booking.function.parameters }],
-    tool_choice: { type: 'any' } }).finalMessage();
+    tool_choice: { type: 'any', disable_parallel_tool_use: true } }).finalMessage();
   assert.equal(streamed.stop_reason, 'tool_use');
   const suse = streamed.content.find((b) => b.type === 'tool_use');
   assert.ok(validBooking(suse.input), JSON.stringify(streamed.content));
