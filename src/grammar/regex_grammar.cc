@@ -283,6 +283,10 @@ class RegexParser {
       case 'v':
         return single('\v');
       case '0':
+        if (!AtEnd() && Peek() >= '0' && Peek() <= '9') {
+          pos_ -= 2;
+          return Error("octal escapes (\\0 followed by a digit) are not supported");
+        }
         return single(0);
       case 'b':
         if (in_class) return single('\b');
@@ -302,6 +306,15 @@ class RegexParser {
                          " hex digits");
           v = v * 16 + static_cast<char32_t>(h);
           ++pos_;
+        }
+        // \uD83D\uDE00: a surrogate pair is the one code point it encodes (U+1F600), as in
+        // ECMAScript's unicode mode; a lone surrogate stays one (no UTF-8 text holds it).
+        if (e == 'u' && v >= 0xD800 && v <= 0xDBFF) {
+          const char32_t low = LowSurrogateAt(pos_);
+          if (low != 0) {
+            v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
+            pos_ += 6;
+          }
         }
         return single(v);
       }
@@ -329,6 +342,18 @@ class RegexParser {
     --pos_;  // an escaped punctuation character or UTF-8 sequence: itself
     ASSIGN_OR_RETURN(const char32_t cp, ParseUtf8());
     return single(cp);
+  }
+
+  // The low surrogate of a `\uXXXX` escape at `p` (U+DC00-U+DFFF), else 0.
+  char32_t LowSurrogateAt(size_t p) const {
+    if (src_.substr(p, 2) != "\\u" || p + 6 > src_.size()) return 0;
+    char32_t v = 0;
+    for (size_t i = p + 2; i < p + 6; ++i) {
+      const int h = HexValue(src_[i]);
+      if (h < 0) return 0;
+      v = v * 16 + static_cast<char32_t>(h);
+    }
+    return v >= 0xDC00 && v <= 0xDFFF ? v : 0;
   }
 
   StatusOr<char32_t> ParseUtf8() {
@@ -459,11 +484,49 @@ StatusOr<GrammarSequence> LowerRegex(std::string_view pattern, RegexTarget targe
 }
 
 std::string AnchorWholeMatch(std::string p) {
-  if (!p.empty() && p.front() == '^') p.erase(0, 1);
-  size_t backslashes = 0;  // before the last character
-  for (size_t i = p.size(); i >= 2 && p[i - 2] == '\\'; --i) ++backslashes;
-  if (!p.empty() && p.back() == '$' && backslashes % 2 == 0) p.pop_back();
-  return "^(?:" + p + ")$";
+  // Each top-level alternative (split at `|` outside groups, classes and escapes) loses its
+  // leading `^` and unescaped trailing `$`: under a whole match they say nothing, and the parser
+  // takes anchors only at the top level.
+  std::string out = "^(?:";
+  std::string alt;
+  bool ends_with_anchor = false;
+  auto flush = [&] {
+    if (ends_with_anchor) alt.pop_back();
+    out += alt;
+    alt.clear();
+    ends_with_anchor = false;
+  };
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    const bool top = depth == 0 && !in_class;
+    if (top && c == '|') {
+      flush();
+      out += '|';
+      continue;
+    }
+    ends_with_anchor = false;
+    if (c == '\\' && i + 1 < p.size()) {
+      alt += c;
+      alt += p[++i];
+      continue;
+    }
+    if (top && c == '^' && alt.empty()) continue;
+    if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    }
+    ends_with_anchor = top && c == '$';
+    alt += c;
+  }
+  flush();
+  return out + ")$";
 }
 
 StatusOr<Grammar> CompileRegex(std::string_view pattern) {

@@ -1,7 +1,8 @@
 // Regular expressions (the ECMAScript subset that JSON Schema's `pattern` uses) compiled to a
 // Grammar.
 //
-// Supported: literals (UTF-8), escapes \d \w \s \D \W \S \n \r \t \f \v \0 \xHH \uXXXX and escaped
+// Supported: literals (UTF-8), escapes \d \w \s \D \W \S \n \r \t \f \v \0 \xHH \uXXXX (a surrogate
+// pair \uD83D\uDE00 is the one code point it encodes, as in ECMAScript's unicode mode) and escaped
 // punctuation, classes [a-z] [^...] (with class escapes inside), `.` (any code point but \n \r
 // U+2028 U+2029, as in ECMAScript), groups ( ) (?: ) (?<name> ), alternation, quantifiers
 // * + ? {m} {m,} {m,n} (at most 10000; a lazy `?` suffix is accepted: same language).
@@ -9,7 +10,8 @@
 // whole-string; like JSON Schema's search semantics, a side without its anchor is padded with
 // "any string" (so "ab" means .*ab.* and "^ab$" exactly ab).
 // Refused with an error naming them: backreferences (\1, \k<n>), lookaround ((?= (?! (?<= (?<!),
-// word boundaries (\b \B), anchors elsewhere, \cX, \p{..}.
+// word boundaries (\b \B), anchors elsewhere, \cX, \p{..}, octal escapes (\0 before a digit).
+// regex_pcre2_test.cc checks both semantics against PCRE2.
 #pragma once
 
 #include <string>
@@ -32,9 +34,10 @@ enum class RegexTarget {
 // "regex /.../ at offset N: ..." on a syntax error or an unsupported construct.
 StatusOr<Grammar> CompileRegex(std::string_view pattern);
 
-// `pattern` anchored at both ends ("^(?:" pattern ")$", its own leading ^ / unescaped trailing $
-// dropped first), for the regexes that must match a whole output (vLLM's guided_regex, `loom
-// grammar --regex`) rather than be searched for as JSON Schema's `pattern` is.
+// `pattern` anchored at both ends ("^(?:" pattern ")$", the leading ^ and unescaped trailing $ of
+// each of its top-level alternatives dropped first), for the regexes that must match a whole
+// output (vLLM's guided_regex, `loom grammar --regex`) rather than be searched for as JSON
+// Schema's `pattern` is.
 std::string AnchorWholeMatch(std::string pattern);
 
 // Lowers `pattern` into `grammar` (adding helper rules) and returns the sequence that matches it.

@@ -79,8 +79,16 @@ TEST(RegexTest, AcceptsAndRejects) {
       {"^é+$", {"é", "ééé"}, {"e", ""}},
       {"^[é-ë]$", {"é", "ë"}, {"è", "e"}},
       {"^\\t\\n\\r\\f\\v\\0$", {std::string("\t\n\r\f\v\0", 6)}, {"\t\n\r\f\v"}},
+      // A \u surrogate pair is the code point it encodes (ECMAScript's unicode mode), also as a
+      // range end; the quantifier applies to the whole of it.
+      {"^\\uD83D\\uDE00+$",
+       {"\xF0\x9F\x98\x80", "\xF0\x9F\x98\x80\xF0\x9F\x98\x80"},
+       {"", "\xED\xA0\xBD\xED\xB8\x80"}},
+      {"^[\\uD83D\\uDE00-\\uD83D\\uDE4F]$",
+       {"\xF0\x9F\x98\x80", "\xF0\x9F\x99\x8F"},
+       {"\xF0\x9F\x99\x90", "a"}},
   };
-  EXPECT_EQ(RunCases(cases, Regex), 181);  // accept + reject strings checked
+  EXPECT_EQ(RunCases(cases, Regex), 189);  // accept + reject strings checked
 }
 
 // Differential: every string up to length 4 over a small alphabet, against std::regex_search
@@ -119,6 +127,21 @@ TEST(RegexTest, AgreesWithStdRegexOnAllShortStrings) {
       }
     }
   }
+}
+
+// Under a whole match every top-level alternative's own anchors are dropped (not only the
+// pattern's first `^` and last `$`), so "^a$|^b$" compiles; escaped, class and group anchors stay.
+TEST(RegexTest, AnchorWholeMatchDropsEachAlternativesAnchors) {
+  EXPECT_EQ(AnchorWholeMatch("^a$|^b$"), "^(?:a|b)$");
+  EXPECT_EQ(AnchorWholeMatch("a{2}$|^b"), "^(?:a{2}|b)$");
+  EXPECT_EQ(AnchorWholeMatch("a\\$|[$|^](^b$)"), "^(?:a\\$|[$|^](^b$))$");
+  EXPECT_EQ(AnchorWholeMatch("(a|^b)$"), "^(?:(a|^b))$");
+  const auto g = MustCompile(CompileRegex(AnchorWholeMatch("^a{2}$|^b")));
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, "aa"));
+  EXPECT_TRUE(Matches(g, "b"));
+  EXPECT_FALSE(Matches(g, "bx"));
+  EXPECT_FALSE(Matches(g, "aab"));
 }
 
 TEST(RegexTest, JsonStringTargetEscapes) {
@@ -161,6 +184,7 @@ TEST(RegexTest, Errors) {
   ExpectError(CompileRegex("a\\").status(), "trailing backslash");
   ExpectError(CompileRegex("(?i)a").status(), "unknown group syntax");
   ExpectError(CompileRegex("(a)\\1").status(), "at offset 3");
+  ExpectError(CompileRegex("\\01").status(), "octal escapes");
 }
 
 }  // namespace
