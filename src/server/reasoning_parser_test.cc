@@ -164,7 +164,9 @@ class ThinkCodec final : public TextCodec {
   std::string Decode(std::span<const TokenId>, bool) const override { return ""; }
   int vocab_size() const override { return 302; }
   bool has_chat_template() const override { return true; }
-  StatusOr<std::string> RenderChat(const nlohmann::ordered_json&) const override { return ""; }
+  StatusOr<std::string> RenderChat(const nlohmann::ordered_json&) const override {
+    return std::string();
+  }
 };
 
 // The engine's budget from the request's (else the server's) number and the rendered prompt: the
