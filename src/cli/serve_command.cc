@@ -284,6 +284,13 @@ void AddServeCommand(CLI::App& root) {
                   "the chat template writes <think>), none or think")
       ->check(CLI::IsMember({"auto", "none", "think"}))
       ->capture_default_str();
+  cmd->add_option("--reasoning-budget", o.defaults.reasoning_budget,
+                  "reasoning tokens a reply may write before loom closes its <think> section "
+                  "(when the reasoning parser is on), for requests that set no "
+                  "thinking.budget_tokens / thinking_token_budget: -1 = unlimited, 0 = close it "
+                  "at once (thinking off)")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("--responses-store", o.responses_store,
                   "Responses API responses kept in memory for previous_response_id and GET "
                   "/v1/responses/{id}, least recently used dropped first (0 = none)")

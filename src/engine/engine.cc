@@ -116,6 +116,9 @@ StatusOr<RequestHandle> Engine::Submit(Request request) {
                                   std::to_string(vocab_size_) + ")");
     }
   }
+  if (request.reasoning_budget.has_value()) {
+    RETURN_IF_ERROR(request.reasoning_budget->Validate(vocab_size_));
+  }
   // Reads only immutable limits: safe from any thread.
   RETURN_IF_ERROR(scheduler_->CheckAdmission(static_cast<int>(request.prompt.size()),
                                              request.params.max_tokens));
@@ -184,6 +187,9 @@ void Engine::DrainInbox() {
     live.params = std::move(sub.request.params);
     live.seed = live.params.seed.value_or(Mix(seed_base_ ^ Mix(sub.id.value)));
     live.grammar = std::move(sub.request.grammar);
+    if (sub.request.reasoning_budget.has_value()) {
+      live.budget.emplace(*std::move(sub.request.reasoning_budget));
+    }
     live_.emplace(sub.id, std::move(live));
   }
   for (RequestId id : aborts) FinishRequest(id, FinishReason::kAbort);
@@ -289,6 +295,13 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
           tokens.subspan(static_cast<size_t>(num_prompt), static_cast<size_t>(upto - num_prompt)),
           live.seed, config_.eos_token_ids};
       r.last_of_seq = j + 1 == seq.num_logits;
+      if (live.budget.has_value()) {
+        if (const std::optional<TokenId> forced = live.budget->forced()) {
+          CHECK_EQ(seq.num_logits, 1) << "reasoning budgets for draft rows are not implemented";
+          r.ctx.forced = *forced;
+          continue;  // no mask: the token is decided (the grammar still takes it at Commit)
+        }
+      }
       if (live.grammar != nullptr) r.ctx.allowed = live.mask;
     }
   }
@@ -300,6 +313,7 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
     if (seq.num_logits == 0) continue;
     Live& live = live_.at(seq.request_id);
     if (live.grammar == nullptr) continue;
+    if (live.budget.has_value() && live.budget->forced().has_value()) continue;  // not sampled
     // One row per seq (no drafts yet): its token follows every token accepted so far.
     CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
     if (grammar_pool_ == nullptr) {
@@ -360,6 +374,11 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     Live& live = live_.at(id);
     const SamplingParams& p = live.params;
     const TokenId t = results[i]->token;
+    if (live.budget.has_value() && !live.budget->done()) {
+      const SchedRequest* req = scheduler_->Find(id);
+      live.budget->Accept(std::span<const TokenId>(req->tokens)
+                              .subspan(static_cast<size_t>(req->num_prompt_tokens)));
+    }
     if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
       FinishRequest(id, FinishReason::kStop, OkStatus(), t);
       continue;

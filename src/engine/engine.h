@@ -115,6 +115,7 @@ class Engine {
     bool cached_reported = false;
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
     std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
+    std::optional<ReasoningBudgetTracker> budget;  // none: no reasoning budget
   };
   struct Submission {
     RequestId id;

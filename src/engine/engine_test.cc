@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "grammar/gbnf.h"
+#include "grammar/grammar_compose.h"
 #include "grammar/matcher.h"
 #include "sample/fake_device_backend.h"
 
@@ -366,6 +367,173 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   Request free = constrained(1);
   free.grammar = nullptr;
   EXPECT_FALSE(fx.Matches(fx.Text(RunSolo(free).tokens)));
+}
+
+// Reasoning budgets. The fake model's tokens 28-30 play the markers: the close marker is {29, 30}
+// and the forced close {28, 29, 30} (as "\n</think>\n\n" ends a Qwen3 section).
+ReasoningBudget Budget(int max_tokens, bool starts_open = true, Tokens open = {}) {
+  ReasoningBudget b;
+  b.max_tokens = max_tokens;
+  b.starts_open = starts_open;
+  b.open = std::move(open);
+  b.close = {29, 30};
+  b.forced = {28, 29, 30};
+  return b;
+}
+
+Request Budgeted(int salt, int max_tokens, std::optional<ReasoningBudget> budget) {
+  Request r;
+  r.prompt = Prompt(9, 3 + salt, 60 + salt);
+  r.params.max_tokens = max_tokens;
+  r.params.seed = 11 + salt;
+  r.params.temperature = salt % 2 == 0 ? 0.0f : 0.9f;
+  r.params.ignore_eos = true;
+  r.reasoning_budget = std::move(budget);
+  return r;
+}
+
+// Whether `t` holds `sub` anywhere.
+bool HasRun(const Tokens& t, const Tokens& sub) {
+  return std::search(t.begin(), t.end(), sub.begin(), sub.end()) != t.end();
+}
+
+// A reply that starts inside the section, never closed by the model: exactly N reasoning tokens
+// (those it samples without a budget: forcing changes nothing before it), then the forced close,
+// then sampling again for the answer, which now follows the close.
+TEST(EngineTest, ReasoningBudgetForcesTheCloseAfterNTokens) {
+  for (int salt : {0, 1}) {
+    SCOPED_TRACE("salt " + std::to_string(salt));
+    const Result free = RunSolo(Budgeted(salt, 20, std::nullopt));
+    ASSERT_EQ(free.tokens.size(), 20u);
+    ASSERT_FALSE(HasRun(free.tokens, {29, 30}));  // the model never closes by itself
+    for (int n : {1, 5}) {
+      const Result got = RunSolo(Budgeted(salt, 20, Budget(n)));
+      ASSERT_EQ(got.tokens.size(), 20u) << n;
+      EXPECT_EQ(Tokens(got.tokens.begin(), got.tokens.begin() + n),
+                Tokens(free.tokens.begin(), free.tokens.begin() + n));
+      EXPECT_EQ(Tokens(got.tokens.begin() + n, got.tokens.begin() + n + 3), (Tokens{28, 29, 30}));
+      // The answer is sampled (a solo run of prompt + reasoning + close continues the same way).
+      Request cont = Budgeted(salt, 20 - n - 3, std::nullopt);
+      cont.prompt.insert(cont.prompt.end(), got.tokens.begin(), got.tokens.begin() + n + 3);
+      const Result answer = RunSolo(cont);
+      if (salt == 0) {  // greedy: the continuation is the same tokens
+        EXPECT_EQ(Tokens(got.tokens.begin() + n + 3, got.tokens.end()), answer.tokens);
+      }
+      EXPECT_EQ(got.finish, FinishReason::kLength);
+    }
+  }
+}
+
+// Budget 0 closes the section at once; a reply that opens the section itself (its first tokens
+// are the open marker) starts counting after the marker; one that does not is never forced.
+TEST(EngineTest, ReasoningBudgetZeroAndModelOpenedSections) {
+  const Result zero = RunSolo(Budgeted(0, 6, Budget(0)));
+  ASSERT_EQ(zero.tokens.size(), 6u);
+  EXPECT_EQ(Tokens(zero.tokens.begin(), zero.tokens.begin() + 3), (Tokens{28, 29, 30}));
+
+  const Result free = RunSolo(Budgeted(0, 12, std::nullopt));
+  ASSERT_EQ(free.tokens.size(), 12u);
+  // The model's own first two tokens as the open marker: two reasoning tokens after them.
+  const Tokens open(free.tokens.begin(), free.tokens.begin() + 2);
+  const Result opened = RunSolo(Budgeted(0, 12, Budget(2, /*starts_open=*/false, open)));
+  EXPECT_EQ(Tokens(opened.tokens.begin(), opened.tokens.begin() + 4),
+            Tokens(free.tokens.begin(), free.tokens.begin() + 4));
+  EXPECT_EQ(Tokens(opened.tokens.begin() + 4, opened.tokens.begin() + 7), (Tokens{28, 29, 30}));
+  // A marker the reply does not begin with: no section, the free output.
+  const Tokens other = {static_cast<TokenId>(free.tokens[0] == 5 ? 6 : 5)};
+  EXPECT_EQ(RunSolo(Budgeted(0, 12, Budget(2, false, other))).tokens, free.tokens);
+}
+
+// A model that closes the section itself before the budget is spent is left alone; the same
+// budget with a close marker it never writes does force (so the first check can fail).
+TEST(EngineTest, ReasoningBudgetLeavesASectionClosedBeforeTheBudget) {
+  for (int salt : {0, 1}) {
+    const Result free = RunSolo(Budgeted(salt, 16, std::nullopt));
+    ASSERT_EQ(free.tokens.size(), 16u);
+    ReasoningBudget b = Budget(8);
+    b.close = {free.tokens[3], free.tokens[4]};  // the model "closes" with its 4th and 5th tokens
+    Request r = Budgeted(salt, 16, b);
+    EXPECT_EQ(RunSolo(r).tokens, free.tokens) << salt;
+    b.close = {29, 30};
+    r.reasoning_budget = b;
+    EXPECT_NE(RunSolo(r).tokens, free.tokens) << salt;
+  }
+}
+
+// Budgeted and free rows in one batch with chunked prefill and preemption: the free rows give
+// exactly their solo output, the budgeted rows theirs (the budget follows the request's own
+// tokens, not its KV), logprobs included (a forced token's are those of its row).
+TEST(EngineTest, ReasoningBudgetRowsInAMixedBatch) {
+  auto work = [] {
+    std::vector<Request> w = Workload();
+    for (int i = 0; i < 3; ++i) {
+      Request r = Budgeted(i, 14, Budget(2 + 3 * i));
+      r.params.num_logprobs = i == 1 ? 2 : -1;
+      w.insert(w.begin() + 2 * i, r);
+    }
+    return w;
+  };
+  std::vector<Result> solo;
+  for (const Request& r : work()) solo.push_back(RunSolo(r));
+  EngineConfig tight = BaseConfig(/*num_blocks=*/14);
+  tight.max_batched_tokens = 7;
+  tight.max_num_seqs = 5;
+  Made m = Make(tight);
+  const std::vector<Request> batch = work();
+  const std::vector<Result> batched = RunAll(*m.engine, batch);
+  int num_budgeted = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ExpectSame(batched[i], solo[i], i);
+    if (!batch[i].reasoning_budget.has_value()) continue;
+    const int n = batch[i].reasoning_budget->max_tokens;
+    ++num_budgeted;
+    ASSERT_GE(batched[i].tokens.size(), static_cast<size_t>(n + 3)) << i;
+    EXPECT_EQ(Tokens(batched[i].tokens.begin() + n, batched[i].tokens.begin() + n + 3),
+              (Tokens{28, 29, 30}))
+        << i;
+  }
+  EXPECT_EQ(num_budgeted, 3);
+  EXPECT_GT(m.engine->stats().preemptions, 0u);
+  EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
+}
+
+// Under a grammar that starts after the reasoning section (grammar_compose.h AfterReasoning),
+// the forced close is text the grammar accepts, and the answer follows the grammar.
+TEST(EngineTest, ReasoningBudgetUnderAGrammarAfterReasoning) {
+  const GrammarFixture fx;
+  auto g = CompileGbnf(R"(root ::= [0-9]+ "," [a-p] [a-p])");
+  ASSERT_TRUE(g.ok());
+  // The fixture's "?" (31) closes the section; nothing else in its vocabulary writes "?".
+  auto compiled = CompiledGrammar::Compile(AfterReasoning(*std::move(g), "<", "?", true));
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  for (int salt : {0, 1}) {
+    Request r = Budgeted(salt, 30, std::nullopt);
+    r.params.ignore_eos = false;
+    r.grammar = std::make_shared<GrammarState>(*compiled, fx.vocab.get());
+    ReasoningBudget b = Budget(4);
+    b.close = {31};
+    b.forced = {31};
+    r.reasoning_budget = b;
+    const Result got = RunSolo(r);
+    ASSERT_TRUE(got.error.ok()) << got.error.ToString();
+    ASSERT_GE(got.tokens.size(), 5u);
+    EXPECT_EQ(got.tokens[4], 31) << salt;
+    EXPECT_EQ(got.finish, FinishReason::kStop);
+    const std::string text = fx.Text(got.tokens);
+    const std::string answer = text.substr(text.find('?') + 1);
+    EXPECT_TRUE(fx.Matches(answer)) << "\"" << text << "\"";
+  }
+}
+
+TEST(EngineTest, SubmitRejectsABadReasoningBudget) {
+  Made m = Make(BaseConfig(16));
+  Request r = Budgeted(0, 4, Budget(2));
+  r.reasoning_budget->forced = {28, kVocab};
+  StatusOr<RequestHandle> h = m.engine->Submit(r);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("forced token id 32"), std::string::npos);
+  r.reasoning_budget = Budget(2, /*starts_open=*/false);
+  EXPECT_FALSE(m.engine->Submit(r).ok());  // no open marker
 }
 
 TEST(EngineTest, SameRequestTwiceReusesTheWholePromptButTheLastToken) {

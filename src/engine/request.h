@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/ids.h"
+#include "engine/reasoning_budget.h"
 #include "grammar/grammar_state.h"
 #include "sample/sampling_params.h"
 
@@ -23,6 +25,10 @@ struct Request {
   // the model can sample (ids beyond it are never allowed) and outlive the request. A copy of a
   // Request shares the state: every submitted request needs its own.
   std::shared_ptr<GrammarState> grammar;
+  // A cap on the reply's reasoning section (reasoning_budget.h); none = unlimited. When it is
+  // spent the engine emits budget->forced instead of sampling (through the grammar, if any: it
+  // must accept those tokens).
+  std::optional<ReasoningBudget> reasoning_budget;
 };
 
 }  // namespace loom

@@ -330,6 +330,10 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
     for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
     log_z = mx + static_cast<float>(std::log(sum));
   }
+  if (ctx.forced >= 0) {
+    CHECK_LT(ctx.forced, vocab_size_) << "forced token out of the vocabulary";
+    return WithLogprobs(ctx.forced, params.num_logprobs, log_z);
+  }
 
   if (static_cast<int>(ctx.output.size()) < params.min_tokens) {
     if (!params.ignore_eos) {
@@ -449,12 +453,15 @@ StatusOr<SampleResult> Sampler::SampleRow(std::span<float> logits, const SampleC
     }
   }
   if (chosen < 0) return InvalidArgumentError("no token left to sample: every token is masked");
+  return WithLogprobs(chosen, params.num_logprobs, log_z);
+}
 
+SampleResult Sampler::WithLogprobs(TokenId chosen, int num_logprobs, float log_z) {
   SampleResult result;
   result.token = chosen;
-  if (params.num_logprobs >= 0) {
+  if (num_logprobs >= 0) {
     result.logprob = scratch_[chosen] - log_z;
-    const int k = std::min(params.num_logprobs, vocab_size_);
+    const int k = std::min(num_logprobs, vocab_size_);
     if (k > 0) {
       candidates_.clear();
       for (int i = 0; i < vocab_size_; ++i) candidates_.push_back({scratch_[i], i});

@@ -48,6 +48,10 @@ struct SampleContext {
   // Ids beyond the mask are not allowed. Applied where min_tokens masks (logprobs are those of
   // the unmasked row, as vLLM reports them by default).
   std::span<const uint32_t> allowed = {};
+  // >= 0: the row's token is this one whatever the logits (a reasoning budget forcing its
+  // section's close, engine/reasoning_budget.h); its logprobs are still taken as usual. Must be in
+  // [0, vocab_size).
+  TokenId forced = -1;
 };
 
 // The steps, exposed for tests. `logits` is one row [vocab_size], modified in place.
@@ -134,9 +138,10 @@ class Sampler {
 
   int vocab_size() const { return vocab_size_; }
 
-  // Samples one row. `logits` [vocab_size] f32 is used as scratch (overwritten). Errors
-  // (InvalidArgument, belonging to this request only): NaN logits, or no token left after
-  // masking. Not thread-safe (scratch buffers); use one Sampler per thread.
+  // Samples one row (a forced row, ctx.forced >= 0: returns that token and its logprobs).
+  // `logits` [vocab_size] f32 is used as scratch (overwritten). Errors (InvalidArgument,
+  // belonging to this request only): NaN logits, or no token left after masking. Not thread-safe
+  // (scratch buffers); use one Sampler per thread.
   StatusOr<SampleResult> SampleRow(std::span<float> logits, const SampleContext& ctx);
 
  private:
@@ -149,6 +154,9 @@ class Sampler {
   // Keeps the smallest prefix of the candidates (sorted by p desc) whose mass reaches top_p.
   // `total`: SumP().
   void ApplyTopP(float top_p, double total);
+  // `chosen` as a result, with its logprob and the num_logprobs best (from scratch_ and log_z,
+  // as SampleRow took them) when num_logprobs >= 0.
+  SampleResult WithLogprobs(TokenId chosen, int num_logprobs, float log_z);
 
   int vocab_size_;
   std::vector<Candidate> candidates_;  // surviving tokens (p: probability, or logit for logprobs)

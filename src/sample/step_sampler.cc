@@ -40,6 +40,12 @@ StepSampler::RowPlan StepSampler::Plan(const StepRow& row, const DeviceOps& ops)
   const DrawParams draw{p.temperature, p.top_k,      p.top_p,
                         p.min_p,       row.ctx.seed, static_cast<uint64_t>(num_output)};
   RowPlan plan;
+  if (row.ctx.forced >= 0) {
+    CHECK_LT(row.ctx.forced, config_.vocab_size) << "forced token out of the vocabulary";
+    // Logprobs of a forced token are those of its row: the host Sampler takes them.
+    if (p.num_logprobs < 0) plan.where = Where::kForced;
+    return plan;
+  }
   if (!row.ctx.allowed.empty()) {
     // Logprobs are of the unmasked row: the host Sampler takes them before it masks.
     if (!ops.masks || p.num_logprobs >= 0) return plan;
@@ -107,6 +113,9 @@ std::vector<StatusOr<SampleResult>> StepSampler::Sample(const StepPlan& plan,
       return results;
     }
   }
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (plans[k].where == Where::kForced) results[k] = SampleResult{rows[k].ctx.forced, 0.0f, {}};
+  }
   SampleOnDevice(logits, rows, plans, results);
   SampleOnHost(logits, rows, plans, results);
   return results;
@@ -127,7 +136,7 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const StepRow> ro
   mask_rows_.clear();
   masks_.clear();
   for (size_t k = 0; k < n; ++k) {
-    if (plans[k].where == Where::kHost) continue;
+    if (plans[k].where == Where::kHost || plans[k].where == Where::kForced) continue;
     if (plans[k].masked) {
       mask_rows_.push_back(lrows[k]);
       masks_.push_back(rows[k].ctx.allowed);
@@ -173,7 +182,7 @@ void StepSampler::SampleOnDevice(StepLogits& logits, std::span<const StepRow> ro
     return std::min({plans[k].num_logprobs, Backend::kMaxTopLogprobs, config_.vocab_size});
   };
   for (size_t k = 0; k < n; ++k) {
-    if (plans[k].where == Where::kHost || plans[k].num_logprobs < 0) continue;
+    if (id_index[k] < 0 || plans[k].num_logprobs < 0) continue;
     lp_rows.push_back({lrows[k], static_cast<int32_t>(id_index[k])});
     lp_of.push_back(k);
     top_k = std::max(top_k, wanted(k));

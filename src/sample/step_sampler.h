@@ -22,6 +22,10 @@
 // where the logits are (Backend::MaskLogits, after the edits), unless it asks for logprobs (those
 // are of the unmasked row: the host computes them) or the backend has no MaskLogits.
 //
+// A forced row (SampleContext::forced: a reasoning budget closing its section) is not sampled:
+// its result is the forced token, decided here without touching the logits, unless it asks for
+// logprobs (then the host Sampler takes them and returns the forced token).
+//
 // Per request it keeps the LogitEditCache of the rows it edits on the device (updated token by
 // token instead of rebuilt); Release drops it. A later input of the same decision: 1 + k rows per
 // sequence for speculative decoding.
@@ -91,7 +95,7 @@ class StepSampler {
 
  private:
   // How one row is sampled (chosen by Plan).
-  enum class Where : uint8_t { kHost, kDeviceGreedy, kDeviceDraw };
+  enum class Where : uint8_t { kHost, kDeviceGreedy, kDeviceDraw, kForced };
   struct RowPlan {
     Where where = Where::kHost;
     bool masked = false;               // the row's grammar mask applied before the argmax / draw

@@ -88,10 +88,13 @@ std::vector<StepRow> Rows(const Step& s) {
 
 // The step sampled by `sampler` with its logits on `be`, next to the host Sampler's results.
 // masks[k], when given and not empty, is row k's grammar mask.
+// forced[k], when given, is row k's forced token (-1: none).
 void ExpectHostResults(const Step& s, StepSampler& sampler, Backend* be, ModelRunner& runner,
-                       const std::vector<std::vector<uint32_t>>& masks = {}) {
+                       const std::vector<std::vector<uint32_t>>& masks = {},
+                       const std::vector<TokenId>& forced = {}) {
   std::vector<StepRow> rows = Rows(s);
   for (size_t k = 0; k < masks.size(); ++k) rows[k].ctx.allowed = masks[k];
+  for (size_t k = 0; k < forced.size(); ++k) rows[k].ctx.forced = forced[k];
   StepLogits logits;
   logits.backend = be;
   logits.logits = HostTensor(DType::kF32, Shape{static_cast<int64_t>(rows.size()), kVocab});
@@ -245,6 +248,43 @@ TEST(StepSamplerTest, GrammarMaskedRowsOnTheDevice) {
   ExpectHostResults(s, host, &no_masks, runner, masks);
   EXPECT_EQ(host.stats().rows_on_host, 4);
   EXPECT_EQ(host.stats().masked_rows_on_device, 0);
+}
+
+// Forced rows (a reasoning budget closing its section) give their token whatever the logits or a
+// mask say, without a device op or a host copy; one that asks for logprobs goes to the host,
+// which gives the forced token's logprob in its row. Forced rows keep GreedyIds away.
+TEST(StepSamplerTest, ForcedRowsGiveTheirToken) {
+  SamplingParams logprobs = Greedy();
+  logprobs.num_logprobs = 2;
+  const Step s = MakeStep({1, 1, 1, 1}, {Greedy(), Draw(), logprobs, Greedy()});
+  const std::vector<TokenId> forced = {5, -1, 40, 60};
+  const std::vector<std::vector<uint32_t>> masks = {{}, {}, {}, {0x1u, 0, 0}};  // 60 not allowed
+  FakeDeviceBackend be(/*edits=*/true, /*logprobs=*/true, /*masks=*/true);
+  GreedyOnlyRunner runner(true);
+  StepSampler sampler(StepSamplerConfig{kVocab, 1, true});
+  ExpectHostResults(s, sampler, &be, runner, masks, forced);
+  EXPECT_EQ(runner.calls, 0);
+  EXPECT_EQ(sampler.stats().rows_on_device, 1);  // the draw
+  EXPECT_EQ(sampler.stats().rows_on_host, 1);    // the forced row with logprobs
+  EXPECT_EQ(be.masked_rows_, 0);
+  EXPECT_EQ(be.argmax_rows_, 0);
+
+  std::vector<StepRow> rows = Rows(s);
+  for (size_t k = 0; k < forced.size(); ++k) rows[k].ctx.forced = forced[k];
+  StepLogits logits;
+  logits.backend = &be;
+  logits.logits = HostTensor(DType::kF32, Shape{4, kVocab});
+  std::copy(s.logits.begin(), s.logits.end(), logits.logits.data_as<float>());
+  logits.rows = {0, 1, 2, 3};
+  const auto got = sampler.Sample(s.plan, rows, logits, runner);
+  EXPECT_EQ(got[0]->token, 5);
+  EXPECT_EQ(got[2]->token, 40);
+  EXPECT_EQ(got[3]->token, 60);
+  // Row 2's logprob of 40: log_softmax of its logits.
+  double z = 0.0;
+  for (int v = 0; v < kVocab; ++v) z += std::exp(static_cast<double>(s.logits[2 * kVocab + v]));
+  EXPECT_NEAR(got[2]->logprob, s.logits[2 * kVocab + 40] - std::log(z), 1e-4);
+  ASSERT_EQ(got[2]->top_logprobs.size(), 2u);
 }
 
 }  // namespace

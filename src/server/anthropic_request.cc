@@ -1,5 +1,7 @@
 #include "server/anthropic_request.h"
 
+#include <algorithm>
+
 #include "server/grammar_request.h"
 #include "server/json_fields.h"
 #include "server/tool_request.h"
@@ -143,6 +145,26 @@ Status AppendMessage(const json& m, const std::string& name, GenerationRequest* 
   return OkStatus();
 }
 
+// thinking.budget_tokens: an integer >= 1 (Anthropic asks >= 1024; loom takes any positive
+// budget) below max_tokens (when the request has one), as Anthropic requires.
+Status ParseBudgetTokens(const json& v, bool has_max, int max_tokens, GenerationRequest* out,
+                         std::string* param) {
+  const std::string name = "thinking.budget_tokens";
+  if (!v.is_number_integer()) {
+    return FieldError(param, name, name + " must be an integer, got " + v.dump());
+  }
+  const int64_t budget = v.get<int64_t>();
+  if (budget < 1) return FieldError(param, name, name + " must be >= 1, got " + v.dump());
+  if (has_max && budget >= max_tokens) {
+    return FieldError(param, name,
+                      name + " (" + v.dump() + ") must be less than max_tokens (" +
+                          std::to_string(max_tokens) + ")");
+  }
+  out->reasoning_budget = static_cast<int>(std::min<int64_t>(budget, int64_t{1} << 30));
+  out->reasoning_budget_field = name;
+  return OkStatus();
+}
+
 StatusOr<GenerationRequest> ParseMessages(const std::string& body, const RequestDefaults& d,
                                           std::string* param, bool for_count_tokens) {
   ASSIGN_OR_RETURN(json j, ParseJsonObject(body, param));
@@ -200,6 +222,9 @@ StatusOr<GenerationRequest> ParseMessages(const std::string& body, const Request
                      "thinking.type must be \"enabled\", \"adaptive\" or \"disabled\"");
     }
     out.template_kwargs["enable_thinking"] = type != "disabled";
+    if (type == "enabled" && v->contains("budget_tokens")) {
+      RETURN_IF_ERROR(ParseBudgetTokens((*v)["budget_tokens"], has_max, p.max_tokens, &out, param));
+    }
   } else if (d.enable_thinking.has_value()) {
     out.template_kwargs["enable_thinking"] = *d.enable_thinking;
   }

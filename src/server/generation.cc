@@ -53,6 +53,7 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
       r.grammar =
           std::make_shared<GrammarState>(request.compiled_grammar, ctx->grammar_vocab.get());
     }
+    r.reasoning_budget = request.engine_reasoning_budget;
     StatusOr<RequestHandle> handle = ctx->engine->Submit(std::move(r));
     if (!handle.ok()) return handle.status();  // ~Generation aborts the ones already queued
     auto choice = std::make_unique<Choice>(request.stop);

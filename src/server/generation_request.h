@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "engine/reasoning_budget.h"
 #include "grammar/grammar_cache.h"
 #include "sample/sampling_params.h"
 
@@ -35,6 +36,9 @@ struct RequestDefaults {
   float top_p = 1.0f;
   int top_k = 0;
   std::optional<bool> enable_thinking;  // --thinking; unset = the template's own default
+  // --reasoning-budget: the reasoning tokens a reply may write before its section is closed
+  // (reasoning_budget.h) when the request sets none; -1 = unlimited.
+  int reasoning_budget = -1;
   int max_n = 128;
   int max_stop_strings = 16;
   int vocab_size = 0;  // > 0: logit_bias / stop_token_ids are checked against it
@@ -70,6 +74,13 @@ struct GenerationRequest {
   // Anthropic thinking / --thinking).
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // Anthropic thinking.budget_tokens / OpenAI thinking_token_budget: the reasoning tokens the
+  // reply may write before its section is closed (>= 0); unset = --reasoning-budget. The route
+  // turns it into the engine's budget (output_parsing.h ResolveReasoningBudget) when the model's
+  // reasoning parser is on and the prompt leaves a section open.
+  std::optional<int> reasoning_budget;
+  std::string reasoning_budget_field;  // the field it came from
+  std::optional<ReasoningBudget> engine_reasoning_budget;
 
   SamplingParams params;        // max_tokens == 0: fill up to the context (see max_tokens_set)
   bool max_tokens_set = false;  // the request (or --max-tokens) chose max_tokens

@@ -48,6 +48,9 @@ Status ServerOptions::Validate() const {
   }
   if (defaults.top_k < 0) return InvalidArgumentError("--top-k must be >= 0");
   if (responses_store < 0) return InvalidArgumentError("--responses-store must be >= 0");
+  if (defaults.reasoning_budget < -1) {
+    return InvalidArgumentError("--reasoning-budget must be -1 (unlimited) or >= 0");
+  }
   return OkStatus();
 }
 

@@ -262,6 +262,15 @@ Status ParseTemplateKwargs(const JsonFields& f, const RequestDefaults& d, Genera
   if (!out->template_kwargs.contains("enable_thinking") && d.enable_thinking.has_value()) {
     out->template_kwargs["enable_thinking"] = *d.enable_thinking;
   }
+  // vLLM's name for a cap on the reasoning section (reasoning_effort sets none: it only reaches
+  // the template).
+  bool has_budget = false;
+  int budget = 0;
+  RETURN_IF_ERROR(f.Int("thinking_token_budget", 0, 1 << 30, &budget, &has_budget));
+  if (has_budget) {
+    out->reasoning_budget = budget;
+    out->reasoning_budget_field = "thinking_token_budget";
+  }
   return OkStatus();
 }
 

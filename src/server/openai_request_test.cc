@@ -188,6 +188,19 @@ std::vector<BadCase> BadCases() {
        "chat_template_kwargs", "must be an object"},
       {"reasoning_effort_unknown", R::kChat, Chat(R"("reasoning_effort":"extreme")"),
        "reasoning_effort", "reasoning_effort must be one of"},
+      {"thinking_token_budget_negative", R::kChat, Chat(R"("thinking_token_budget":-1)"),
+       "thinking_token_budget", "thinking_token_budget must be in [0, "},
+      {"thinking_token_budget_fraction", R::kChat, Chat(R"("thinking_token_budget":2.5)"),
+       "thinking_token_budget", "must be an integer"},
+      {"anthropic_budget_tokens_type", R::kMessages,
+       Msg(R"("thinking":{"type":"enabled","budget_tokens":"4"})"), "thinking.budget_tokens",
+       "thinking.budget_tokens must be an integer"},
+      {"anthropic_budget_tokens_zero", R::kMessages,
+       Msg(R"("thinking":{"type":"enabled","budget_tokens":0})"), "thinking.budget_tokens",
+       "must be >= 1"},
+      {"anthropic_budget_tokens_max", R::kMessages,
+       Msg(R"("thinking":{"type":"enabled","budget_tokens":8})"), "thinking.budget_tokens",
+       "must be less than max_tokens (8)"},
       // Completions.
       {"completions_missing_prompt", R::kCompletions, "{}", "prompt", "prompt is required"},
       {"completions_prompt_empty", R::kCompletions, R"({"prompt":""})", "prompt",
@@ -355,6 +368,11 @@ TEST(OpenAiRequestTest, DefaultsApplyWhenOmitted) {
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->template_kwargs["enable_thinking"], false);
   EXPECT_EQ(r2->template_kwargs["foo"], "bar");
+  EXPECT_FALSE(r2->reasoning_budget.has_value());  // reasoning_effort sets no budget
+  auto r3 = ParseChatCompletionsRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"thinking_token_budget":0})", d, &param);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3->reasoning_budget, 0);
 }
 
 TEST(OpenAiRequestTest, CompletionsPromptForms) {
@@ -385,7 +403,7 @@ TEST(AnthropicRequestTest, MessagesParsed) {
           "messages":[{"role":"user","content":[{"type":"text","text":"hello"}]},
                       {"role":"assistant","content":"Once"}],
           "stop_sequences":["\n\n"],"temperature":0.5,"top_k":5,"stream":true,
-          "thinking":{"type":"enabled","budget_tokens":100},"metadata":{"user_id":"u"}})",
+          "thinking":{"type":"enabled","budget_tokens":10},"metadata":{"user_id":"u"}})",
       RequestDefaults{}, &param);
   ASSERT_TRUE(r.ok()) << r.status().message() << " " << param;
   ASSERT_EQ(r->messages.size(), 3u);
@@ -397,6 +415,7 @@ TEST(AnthropicRequestTest, MessagesParsed) {
   EXPECT_TRUE(r->stream);
   EXPECT_FALSE(r->add_generation_prompt);  // assistant prefill
   EXPECT_EQ(r->template_kwargs["enable_thinking"], true);
+  EXPECT_EQ(r->reasoning_budget, 10);
   // count_tokens bodies have no max_tokens.
   auto c = ParseMessagesRequest(R"({"messages":[{"role":"user","content":"hi"}]})",
                                 RequestDefaults{}, &param, /*for_count_tokens=*/true);

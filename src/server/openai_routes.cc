@@ -45,6 +45,8 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
       !s.ok()) {
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
   }
+  ResolveReasoningBudget(ctx->parsers, ctx->codec, rendered, ctx->options.defaults.reasoning_budget,
+                         &req);
   const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, req, *std::move(prompt));
   if (!gen.ok()) {

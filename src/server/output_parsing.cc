@@ -130,6 +130,31 @@ Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
   return OkStatus();
 }
 
+void ResolveReasoningBudget(const OutputParsers& parsers, const TextCodec* codec,
+                            const std::string& rendered_prompt, int default_budget,
+                            GenerationRequest* req) {
+  req->engine_reasoning_budget.reset();
+  const int max_tokens = req->reasoning_budget.value_or(default_budget);
+  if (max_tokens < 0 || req->kind == ApiKind::kCompletions || !parsers.reasoning.has_value() ||
+      codec == nullptr) {
+    return;
+  }
+  const ReasoningMarkers& m = *parsers.reasoning;
+  if (EndsWithMarker(rendered_prompt, m.close)) return;  // thinking off: no section to come
+  ReasoningBudget b;
+  b.max_tokens = max_tokens;
+  b.starts_open = EndsWithMarker(rendered_prompt, m.open);
+  StatusOr<std::vector<TokenId>> open = codec->Encode(m.open, /*add_special_tokens=*/false);
+  StatusOr<std::vector<TokenId>> close = codec->Encode(m.close, false);
+  StatusOr<std::vector<TokenId>> forced = codec->Encode("\n" + m.close + "\n\n", false);
+  if (!open.ok() || !close.ok() || !forced.ok()) return;
+  b.open = *std::move(open);
+  b.close = *std::move(close);
+  b.forced = *std::move(forced);
+  if (b.close.empty() || b.forced.empty() || (!b.starts_open && b.open.empty())) return;
+  req->engine_reasoning_budget = std::move(b);
+}
+
 std::unique_ptr<ChoiceEventSource> WrapOutputParsers(const OutputParsers& parsers,
                                                      const GenerationRequest& req,
                                                      const std::string& rendered_prompt,

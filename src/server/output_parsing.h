@@ -58,6 +58,16 @@ Status CompileRequestGrammar(const OutputParsers& parsers, GrammarCache* cache,
                              const TokenVocabulary* vocab, const std::string& rendered_prompt,
                              GenerationRequest* req, std::string* param);
 
+// Per request, after the prompt is built: the engine's reasoning budget (req->reasoning_budget,
+// else `default_budget`; -1 = none) into req->engine_reasoning_budget, when the model's reasoning
+// parser is on, the request is a chat one and `rendered_prompt` leaves a section to come (a
+// prompt that opened it: the reply starts in it; one that closed it: no budget). The markers are
+// tokenized with `codec`: the close marker, "\n" close "\n\n" forced (what Qwen3's and
+// DeepSeek-R1's templates write after reasoning) and the open marker. No budget otherwise.
+void ResolveReasoningBudget(const OutputParsers& parsers, const TextCodec* codec,
+                            const std::string& rendered_prompt, int default_budget,
+                            GenerationRequest* req);
+
 // Wraps `source` in the parsers `req` needs. `rendered_prompt` is the chat template's output: a
 // prompt that ends inside an open <think> makes the reply start in reasoning.
 std::unique_ptr<ChoiceEventSource> WrapOutputParsers(const OutputParsers& parsers,

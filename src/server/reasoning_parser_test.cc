@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "server/choice_event_testing.h"
+#include "server/output_parsing.h"
+#include "server/text_codec.h"
 
 namespace loom {
 namespace {
@@ -138,6 +140,75 @@ TEST(ReasoningSourceTest, SplitsEachChoiceAndFlushesBeforeFinish) {
   while (!src.done()) got += Describe(src.Poll(std::chrono::milliseconds(0))) + "| ";
   EXPECT_EQ(got, "0R[a] 0T[]+lp 1T[plain] | 0R[b] 1T[ <think>] | 0T[c] 1F[] | 0T[</] 0F[] | ");
   EXPECT_EQ(src.usage().completion_tokens, 5);
+}
+
+// A byte-level codec in which "<think>" and "</think>" are single tokens (300 and 301), as the
+// added tokens of Qwen3's vocabulary.
+class ThinkCodec final : public TextCodec {
+ public:
+  StatusOr<std::vector<TokenId>> Encode(std::string_view text, bool) const override {
+    std::vector<TokenId> ids;
+    for (size_t i = 0; i < text.size();) {
+      if (text.substr(i).starts_with("<think>")) {
+        ids.push_back(300);
+        i += 7;
+      } else if (text.substr(i).starts_with("</think>")) {
+        ids.push_back(301);
+        i += 8;
+      } else {
+        ids.push_back(static_cast<unsigned char>(text[i++]));
+      }
+    }
+    return ids;
+  }
+  std::string Decode(std::span<const TokenId>, bool) const override { return ""; }
+  int vocab_size() const override { return 302; }
+  bool has_chat_template() const override { return true; }
+  StatusOr<std::string> RenderChat(const nlohmann::ordered_json&) const override {
+    return std::string();
+  }
+};
+
+// The engine's budget from the request's (else the server's) number and the rendered prompt: the
+// markers as token ids, the forced "\n</think>\n\n", where the section starts; none when the
+// prompt closed the section, for completions, or without the reasoning parser.
+TEST(ResolveReasoningBudgetTest, FromTheRequestAndThePrompt) {
+  const ThinkCodec codec;
+  OutputParsers parsers;
+  parsers.reasoning = ReasoningMarkers{};
+  GenerationRequest req;
+  req.reasoning_budget = 5;
+  ResolveReasoningBudget(parsers, &codec, "<|im_start|>assistant\n<think>\n", 3, &req);
+  ASSERT_TRUE(req.engine_reasoning_budget.has_value());
+  const ReasoningBudget& b = *req.engine_reasoning_budget;
+  EXPECT_EQ(b.max_tokens, 5);
+  EXPECT_TRUE(b.starts_open);
+  EXPECT_EQ(b.open, std::vector<TokenId>{300});
+  EXPECT_EQ(b.close, std::vector<TokenId>{301});
+  EXPECT_EQ(b.forced, (std::vector<TokenId>{'\n', 301, '\n', '\n'}));
+  EXPECT_TRUE(b.Validate(codec.vocab_size()).ok());
+
+  // The server default when the request sets none; a prompt that leaves the section to the model.
+  req.reasoning_budget.reset();
+  ResolveReasoningBudget(parsers, &codec, "<|im_start|>assistant\n", 3, &req);
+  ASSERT_TRUE(req.engine_reasoning_budget.has_value());
+  EXPECT_EQ(req.engine_reasoning_budget->max_tokens, 3);
+  EXPECT_FALSE(req.engine_reasoning_budget->starts_open);
+
+  // No budget: unlimited, thinking off in the prompt, completions, no reasoning parser.
+  ResolveReasoningBudget(parsers, &codec, "<think>\n", -1, &req);
+  EXPECT_FALSE(req.engine_reasoning_budget.has_value());
+  req.reasoning_budget = 0;
+  ResolveReasoningBudget(parsers, &codec, "assistant\n<think>\n\n</think>\n\n", -1, &req);
+  EXPECT_FALSE(req.engine_reasoning_budget.has_value());
+  ResolveReasoningBudget(parsers, &codec, "<think>\n", -1, &req);
+  EXPECT_EQ(req.engine_reasoning_budget->max_tokens, 0);
+  req.kind = ApiKind::kCompletions;
+  ResolveReasoningBudget(parsers, &codec, "<think>\n", -1, &req);
+  EXPECT_FALSE(req.engine_reasoning_budget.has_value());
+  req.kind = ApiKind::kMessages;
+  ResolveReasoningBudget(OutputParsers{}, &codec, "<think>\n", -1, &req);
+  EXPECT_FALSE(req.engine_reasoning_budget.has_value());
 }
 
 }  // namespace

@@ -109,6 +109,8 @@ std::unique_ptr<ChoiceEventSource> StartChoiceSource(ServerContext* ctx, Generat
     *error = ApiError::FromStatus(s, param);
     return nullptr;
   }
+  ResolveReasoningBudget(ctx->parsers, ctx->codec, rendered, ctx->options.defaults.reasoning_budget,
+                         req);
   const bool prompt_too_long = static_cast<int>(prompt->size()) >= ctx->engine->max_model_len();
   StatusOr<std::unique_ptr<Generation>> gen = Generation::Start(ctx, *req, *std::move(prompt));
   if (!gen.ok()) {
