@@ -146,7 +146,7 @@ void MarkupParser::Malformed() {
 
 namespace {
 
-constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 8> kFormatNames = {{
+constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 9> kFormatNames = {{
     {ToolCallFormat::kHermes, "hermes"},
     {ToolCallFormat::kQwen3Coder, "qwen3_coder"},
     {ToolCallFormat::kLlama3Json, "llama3_json"},
@@ -155,6 +155,7 @@ constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 8> kFormatName
     {ToolCallFormat::kDeepSeekV31, "deepseek_v31"},
     {ToolCallFormat::kGlm45, "glm45"},
     {ToolCallFormat::kPhi4Mini, "phi4_mini"},
+    {ToolCallFormat::kGemma4, "gemma4"},
 }};
 
 }  // namespace
@@ -179,6 +180,8 @@ std::unique_ptr<ToolCallParser> MakeToolCallParser(ToolCallFormat format,
       return MakeGlm45Parser(std::move(tools));
     case ToolCallFormat::kPhi4Mini:
       return MakePhi4MiniParser();
+    case ToolCallFormat::kGemma4:
+      return MakeGemma4Parser();
   }
   CHECK(false) << "MakeToolCallParser: unknown format " << static_cast<int>(format);
   return nullptr;
@@ -216,6 +219,7 @@ std::string ToolCallFormatNames() {
 // functools[...] as Phi-4-mini does.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
+  if (has("<|tool_call>call:")) return ToolCallFormat::kGemma4;
   const bool function_tag = has("<function=");
   if (function_tag && has("<parameter=")) return ToolCallFormat::kQwen3Coder;
   if (has("<arg_key>")) return ToolCallFormat::kGlm45;
@@ -237,6 +241,7 @@ bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format) {
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
+    case ToolCallFormat::kGemma4:
       return true;
     case ToolCallFormat::kHermes:
     case ToolCallFormat::kQwen3Coder:

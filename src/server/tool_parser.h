@@ -32,6 +32,7 @@ enum class ToolCallFormat {
   kDeepSeekV31,  // "deepseek_v31": <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>
   kGlm45,     // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
   kPhi4Mini,  // "phi4_mini": functools[{"name", "arguments"}, ...]
+  kGemma4,    // "gemma4": <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
 };
 
 // A tool the request declared: its name and its JSON Schema "parameters" object (formats that
@@ -80,7 +81,8 @@ std::string ToolCallFormatNames();
 // it shows none of the known ones.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view chat_template_source);
 // True when the format's markers are special tokens ([TOOL_CALLS], <|python_tag|>, DeepSeek's
-// <｜tool▁…｜>), so the detokenizer must keep special tokens for the parser to see them.
+// <｜tool▁…｜>, Gemma 4's <|tool_call>), so the detokenizer must keep special tokens for the
+// parser to see them.
 bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format);
 
 }  // namespace loom

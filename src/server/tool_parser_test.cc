@@ -401,6 +401,54 @@ const std::vector<Case>& Cases() {
        F::kGlm45,
        "<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>1",
        {{'C', "get_weather"}, {'A', R"({"days": 1})"}}},
+      // --- gemma4 ---
+      {"gemma4: content + call",
+       F::kGemma4,
+       "Let me check.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>",
+       {{'T', "Let me check."}, {'C', "get_weather"}, {'A', R"({"city": "Paris", "days": 3})"}}},
+      {"gemma4: two calls, nesting, scalars; <|tool_response> after them dropped",
+       F::kGemma4,
+       "<|tool_call>call:a{x:1.5,flags:[true,false,null],o:{k:<|\"|>v<|\"|>,e:{},l:[]}}"
+       "<tool_call|><|tool_call>call:b{}<tool_call|><|tool_response>",
+       {{'C', "a"},
+        {'A', R"({"x": 1.5, "flags": [true, false, null], "o": {"k": "v", "e": {}, "l": []}})"},
+        {'C', "b"},
+        {'A', "{}"}}},
+      {"gemma4: unicode, quotes, braces and markup inside strings; text after",
+       F::kGemma4,
+       "<|tool_call>call:get_weather{city:<|\"|>Zürich \"Z\" {x} <|tool_call> 😀\\\n<|\"|>,"
+       "note:<|\"|><|\"|>}<tool_call|> Done.",
+       {{'C', "get_weather"},
+        {'A', R"({"city": "Zürich \"Z\" {x} <|tool_call> 😀\\\n", "note": ""})"},
+        {'T', "Done."}}},
+      {"gemma4: content after the calls (as the template writes it)",
+       F::kGemma4,
+       "<|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>Checking.<|tool_response>",
+       {{'C', "f"}, {'A', R"({"a": "x"})"}, {'T', "Checking."}}},
+      {"gemma4: quoted keys, Python spellings, a bare word",
+       F::kGemma4,
+       "<|tool_call>call:f{<|\"|>my key<|\"|>:None, b : True,c:-2e3,d:word}<tool_call|>",
+       {{'C', "f"}, {'A', R"({"my key": null, "b": true, "c": -2e3, "d": "word"})"}}},
+      {"gemma4: partial marker at the end",
+       F::kGemma4,
+       "Answer <|tool_ca",
+       {{'T', "Answer <|tool_ca"}}},
+      {"gemma4: malformed markup is content",
+       F::kGemma4,
+       "<|tool_call>oops<tool_call|> ok <|tool_call>call:{a:1}<tool_call|>",
+       {{'T', "<|tool_call>oops<tool_call|> ok <|tool_call>call:{a:1}<tool_call|>"}}},
+      {"gemma4: <|tool_response> before any call is content",
+       F::kGemma4,
+       "a <|tool_response> b",
+       {{'T', "a <|tool_response> b"}}},
+      {"gemma4: output ends before the arguments",
+       F::kGemma4,
+       "Hi <|tool_call>call:get_wea",
+       {{'T', "Hi <|tool_call>call:get_wea"}}},
+      {"gemma4: output ends inside a string",
+       F::kGemma4,
+       "<|tool_call>call:f{a:<|\"|>Par",
+       {{'C', "f"}, {'A', R"({"a": "Par)"}}},
       // --- phi4_mini ---
       {"phi4_mini: one call",
        F::kPhi4Mini,
@@ -484,6 +532,9 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
        {"<tool_call>", "get_weather\n", "<arg_key>", "city", "days", "</arg_key>", "<arg_value>",
         "</arg_value>", "</tool_call>", "<arg_"}},
       {F::kPhi4Mini, {"functools[", "functools", "{\"name\": \"f\", \"arguments\": {}}"}},
+      {F::kGemma4,
+       {"<|tool_call>", "call:", "get_weather{", "city:", "<|\"|>", "<|\"", "<tool_call|>",
+        "<|tool_response>", "<|tool_", "[", "true"}},
   };
   std::mt19937 rng(20261202);
   for (const auto& [format, own] : pieces) {
@@ -573,17 +624,18 @@ TEST(ToolCallParserTest, StreamsStringParameters) {
 TEST(ToolCallParserTest, Names) {
   EXPECT_EQ(ToolCallFormatNames(),
             "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3, deepseek_v31, glm45, "
-            "phi4_mini");
+            "phi4_mini, gemma4");
   for (ToolCallFormat f :
        {ToolCallFormat::kHermes, ToolCallFormat::kQwen3Coder, ToolCallFormat::kLlama3Json,
         ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
-        ToolCallFormat::kGlm45, ToolCallFormat::kPhi4Mini}) {
+        ToolCallFormat::kGlm45, ToolCallFormat::kPhi4Mini, ToolCallFormat::kGemma4}) {
     EXPECT_EQ(ToolCallFormatFromName(ToolCallFormatName(f)), f);
   }
   EXPECT_EQ(ToolCallFormatFromName("nope"), std::nullopt);
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kMistral));
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kDeepSeekV31));
   EXPECT_FALSE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kHermes));
+  EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kGemma4));
 }
 
 TEST(ToolCallParserTest, DetectFromMarkup) {
@@ -591,6 +643,7 @@ TEST(ToolCallParserTest, DetectFromMarkup) {
   EXPECT_EQ(DetectToolCallFormat("<tool_call>{{ tc | tojson }}</tool_call>"),
             ToolCallFormat::kHermes);
   EXPECT_EQ(DetectToolCallFormat("functools[{{ calls }}]"), ToolCallFormat::kPhi4Mini);
+  EXPECT_EQ(DetectToolCallFormat("{{ '<|tool_call>call:' + name }}"), ToolCallFormat::kGemma4);
 }
 
 // --- real chat templates ---
@@ -639,6 +692,9 @@ const std::vector<TemplateCase>& TemplateCases() {
        true, true},
       {"chat-templates-llamacpp/llama-cpp-deepseek-r1.jinja", F::kDeepSeekV3, false, true, true},
       {"chat-templates-llamacpp/GLM-4.6.jinja", F::kGlm45, false},
+      // Gemma 4 writes a message's content after its calls: checked with content null here,
+      // with content in Gemma4TemplateWritesContentAfterTheCalls.
+      {"chat-templates-llamacpp/google-gemma-4-31B-it.jinja", F::kGemma4, false, true},
   };
   return cases;
 }
@@ -659,6 +715,7 @@ TEST(ToolCallTemplateTest, DetectsEachTemplatesFormat) {
       {"GLM-4.7-Flash.jinja", ToolCallFormat::kGlm45},
       {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", ToolCallFormat::kMistral},
       {"fireworks-ai-llama-3-firefunction-v2.jinja", ToolCallFormat::kPhi4Mini},
+      {"google-gemma-4-31B-it-interleaved.jinja", ToolCallFormat::kGemma4},
       // Markup none of the formats parses:
       {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
        std::nullopt},                                           // ```json, "parameters"
@@ -798,6 +855,55 @@ TEST(ToolCallTemplateTest, ParsesContentAndSeveralCalls) {
     CheckTemplateRoundTrip(c, c.content_null ? "" : "Let me check.",
                            {{{"city", "Paris"}, {"days", 3}}, second});
   }
+}
+
+// `file`'s rendering of [user, `assistant`] (with the weather tool) past the generation
+// prompt's, less end markers (AssistantTurn), into `*turn`.
+void RenderTurn(const std::string& path, const ordered_json& assistant, std::string* turn) {
+  StatusOr<ChatTemplate> tpl = ChatTemplate::Parse(ReadFile(path));
+  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  const ordered_json user = {{"role", "user"}, {"content", "What is the weather in Paris?"}};
+  ordered_json ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", WeatherToolsJson()}};
+  ctx["messages"] = ordered_json::array({user});
+  ctx["add_generation_prompt"] = true;
+  StatusOr<std::string> prompt = tpl->Render(ctx);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  ctx["messages"] = ordered_json::array({user, assistant});
+  ctx["add_generation_prompt"] = false;
+  StatusOr<std::string> full = tpl->Render(ctx);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  *turn = AssistantTurn(*prompt, *full);
+}
+
+ordered_json WeatherCall(const ordered_json& args) {
+  return {{"id", "call12340"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", args}}}};
+}
+
+// Gemma 4's template writes the calls, then the content, then <|tool_response>: all parsed
+// back, strings with quotes, braces and unicode included.
+TEST(ToolCallTemplateTest, Gemma4TemplateWritesContentAfterTheCalls) {
+  const std::string path =
+      testing::SharedData("chat-templates/chat-templates-llamacpp/google-gemma-4-31B-it.jinja");
+  LOOM_NEED_FILE(path);
+  const ordered_json second = ordered_json::parse(
+      R"({"city": "Zürich \"Z\" {x}", "days": 1,
+          "options": {"units": "metric", "tags": ["a", "[b]"], "ratio": 0.5, "on": true}})");
+  ordered_json assistant = {
+      {"role", "assistant"},
+      {"content", "Let me check."},
+      {"tool_calls", {WeatherCall({{"city", "Paris"}, {"days", 3}}), WeatherCall(second)}}};
+  std::string turn;
+  ASSERT_NO_FATAL_FAILURE(RenderTurn(path, assistant, &turn));
+  const std::vector<Ev> events = Parse(ToolCallFormat::kGemma4, {}, turn, {});
+  ASSERT_EQ(events.size(), 5u) << turn << "\n" << Describe(events);
+  EXPECT_EQ(events[0], (Ev{'C', "get_weather"}));
+  EXPECT_EQ(json::parse(events[1].text), json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(events[2], (Ev{'C', "get_weather"}));
+  EXPECT_EQ(json::parse(events[3].text), json::parse(second.dump())) << events[3].text;
+  EXPECT_EQ(events[4], (Ev{'T', "Let me check."})) << turn;
+  ExpectChunkingInvariant(path, ToolCallFormat::kGemma4, {}, turn, events);
 }
 
 #endif  // LOOM_HAVE_CHAT_TEMPLATE
