@@ -146,7 +146,7 @@ void MarkupParser::Malformed() {
 
 namespace {
 
-constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 9> kFormatNames = {{
+constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 10> kFormatNames = {{
     {ToolCallFormat::kHermes, "hermes"},
     {ToolCallFormat::kQwen3Coder, "qwen3_coder"},
     {ToolCallFormat::kLlama3Json, "llama3_json"},
@@ -156,6 +156,7 @@ constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 9> kFormatName
     {ToolCallFormat::kGlm45, "glm45"},
     {ToolCallFormat::kPhi4Mini, "phi4_mini"},
     {ToolCallFormat::kGemma4, "gemma4"},
+    {ToolCallFormat::kGemmaToolCode, "gemma_tool_code"},
 }};
 
 }  // namespace
@@ -182,6 +183,8 @@ std::unique_ptr<ToolCallParser> MakeToolCallParser(ToolCallFormat format,
       return MakePhi4MiniParser();
     case ToolCallFormat::kGemma4:
       return MakeGemma4Parser();
+    case ToolCallFormat::kGemmaToolCode:
+      return MakeGemmaToolCodeParser();
   }
   CHECK(false) << "MakeToolCallParser: unknown format " << static_cast<int>(format);
   return nullptr;
@@ -216,7 +219,7 @@ std::string ToolCallFormatNames() {
 // Llama 3 is known by <|python_tag|> or its instruction for the bare JSON ({"name": ...,
 // "parameters": dictionary ...}), and not when the template shows Functionary's / Llama 3.1's
 // <function=NAME>{...}</function> syntax, which is no format here. Firefunction-v2 writes
-// functools[...] as Phi-4-mini does.
+// functools[...] as Phi-4-mini does. Gemma 3's tool_code has no template to be known by.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
   if (has("<|tool_call>call:")) return ToolCallFormat::kGemma4;
@@ -247,6 +250,7 @@ bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format) {
     case ToolCallFormat::kQwen3Coder:
     case ToolCallFormat::kGlm45:
     case ToolCallFormat::kPhi4Mini:
+    case ToolCallFormat::kGemmaToolCode:
       return false;
   }
   return false;

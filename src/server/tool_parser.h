@@ -30,9 +30,10 @@ enum class ToolCallFormat {
   kDeepSeekV3,  // "deepseek_v3":
                 // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json
   kDeepSeekV31,  // "deepseek_v31": <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>
-  kGlm45,     // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
-  kPhi4Mini,  // "phi4_mini": functools[{"name", "arguments"}, ...]
-  kGemma4,    // "gemma4": <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
+  kGlm45,          // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
+  kPhi4Mini,       // "phi4_mini": functools[{"name", "arguments"}, ...]
+  kGemma4,         // "gemma4": <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
+  kGemmaToolCode,  // "gemma_tool_code": Gemma 3 prompted so: ```tool_code\nNAME(k="v", n=3)\n```
 };
 
 // A tool the request declared: its name and its JSON Schema "parameters" object (formats that

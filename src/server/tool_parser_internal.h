@@ -247,5 +247,6 @@ std::unique_ptr<ToolCallParser> MakeDeepSeekParser(bool v31);
 std::unique_ptr<ToolCallParser> MakeQwen3CoderParser(std::vector<ToolSpec> tools);
 std::unique_ptr<ToolCallParser> MakeGlm45Parser(std::vector<ToolSpec> tools);
 std::unique_ptr<ToolCallParser> MakeGemma4Parser();
+std::unique_ptr<ToolCallParser> MakeGemmaToolCodeParser();
 
 }  // namespace loom::tool_parser_internal

@@ -24,6 +24,8 @@ constexpr std::string_view kGemmaCallOpen = "<|tool_call>";
 constexpr std::string_view kGemmaCallClose = "<tool_call|>";
 constexpr std::string_view kGemmaCallPrefix = "call:";
 constexpr std::string_view kGemmaToolResponse = "<|tool_response>";
+constexpr std::string_view kToolCodeOpen = "```tool_code";
+constexpr std::string_view kFence = "```";
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -393,8 +395,162 @@ class Gemma4Parser final : public MarkupParser {
   int calls_ = 0;
 };
 
+// Gemma 3's function-calling prompt: ```tool_code\nNAME(k=v, ...)\n...\n```, content around it.
+class GemmaToolCodeParser final : public MarkupParser {
+ private:
+  enum class State { kText, kOpenLine, kLine, kName, kArgs, kAfterCall };
+
+  bool Step(bool eof) override {
+    switch (state_) {
+      case State::kText: {
+        static constexpr std::string_view kMarkers[] = {kToolCodeOpen};
+        if (ScanText(kMarkers, eof) < 0) return false;
+        BeginTentative(kToolCodeOpen.size());
+        Consume(kToolCodeOpen.size());
+        state_ = State::kOpenLine;
+        return true;
+      }
+      case State::kOpenLine: {  // the rest of the fence's line: blank
+        const std::string_view r = Rest();
+        size_t n = 0;
+        while (n < r.size() && (r[n] == ' ' || r[n] == '\t' || r[n] == '\r')) ++n;
+        if (n == r.size()) return false;
+        if (r[n] != '\n') {
+          Malformed();
+          return true;
+        }
+        Consume(n + 1);
+        state_ = State::kLine;
+        return true;
+      }
+      case State::kLine: {  // the next call, or the closing fence
+        SkipWhitespace();
+        const std::string_view r = Rest();
+        if (r.empty()) return false;
+        if (r.starts_with(kFence)) {
+          if (tentative()) {  // a block without calls is content
+            Malformed();
+            return true;
+          }
+          Consume(kFence.size());
+          EndCall();  // whitespace after the block is dropped
+          state_ = State::kText;
+          return true;
+        }
+        if (!eof && MayBecome(r, kFence)) return false;
+        if (!tentative()) BeginTentative(0);  // a malformed next line is content
+        state_ = State::kName;
+        return true;
+      }
+      case State::kName:
+        return StepName();
+      case State::kArgs: {
+        size_t n = 0;
+        std::string emit;
+        const JsonValueScanner::Result r = args_.Feed(Rest(), eof, &n, &emit);
+        Consume(n);
+        EmitArgs(emit);
+        if (r == JsonValueScanner::Result::kBad) {
+          Malformed();
+          return true;
+        }
+        if (r == JsonValueScanner::Result::kDone) state_ = State::kAfterCall;
+        return r == JsonValueScanner::Result::kDone || n > 0;
+      }
+      case State::kAfterCall: {  // print(...)'s parenthesis
+        if (printed_) {
+          const std::optional<bool> close = TakeMarker(*this, ")", eof);
+          if (!close) return false;
+          if (!*close) {
+            Malformed();
+            return true;
+          }
+        }
+        EndCall();
+        state_ = State::kLine;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // NAME( or print(NAME( followed by a keyword argument or ')': the call starts. While more
+  // input is needed, false (at the end the tentative markup becomes text).
+  bool StepName() {
+    const std::string_view r = Rest();
+    auto ident = [&](size_t at) {
+      size_t n = at;
+      while (n < r.size() && (IsIdentChar(r[n]) || r[n] == '.')) ++n;
+      return n - at;
+    };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    size_t at = 0;
+    size_t len = ident(0);
+    if (len == r.size()) {
+      if (len <= kMaxNameBytes) return false;
+      Malformed();
+      return true;
+    }
+    bool printed = false;
+    if (r.substr(0, len) == "print" && r[len] == '(') {
+      const size_t inner = ident(len + 1);
+      if (len + 1 + inner == r.size()) return false;
+      if (inner > 0 && r[len + 1 + inner] == '(') {
+        printed = true;
+        at = len + 1;
+        len = inner;
+      }
+    }
+    const size_t open = at + len;
+    if (len == 0 || len > kMaxNameBytes || digit(r[at]) || r[open] != '(') {
+      Malformed();
+      return true;
+    }
+    // What follows '(' must be ')' or IDENT= (positional arguments have no names).
+    size_t q = open + 1;
+    while (q < r.size() && IsSpace(r[q])) ++q;
+    if (q == r.size()) return false;
+    if (r[q] != ')') {
+      size_t k = q;
+      while (k < r.size() && IsIdentChar(r[k])) ++k;
+      if (k == r.size()) return false;
+      if (k == q || digit(r[q])) {
+        Malformed();
+        return true;
+      }
+      while (k < r.size() && (r[k] == ' ' || r[k] == '\t')) ++k;
+      if (k == r.size()) return false;
+      if (r[k] != '=') {
+        Malformed();
+        return true;
+      }
+      if (k + 1 == r.size()) return false;
+      if (r[k + 1] == '=') {  // a comparison
+        Malformed();
+        return true;
+      }
+    }
+    const std::string name(r.substr(at, len));
+    Consume(open);
+    StartCall(name);
+    printed_ = printed;
+    args_ = LiteralArgs(LiteralArgs::Dialect::kPython);
+    state_ = State::kArgs;
+    return true;
+  }
+
+  void OnMalformed() override { state_ = State::kText; }
+
+  State state_ = State::kText;
+  LiteralArgs args_{LiteralArgs::Dialect::kPython};
+  bool printed_ = false;
+};
+
 }  // namespace
 
 std::unique_ptr<ToolCallParser> MakeGemma4Parser() { return std::make_unique<Gemma4Parser>(); }
+std::unique_ptr<ToolCallParser> MakeGemmaToolCodeParser() {
+  return std::make_unique<GemmaToolCodeParser>();
+}
 
 }  // namespace loom::tool_parser_internal

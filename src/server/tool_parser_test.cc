@@ -449,6 +449,54 @@ const std::vector<Case>& Cases() {
        F::kGemma4,
        "<|tool_call>call:f{a:<|\"|>Par",
        {{'C', "f"}, {'A', R"({"a": "Par)"}}},
+      // --- gemma_tool_code ---
+      {"gemma_tool_code: content + call",
+       F::kGemmaToolCode,
+       "Let me check.\n```tool_code\nget_weather(city=\"Paris\", days=3)\n```",
+       {{'T', "Let me check."}, {'C', "get_weather"}, {'A', R"({"city": "Paris", "days": 3})"}}},
+      {"gemma_tool_code: two calls, text after",
+       F::kGemmaToolCode,
+       "```tool_code\nget_weather(city='Paris')\nping()\n```\n\nDone.",
+       {{'C', "get_weather"},
+        {'A', R"({"city": "Paris"})"},
+        {'C', "ping"},
+        {'A', "{}"},
+        {'T', "Done."}}},
+      {"gemma_tool_code: Python literals, escapes, unicode",
+       F::kGemmaToolCode,
+       "```tool_code\nf(s='it\\'s \"q\" \\n\\u00e9 \\x41 é😀 {x}', l=[1, 2.5, -3, True, None],\n"
+       "  t=(1,), d={'k': {\"n\": False}, 2: []}, e=1_000, g=.5,)\n```",
+       {{'C', "f"},
+        {'A',
+         R"({"s": "it's \"q\" \né A é😀 {x}", "l": [1, 2.5, -3, true, null], "t": [1], "d": {"k": {"n": false}, "2": []}, "e": 1000, "g": 0.5})"}}},
+      {"gemma_tool_code: print(...) around the call",
+       F::kGemmaToolCode,
+       "```tool_code\nprint(get_weather(city=\"Paris\"))\n```",
+       {{'C', "get_weather"}, {'A', R"({"city": "Paris"})"}}},
+      {"gemma_tool_code: partial marker at the end",
+       F::kGemmaToolCode,
+       "ok ```tool_co",
+       {{'T', "ok ```tool_co"}}},
+      {"gemma_tool_code: positional arguments are content",
+       F::kGemmaToolCode,
+       "```tool_code\nget_weather(\"Paris\")\n```",
+       {{'T', "```tool_code\nget_weather(\"Paris\")\n```"}}},
+      {"gemma_tool_code: other code blocks and an empty one are content",
+       F::kGemmaToolCode,
+       "```python\nprint(f(a=1))\n```\n```tool_code\n```",
+       {{'T', "```python\nprint(f(a=1))\n```\n```tool_code\n```"}}},
+      {"gemma_tool_code: a malformed second line is content",
+       F::kGemmaToolCode,
+       "```tool_code\nf(a=1)\nx = 2\n```",
+       {{'C', "f"}, {'A', R"({"a": 1})"}, {'T', "x = 2\n```"}}},
+      {"gemma_tool_code: a comparison is no call",
+       F::kGemmaToolCode,
+       "```tool_code\nf(a == 1)\n```",
+       {{'T', "```tool_code\nf(a == 1)\n```"}}},
+      {"gemma_tool_code: output ends inside a string",
+       F::kGemmaToolCode,
+       "```tool_code\nf(a='Par",
+       {{'C', "f"}, {'A', R"({"a": "Par)"}}},
       // --- phi4_mini ---
       {"phi4_mini: one call",
        F::kPhi4Mini,
@@ -535,6 +583,9 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
       {F::kGemma4,
        {"<|tool_call>", "call:", "get_weather{", "city:", "<|\"|>", "<|\"", "<tool_call|>",
         "<|tool_response>", "<|tool_", "[", "true"}},
+      {F::kGemmaToolCode,
+       {"```tool_code\n", "```tool_code", "```", "get_weather(", "print(", "city=", "'a\\'b'", "(",
+        ")", "\\u00e9", "True", "="}},
   };
   std::mt19937 rng(20261202);
   for (const auto& [format, own] : pieces) {
@@ -624,11 +675,12 @@ TEST(ToolCallParserTest, StreamsStringParameters) {
 TEST(ToolCallParserTest, Names) {
   EXPECT_EQ(ToolCallFormatNames(),
             "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3, deepseek_v31, glm45, "
-            "phi4_mini, gemma4");
+            "phi4_mini, gemma4, gemma_tool_code");
   for (ToolCallFormat f :
        {ToolCallFormat::kHermes, ToolCallFormat::kQwen3Coder, ToolCallFormat::kLlama3Json,
         ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
-        ToolCallFormat::kGlm45, ToolCallFormat::kPhi4Mini, ToolCallFormat::kGemma4}) {
+        ToolCallFormat::kGlm45, ToolCallFormat::kPhi4Mini, ToolCallFormat::kGemma4,
+        ToolCallFormat::kGemmaToolCode}) {
     EXPECT_EQ(ToolCallFormatFromName(ToolCallFormatName(f)), f);
   }
   EXPECT_EQ(ToolCallFormatFromName("nope"), std::nullopt);
@@ -636,6 +688,7 @@ TEST(ToolCallParserTest, Names) {
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kDeepSeekV31));
   EXPECT_FALSE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kHermes));
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kGemma4));
+  EXPECT_FALSE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kGemmaToolCode));
 }
 
 TEST(ToolCallParserTest, DetectFromMarkup) {
@@ -644,6 +697,8 @@ TEST(ToolCallParserTest, DetectFromMarkup) {
             ToolCallFormat::kHermes);
   EXPECT_EQ(DetectToolCallFormat("functools[{{ calls }}]"), ToolCallFormat::kPhi4Mini);
   EXPECT_EQ(DetectToolCallFormat("{{ '<|tool_call>call:' + name }}"), ToolCallFormat::kGemma4);
+  // Gemma 3's tool_code has no template markup: --tool-parser gemma_tool_code only.
+  EXPECT_EQ(DetectToolCallFormat("```tool_code\n{{ call }}\n```"), std::nullopt);
 }
 
 // --- real chat templates ---
