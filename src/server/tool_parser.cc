@@ -97,11 +97,34 @@ void MarkupParser::EmitText(std::string_view text) {
   }
 }
 
+void MarkupParser::EmitReasoning(std::string_view text) {
+  if (text.empty()) return;
+  if (!held_whitespace_.empty()) {
+    if (!out_->empty() && out_->back().kind == ToolParseEvent::Kind::kText) {
+      out_->back().text += held_whitespace_;
+    } else {
+      out_->push_back({ToolParseEvent::Kind::kText, held_whitespace_});
+    }
+    held_whitespace_.clear();
+  }
+  if (!out_->empty() && out_->back().kind == ToolParseEvent::Kind::kReasoning) {
+    out_->back().text += text;
+  } else {
+    out_->push_back({ToolParseEvent::Kind::kReasoning, std::string(text)});
+  }
+}
+
 void MarkupParser::BeginTentative(size_t marker_len) {
   CHECK(!in_call_) << "MarkupParser: markup begins inside a call";
   tentative_ = true;
   tentative_text_.clear();
   marker_len_ = marker_len;
+}
+
+void MarkupParser::AcceptMarkup() {
+  CHECK(tentative_) << "MarkupParser: no markup to accept";
+  tentative_ = false;
+  tentative_text_.clear();
 }
 
 void MarkupParser::StartCall(std::string name) {
@@ -146,7 +169,7 @@ void MarkupParser::Malformed() {
 
 namespace {
 
-constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 10> kFormatNames = {{
+constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 11> kFormatNames = {{
     {ToolCallFormat::kHermes, "hermes"},
     {ToolCallFormat::kQwen3Coder, "qwen3_coder"},
     {ToolCallFormat::kLlama3Json, "llama3_json"},
@@ -157,6 +180,7 @@ constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 10> kFormatNam
     {ToolCallFormat::kPhi4Mini, "phi4_mini"},
     {ToolCallFormat::kGemma4, "gemma4"},
     {ToolCallFormat::kGemmaToolCode, "gemma_tool_code"},
+    {ToolCallFormat::kHarmony, "harmony"},
 }};
 
 }  // namespace
@@ -185,6 +209,8 @@ std::unique_ptr<ToolCallParser> MakeToolCallParser(ToolCallFormat format,
       return MakeGemma4Parser();
     case ToolCallFormat::kGemmaToolCode:
       return MakeGemmaToolCodeParser();
+    case ToolCallFormat::kHarmony:
+      return MakeHarmonyParser();
   }
   CHECK(false) << "MakeToolCallParser: unknown format " << static_cast<int>(format);
   return nullptr;
@@ -223,6 +249,7 @@ std::string ToolCallFormatNames() {
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
   if (has("<|tool_call>call:")) return ToolCallFormat::kGemma4;
+  if (has("<|channel|>") && has("<|call|>")) return ToolCallFormat::kHarmony;
   const bool function_tag = has("<function=");
   if (function_tag && has("<parameter=")) return ToolCallFormat::kQwen3Coder;
   if (has("<arg_key>")) return ToolCallFormat::kGlm45;
@@ -245,6 +272,7 @@ bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format) {
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
     case ToolCallFormat::kGemma4:
+    case ToolCallFormat::kHarmony:
       return true;
     case ToolCallFormat::kHermes:
     case ToolCallFormat::kQwen3Coder:

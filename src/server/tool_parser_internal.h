@@ -104,10 +104,15 @@ class MarkupParser : public ToolCallParser {
   // Content text. Trailing whitespace is held until more text comes (then it is emitted) or a
   // call starts (then it is dropped) or the output ends (emitted).
   void EmitText(std::string_view text);
+  // Reasoning text (harmony's analysis channel); held trailing content whitespace goes first.
+  void EmitReasoning(std::string_view text);
   // Markup starts at Rest(): from here until StartCall, what is consumed is kept; its first
   // `marker_len` chars are the marker that Malformed emits as text.
   void BeginTentative(size_t marker_len);
   bool tentative() const { return tentative_; }
+  // The tentative markup was well formed but is no call (a harmony message header): it is
+  // dropped, and what follows is not rescanned.
+  void AcceptMarkup();
   // The call's name is known: emits kCallStart (dropping held whitespace and the tentative text).
   void StartCall(std::string name);
   void EmitArgs(std::string_view fragment);
@@ -248,5 +253,6 @@ std::unique_ptr<ToolCallParser> MakeQwen3CoderParser(std::vector<ToolSpec> tools
 std::unique_ptr<ToolCallParser> MakeGlm45Parser(std::vector<ToolSpec> tools);
 std::unique_ptr<ToolCallParser> MakeGemma4Parser();
 std::unique_ptr<ToolCallParser> MakeGemmaToolCodeParser();
+std::unique_ptr<ToolCallParser> MakeHarmonyParser();
 
 }  // namespace loom::tool_parser_internal

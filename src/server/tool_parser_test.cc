@@ -27,7 +27,7 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 using Kind = ToolParseEvent::Kind;
 
-// An expected event: 'T' text, 'C' call start (the name), 'A' arguments.
+// An expected event: 'T' text, 'C' call start (the name), 'A' arguments, 'R' reasoning.
 struct Ev {
   char kind;
   std::string text;
@@ -56,7 +56,10 @@ std::vector<Ev> Parse(ToolCallFormat format, const std::vector<ToolSpec>& tools,
   std::vector<Ev> merged;
   for (const ToolParseEvent& e : events) {
     EXPECT_FALSE(e.text.empty() && e.kind != Kind::kCallStart) << "an empty event";
-    const char k = e.kind == Kind::kText ? 'T' : e.kind == Kind::kCallStart ? 'C' : 'A';
+    const char k = e.kind == Kind::kText        ? 'T'
+                   : e.kind == Kind::kCallStart ? 'C'
+                   : e.kind == Kind::kReasoning ? 'R'
+                                                : 'A';
     if (k != 'C' && !merged.empty() && merged.back().kind == k) {
       merged.back().text += e.text;
     } else {
@@ -497,6 +500,54 @@ const std::vector<Case>& Cases() {
        F::kGemmaToolCode,
        "```tool_code\nf(a='Par",
        {{'C', "f"}, {'A', R"({"a": "Par)"}}},
+      // --- harmony ---
+      {"harmony: a final answer",
+       F::kHarmony,
+       "<|channel|>final<|message|>Hello, world.<|return|>",
+       {{'T', "Hello, world."}}},
+      {"harmony: reasoning, then a call",
+       F::kHarmony,
+       "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+       "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}"
+       "<|call|>",
+       {{'R', "Need the weather."}, {'C', "get_weather"}, {'A', R"({"city":"Paris"})"}}},
+      {"harmony: a call as the chat template writes it",
+       F::kHarmony,
+       " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\", "
+       "\"days\": 3}<|call|>",
+       {{'C', "get_weather"}, {'A', R"({"city": "Paris", "days": 3})"}}},
+      {"harmony: unicode and quotes in reasoning and answer",
+       F::kHarmony,
+       "<|channel|>analysis<|message|>User says \"hi\" 😀 {x}<|end|><|start|>assistant"
+       "<|channel|>final<|message|>Zürich \"Z\" <tool_call><|return|>",
+       {{'R', "User says \"hi\" 😀 {x}"}, {'T', "Zürich \"Z\" <tool_call>"}}},
+      {"harmony: two calls, markers inside a string, one without arguments",
+       F::kHarmony,
+       "<|channel|>commentary to=functions.a <|constrain|>json<|message|>{\"s\": \"<|call|>\"}"
+       "<|call|><|start|>assistant<|channel|>commentary to=functions.b json<|message|><|call|>",
+       {{'C', "a"}, {'A', R"({"s": "<|call|>"})"}, {'C', "b"}, {'A', "{}"}}},
+      {"harmony: a preamble, then a call",
+       F::kHarmony,
+       "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.get_weather<|message|>{\"city\": \"Paris\"}<|call|>",
+       {{'T', "Checking."}, {'C', "get_weather"}, {'A', R"({"city": "Paris"})"}}},
+      {"harmony: plain text, partial marker at the end",
+       F::kHarmony,
+       "Answer <|chan",
+       {{'T', "Answer <|chan"}}},
+      {"harmony: malformed headers are content",
+       F::kHarmony,
+       "<|channel|>final oops<|end|> rest <|channel|>analysis to=browser.search<|message|>{}",
+       {{'T',
+         "<|channel|>final oops<|end|> rest <|channel|>analysis to=browser.search<|message|>{}"}}},
+      {"harmony: output ends inside a header",
+       F::kHarmony,
+       "<|channel|>analysis<|mess",
+       {{'T', "<|channel|>analysis<|mess"}}},
+      {"harmony: output ends inside the arguments",
+       F::kHarmony,
+       "<|channel|>commentary to=functions.f<|message|>{\"a\": 1",
+       {{'C', "f"}, {'A', R"({"a": 1)"}}},
       // --- phi4_mini ---
       {"phi4_mini: one call",
        F::kPhi4Mini,
@@ -614,6 +665,49 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsTheContract) {
   }
 }
 
+// Harmony's markup soup: random chunkings give the whole output's events (well-formed messages
+// that are no calls are not content byte for byte here: their headers are dropped).
+TEST(ToolCallParserTest, HarmonyMarkupSoupIsChunkingInvariant) {
+  const std::vector<std::string> pieces = {"text ",
+                                           "\n",
+                                           " ",
+                                           "{",
+                                           "}",
+                                           "\"",
+                                           "{\"a\": 1}",
+                                           "é",
+                                           "<|start|>",
+                                           "assistant",
+                                           "<|channel|>",
+                                           "analysis",
+                                           "final",
+                                           "commentary",
+                                           " to=functions.f",
+                                           " to=browser.x",
+                                           " <|constrain|>json",
+                                           "<|message|>",
+                                           "<|end|>",
+                                           "<|call|>",
+                                           "<|return|>",
+                                           "<|chan",
+                                           "<|"};
+  std::mt19937 rng(20261203);
+  for (int round = 0; round < 400; ++round) {
+    std::string output;
+    const int n = 1 + static_cast<int>(rng() % 16);
+    for (int i = 0; i < n; ++i) output += pieces[rng() % pieces.size()];
+    const std::vector<Ev> whole = Parse(ToolCallFormat::kHarmony, {}, output, {});
+    for (int k = 0; k < 20; ++k) {
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < output.size(); ++i) {
+        if (rng() % 4 == 0) cuts.push_back(i);
+      }
+      ASSERT_EQ(Describe(Parse(ToolCallFormat::kHarmony, {}, output, cuts)), Describe(whole))
+          << output;
+    }
+  }
+}
+
 // Where the markup was well formed, each call's arguments are a JSON object's text.
 TEST(ToolCallParserTest, ExpectedArgumentsAreJsonObjects) {
   for (const Case& c : Cases()) {
@@ -675,12 +769,12 @@ TEST(ToolCallParserTest, StreamsStringParameters) {
 TEST(ToolCallParserTest, Names) {
   EXPECT_EQ(ToolCallFormatNames(),
             "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3, deepseek_v31, glm45, "
-            "phi4_mini, gemma4, gemma_tool_code");
+            "phi4_mini, gemma4, gemma_tool_code, harmony");
   for (ToolCallFormat f :
        {ToolCallFormat::kHermes, ToolCallFormat::kQwen3Coder, ToolCallFormat::kLlama3Json,
         ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
         ToolCallFormat::kGlm45, ToolCallFormat::kPhi4Mini, ToolCallFormat::kGemma4,
-        ToolCallFormat::kGemmaToolCode}) {
+        ToolCallFormat::kGemmaToolCode, ToolCallFormat::kHarmony}) {
     EXPECT_EQ(ToolCallFormatFromName(ToolCallFormatName(f)), f);
   }
   EXPECT_EQ(ToolCallFormatFromName("nope"), std::nullopt);
@@ -688,6 +782,7 @@ TEST(ToolCallParserTest, Names) {
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kDeepSeekV31));
   EXPECT_FALSE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kHermes));
   EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kGemma4));
+  EXPECT_TRUE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kHarmony));
   EXPECT_FALSE(ToolCallFormatUsesSpecialTokens(ToolCallFormat::kGemmaToolCode));
 }
 
@@ -697,6 +792,8 @@ TEST(ToolCallParserTest, DetectFromMarkup) {
             ToolCallFormat::kHermes);
   EXPECT_EQ(DetectToolCallFormat("functools[{{ calls }}]"), ToolCallFormat::kPhi4Mini);
   EXPECT_EQ(DetectToolCallFormat("{{ '<|tool_call>call:' + name }}"), ToolCallFormat::kGemma4);
+  EXPECT_EQ(DetectToolCallFormat("<|channel|>commentary {{ args }}<|call|>"),
+            ToolCallFormat::kHarmony);
   // Gemma 3's tool_code has no template markup: --tool-parser gemma_tool_code only.
   EXPECT_EQ(DetectToolCallFormat("```tool_code\n{{ call }}\n```"), std::nullopt);
 }
@@ -750,6 +847,9 @@ const std::vector<TemplateCase>& TemplateCases() {
       // Gemma 4 writes a message's content after its calls: checked with content null here,
       // with content in Gemma4TemplateWritesContentAfterTheCalls.
       {"chat-templates-llamacpp/google-gemma-4-31B-it.jinja", F::kGemma4, false, true},
+      // gpt-oss renders a message's first call only, and its content as the analysis channel:
+      // ParsesContentAndSeveralCalls leaves it out; HarmonyTemplate* check the rest.
+      {"chat-templates-llamacpp/openai-gpt-oss-120b.jinja", F::kHarmony, false},
   };
   return cases;
 }
@@ -776,7 +876,6 @@ TEST(ToolCallTemplateTest, DetectsEachTemplatesFormat) {
        std::nullopt},                                           // ```json, "parameters"
       {"meetkai-functionary-medium-v3.1.jinja", std::nullopt},  // <function=NAME>{...}
       {"moonshotai-Kimi-K2.jinja", std::nullopt},
-      {"openai-gpt-oss-120b.jinja", std::nullopt},
       {"deepseek-ai-DeepSeek-V3.2.jinja", std::nullopt},
       {"google-gemma-2-2b-it.jinja", std::nullopt},
       {"microsoft-Phi-3.5-mini-instruct.jinja", std::nullopt},
@@ -906,7 +1005,7 @@ TEST(ToolCallTemplateTest, ParsesContentAndSeveralCalls) {
       R"({"city": "Zürich \"Z\" {x}", "days": 1,
           "options": {"units": "metric", "tags": ["a", "[b]"]}})");
   for (const TemplateCase& c : TemplateCases()) {
-    if (c.format == ToolCallFormat::kLlama3Json) continue;
+    if (c.format == ToolCallFormat::kLlama3Json || c.format == ToolCallFormat::kHarmony) continue;
     CheckTemplateRoundTrip(c, c.content_null ? "" : "Let me check.",
                            {{{"city", "Paris"}, {"days", 3}}, second});
   }
@@ -959,6 +1058,35 @@ TEST(ToolCallTemplateTest, Gemma4TemplateWritesContentAfterTheCalls) {
   EXPECT_EQ(json::parse(events[3].text), json::parse(second.dump())) << events[3].text;
   EXPECT_EQ(events[4], (Ev{'T', "Let me check."})) << turn;
   ExpectChunkingInvariant(path, ToolCallFormat::kGemma4, {}, turn, events);
+}
+
+// gpt-oss: a call after reasoning (the template's `thinking` field) comes back as reasoning and
+// the call; a final answer after reasoning as reasoning and content.
+TEST(ToolCallTemplateTest, HarmonyTemplateReasoningCallsAndAnswers) {
+  const std::string path =
+      testing::SharedData("chat-templates/chat-templates-llamacpp/openai-gpt-oss-120b.jinja");
+  LOOM_NEED_FILE(path);
+  const ordered_json args = ordered_json::parse(
+      R"({"city": "Zürich \"Z\" {x}", "days": 1, "options": {"tags": ["<|call|>"]}})");
+  ordered_json call_turn = {{"role", "assistant"},
+                            {"thinking", "The user wants \"weather\" 😀."},
+                            {"tool_calls", {WeatherCall(args)}}};
+  std::string turn;
+  ASSERT_NO_FATAL_FAILURE(RenderTurn(path, call_turn, &turn));
+  std::vector<Ev> events = Parse(ToolCallFormat::kHarmony, {}, turn, {});
+  ASSERT_EQ(events.size(), 3u) << turn << "\n" << Describe(events);
+  EXPECT_EQ(events[0], (Ev{'R', "The user wants \"weather\" 😀."}));
+  EXPECT_EQ(events[1], (Ev{'C', "get_weather"}));
+  EXPECT_EQ(json::parse(events[2].text), json::parse(args.dump())) << events[2].text;
+  ExpectChunkingInvariant(path, ToolCallFormat::kHarmony, {}, turn, events, /*two_cuts=*/false);
+
+  ordered_json answer_turn = {{"role", "assistant"},
+                              {"thinking", "Easy."},
+                              {"content", "It is sunny in Zürich, \"mostly\"."}};
+  ASSERT_NO_FATAL_FAILURE(RenderTurn(path, answer_turn, &turn));
+  events = Parse(ToolCallFormat::kHarmony, {}, turn, {});
+  EXPECT_EQ(Describe(events), "R[Easy.] T[It is sunny in Zürich, \"mostly\".] ") << turn;
+  ExpectChunkingInvariant(path, ToolCallFormat::kHarmony, {}, turn, events);
 }
 
 #endif  // LOOM_HAVE_CHAT_TEMPLATE
