@@ -79,7 +79,15 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
   if (req->tool_choice == ToolChoiceMode::kNamed) tg.only = req->tool_choice_name;
   tg.forced = forced;
   tg.parallel = req->parallel_tool_calls;
-  req->grammar = ToolCallGrammar(tg);
+  std::optional<GrammarSpec> spec = ToolCallGrammar(tg);
+  if (!spec.has_value()) {
+    if (!forced) return OkStatus();  // calls are read, not constrained
+    *param = "tool_choice";
+    return InvalidArgumentError(
+        "tool_choice: forcing a tool call is not supported yet for the " +
+        std::string(ToolCallFormatName(tg.format)) + " tool-call format; use tool_choice auto");
+  }
+  req->grammar = *std::move(spec);
   if (forced) {
     req->grammar_field = "tool_choice";
   } else {

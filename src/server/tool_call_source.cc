@@ -45,6 +45,11 @@ void ToolCallSource::Emit(int choice_idx, std::vector<ToolParseEvent> parsed,
                                                   NewResponseId(id_prefix_), std::move(p.text)));
         break;
       }
+      case ToolParseEvent::Kind::kReasoning:  // harmony's analysis channel
+        if (after_first) break;
+        flush_text();
+        out->push_back(ChoiceEvent::Reasoning(choice_idx, std::move(p.text)));
+        break;
       case ToolParseEvent::Kind::kCallArgs: {
         if ((!parallel_ && c.num_calls > 1) || p.text.empty()) break;
         CHECK_GT(c.num_calls, 0) << "tool call arguments before a call started";

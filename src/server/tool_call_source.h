@@ -2,7 +2,8 @@
 // one) that runs each choice's kText events through its own ToolCallParser (tool_parser.h), so
 // they come out as kText, kToolCallStart and kToolCallArgs events (choice_event.h). A choice
 // that called a tool and ended on EOS / a stop token finishes with kToolCalls. kReasoning
-// events pass unchanged: tool calls are looked for only in the answer.
+// events pass unchanged: tool calls are looked for only in the answer. A parser's own reasoning
+// (harmony's analysis channel) comes out as kReasoning events.
 #pragma once
 
 #include <functional>

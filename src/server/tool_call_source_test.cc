@@ -106,5 +106,38 @@ TEST(ToolCallSourceTest, WithoutParallelCallsOnlyTheFirstIsKept) {
   EXPECT_EQ(Drain(src.get()), "0T[a ] 0S[0:f] 0A[0:1] 0F[] | ");
 }
 
+// A parser that reads a chunk starting with '!' as reasoning (as harmony's analysis channel
+// comes out of its parser) and "@name" as a call without arguments.
+class BangReasoningParser : public ToolCallParser {
+ public:
+  void Feed(std::string_view chunk, std::vector<ToolParseEvent>* out) override {
+    if (chunk.starts_with('!')) {
+      out->push_back({ToolParseEvent::Kind::kReasoning, std::string(chunk.substr(1))});
+    } else if (chunk.starts_with('@')) {
+      out->push_back({ToolParseEvent::Kind::kCallStart, std::string(chunk.substr(1))});
+      out->push_back({ToolParseEvent::Kind::kCallArgs, "{}"});
+    } else {
+      out->push_back({ToolParseEvent::Kind::kText, std::string(chunk)});
+    }
+  }
+  void Flush(std::vector<ToolParseEvent>*) override {}
+};
+
+TEST(ToolCallSourceTest, ParserReasoningBecomesReasoningEvents) {
+  auto make = [](bool parallel) {
+    std::deque<std::vector<ChoiceEvent>> script = {
+        {ChoiceEvent::Text(0, "!think"), ChoiceEvent::Text(0, "answer"), ChoiceEvent::Text(0, "@f"),
+         ChoiceEvent::Text(0, "!more"), ChoiceEvent::Text(0, "@g"),
+         ChoiceEvent::Finish(0, ChoiceFinishReason::kStop)}};
+    return std::make_unique<ToolCallSource>(
+        std::make_unique<ScriptedSource>(std::move(script)),
+        [] { return std::make_unique<BangReasoningParser>(); }, "call_", parallel);
+  };
+  EXPECT_EQ(Drain(make(true).get()),
+            "0R[think] 0T[answer] 0S[0:f] 0A[0:{}] 0R[more] 0S[1:g] 0A[1:{}] 0F[] | ");
+  // Without parallel calls, what follows the first call is dropped, reasoning too.
+  EXPECT_EQ(Drain(make(false).get()), "0R[think] 0T[answer] 0S[0:f] 0A[0:{}] 0F[] | ");
+}
+
 }  // namespace
 }  // namespace loom

@@ -60,7 +60,7 @@ class Builder {
  public:
   explicit Builder(const ToolGrammarRequest& req) : req_(req), tools_(SelectedTools(req)) {}
 
-  GrammarSpec Build() {
+  std::optional<GrammarSpec> Build() {
     switch (req_.format) {
       case ToolCallFormat::kHermes:
         JsonCalls("arguments");
@@ -109,6 +109,10 @@ class Builder {
         XmlCalls(/*glm=*/true);
         Wrapped("<tool_call>", "", "</tool_call>", "\n");
         break;
+      case ToolCallFormat::kGemma4:
+      case ToolCallFormat::kGemmaToolCode:
+      case ToolCallFormat::kHarmony:
+        return std::nullopt;
     }
     spec_.kind = GrammarKind::kGbnf;
     spec_.text = std::move(text_);
@@ -287,7 +291,9 @@ class Builder {
 
 }  // namespace
 
-GrammarSpec ToolCallGrammar(const ToolGrammarRequest& req) { return Builder(req).Build(); }
+std::optional<GrammarSpec> ToolCallGrammar(const ToolGrammarRequest& req) {
+  return Builder(req).Build();
+}
 
 std::vector<std::string> ToolCallGrammarMarkers(ToolCallFormat format) {
   switch (format) {
@@ -302,6 +308,9 @@ std::vector<std::string> ToolCallGrammarMarkers(ToolCallFormat format) {
     case ToolCallFormat::kLlama3Json:
     case ToolCallFormat::kGlm45:
     case ToolCallFormat::kPhi4Mini:
+    case ToolCallFormat::kGemma4:
+    case ToolCallFormat::kGemmaToolCode:
+    case ToolCallFormat::kHarmony:
       return {};
   }
   return {};

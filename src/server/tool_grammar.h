@@ -15,7 +15,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "grammar/grammar_cache.h"
 #include "server/tool_parser.h"
@@ -36,8 +38,10 @@ struct ToolGrammarRequest {
 
 // The grammar spec (kGbnf with parts; the lazy one with its trigger). A forced grammar's parts
 // have no fallback (a schema the engine cannot express is an error naming its keyword); the lazy
-// one's fall back to any arguments of the right JSON type.
-GrammarSpec ToolCallGrammar(const ToolGrammarRequest& req);
+// one's fall back to any arguments of the right JSON type. nullopt for the formats without a
+// grammar yet (gemma4, gemma_tool_code, harmony: their arguments are not JSON, or calls follow
+// channel headers).
+std::optional<GrammarSpec> ToolCallGrammar(const ToolGrammarRequest& req);
 
 // The special-token markers of `format` that its grammar writes as text (token_mask.h
 // FromTokenizer's special_as_text): [TOOL_CALLS], [ARGS], DeepSeek's <｜tool▁…｜>.

@@ -38,7 +38,7 @@ std::shared_ptr<const CompiledGrammar> Compile(F format, bool forced, bool paral
   req.only = std::move(only);
   req.forced = forced;
   req.parallel = parallel;
-  const GrammarSpec spec = ToolCallGrammar(req);
+  const GrammarSpec spec = *ToolCallGrammar(req);
   auto g = CompileGrammarSpec(spec);
   EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << spec.text;
   return g.ok() ? *g : nullptr;
@@ -257,12 +257,12 @@ TEST(ToolCallGrammarTest, UnsupportedSchemaFailsForcedFallsBackLazy) {
     req.format = format;
     req.tools = &tools;
     req.forced = true;
-    auto forced = CompileGrammarSpec(ToolCallGrammar(req));
+    auto forced = CompileGrammarSpec(*ToolCallGrammar(req));
     ASSERT_FALSE(forced.ok());
     EXPECT_NE(forced.status().message().find("maximum"), std::string::npos)
         << forced.status().ToString();
     req.forced = false;
-    auto lazy = CompileGrammarSpec(ToolCallGrammar(req));
+    auto lazy = CompileGrammarSpec(*ToolCallGrammar(req));
     ASSERT_TRUE(lazy.ok()) << lazy.status().ToString();
   }
 }

@@ -97,11 +97,34 @@ void MarkupParser::EmitText(std::string_view text) {
   }
 }
 
+void MarkupParser::EmitReasoning(std::string_view text) {
+  if (text.empty()) return;
+  if (!held_whitespace_.empty()) {
+    if (!out_->empty() && out_->back().kind == ToolParseEvent::Kind::kText) {
+      out_->back().text += held_whitespace_;
+    } else {
+      out_->push_back({ToolParseEvent::Kind::kText, held_whitespace_});
+    }
+    held_whitespace_.clear();
+  }
+  if (!out_->empty() && out_->back().kind == ToolParseEvent::Kind::kReasoning) {
+    out_->back().text += text;
+  } else {
+    out_->push_back({ToolParseEvent::Kind::kReasoning, std::string(text)});
+  }
+}
+
 void MarkupParser::BeginTentative(size_t marker_len) {
   CHECK(!in_call_) << "MarkupParser: markup begins inside a call";
   tentative_ = true;
   tentative_text_.clear();
   marker_len_ = marker_len;
+}
+
+void MarkupParser::AcceptMarkup() {
+  CHECK(tentative_) << "MarkupParser: no markup to accept";
+  tentative_ = false;
+  tentative_text_.clear();
 }
 
 void MarkupParser::StartCall(std::string name) {
@@ -146,7 +169,7 @@ void MarkupParser::Malformed() {
 
 namespace {
 
-constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 8> kFormatNames = {{
+constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 11> kFormatNames = {{
     {ToolCallFormat::kHermes, "hermes"},
     {ToolCallFormat::kQwen3Coder, "qwen3_coder"},
     {ToolCallFormat::kLlama3Json, "llama3_json"},
@@ -155,6 +178,9 @@ constexpr std::array<std::pair<ToolCallFormat, std::string_view>, 8> kFormatName
     {ToolCallFormat::kDeepSeekV31, "deepseek_v31"},
     {ToolCallFormat::kGlm45, "glm45"},
     {ToolCallFormat::kPhi4Mini, "phi4_mini"},
+    {ToolCallFormat::kGemma4, "gemma4"},
+    {ToolCallFormat::kGemmaToolCode, "gemma_tool_code"},
+    {ToolCallFormat::kHarmony, "harmony"},
 }};
 
 }  // namespace
@@ -179,6 +205,12 @@ std::unique_ptr<ToolCallParser> MakeToolCallParser(ToolCallFormat format,
       return MakeGlm45Parser(std::move(tools));
     case ToolCallFormat::kPhi4Mini:
       return MakePhi4MiniParser();
+    case ToolCallFormat::kGemma4:
+      return MakeGemma4Parser();
+    case ToolCallFormat::kGemmaToolCode:
+      return MakeGemmaToolCodeParser();
+    case ToolCallFormat::kHarmony:
+      return MakeHarmonyParser();
   }
   CHECK(false) << "MakeToolCallParser: unknown format " << static_cast<int>(format);
   return nullptr;
@@ -213,9 +245,11 @@ std::string ToolCallFormatNames() {
 // Llama 3 is known by <|python_tag|> or its instruction for the bare JSON ({"name": ...,
 // "parameters": dictionary ...}), and not when the template shows Functionary's / Llama 3.1's
 // <function=NAME>{...}</function> syntax, which is no format here. Firefunction-v2 writes
-// functools[...] as Phi-4-mini does.
+// functools[...] as Phi-4-mini does. Gemma 3's tool_code has no template to be known by.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
+  if (has("<|tool_call>call:")) return ToolCallFormat::kGemma4;
+  if (has("<|channel|>") && has("<|call|>")) return ToolCallFormat::kHarmony;
   const bool function_tag = has("<function=");
   if (function_tag && has("<parameter=")) return ToolCallFormat::kQwen3Coder;
   if (has("<arg_key>")) return ToolCallFormat::kGlm45;
@@ -237,11 +271,14 @@ bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format) {
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
+    case ToolCallFormat::kGemma4:
+    case ToolCallFormat::kHarmony:
       return true;
     case ToolCallFormat::kHermes:
     case ToolCallFormat::kQwen3Coder:
     case ToolCallFormat::kGlm45:
     case ToolCallFormat::kPhi4Mini:
+    case ToolCallFormat::kGemmaToolCode:
       return false;
   }
   return false;

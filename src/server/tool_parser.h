@@ -30,8 +30,12 @@ enum class ToolCallFormat {
   kDeepSeekV3,  // "deepseek_v3":
                 // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json
   kDeepSeekV31,  // "deepseek_v31": <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>
-  kGlm45,     // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
-  kPhi4Mini,  // "phi4_mini": functools[{"name", "arguments"}, ...]
+  kGlm45,          // "glm45": <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
+  kPhi4Mini,       // "phi4_mini": functools[{"name", "arguments"}, ...]
+  kGemma4,         // "gemma4": <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
+  kGemmaToolCode,  // "gemma_tool_code": Gemma 3 prompted so: ```tool_code\nNAME(k="v", n=3)\n```
+  kHarmony,  // "harmony": gpt-oss: <|channel|>commentary to=functions.NAME ...<|message|>{args}
+             // <|call|>; the analysis channel comes out as kReasoning, final as text
 };
 
 // A tool the request declared: its name and its JSON Schema "parameters" object (formats that
@@ -46,6 +50,7 @@ struct ToolParseEvent {
     kText,       // content text: `text`
     kCallStart,  // a call begins: `text` is the function name
     kCallArgs,   // a fragment of the open call's arguments (JSON object text): `text`
+    kReasoning,  // reasoning text (harmony's analysis channel): `text`
   };
   Kind kind = Kind::kText;
   std::string text;
@@ -80,7 +85,8 @@ std::string ToolCallFormatNames();
 // it shows none of the known ones.
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view chat_template_source);
 // True when the format's markers are special tokens ([TOOL_CALLS], <|python_tag|>, DeepSeek's
-// <｜tool▁…｜>), so the detokenizer must keep special tokens for the parser to see them.
+// <｜tool▁…｜>, Gemma 4's <|tool_call>, harmony's <|channel|>...), so the detokenizer must keep
+// special tokens for the parser to see them.
 bool ToolCallFormatUsesSpecialTokens(ToolCallFormat format);
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 //   ArgsValue         a call's arguments value: streamed when an object, decoded when a string
 //   CallObject        a {"name": ..., "arguments": ...} object (Hermes, Llama 3, JSON lists)
 //   TypedArgs         name/value pairs (Qwen3-Coder, GLM) → arguments JSON typed by the schema
+//   LiteralArgs       arguments written as literals (Gemma 4's, Python's) → JSON, streamed
 //
 // How a format is written: Step() looks at Rest() (the unconsumed input), consumes a prefix and
 // emits events, or returns false when it needs more input to decide. Every decision depends only
@@ -48,6 +49,9 @@ std::string_view Trim(std::string_view s);  // less leading and trailing whitesp
 std::optional<size_t> JsonStringEnd(std::string_view s);
 // `text` as a JSON string literal (invalid UTF-8 replaced, not thrown on).
 std::string JsonQuote(std::string_view text);
+// The text of `s` inside a JSON string literal (byte by byte, so pieces escape to the pieces of
+// the whole; UTF-8 passes unchanged).
+std::string JsonEscape(std::string_view s);
 
 // The extent of one JSON value, fed in pieces. Structure is only checked as far as finding the
 // end needs: brackets must match, a value must start like one.
@@ -100,10 +104,15 @@ class MarkupParser : public ToolCallParser {
   // Content text. Trailing whitespace is held until more text comes (then it is emitted) or a
   // call starts (then it is dropped) or the output ends (emitted).
   void EmitText(std::string_view text);
+  // Reasoning text (harmony's analysis channel); held trailing content whitespace goes first.
+  void EmitReasoning(std::string_view text);
   // Markup starts at Rest(): from here until StartCall, what is consumed is kept; its first
   // `marker_len` chars are the marker that Malformed emits as text.
   void BeginTentative(size_t marker_len);
   bool tentative() const { return tentative_; }
+  // The tentative markup was well formed but is no call (a harmony message header): it is
+  // dropped, and what follows is not rescanned.
+  void AcceptMarkup();
   // The call's name is known: emits kCallStart (dropping held whitespace and the tentative text).
   void StartCall(std::string name);
   void EmitArgs(std::string_view fragment);
@@ -202,6 +211,39 @@ class TypedArgs {
 // `raw` typed for the property schema `property` (null: unknown): a JSON value's text.
 std::string TypedValueJson(const nlohmann::json* property, std::string_view raw);
 
+// A call's arguments written as literals, converted to a JSON object's text as they stream in
+// (strings as they come, scalars when they end, structure as it opens and closes):
+//   kGemma4  {key:value,...}: strings <|"|>...<|"|> (raw, no escapes), keys bare (or quoted so),
+//            numbers / true / false / null bare, objects {...}, arrays [...]
+//   kPython  (key=value, ...): keyword arguments whose values are Python literals: '...' / "..."
+//            strings with escapes, ints, floats, True / False / None, lists, tuples, dicts
+// A bare word that is no JSON scalar becomes a string.
+class LiteralArgs {
+ public:
+  enum class Dialect { kGemma4, kPython };
+  explicit LiteralArgs(Dialect dialect) : dialect_(dialect) {}
+  // Like JsonValueScanner::Scan from the opening '{' / '(' to its match; appends the JSON
+  // decided so far to `*emit`. At `eof` a scalar or string cut short is emitted as it is.
+  JsonValueScanner::Result Feed(std::string_view s, bool eof, size_t* consumed, std::string* emit);
+
+ private:
+  enum class State { kOpen, kKeyOrClose, kSep, kValueOrClose, kValue, kString, kAfterValue, kDone };
+  struct Frame {
+    char close;  // '}', ']' or ')'
+    char sep;    // between key and value: ':' or '='; 0 for an array
+    int count = 0;
+  };
+  void Close(std::string* emit);
+  // Python: one escape sequence at s[0] == '\\' appended to `*out` as UTF-8; 0 while incomplete.
+  static size_t PythonEscape(std::string_view s, bool eof, std::string* out);
+
+  Dialect dialect_;
+  State state_ = State::kOpen;
+  std::vector<Frame> stack_;
+  char quote_ = 0;           // Python: the open string's quote
+  bool string_key_ = false;  // the open string is a key
+};
+
 std::unique_ptr<ToolCallParser> MakeHermesParser();
 std::unique_ptr<ToolCallParser> MakeLlama3JsonParser();
 std::unique_ptr<ToolCallParser> MakeMistralParser();
@@ -209,5 +251,8 @@ std::unique_ptr<ToolCallParser> MakePhi4MiniParser();
 std::unique_ptr<ToolCallParser> MakeDeepSeekParser(bool v31);
 std::unique_ptr<ToolCallParser> MakeQwen3CoderParser(std::vector<ToolSpec> tools);
 std::unique_ptr<ToolCallParser> MakeGlm45Parser(std::vector<ToolSpec> tools);
+std::unique_ptr<ToolCallParser> MakeGemma4Parser();
+std::unique_ptr<ToolCallParser> MakeGemmaToolCodeParser();
+std::unique_ptr<ToolCallParser> MakeHarmonyParser();
 
 }  // namespace loom::tool_parser_internal

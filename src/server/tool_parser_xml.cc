@@ -120,8 +120,9 @@ bool IsStringOnly(const json* property) {
   return types.size() == 1 && types[0] == "string";
 }
 
-// The text of `s` inside a JSON string literal (as nlohmann's dump writes it for valid UTF-8;
-// byte by byte, so pieces escape to the pieces of the whole).
+}  // namespace
+
+// As nlohmann's dump writes a string's text for valid UTF-8.
 std::string JsonEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -161,8 +162,6 @@ std::string JsonEscape(std::string_view s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string TypedArgs::BeginValue(std::string_view key) {
   key_ = std::string(key);

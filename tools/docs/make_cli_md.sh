@@ -48,7 +48,8 @@ cat <<'TAIL'
   directory's tokenizer and chat template (protocol tests: tools, structured output, agent CLIs).
 - **`--tool-parser`** (serve): `auto` reads the chat template for the family's call markup and
   the ready card prints the choice (`tools hermes (from the chat template)`); `none` refuses
-  requests with tools. **`--reasoning-parser`**: `auto` splits `<think>` sections when the
+  requests with tools. `gemma_tool_code` (Gemma 3's ```` ```tool_code ```` blocks) has no template
+  markup to be detected by: name it. **`--reasoning-parser`**: `auto` splits `<think>` sections when the
   template writes them. **`--max-output-tokens N`** cuts every request's max_tokens to N.
 - **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
   match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
