@@ -346,6 +346,11 @@ void AddServeCommand(CLI::App& root) {
                   "/v1/responses/{id}, least recently used dropped first (0 = none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--max-queued-requests", o.max_queued_requests,
+                  "generation requests arriving while this many wait for the engine get 429 "
+                  "with Retry-After (0 = no cap; --http-threads bounds the queue anyway)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--grammar-compile-timeout", f->grammar_compile_timeout_ms,
                   "ms a request's JSON schema / grammar may take to compile before it is refused "
                   "with a 400 (0 = no limit; grammars are also capped at " +

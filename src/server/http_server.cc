@@ -24,6 +24,13 @@ ApiFlavor FlavorOf(const std::string& path) {
 // API).
 bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
 
+// The routes that queue work for the engine (what --max-queued-requests caps).
+bool IsGenerationRoute(const httplib::Request& req) {
+  return req.method == "POST" &&
+         (req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
+          req.path == "/v1/messages" || req.path == "/v1/responses");
+}
+
 // Refuse() reroutes a refused request that carries a body here, naming its path in this header.
 constexpr char kRefusedPath[] = "/.loom/refused";
 constexpr char kRefusedPathHeader[] = "x-loom-refused-path";
@@ -87,6 +94,7 @@ Status ServerOptions::Validate() const {
   }
   if (defaults.top_k < 0) return InvalidArgumentError("--top-k must be >= 0");
   if (responses_store < 0) return InvalidArgumentError("--responses-store must be >= 0");
+  if (max_queued_requests < 0) return InvalidArgumentError("--max-queued-requests must be >= 0");
   return access.Validate();
 }
 
@@ -173,6 +181,17 @@ void HttpServer::Configure() {
           type.find("application/x-www-form-urlencoded") == std::string::npos) {
         return Refuse(req, res, 415, "",
                       "Content-Type must be application/json, got '" + type + "'");
+      }
+    }
+    // Checked before the body is read or tokenized; requests being parsed right now are not
+    // counted yet, so a burst may overshoot the cap by at most the number of HTTP workers.
+    if (const int cap = ctx->options.max_queued_requests; cap > 0 && IsGenerationRoute(req)) {
+      if (const int waiting = ctx->engine->stats().pending_rows; waiting >= cap) {
+        res.set_header("Retry-After", "1");
+        return Refuse(req, res, 429, "queue_full",
+                      std::to_string(waiting) +
+                          " requests are waiting for the engine (--max-queued-requests " +
+                          std::to_string(cap) + "); retry later");
       }
     }
     return httplib::Server::HandlerResponse::Unhandled;

@@ -30,6 +30,9 @@ struct ServerOptions {
   std::string tool_parser = "auto";       // --tool-parser: auto, none or a format name
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none or think
   int responses_store = 256;              // --responses-store: responses kept (0 = none)
+  // --max-queued-requests: generation requests beyond this many waiting rows get 429 (0 = no cap
+  // but --http-threads: a waiting request holds a worker).
+  int max_queued_requests = 0;
   RequestDefaults defaults;
 
   Status Validate() const;  // messages name the flag

@@ -242,3 +242,47 @@ test('bad security flags fail at startup naming the flag', { skip }, () => {
     assert.doesNotMatch(r.stderr + r.stdout, /sk one/);
   }
 });
+
+test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV block leaked', { skip, timeout: 60000 }, async () => {
+  const q = await startServer(['--batch', '1', '--max-queued-requests', '2']);
+  try {
+    const stats = async () => (await request(q, 'GET', '/stats')).body;
+    const json = { 'Content-Type': 'application/json' };
+    // n: 12 is 12 rows: one runs (--batch 1), 11 wait, so the queue stays full for a while (the
+    // demo model writes 480 tokens in well under a second).
+    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 480, ignore_eos: true, n: 12 });
+    const running = [request(q, 'POST', '/v1/completions', json, long)];
+    let s;
+    for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
+      s = await stats();
+      if (s.batch.pending_rows >= 2) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(s.batch.pending_rows >= 2, JSON.stringify(s.batch));
+    const before = s.batch.submitted_rows;
+    const refused = await Promise.all([
+      request(q, 'POST', '/v1/completions', json, COMPLETION),
+      request(q, 'POST', '/v1/messages', json, JSON.stringify({ max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] })),
+    ]);
+    for (const r of refused) {
+      assert.equal(r.status, 429, JSON.stringify(r.body));
+      assert.equal(r.headers['retry-after'], '1');
+      assert.match(JSON.stringify(r.body), /--max-queued-requests 2/);
+    }
+    assert.equal(refused[0].body.error.code, 'queue_full');
+    assert.equal(refused[1].body.error.type, 'rate_limit_error');
+    // Routes that queue nothing still answer.
+    assert.equal((await request(q, 'POST', '/tokenize', json, JSON.stringify({ content: 'hi' }))).status, 200);
+    for (const r of await Promise.all(running)) assert.equal(r.status, 200, JSON.stringify(r.body));
+    for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
+      s = await stats();
+      if (s.batch.active_rows === 0 && s.batch.pending_rows === 0 && s.kv.blocks_used === 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(s.batch.submitted_rows, before, 'a refused request reached the engine');
+    assert.equal(s.kv.blocks_used, 0);
+    assert.equal((await request(q, 'POST', '/v1/completions', json, COMPLETION)).status, 200);
+  } finally {
+    assert.equal(await q.stop(), 0, q.log());
+  }
+});
