@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -46,7 +48,48 @@ struct ServeFlags {
   bool no_open = false;
   bool no_chat_page = false;
   int64_t grammar_compile_timeout_ms = 2000;  // --grammar-compile-timeout (0: none)
+  std::string api_key_file;                   // --api-key-file: one key a line
 };
+
+// Adds the keys of --api-key-file (one a line; blank lines and # comments skipped) and of
+// LOOM_API_KEY (comma-separated) to those of --api-key. Keys are never printed.
+Status CollectApiKeys(const std::string& key_file, std::vector<std::string>* keys) {
+  if (!key_file.empty()) {
+    StatusOr<std::string> text = ReadFileToString(key_file);
+    if (!text.ok()) {
+      return InvalidArgumentError("--api-key-file: " + std::string(text.status().message()));
+    }
+    size_t found = 0;
+    size_t pos = 0;
+    while (pos <= text->size()) {
+      size_t end = text->find('\n', pos);
+      if (end == std::string::npos) end = text->size();
+      std::string line = text->substr(pos, end - pos);
+      pos = end + 1;
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
+        line.pop_back();
+      size_t start = 0;
+      while (start < line.size() && std::isspace(static_cast<unsigned char>(line[start]))) ++start;
+      line.erase(0, start);
+      if (line.empty() || line[0] == '#') continue;
+      keys->push_back(std::move(line));
+      ++found;
+    }
+    if (found == 0) return InvalidArgumentError("--api-key-file " + key_file + " holds no key");
+  }
+  // The one environment variable of serve: lets a key stay out of the process list.
+  if (const char* env = std::getenv("LOOM_API_KEY"); env != nullptr && *env != '\0') {
+    std::string list = env;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t end = list.find(',', pos);
+      if (end == std::string::npos) end = list.size();
+      keys->push_back(list.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  }
+  return OkStatus();
+}
 
 #ifdef LOOM_HAVE_TOKENIZER
 // The chat template: the session's, else --chat-template FILE, else the model directory's
@@ -87,6 +130,9 @@ void RunServe(ServeFlags& f) {
   f.server.max_body_bytes = static_cast<int64_t>(f.max_body_mb * (1 << 20));
   if (!f.thinking.empty()) f.server.defaults.enable_thinking = f.thinking == "true";
   f.server.chat_page = !f.no_chat_page;
+  if (Status s = CollectApiKeys(f.api_key_file, &f.server.access.api_keys); !s.ok()) {
+    Fail(std::string(s.message()));
+  }
   if (Status s = f.server.Validate(); !s.ok()) Fail(std::string(s.message()));
 
   // Signals go to the watcher thread only: block them before any thread starts.
@@ -188,6 +234,9 @@ void RunServe(ServeFlags& f) {
         "            instruction tuning); serve your own with `loom serve /path/to/hf-dir`\n"
         "            or `loom serve model.gguf` (make run MODEL=...)\n");
   }
+  for (const std::string& w : AccessWarnings(f.server.host, f.server.access)) {
+    std::fprintf(stderr, "  warning   %s\n", w.c_str());
+  }
   std::fflush(stderr);
   if (!f.no_open && ::isatty(STDOUT_FILENO) && f.server.chat_page) {
     std::string cmd = "xdg-open '" + url + "/#/chat' >/dev/null 2>&1 &";
@@ -239,8 +288,25 @@ void AddServeCommand(CLI::App& root) {
   cmd->add_option("--port", o.port, "listen port (refuses to start when taken)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--api-key", o.api_key,
-                  "require 'Authorization: Bearer KEY' (or x-api-key) on API routes");
+  cmd->add_option("--api-key", o.access.api_keys,
+                  "require a key on every route but /health and the chat page: 'Authorization: "
+                  "Bearer KEY' or 'x-api-key: KEY' (repeat or comma-separate for several; "
+                  "LOOM_API_KEY adds more)")
+      ->delimiter(',');
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "read API keys from FILE, one a line (# comments): keeps them out of the "
+                  "process list")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--allowed-origins", o.access.allowed_origins,
+                  "web page origins allowed to call the API besides the chat page and "
+                  "http(s)://localhost|127.0.0.1|[::1] (scheme://host[:port], port * = any; null; "
+                  "* = any page, with a warning); other Origins get 403")
+      ->delimiter(',');
+  cmd->add_option("--allowed-hosts", o.access.allowed_hosts,
+                  "Host header names accepted besides loopback names (and, bound to another "
+                  "address, that address and this machine's name); * turns the DNS-rebinding "
+                  "check off, with a warning; other Hosts get 403")
+      ->delimiter(',');
   cmd->add_option("--http-threads", o.http_threads,
                   "HTTP worker threads = max concurrent connections/streams")
       ->check(CLI::Range(1, 65536))
@@ -294,6 +360,11 @@ void AddServeCommand(CLI::App& root) {
   cmd->add_option("--responses-store", o.responses_store,
                   "Responses API responses kept in memory for previous_response_id and GET "
                   "/v1/responses/{id}, least recently used dropped first (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", o.max_queued_requests,
+                  "generation requests arriving while this many wait for the engine get 429 "
+                  "with Retry-After (0 = no cap; --http-threads bounds the queue anyway)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--grammar-compile-timeout", f->grammar_compile_timeout_ms,

@@ -1,6 +1,7 @@
 // GET / : a minimal chat page (F6), embedded so the binary needs no files and the page no
 // network: streams /v1/chat/completions with fetch, has a stop button, a system prompt, a
-// temperature field and shows tokens/s.
+// temperature field and shows tokens/s. When the server wants an API key (401) the page asks for
+// it once and keeps it in sessionStorage (this tab only).
 #include "server/routes.h"
 
 namespace loom {
@@ -28,7 +29,14 @@ max tokens <input id="maxt" type="number" value="256" min="1">
 <button id="clear">Clear</button><span id="stat"></span></div>
 <script>
 const $=id=>document.getElementById(id);let history=[];let ctrl=null;
-fetch('/v1/models').then(r=>r.json()).then(j=>{$('model').textContent=j.data[0].id}).catch(()=>{});
+let key=sessionStorage.getItem('loom-api-key')||'';
+async function api(path,init={}){
+  for(;;){const headers=Object.assign({},init.headers||{},key?{Authorization:'Bearer '+key}:{});
+    const r=await fetch(path,Object.assign({},init,{headers}));if(r.status!==401)return r;
+    const k=prompt('This loom server needs an API key (kept for this tab only):');
+    if(!k)return r;key=k.trim();sessionStorage.setItem('loom-api-key',key);}
+}
+api('/v1/models').then(r=>r.json()).then(j=>{$('model').textContent=j.data[0].id}).catch(()=>{});
 function add(cls,text){const d=document.createElement('div');d.className=cls;d.textContent=text;$('log').appendChild(d);$('log').scrollTop=1e9;return d;}
 async function send(){
   const text=$('in').value.trim();if(!text||ctrl)return;$('in').value='';
@@ -37,7 +45,7 @@ async function send(){
   ctrl=new AbortController();$('stop').disabled=false;$('send').disabled=true;
   const t0=performance.now();let t1=0,n=0,reply='';
   try{
-    const r=await fetch('/v1/chat/completions',{method:'POST',signal:ctrl.signal,headers:{'Content-Type':'application/json'},
+    const r=await api('/v1/chat/completions',{method:'POST',signal:ctrl.signal,headers:{'Content-Type':'application/json'},
       body:JSON.stringify({messages:msgs,stream:true,temperature:+$('temp').value,max_tokens:+$('maxt').value,stream_options:{include_usage:true}})});
     if(!r.ok){const j=await r.json();throw new Error(j.error?j.error.message:r.statusText);}
     const rd=r.body.getReader();const dec=new TextDecoder();let buf='';

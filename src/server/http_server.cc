@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -19,7 +20,52 @@ ApiFlavor FlavorOf(const std::string& path) {
   return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAi;
 }
 
+// No API key: the health probe, and the chat page's HTML (it asks for the key before calling the
+// API).
 bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
+
+// The routes that queue work for the engine (what --max-queued-requests caps).
+bool IsGenerationRoute(const httplib::Request& req) {
+  return req.method == "POST" &&
+         (req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
+          req.path == "/v1/messages" || req.path == "/v1/responses");
+}
+
+// Refuse() reroutes a refused request that carries a body here, naming its path in this header.
+constexpr char kRefusedPath[] = "/.loom/refused";
+constexpr char kRefusedPathHeader[] = "x-loom-refused-path";
+
+// Writes the error and ends the request before its body is parsed. Answered from the pre-routing
+// handler, a POST's unread body would stay in the keep-alive connection and be read as the next
+// request: a web page's text/plain body could carry a whole request without an Origin. So a
+// request that has a body (httplib reads one for these methods) is routed to kRefusedPath, whose
+// handler leaves `res` alone after httplib has read the body (capped by --max-body-mb) and
+// dropped it.
+httplib::Server::HandlerResponse Refuse(httplib::Request& req, httplib::Response& res, int status,
+                                        const std::string& code, const std::string& message) {
+  ApiError e;
+  e.http_status = status;
+  e.code = code;
+  e.message = message;
+  SendError(res, FlavorOf(req.path), e);
+  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+      req.method == "DELETE") {
+    req.set_header(kRefusedPathHeader, req.path);
+    req.path = kRefusedPath;
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// A header value quoted in an error, cut to a readable length.
+std::string Clip(const std::string& s) { return s.size() <= 100 ? s : s.substr(0, 100) + "..."; }
+
+// This machine's name (a Host the server answers to when bound to a non-loopback address).
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
 
 // Routes that exist, by method, for 405 answers.
 const char* const kPostRoutes[] = {
@@ -51,7 +97,8 @@ Status ServerOptions::Validate() const {
   if (defaults.reasoning_budget < -1) {
     return InvalidArgumentError("--reasoning-budget must be -1 (unlimited) or >= 0");
   }
-  return OkStatus();
+  if (max_queued_requests < 0) return InvalidArgumentError("--max-queued-requests must be >= 0");
+  return access.Validate();
 }
 
 HttpServer::HttpServer(ServerContext* ctx)
@@ -80,16 +127,38 @@ void HttpServer::Configure() {
   s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);
   s.set_read_timeout(60);
   s.set_write_timeout(60);
-  s.set_default_headers(
-      {{"Access-Control-Allow-Origin", "*"}, {"Access-Control-Expose-Headers", "x-request-id"}});
-
   auto next_id = std::make_shared<std::atomic<uint64_t>>(1);
   ServerContext* ctx = ctx_;
-  s.set_pre_routing_handler([ctx, next_id](const httplib::Request& req, httplib::Response& res) {
+  auto policy =
+      std::make_shared<const AccessPolicy>(ctx_->options.host, ctx_->options.access, HostName());
+  s.set_pre_routing_handler([ctx, policy, next_id](const httplib::Request& const_req,
+                                                   httplib::Response& res) {
+    // Not a const object: httplib passes its own request; Refuse() reroutes it.
+    auto& req = const_cast<httplib::Request&>(const_req);
+    req.headers.erase(kRefusedPathHeader);  // only Refuse() sets it
     res.set_header("x-request-id", "req-" + std::to_string(next_id->fetch_add(1)));
-    if (req.method == "OPTIONS") {  // CORS preflight
+    res.set_header("Vary", "Origin");
+    const std::string host = req.get_header_value("Host");
+    if (!policy->HostAllowed(req.has_header("Host"), host)) {
+      return Refuse(req, res, 403, "forbidden_host",
+                    "the Host header '" + Clip(host) +
+                        "' does not name this server (a DNS-rebinding guard); start loom serve "
+                        "with --allowed-hosts NAME to accept a name");
+    }
+    if (req.has_header("Origin")) {
+      const std::string origin = req.get_header_value("Origin");
+      if (!policy->OriginAllowed(origin, host)) {
+        return Refuse(req, res, 403, "forbidden_origin",
+                      "web pages from the Origin '" + Clip(origin) +
+                          "' may not use this server; start loom serve with --allowed-origins " +
+                          "ORIGIN to allow one");
+      }
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Access-Control-Expose-Headers", "x-request-id");
+    }
+    if (req.method == "OPTIONS") {  // CORS preflight (an allowed Origin, or none)
       res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",
                      req.has_header("Access-Control-Request-Headers")
                          ? req.get_header_value("Access-Control-Request-Headers")
@@ -97,20 +166,14 @@ void HttpServer::Configure() {
       res.set_header("Access-Control-Max-Age", "86400");
       return httplib::Server::HandlerResponse::Handled;
     }
-    const std::string& key = ctx->options.api_key;
-    if (!key.empty() && !IsPublic(req.path)) {
-      std::string auth = req.get_header_value("Authorization");
-      bool ok = auth == "Bearer " + key || req.get_header_value("x-api-key") == key;
-      if (!ok) {
-        ApiError e;
-        e.http_status = 401;
-        e.code = "invalid_api_key";
-        e.message = auth.empty() && !req.has_header("x-api-key")
-                        ? "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'"
-                        : "invalid API key";
-        SendError(res, FlavorOf(req.path), e);
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    if (policy->keys_required() && !IsPublic(req.path) &&
+        !policy->KeyAccepted(req.get_header_value("Authorization"),
+                             req.get_header_value("x-api-key"))) {
+      res.set_header("WWW-Authenticate", "Bearer realm=\"loom\"");
+      const bool sent = req.has_header("Authorization") || req.has_header("x-api-key");
+      return Refuse(req, res, 401, "invalid_api_key",
+                    sent ? "invalid API key"
+                         : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'");
     }
     if (req.method == "POST") {
       std::string type = req.get_header_value("Content-Type");
@@ -119,15 +182,32 @@ void HttpServer::Configure() {
       if (!type.empty() && type.find("application/json") == std::string::npos &&
           type.find("text/plain") == std::string::npos &&
           type.find("application/x-www-form-urlencoded") == std::string::npos) {
-        ApiError e;
-        e.http_status = 415;
-        e.message = "Content-Type must be application/json, got '" + type + "'";
-        SendError(res, FlavorOf(req.path), e);
-        return httplib::Server::HandlerResponse::Handled;
+        return Refuse(req, res, 415, "",
+                      "Content-Type must be application/json, got '" + type + "'");
+      }
+    }
+    // Checked before the body is read or tokenized; requests being parsed right now are not
+    // counted yet, so a burst may overshoot the cap by at most the number of HTTP workers.
+    if (const int cap = ctx->options.max_queued_requests; cap > 0 && IsGenerationRoute(req)) {
+      if (const int waiting = ctx->engine->stats().pending_rows; waiting >= cap) {
+        res.set_header("Retry-After", "1");
+        return Refuse(req, res, 429, "queue_full",
+                      std::to_string(waiting) +
+                          " requests are waiting for the engine (--max-queued-requests " +
+                          std::to_string(cap) + "); retry later");
       }
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // A refused request's body, read and dropped (see Refuse); the error is already in `res`.
+  // Asked for directly (no Refuse header), the path is unknown.
+  auto refused = [](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header(kRefusedPathHeader)) res.status = 404;
+  };
+  s.Post(kRefusedPath, refused);
+  s.Put(kRefusedPath, refused);
+  s.Patch(kRefusedPath, refused);
+  s.Delete(kRefusedPath, refused);
 
   RegisterOpenAiRoutes(s, ctx_);
   RegisterAnthropicRoutes(s, ctx_);
@@ -175,9 +255,10 @@ void HttpServer::Configure() {
         SendError(res, FlavorOf(req.path), e);
       });
   s.set_logger([ctx](const httplib::Request& req, const httplib::Response& res) {
-    std::string route = req.path;
+    const std::string route =
+        req.has_header(kRefusedPathHeader) ? req.get_header_value(kRefusedPathHeader) : req.path;
     ctx->metrics.CountRequest(route, res.status);
-    LOG(INFO) << RequestIdHeader(res) << " " << req.method << " " << req.path << " " << res.status
+    LOG(INFO) << RequestIdHeader(res) << " " << req.method << " " << route << " " << res.status
               << " " << req.remote_addr;
   });
 }

@@ -1,8 +1,8 @@
 // HttpServer: the HTTP plumbing around the routes — cpp-httplib with a worker pool sized for
-// many concurrent streams (--http-threads), a body cap (413), keep-alive, CORS (preflight
-// OPTIONS + headers), optional API key (Bearer or x-api-key; 401), a request id per request
-// (x-request-id, in every log line), JSON errors for unknown routes (404) and wrong methods
-// (405), and a graceful stop.
+// many concurrent streams (--http-threads), a body cap (413), keep-alive, the access checks of
+// AccessPolicy before anything is parsed (Host and Origin: 403; API keys: 401), CORS for allowed
+// origins (preflight OPTIONS, the origin echoed), a request id per request (x-request-id, in every
+// log line), JSON errors for unknown routes (404) and wrong methods (405), and a graceful stop.
 //
 //   HttpServer server(&ctx);
 //   RETURN_IF_ERROR(server.Bind());      // fails when the port is taken

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "server/access_policy.h"
 #include "server/generation_request.h"
 #include "server/output_parsing.h"
 #include "server/response_store.h"
@@ -20,7 +21,7 @@ namespace loom {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;         // 0 = any free port (tests)
-  std::string api_key;     // "" = no auth
+  AccessOptions access;    // --allowed-origins, --allowed-hosts, API keys
   int http_threads = 512;  // worker pool: one per concurrent connection
   int64_t max_body_bytes = 32ll << 20;
   int keep_alive_timeout_s = 5;  // idle keep-alive connections (also bounds shutdown)
@@ -29,6 +30,9 @@ struct ServerOptions {
   std::string tool_parser = "auto";       // --tool-parser: auto, none or a format name
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none or think
   int responses_store = 256;              // --responses-store: responses kept (0 = none)
+  // --max-queued-requests: generation requests beyond this many waiting rows get 429 (0 = no cap
+  // but --http-threads: a waiting request holds a worker).
+  int max_queued_requests = 0;
   RequestDefaults defaults;
 
   Status Validate() const;  // messages name the flag

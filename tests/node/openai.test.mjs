@@ -214,12 +214,17 @@ test('/stats, /metrics and /health', { skip }, async () => {
 });
 
 test('CORS preflight and the chat page', { skip }, async () => {
-  const pre = await fetch(`${server.url}/v1/chat/completions`, { method: 'OPTIONS',
-    headers: { Origin: 'http://example.com', 'Access-Control-Request-Method': 'POST',
+  // Loopback origins are allowed (echoed); others are refused (tests/node/security.test.mjs).
+  const preflight = (origin) => fetch(`${server.url}/v1/chat/completions`, { method: 'OPTIONS',
+    headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
       'Access-Control-Request-Headers': 'content-type,authorization' } });
+  const pre = await preflight('http://localhost:5173');
   assert.equal(pre.status, 204);
-  assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+  assert.equal(pre.headers.get('access-control-allow-origin'), 'http://localhost:5173');
   assert.match(pre.headers.get('access-control-allow-headers'), /authorization/);
+  const cross = await preflight('http://example.com');
+  assert.equal(cross.status, 403);
+  assert.equal(cross.headers.get('access-control-allow-origin'), null);
   const page = await fetch(`${server.url}/`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type'), /text\/html/);
