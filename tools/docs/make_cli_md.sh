@@ -50,7 +50,10 @@ cat <<'TAIL'
   the ready card prints the choice (`tools hermes (from the chat template)`); `none` refuses
   requests with tools. `gemma_tool_code` (Gemma 3's ```` ```tool_code ```` blocks) has no template
   markup to be detected by: name it. **`--reasoning-parser`**: `auto` splits `<think>` sections when the
-  template writes them. **`--max-output-tokens N`** cuts every request's max_tokens to N.
+  template writes them. **`--reasoning-budget N`** caps the `<think>` section of requests
+  that set no budget of their own, as llama.cpp's flag: -1 unlimited, 0 closes it at once (loom
+  writes the close itself, so this works on templates without an enable_thinking switch too).
+  **`--max-output-tokens N`** cuts every request's max_tokens to N.
 - **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
   match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
   does (compact JSON, properties in declaration order, no additional properties unless allowed).
