@@ -255,10 +255,11 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
     let s;
     for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
       s = await stats();
-      if (s.batch.pending_rows >= 2) break;
+      // All 12 rows submitted (a fresh server), so that submitted_rows cannot grow later.
+      if (s.batch.pending_rows >= 2 && s.batch.submitted_rows >= 12) break;
       await new Promise((r) => setTimeout(r, 5));
     }
-    assert.ok(s.batch.pending_rows >= 2, JSON.stringify(s.batch));
+    assert.ok(s.batch.pending_rows >= 2 && s.batch.submitted_rows >= 12, JSON.stringify(s.batch));
     const before = s.batch.submitted_rows;
     const refused = await Promise.all([
       request(q, 'POST', '/v1/completions', json, COMPLETION),
