@@ -6,6 +6,8 @@
      tool-call parser and the lazy tool-call grammar's masks.
   B: POST /v1/completions with the same prompt text A's chat template renders (rendered here
      with transformers' apply_chat_template from the tokenizer directory): no parser, no grammar.
+  C: POST /v1/chat/completions without tools, a system message padded so the rendered prompt
+     has as many tokens as A's: the chat route and its parsers' plain-text path, no grammar.
 
 Both stream `--max-tokens` tokens (ignore_eos) at `--concurrency` concurrent requests; rounds
 alternate A, B, A, B. Prints, per round, the median over streams of each stream's mean gap
@@ -61,8 +63,13 @@ def stream(url, path, body, out, idx):
     out[idx] = (statistics.mean(gaps) if gaps else float("nan"), len(times), times)
 
 
-def run_round(args, kind, prompt):
-    if kind == "A":
+def run_round(args, kind, prompt, padded=None):
+    if kind == "C":
+        path = "/v1/chat/completions"
+        body = {"model": "m", "messages": padded, "max_tokens": args.max_tokens,
+                "ignore_eos": True, "stream": True, "temperature": 1.0,
+                "chat_template_kwargs": {"enable_thinking": False}}
+    elif kind == "A":
         path = "/v1/chat/completions"
         body = {"model": "m", "messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto",
                 "max_tokens": args.max_tokens, "ignore_eos": True, "stream": True,
@@ -97,17 +104,28 @@ def main():
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
     prompt = tok.apply_chat_template(MESSAGES, tools=TOOLS, tokenize=False,
                                      add_generation_prompt=True, enable_thinking=False)
-    print(f"prompt: {len(tok(prompt)['input_ids'])} tokens")
+    n = len(tok(prompt)["input_ids"])
+    pad = ""
+    while True:
+        padded = [{"role": "system", "content": "Notes:" + pad}] + MESSAGES
+        m = len(tok(tok.apply_chat_template(padded, tokenize=False, add_generation_prompt=True,
+                                            enable_thinking=False))["input_ids"])
+        if m >= n:
+            break
+        pad += " x"
+    print(f"prompt: {n} tokens (C: {m})")
     run_round(args, "B", prompt)  # warm-up (graphs, caches)
-    res = {"A": [], "B": []}
+    res = {"A": [], "B": [], "C": []}
     for r in range(args.rounds):
-        for kind in ("A", "B"):
-            itl, tps = run_round(args, kind, prompt)
+        for kind in ("A", "B", "C"):
+            itl, tps = run_round(args, kind, prompt, padded)
             res[kind].append(itl)
             print(f"round {r} {kind}: ITL median {itl * 1e3:.3f} ms, {tps:.0f} chunks/s", flush=True)
-    a, b = statistics.mean(res["A"]), statistics.mean(res["B"])
+    a, b, c = (statistics.mean(res[k]) for k in "ABC")
     print(f"A (chat + tools) / B (completions, same tokens): ITL {a * 1e3:.3f} / {b * 1e3:.3f} ms "
           f"= {100 * (a / b - 1):+.2f}%")
+    print(f"A (chat + tools) / C (chat, no tools, as many tokens): {a * 1e3:.3f} / {c * 1e3:.3f} "
+          f"ms = {100 * (a / c - 1):+.2f}%; C / B = {100 * (c / b - 1):+.2f}%")
 
 
 if __name__ == "__main__":
