@@ -11,7 +11,9 @@
 
 Both stream `--max-tokens` tokens (ignore_eos) at `--concurrency` concurrent requests; rounds
 alternate A, B, A, B. Prints, per round, the median over streams of each stream's mean gap
-between content chunks after the first (ITL), and the aggregate tokens per second.
+between chunks after the first, each stream's time per token (first to last chunk over
+max_tokens - 1: what a user waits per token, whatever the chunking) and the aggregate tokens per
+second; the A/B lines compare the per-token ITL.
 
   python3 tools/cuda/itl_tools_ab.py --url http://127.0.0.1:8080 --tokenizer DIR
 """
@@ -47,20 +49,28 @@ MESSAGES = [{"role": "user", "content": "What will the weather be in Paris this 
              "Tell me in detail, day by day."}]
 
 
-def stream(url, path, body, out, idx):
+def stream(url, path, body, out, idx, out_tokens):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
     resp = conn.getresponse()
-    times = []
+    times = []  # arrival of each chunk that carries output text (not the role or the finish)
     for raw in resp:
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue
-        times.append(time.perf_counter())
+        now = time.perf_counter()
+        choices = json.loads(line[5:]).get("choices") or [{}]
+        c = choices[0]
+        d = c.get("delta") or {}
+        if c.get("text") or d.get("content") or d.get("reasoning_content") or d.get("tool_calls"):
+            times.append(now)
     conn.close()
     gaps = [b - a for a, b in zip(times[1:], times[2:])]
-    out[idx] = (statistics.mean(gaps) if gaps else float("nan"), len(times), times)
+    # Per token: a parser that holds back a possible marker sends fewer, larger chunks, so the
+    # chunk gap alone would count held-back tokens as latency.
+    per_token = (times[-1] - times[0]) / (out_tokens - 1) if len(times) > 1 else float("nan")
+    out[idx] = (statistics.mean(gaps) if gaps else float("nan"), len(times), per_token)
 
 
 def run_round(args, kind, prompt, padded=None):
@@ -79,7 +89,8 @@ def run_round(args, kind, prompt, padded=None):
         body = {"model": "m", "prompt": prompt, "max_tokens": args.max_tokens,
                 "ignore_eos": True, "stream": True, "temperature": 1.0}
     out = [None] * args.concurrency
-    threads = [threading.Thread(target=stream, args=(args.url, path, dict(body, seed=i), out, i))
+    threads = [threading.Thread(target=stream,
+                                args=(args.url, path, dict(body, seed=i), out, i, args.max_tokens))
                for i in range(args.concurrency)]
     t0 = time.perf_counter()
     for t in threads:
@@ -88,8 +99,9 @@ def run_round(args, kind, prompt, padded=None):
         t.join()
     wall = time.perf_counter() - t0
     itl = statistics.median(o[0] for o in out)
+    per_token = statistics.median(o[2] for o in out)
     chunks = sum(o[1] for o in out)
-    return itl, chunks / wall
+    return itl, chunks / wall, per_token, args.concurrency * args.max_tokens / wall
 
 
 def main():
@@ -118,11 +130,12 @@ def main():
     res = {"A": [], "B": [], "C": []}
     for r in range(args.rounds):
         for kind in ("A", "B", "C"):
-            itl, tps = run_round(args, kind, prompt, padded)
-            res[kind].append(itl)
-            print(f"round {r} {kind}: ITL median {itl * 1e3:.3f} ms, {tps:.0f} chunks/s", flush=True)
+            itl, cps, per_token, tps = run_round(args, kind, prompt, padded)
+            res[kind].append(per_token)
+            print(f"round {r} {kind}: chunk gap median {itl * 1e3:.3f} ms ({cps:.0f} chunks/s), "
+                  f"per-token ITL median {per_token * 1e3:.3f} ms, {tps:.0f} tok/s", flush=True)
     a, b, c = (statistics.mean(res[k]) for k in "ABC")
-    print(f"A (chat + tools) / B (completions, same tokens): ITL {a * 1e3:.3f} / {b * 1e3:.3f} ms "
+    print(f"per-token ITL, A (chat + tools) / B (completions, same tokens): {a * 1e3:.3f} / {b * 1e3:.3f} ms "
           f"= {100 * (a / b - 1):+.2f}%")
     print(f"A (chat + tools) / C (chat, no tools, as many tokens): {a * 1e3:.3f} / {c * 1e3:.3f} "
           f"ms = {100 * (a / c - 1):+.2f}%; C / B = {100 * (c / b - 1):+.2f}%")
