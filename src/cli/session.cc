@@ -134,9 +134,8 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "--dummy-weights, a random model with a real tokenizer (protocol tests)")
       ->check(CLI::ExistingDirectory);
   app->add_flag("--debug-integrity", debug_integrity, "check KV/scheduler invariants every step");
-  app->add_flag(
-      "--step-trace", step_trace,
-      "one stderr line per engine step: its size and host timing (also LOOM_STEP_TRACE=1)");
+  app->add_flag("--step-trace", step_trace,
+                "per engine step, its size and host timings on stderr (also LOOM_STEP_TRACE=1)");
   app->add_option("--dummy-weights", dummy_weights,
                   "build the model from this config.json (or its directory) with random weights "
                   "(benchmarks; no tokenizer unless --tokenizer; MODEL is ignored)");

@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--kinds", default="ABC", help="which arms to run (e.g. A: tools only)")
     args = ap.parse_args()
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
@@ -129,11 +130,13 @@ def main():
     run_round(args, "B", prompt)  # warm-up (graphs, caches)
     res = {"A": [], "B": [], "C": []}
     for r in range(args.rounds):
-        for kind in ("A", "B", "C"):
+        for kind in args.kinds:
             itl, cps, per_token, tps = run_round(args, kind, prompt, padded)
             res[kind].append(per_token)
             print(f"round {r} {kind}: chunk gap median {itl * 1e3:.3f} ms ({cps:.0f} chunks/s), "
                   f"per-token ITL median {per_token * 1e3:.3f} ms, {tps:.0f} tok/s", flush=True)
+    if args.kinds != "ABC":
+        return
     a, b, c = (statistics.mean(res[k]) for k in "ABC")
     print(f"per-token ITL, A (chat + tools) / B (completions, same tokens): {a * 1e3:.3f} / {b * 1e3:.3f} ms "
           f"= {100 * (a / b - 1):+.2f}%")
