@@ -234,6 +234,9 @@ class LiteralArgs {
     int count = 0;
   };
   void Close(std::string* emit);
+  // A key's or value's string opens at quote `c` (Python's ' or ", or Gemma's <|"|>): emits the
+  // JSON quote; returns the bytes of the opening quote.
+  size_t OpenString(char c, bool key, std::string* emit);
   // Python: one escape sequence at s[0] == '\\' appended to `*out` as UTF-8; 0 while incomplete.
   static size_t PythonEscape(std::string_view s, bool eof, std::string* out);
 

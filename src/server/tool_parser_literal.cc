@@ -85,6 +85,14 @@ int HexValue(char c) {
 
 }  // namespace
 
+size_t LiteralArgs::OpenString(char c, bool key, std::string* emit) {
+  *emit += '"';
+  quote_ = c;
+  string_key_ = key;
+  state_ = State::kString;
+  return dialect_ == Dialect::kPython ? 1 : kGemmaQuote.size();
+}
+
 size_t LiteralArgs::PythonEscape(std::string_view s, bool eof, std::string* out) {
   if (s.size() < 2) return eof ? s.size() : 0;  // at the end: a lone backslash is dropped
   const char c = s[1];
@@ -232,11 +240,7 @@ JsonValueScanner::Result LiteralArgs::Feed(std::string_view s, bool eof, size_t*
         }
         if (stack_.back().count++ > 0) *emit += ", ";
         if (quoted) {
-          *emit += '"';
-          quote_ = c;
-          i += python ? 1 : kGemmaQuote.size();
-          string_key_ = true;
-          state_ = State::kString;
+          i += OpenString(c, /*key=*/true, emit);
         } else {
           *emit += JsonQuote(r.substr(0, n));
           i += n;
@@ -282,11 +286,7 @@ JsonValueScanner::Result LiteralArgs::Feed(std::string_view s, bool eof, size_t*
           ++i;
           state_ = State::kValueOrClose;
         } else if (quoted) {
-          *emit += '"';
-          quote_ = c;
-          i += python ? 1 : kGemmaQuote.size();
-          string_key_ = false;
-          state_ = State::kString;
+          i += OpenString(c, /*key=*/false, emit);
         } else {
           *emit += ScalarJson(r.substr(0, n));
           i += n;
