@@ -44,23 +44,6 @@ std::string_view TrimOneNewline(std::string_view s) {
   return s;
 }
 
-void AddTypes(const json& schema, std::vector<std::string>* types) {
-  if (!schema.is_object()) return;
-  if (const auto t = schema.find("type"); t != schema.end()) {
-    if (t->is_string()) types->push_back(t->get<std::string>());
-    if (t->is_array()) {
-      for (const json& e : *t) {
-        if (e.is_string()) types->push_back(e.get<std::string>());
-      }
-    }
-  }
-  for (const char* key : {"anyOf", "oneOf"}) {
-    if (const auto alts = schema.find(key); alts != schema.end() && alts->is_array()) {
-      for (const json& alt : *alts) AddTypes(alt, types);
-    }
-  }
-}
-
 bool HasType(const json& v, std::string_view type) {
   if (type == "string") return v.is_string();
   if (type == "integer") return v.is_number_integer();
@@ -89,7 +72,7 @@ std::string Dump(const json& v) { return v.dump(-1, ' ', false, json::error_hand
 
 std::string TypedValueJson(const json* property, std::string_view raw) {
   std::vector<std::string> types;
-  if (property != nullptr) AddTypes(*property, &types);
+  if (property != nullptr) AddSchemaTypes(*property, &types);
   bool wants_string = false;
   for (const std::string& t : types) wants_string |= t == "string";
   if (wants_string && types.size() == 1) return JsonQuote(raw);
@@ -115,9 +98,7 @@ TypedArgs::TypedArgs(const std::vector<ToolSpec>* tools, std::string function) {
 namespace {
 
 bool IsStringOnly(const json* property) {
-  std::vector<std::string> types;
-  if (property != nullptr) AddTypes(*property, &types);
-  return types.size() == 1 && types[0] == "string";
+  return property != nullptr && IsStringOnlySchema(*property);
 }
 
 }  // namespace
