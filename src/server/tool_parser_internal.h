@@ -199,35 +199,6 @@ class TypedArgs {
  private:
   std::string Separator() { return count_++ == 0 ? "{" : ", "; }
 
-  // The JSON types a parameter's schema names ("type", a name or a list, and those of its anyOf /
-  // oneOf branches), appended to `types`. Json: nlohmann::json or ordered_json.
-  template <typename Json>
-  void AddSchemaTypes(const Json& schema, std::vector<std::string>* types) {
-    if (!schema.is_object()) return;
-    if (const auto t = schema.find("type"); t != schema.end()) {
-      if (t->is_string()) types->push_back(t->template get<std::string>());
-      if (t->is_array()) {
-        for (const auto& e : *t) {
-          if (e.is_string()) types->push_back(e.template get<std::string>());
-        }
-      }
-    }
-    for (const char* key : {"anyOf", "oneOf"}) {
-      if (const auto alts = schema.find(key); alts != schema.end() && alts->is_array()) {
-        for (const auto& alt : *alts) AddSchemaTypes(alt, types);
-      }
-    }
-  }
-
-  // A parameter whose schema names the string type only: the XML formats write its value as raw
-  // text (Qwen3-Coder, GLM), where other values are JSON.
-  template <typename Json>
-  bool IsStringOnlySchema(const Json& schema) {
-    std::vector<std::string> types;
-    AddSchemaTypes(schema, &types);
-    return types.size() == 1 && types[0] == "string";
-  }
-
   const nlohmann::json* schema_ = nullptr;  // the tool's parameters.properties; null if unknown
   int count_ = 0;
   // The value in progress.
@@ -237,6 +208,36 @@ class TypedArgs {
   bool leading_decided_ = false;              // streaming: its leading newline dropped or not
   std::string value_;  // typed at the end: all of it; streaming: a held trailing newline
 };
+
+// The JSON types a parameter's schema names ("type", a name or a list, and those of its anyOf /
+// oneOf branches), appended to `types`. Json: nlohmann::json or ordered_json.
+template <typename Json>
+void AddSchemaTypes(const Json& schema, std::vector<std::string>* types) {
+  if (!schema.is_object()) return;
+  if (const auto t = schema.find("type"); t != schema.end()) {
+    if (t->is_string()) types->push_back(t->template get<std::string>());
+    if (t->is_array()) {
+      for (const auto& e : *t) {
+        if (e.is_string()) types->push_back(e.template get<std::string>());
+      }
+    }
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (const auto alts = schema.find(key); alts != schema.end() && alts->is_array()) {
+      for (const auto& alt : *alts) AddSchemaTypes(alt, types);
+    }
+  }
+}
+
+// A parameter whose schema names the string type only: the XML formats write its value as raw
+// text (Qwen3-Coder, GLM), where other values are JSON.
+template <typename Json>
+bool IsStringOnlySchema(const Json& schema) {
+  std::vector<std::string> types;
+  AddSchemaTypes(schema, &types);
+  return types.size() == 1 && types[0] == "string";
+}
+
 // `raw` typed for the property schema `property` (null: unknown): a JSON value's text.
 std::string TypedValueJson(const nlohmann::json* property, std::string_view raw);
 
