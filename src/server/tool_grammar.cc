@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/tool_parser_internal.h"
+
 namespace loom {
 namespace {
 
@@ -199,7 +201,8 @@ class Builder {
         glm ? "<arg_key>" + pname + "</arg_key>\n<arg_value>" : "<parameter=" + pname + ">\n";
     const std::string close = glm ? "</arg_value>" : "\n</parameter>";
     std::string value;
-    if (IsStringOnly(pschema)) {
+    // The parsers' rule (tool_parser_internal.h): such a value is read back as raw text.
+    if (tool_parser_internal::IsStringOnlySchema(pschema)) {
       const auto e = pschema.find("enum");
       const auto c = pschema.find("const");
       std::vector<std::string> choices;
@@ -228,28 +231,13 @@ class Builder {
                                         schema.dump(), req_.forced ? "" : "{}", /*spaced=*/true});
       value = rule + "-json";
       // Qwen3-Coder's template writes a boolean with Python's str (True / False).
-      if (HasType(pschema, "boolean") && !glm) {
+      std::vector<std::string> types;
+      tool_parser_internal::AddSchemaTypes(pschema, &types);
+      if (!glm && std::find(types.begin(), types.end(), "boolean") != types.end()) {
         value = "(" + value + " | \"True\" | \"False\")";
       }
     }
     return Lit(open) + " " + value + " " + Lit(close + "\n");
-  }
-
-  static bool HasType(const ordered_json& schema, std::string_view type) {
-    if (!schema.is_object()) return false;
-    const auto t = schema.find("type");
-    if (t == schema.end()) return false;
-    if (t->is_string()) return t->get<std::string>() == type;
-    return t->is_array() &&
-           std::find(t->begin(), t->end(), ordered_json(std::string(type))) != t->end();
-  }
-
-  static bool IsStringOnly(const ordered_json& schema) {
-    if (!schema.is_object()) return false;
-    const auto t = schema.find("type");
-    if (t == schema.end()) return false;
-    if (t->is_string()) return *t == "string";
-    return t->is_array() && t->size() == 1 && (*t)[0] == "string";
   }
 
   // Calls each behind `open` (forced: root ::= open before call after (sep open before call

@@ -246,6 +246,33 @@ TEST(ToolCallGrammarTest, Llama3LazyGrammarOnlyAtTheStart) {
   EXPECT_TRUE(Accepts(g, " \n{\"name\": \"ping\", \"parameters\": {}}"));
 }
 
+// A parameter whose schema names only the string type through anyOf is raw text in the XML
+// formats, as the parser reads it back (not a quoted JSON string the parser would keep quoted).
+TEST(ToolCallGrammarTest, XmlStringThroughAnyOfIsRawText) {
+  const ordered_json tools = ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "t", "parameters": {"type": "object", "properties": {
+      "s": {"anyOf": [{"type": "string", "maxLength": 9}]}}, "required": ["s"]}}}])");
+  ToolGrammarRequest req;
+  req.format = F::kQwen3Coder;
+  req.tools = &tools;
+  req.forced = true;
+  auto g = CompileGrammarSpec(*ToolCallGrammar(req));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::string raw =
+      "<tool_call>\n<function=t>\n<parameter=s>\nParis\n</parameter>\n</function>\n</tool_call>";
+  EXPECT_TRUE(Accepts(*g, raw));
+  auto parser = MakeToolCallParser(F::kQwen3Coder,
+                                   {{"t", json::parse(tools[0]["function"]["parameters"].dump())}});
+  std::vector<ToolParseEvent> events;
+  parser->Feed(raw, &events);
+  parser->Flush(&events);
+  std::string args;
+  for (const auto& e : events) {
+    if (e.kind == ToolParseEvent::Kind::kCallArgs) args += e.text;
+  }
+  EXPECT_EQ(json::parse(args), json::parse(R"({"s": "Paris"})"));
+}
+
 // A tool schema the engine cannot express: the forced grammar fails naming the keyword, the lazy
 // one falls back to any arguments object.
 TEST(ToolCallGrammarTest, UnsupportedSchemaFailsForcedFallsBackLazy) {
