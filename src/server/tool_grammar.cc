@@ -35,12 +35,6 @@ std::string Lit(std::string_view s) {
 // `s` as a literal, or nothing when it is empty, followed by a space.
 std::string LitSp(std::string_view s) { return s.empty() ? "" : Lit(s) + " "; }
 
-// The text of `s` inside a JSON string (no quotes).
-std::string JsonInner(const std::string& s) {
-  const std::string quoted = nlohmann::json(s).dump();
-  return quoted.substr(1, quoted.size() - 2);
-}
-
 struct Tool {
   std::string name;
   const ordered_json* parameters;
@@ -144,9 +138,11 @@ class Builder {
     for (size_t i = 0; i < tools_.size(); ++i) {
       const std::string args = ArgsPart(i);
       const std::string tail = "tail-" + std::to_string(i);
-      text_ +=
-          tail + " ::= " + Lit(JsonInner(tools_[i].name) + "\", \"" + std::string(key) + "\": ") +
-          " " + args + (with_id ? R"( (", \"id\": \"" [a-zA-Z0-9]{9} "\"")?)" : "") + " \"}\"\n";
+      text_ += tail + " ::= " +
+               Lit(tool_parser_internal::JsonEscape(tools_[i].name) + "\", \"" + std::string(key) +
+                   "\": ") +
+               " " + args + (with_id ? R"( (", \"id\": \"" [a-zA-Z0-9]{9} "\"")?)" : "") +
+               " \"}\"\n";
       tails += (i > 0 ? " | " : "") + tail;
     }
     text_ += "tail ::= " + tails + "\n";
