@@ -270,7 +270,9 @@ class Backend {
   // Grammar masks (sample/sampler.h, SampleContext::allowed): x[rows[i], j] = -inf for every
   // token j whose bit (masks[i][j / 32] >> (j % 32)) & 1 is clear, and for every
   // j >= 32 * masks[i].size(). x [n, vocab] f32 on this device; rows distinct; masks host memory
-  // (read during the call). Masking commutes with EditLogits (an edit keeps -inf at -inf).
+  // (read during the call; rows whose masks are one span, same address and size, may share its
+  // upload: grammar rows in one state do). Masking commutes with EditLogits (an edit keeps -inf
+  // at -inf).
   // Precondition: has_mask_logits().
   virtual void MaskLogits(const Tensor& x, std::span<const int32_t> rows,
                           std::span<const std::span<const uint32_t>> masks) {

@@ -19,6 +19,7 @@
 #include "cli/session.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/grammar_state.h"
+#include "grammar/mask_cache.h"
 #include "grammar/token_mask.h"
 
 namespace loom {
@@ -102,6 +103,7 @@ void RunBench(const BenchFlags& f) {
   std::unique_ptr<Engine> noop;
   if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
   const BenchGrammar grammar = LoadBenchGrammar(f, s);
+  MaskCache mask_cache(/*capacity=*/256);  // as serve_command.cc's
   const int num_constrained =
       grammar.grammar == nullptr ? 0 : (f.constrained < 0 ? f.concurrency / 2 : f.constrained);
   if (num_constrained > f.concurrency) Fail("--constrained exceeds --concurrency");
@@ -149,11 +151,13 @@ void RunBench(const BenchFlags& f) {
     if (d.steps_after_first > 0) best_step_s = std::min(best_step_s, d.mean_step_s());
 
     if (grammar.grammar != nullptr) {
-      // The same requests, the first num_constrained under the schema (a fresh state each).
+      // The same requests, the first num_constrained under the schema (a fresh state each,
+      // sharing masks through one cache as `loom serve`'s requests do).
       std::vector<Request> reqs = decode_requests();
       for (int i = 0; i < num_constrained; ++i) {
-        reqs[static_cast<size_t>(i)].grammar =
-            std::make_shared<GrammarState>(grammar.grammar, grammar.vocab.get());
+        reqs[static_cast<size_t>(i)].grammar = std::make_shared<GrammarState>(
+            grammar.grammar, grammar.vocab.get(), GrammarState::kDefaultMaskCacheEntries,
+            GrammarState::kDefaultMaxDfaStates, &mask_cache);
       }
       BatchTiming c = OrFail(RunBatch(engine, std::move(reqs)), "--json-schema decode run");
       int64_t generated = 0;

@@ -20,6 +20,7 @@
 #include "server/server_context.h"
 #ifdef LOOM_HAVE_TOKENIZER
 #include "grammar/grammar_cache.h"
+#include "grammar/mask_cache.h"
 #include "grammar/token_mask.h"
 #include "server/tokenizer_codec.h"
 #include "server/tool_grammar.h"
@@ -182,6 +183,8 @@ void RunServe(ServeFlags& f) {
     auto vocab = TokenVocabulary::FromTokenizer(*s.tokenizer, eos, markers);
     if (vocab.ok()) {
       ctx->grammar_vocab = std::make_shared<const TokenVocabulary>(*std::move(vocab));
+      // vocab_size / 8 bytes a mask: 19 KB for Qwen3, so ~5 MB.
+      ctx->mask_cache = std::make_unique<MaskCache>(/*capacity=*/256);
     } else {
       LOG(WARNING) << "no grammar-constrained output: " << vocab.status().message();
     }

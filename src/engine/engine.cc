@@ -323,14 +323,15 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
 void Engine::StartGrammarMasks(const StepPlan& plan) {
   mask_rows_.clear();
   for (const ScheduledSeq& seq : plan.seqs) {
-    if (seq.num_logits == 0) continue;
+    if (seq.num_logits == 0) continue;  // a pending token waits for the seq's next sampled row
     Live& live = live_.at(seq.request_id);
     if (live.grammar == nullptr) continue;
-    if (live.budget.has_value() && live.budget->forced().has_value()) continue;  // not sampled
-    // One row per seq (no drafts yet): its token follows every token accepted so far.
+    // One row per seq (no drafts yet): its token follows every token accepted so far. A forced
+    // row (reasoning budget) needs no mask, but its grammar still takes the previous token.
     CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
+    live.mask_needed = !(live.budget.has_value() && live.budget->forced().has_value());
     if (grammar_pool_ == nullptr) {
-      live.mask = live.grammar->Mask();
+      AdvanceGrammar(live);
     } else {
       mask_rows_.push_back(&live);  // live_ is not modified before WaitGrammarMasks
     }
@@ -346,13 +347,24 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
   }
   for (size_t t = 0; t < tasks; ++t) {
     grammar_pool_->Submit([this, t, tasks] {
-      for (size_t i = t; i < mask_rows_.size(); i += tasks) {
-        mask_rows_[i]->mask = mask_rows_[i]->grammar->Mask();
-      }
+      for (size_t i = t; i < mask_rows_.size(); i += tasks) AdvanceGrammar(*mask_rows_[i]);
       std::lock_guard<std::mutex> lock(masks_mu_);
       if (--masks_pending_ == 0) masks_cv_.notify_one();
     });
   }
+}
+
+void Engine::AdvanceGrammar(Live& live) {
+  if (live.grammar_pending.has_value()) {
+    const TokenId t = *live.grammar_pending;
+    live.grammar_pending.reset();
+    if (live.grammar_error.ok() && !live.grammar->AcceptToken(t)) {
+      live.grammar_error = InternalError("token " + std::to_string(t) +
+                                         " was sampled outside the request's grammar");
+    }
+  }
+  live.mask = {};
+  if (live.mask_needed && live.grammar_error.ok()) live.mask = live.grammar->Mask();
 }
 
 void Engine::WaitGrammarMasks() {
@@ -377,12 +389,12 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
       continue;
     }
     Live& live = live_.at(seq.request_id);
-    if (live.grammar != nullptr && !live.grammar->AcceptToken(last->token)) {
-      FinishRequest(seq.request_id, FinishReason::kError,
-                    InternalError("token " + std::to_string(last->token) +
-                                  " was sampled outside the request's grammar"));
+    if (!live.grammar_error.ok()) {
+      FinishRequest(seq.request_id, FinishReason::kError, live.grammar_error);
       continue;
     }
+    // The grammar takes the token with the next mask (AdvanceGrammar), off this thread.
+    if (live.grammar != nullptr) live.grammar_pending = last->token;
     tokens[i] = last->token;
     accepted[i] = std::span<const TokenId>(&tokens[i], 1);
     results[i] = &*last;
@@ -402,7 +414,15 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
                               .subspan(static_cast<size_t>(req->num_prompt_tokens)));
     }
     if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
-      FinishRequest(id, FinishReason::kStop, OkStatus(), t);
+      if (live.grammar != nullptr) {  // the grammar takes the last token too: is the end valid?
+        live.mask_needed = false;
+        AdvanceGrammar(live);
+      }
+      if (!live.grammar_error.ok()) {
+        FinishRequest(id, FinishReason::kError, live.grammar_error);
+      } else {
+        FinishRequest(id, FinishReason::kStop, OkStatus(), t);
+      }
       continue;
     }
     TokenOutput out;

@@ -115,6 +115,11 @@ class Engine {
     bool cached_reported = false;
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
     std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
+    // The token committed last, which the grammar takes just before its next mask (on the grammar
+    // workers, while the device runs the step: not on the engine thread's commit).
+    std::optional<TokenId> grammar_pending;
+    bool mask_needed = false;  // this step's row is sampled (not forced): it needs its mask
+    Status grammar_error;      // the grammar refused a committed token: the request fails
     std::optional<ReasoningBudgetTracker> budget;  // none: no reasoning budget
   };
   struct Submission {
@@ -140,6 +145,9 @@ class Engine {
   // meanwhile: nothing touches a Live's grammar or mask until the wait); without, computed here.
   void StartGrammarMasks(const StepPlan& plan);
   void WaitGrammarMasks();
+  // The grammar takes `live`'s pending token (grammar_error when it refuses it), then computes
+  // the mask when mask_needed. Touches only `live`: the grammar workers run it.
+  static void AdvanceGrammar(Live& live);
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.

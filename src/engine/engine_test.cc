@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar_compose.h"
+#include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
 #include "sample/fake_device_backend.h"
 
@@ -321,6 +322,7 @@ struct GrammarFixture {
 // after a preemption does not touch it).
 TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   const GrammarFixture fx;
+  MaskCache* shared = nullptr;  // set for the arms whose constrained rows share masks
   auto constrained = [&](int i) {
     Request r;
     r.prompt = Prompt(9, 4 + i, 40 + i);
@@ -328,7 +330,9 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
     r.params.seed = 7 + i;
     r.params.temperature = i == 0 ? 0.0f : 1.0f;
     r.params.num_logprobs = i == 2 ? 3 : -1;
-    r.grammar = std::make_shared<GrammarState>(fx.grammar, fx.vocab.get());
+    r.grammar = std::make_shared<GrammarState>(fx.grammar, fx.vocab.get(),
+                                               GrammarState::kDefaultMaskCacheEntries,
+                                               GrammarState::kDefaultMaxDfaStates, shared);
     return r;
   };
   auto work = [&] {
@@ -338,9 +342,14 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   };
   std::vector<Result> solo;
   for (const Request& r : work()) solo.push_back(RunSolo(r));  // fresh grammar states each
-  // Masks on the engine thread after each step, and on a pool of two during it.
-  for (int grammar_threads : {0, 2}) {
-    SCOPED_TRACE("num_grammar_threads " + std::to_string(grammar_threads));
+  // Masks on the engine thread after each step, and on a pool of two during it; each request's
+  // own masks, and masks shared through one cache (rows in one state get one mask's storage).
+  MaskCache cache(/*capacity=*/8);
+  for (int arm = 0; arm < 4; ++arm) {
+    const int grammar_threads = arm % 2 == 0 ? 0 : 2;
+    shared = arm >= 2 ? &cache : nullptr;
+    SCOPED_TRACE("num_grammar_threads " + std::to_string(grammar_threads) +
+                 (shared != nullptr ? ", shared masks" : ""));
     EngineConfig tight = BaseConfig(/*num_blocks=*/16);
     tight.max_batched_tokens = 7;
     tight.max_num_seqs = 5;
@@ -360,6 +369,9 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
       EXPECT_TRUE(batch[i].grammar->IsTerminated()) << i;
     }
     EXPECT_EQ(num_constrained, 3);
+    if (shared != nullptr) {
+      EXPECT_GT(cache.hits(), 0u);
+    }
     EXPECT_GT(m.engine->stats().preemptions, 0u);
     EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
   }
@@ -522,6 +534,33 @@ TEST(EngineTest, ReasoningBudgetUnderAGrammarAfterReasoning) {
     const std::string text = fx.Text(got.tokens);
     const std::string answer = text.substr(text.find('?') + 1);
     EXPECT_TRUE(fx.Matches(answer)) << "\"" << text << "\"";
+  }
+}
+
+// A committed token the grammar refuses (here the budget's forced close, which this grammar has
+// no room for: it does not start after the reasoning section) fails the request with an error
+// naming the grammar, whether the grammar takes its tokens on the engine thread or on the
+// workers, and frees its blocks.
+TEST(EngineTest, ATokenOutsideTheGrammarFailsTheRequest) {
+  const GrammarFixture fx;
+  for (int grammar_threads : {0, 2}) {
+    SCOPED_TRACE("num_grammar_threads " + std::to_string(grammar_threads));
+    EngineConfig config = BaseConfig(/*num_blocks=*/16);
+    config.num_grammar_threads = grammar_threads;
+    Made m = Make(config);
+    Request r = Budgeted(0, 30, std::nullopt);
+    r.params.ignore_eos = false;
+    r.grammar = std::make_shared<GrammarState>(fx.grammar, fx.vocab.get());
+    ReasoningBudget b = Budget(2);
+    b.close = {31};
+    b.forced = {31};
+    r.reasoning_budget = b;
+    const std::vector<Result> got = RunAll(*m.engine, {r});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].finish, FinishReason::kError);
+    EXPECT_NE(got[0].error.message().find("outside the request's grammar"), std::string::npos)
+        << got[0].error.ToString();
+    EXPECT_EQ(m.engine->stats().kv_blocks_used, 0);
   }
 }
 

@@ -8,9 +8,10 @@ namespace loom {
 
 GrammarState::GrammarState(std::shared_ptr<const CompiledGrammar> grammar,
                            const TokenVocabulary* vocab, size_t mask_cache_entries,
-                           size_t max_dfa_states)
+                           size_t max_dfa_states, MaskCache* shared)
     : matcher_(grammar),
       vocab_(vocab),
+      shared_(shared),
       mask_cache_entries_(mask_cache_entries),
       dfa_(std::move(grammar), max_dfa_states) {
   CHECK(vocab_ != nullptr);
@@ -32,8 +33,9 @@ bool GrammarState::AcceptToken(TokenId id) {
 std::span<const uint32_t> GrammarState::Mask() const {
   const size_t words = vocab_->mask_words();
   if (terminated_) {
-    scratch_.assign(words, 0);
-    return scratch_;
+    if (zeros_ == nullptr) zeros_ = std::make_shared<const std::vector<uint32_t>>(words, 0u);
+    last_ = zeros_;
+    return *last_;
   }
   // Under long counts (maxLength 10000) the state the mask sees is the canonical one, which
   // repeats character after character: the mask cache hits and the DFA stays small.
@@ -47,25 +49,27 @@ std::span<const uint32_t> GrammarState::Mask() const {
   m->AppendStateSignature(&signature_);
   for (size_t i = 0; i < mask_cache_.size(); ++i) {
     if (mask_cache_[i].signature != signature_) continue;
-    // Moving entries keeps their buffers: the span stays valid until the next call.
     std::rotate(mask_cache_.begin() + i, mask_cache_.begin() + i + 1, mask_cache_.end());
     ++mask_cache_hits_;
-    return mask_cache_.back().mask;
+    last_ = mask_cache_.back().mask;
+    return *last_;
   }
-  std::vector<uint32_t>* out = &scratch_;
+  MaskCache::Mask mask;
+  if (shared_ != nullptr) mask = shared_->Find(matcher_.grammar(), signature_);
+  if (mask != nullptr) {
+    ++shared_mask_hits_;
+  } else {
+    auto fresh = std::make_shared<std::vector<uint32_t>>(words);
+    vocab_->FillMask(*m, signature_, &dfa_, fresh->data());
+    mask = std::move(fresh);
+    if (shared_ != nullptr) mask = shared_->Insert(matcher_.grammar(), signature_, std::move(mask));
+  }
   if (mask_cache_entries_ > 0) {
-    CachedMask entry;
-    if (mask_cache_.size() == mask_cache_entries_) {  // reuse the oldest entry's buffer
-      entry = std::move(mask_cache_.front());
-      mask_cache_.erase(mask_cache_.begin());
-    }
-    entry.signature = signature_;
-    mask_cache_.push_back(std::move(entry));
-    out = &mask_cache_.back().mask;
+    if (mask_cache_.size() == mask_cache_entries_) mask_cache_.erase(mask_cache_.begin());
+    mask_cache_.push_back(CachedMask{signature_, mask});
   }
-  out->resize(words);
-  vocab_->FillMask(*m, signature_, &dfa_, out->data());
-  return *out;
+  last_ = std::move(mask);
+  return *last_;
 }
 
 void GrammarState::FillMask(uint32_t* bitmask) const {

@@ -1,8 +1,9 @@
 // GrammarState: one request's constrained-decoding state: a GrammarMatcher plus the vocabulary
 // that maps token ids to bytes. The engine calls FillMask before sampling and AcceptToken after.
-// FillMask answers from the masks of recently seen exact states, else through the request's
-// MaskDfa (mask_dfa.h; it persists across masks, so a state met before costs no grammar steps).
-// Not thread-safe; the vocabulary must outlive it.
+// Mask answers from the masks of recently seen exact states, then from the MaskCache shared with
+// other requests (mask_cache.h: rows in one state get one mask's storage), else through the
+// request's MaskDfa (mask_dfa.h; it persists across masks, so a state met before costs no grammar
+// steps). Not thread-safe; the vocabulary and the shared cache must outlive it.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "grammar/mask_cache.h"
 #include "grammar/mask_dfa.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
@@ -21,16 +23,20 @@ class GrammarState {
   // `mask_cache_entries`: how many masks to remember by exact state signature (vocab_size / 8
   // bytes each; 0 = none). Inside a free string the exact state repeats every token, and a hit
   // is a copy (~6 us for 150k tokens). `max_dfa_states` bounds the MaskDfa (~0.5 KB a state).
+  // `shared` (null: none) is consulted on a miss and given every mask computed here.
+  static constexpr size_t kDefaultMaskCacheEntries = 4, kDefaultMaxDfaStates = 4096;
   GrammarState(std::shared_ptr<const CompiledGrammar> grammar, const TokenVocabulary* vocab,
-               size_t mask_cache_entries = 4, size_t max_dfa_states = 4096);
+               size_t mask_cache_entries = kDefaultMaskCacheEntries,
+               size_t max_dfa_states = kDefaultMaxDfaStates, MaskCache* shared = nullptr);
 
   // Applies token `id` and returns true, or returns false and changes nothing when the grammar
   // does not allow it (a never-allowed token, bytes the grammar rejects, EOS before the document
   // is complete). An accepted EOS terminates the state.
   bool AcceptToken(TokenId id);
   // The mask of the tokens AcceptToken would accept (all zero once terminated), mask_words()
-  // words in this state's storage: valid until the next Mask / FillMask call (a cached mask is
-  // not copied). Mutates only the caches.
+  // words in this state's or the shared cache's storage: valid until the next Mask / FillMask call
+  // (a cached mask is not copied; rows in one state of one grammar get the same address).
+  // Mutates only the caches.
   std::span<const uint32_t> Mask() const;
   // Mask() copied into bitmask[0, mask_words()).
   void FillMask(uint32_t* bitmask) const;
@@ -43,8 +49,10 @@ class GrammarState {
   void RollbackTokens(size_t num_tokens);
   size_t num_accepted_tokens() const { return checkpoints_.size(); }
   const GrammarMatcher& matcher() const { return matcher_; }
-  // FillMask calls answered from the mask cache (diagnostics, tests).
+  // Mask calls answered from this state's own mask cache, and from the shared one (diagnostics,
+  // tests).
   uint64_t mask_cache_hits() const { return mask_cache_hits_; }
+  uint64_t shared_mask_hits() const { return shared_mask_hits_; }
 
  private:
   GrammarMatcher matcher_;
@@ -53,13 +61,15 @@ class GrammarState {
   bool terminated_ = false;
   struct CachedMask {
     std::vector<int32_t> signature;  // GrammarMatcher::AppendStateSignature
-    std::vector<uint32_t> mask;      // [vocab_->mask_words()]
+    MaskCache::Mask mask;            // [vocab_->mask_words()]
   };
+  MaskCache* shared_;
   size_t mask_cache_entries_;
   mutable std::vector<CachedMask> mask_cache_;  // most recently used last
   mutable std::vector<int32_t> signature_;      // scratch: the exact state signature
-  mutable std::vector<uint32_t> scratch_;       // Mask() without a cache entry (terminated, none)
-  mutable uint64_t mask_cache_hits_ = 0;
+  mutable MaskCache::Mask last_;                // what Mask() returned last (keeps it alive)
+  mutable MaskCache::Mask zeros_;               // the mask once terminated
+  mutable uint64_t mask_cache_hits_ = 0, shared_mask_hits_ = 0;
   mutable MaskDfa dfa_;
 };
 

@@ -494,6 +494,47 @@ TEST_F(CudaSamplingTest, EditedRowsGiveTheHostSamplersTokens) {
   EXPECT_GE(changed, 6);          // the edits moved most greedy choices
 }
 
+// (i') Rows passing one mask span (grammar rows in one state: GrammarState hands them the shared
+// cache's storage) share its upload; each row still gets exactly its own mask, interleaved with
+// rows of other masks and with unmasked rows.
+TEST_F(CudaSamplingTest, RowsSharingAMaskSpanGetThatMask) {
+  std::mt19937_64 rng(22);
+  const int vocab = 4099;  // not a multiple of 32
+  const int64_t words = (vocab + 31) / 32;
+  const int rows = 9;
+  std::vector<float> x;
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<float> row = RandomRow(rng, vocab, r % 4);
+    x.insert(x.end(), row.begin(), row.end());
+  }
+  std::vector<std::vector<uint32_t>> distinct(3, std::vector<uint32_t>(words, 0));
+  for (int k = 0; k < 3; ++k) {
+    for (int v = 0; v < vocab; ++v) {
+      if (rng() % (2 + 3 * k) == 0) distinct[k][v / 32] |= 1u << (v % 32);
+    }
+  }
+  // Row 4 is free; rows 0, 2, 5, 8 share mask 0's span, 1 and 7 mask 1's, 3 and 6 mask 2's.
+  const std::vector<int32_t> masked = {0, 1, 2, 3, 5, 6, 7, 8};
+  const std::vector<int> which = {0, 1, 0, 2, 0, 2, 1, 0};
+  std::vector<std::span<const uint32_t>> spans;
+  for (int k : which) spans.push_back(distinct[k]);
+  Tensor dev = gpu_->Alloc(DType::kF32, Shape{rows, vocab});
+  gpu_->CopyFromHost(x.data(), dev);
+  gpu_->MaskLogits(dev, masked, spans);
+  std::vector<float> got(x.size());
+  gpu_->CopyToHost(dev, got.data());
+  std::vector<float> want = x;
+  for (size_t i = 0; i < masked.size(); ++i) {
+    const std::vector<uint32_t>& m = distinct[which[i]];
+    for (int v = 0; v < vocab; ++v) {
+      if (((m[v / 32] >> (v % 32)) & 1) == 0) {
+        want[static_cast<size_t>(masked[i]) * vocab + v] = -kInf;
+      }
+    }
+  }
+  ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
 // (i) Grammar masks on the device: every row listed (not the others) has exactly the logits its
 // mask clears at -inf, ids past the mask words included; the argmax of a masked greedy row and a
 // masked draw match SampleRow with SampleContext::allowed on the raw row.

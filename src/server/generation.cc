@@ -51,7 +51,9 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
     if (request.compiled_grammar != nullptr) {
       CHECK(ctx->grammar_vocab != nullptr);
       r.grammar =
-          std::make_shared<GrammarState>(request.compiled_grammar, ctx->grammar_vocab.get());
+          std::make_shared<GrammarState>(request.compiled_grammar, ctx->grammar_vocab.get(),
+                                         GrammarState::kDefaultMaskCacheEntries,
+                                         GrammarState::kDefaultMaxDfaStates, ctx->mask_cache.get());
     }
     r.reasoning_budget = request.engine_reasoning_budget;
     StatusOr<RequestHandle> handle = ctx->engine->Submit(std::move(r));

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "grammar/mask_cache.h"
 #include "server/access_policy.h"
 #include "server/generation_request.h"
 #include "server/output_parsing.h"
@@ -58,10 +59,11 @@ struct ServerContext {
   ServedModelInfo model;
   ServerOptions options;
   OutputParsers parsers;  // from options.tool_parser / reasoning_parser and the chat template
-  // Grammar-constrained output: the model's tokens as bytes (null without a tokenizer) and the
-  // compiled grammars by spec.
+  // Grammar-constrained output: the model's tokens as bytes (null without a tokenizer), the
+  // compiled grammars by spec, and the masks of their states shared by the requests (null: none).
   std::shared_ptr<const TokenVocabulary> grammar_vocab;
   std::unique_ptr<GrammarCache> grammar_cache;
+  std::unique_ptr<MaskCache> mask_cache;
   // Responses API responses for previous_response_id (null or capacity 0: none are kept).
   std::unique_ptr<ResponseStore> responses;
   ServerMetrics metrics;

@@ -825,17 +825,32 @@ void CudaBackend::MaskLogits(const Tensor& x, std::span<const int32_t> rows,
   CheckDevice(x, "MaskLogits", "x");
   CHECK(x.dtype() == DType::kF32 && x.ndim() == 2) << "MaskLogits: x " << Describe(x);
   if (n == 0 || words == 0) return;
-  // One staged upload: [rows | the masks, each padded to `words` with zeros (not allowed)].
-  const size_t row_bytes = static_cast<size_t>(n) * sizeof(int32_t);
-  const size_t mask_offset = (row_bytes + 15) / 16 * 16;
-  const size_t bytes = mask_offset + rows.size() * words * sizeof(uint32_t);
-  auto* staged = static_cast<uint8_t*>(StagingFor(mask_staging_, mask_staged_, bytes));
   for (int32_t r : rows) {
     CHECK(r >= 0 && r < x.rows()) << "MaskLogits: row " << r << " of " << Describe(x);
   }
+  // Rows in one grammar state pass one span: each distinct mask is uploaded once (under
+  // tool_choice auto every free-text row of a batch shares the lazy grammar's mask).
+  mask_of_.resize(rows.size());
+  distinct_masks_.clear();
+  for (size_t i = 0; i < masks.size(); ++i) {
+    size_t k = 0;
+    while (k < distinct_masks_.size() && (distinct_masks_[k].data() != masks[i].data() ||
+                                          distinct_masks_[k].size() != masks[i].size())) {
+      ++k;
+    }
+    if (k == distinct_masks_.size()) distinct_masks_.push_back(masks[i]);
+    mask_of_[i] = static_cast<int32_t>(k);
+  }
+  // One staged upload: [rows | mask_of | the distinct masks, each padded to `words` with zeros
+  // (not allowed)].
+  const size_t row_bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  const size_t mask_offset = (2 * row_bytes + 15) / 16 * 16;
+  const size_t bytes = mask_offset + distinct_masks_.size() * words * sizeof(uint32_t);
+  auto* staged = static_cast<uint8_t*>(StagingFor(mask_staging_, mask_staged_, bytes));
   std::memcpy(staged, rows.data(), row_bytes);
+  std::memcpy(staged + row_bytes, mask_of_.data(), row_bytes);
   auto* dst = reinterpret_cast<uint32_t*>(staged + mask_offset);
-  for (const auto& m : masks) {
+  for (const auto& m : distinct_masks_) {
     std::memcpy(dst, m.data(), m.size() * sizeof(uint32_t));
     std::memset(dst + m.size(), 0, (words - m.size()) * sizeof(uint32_t));
     dst += words;
@@ -846,6 +861,7 @@ void CudaBackend::MaskLogits(const Tensor& x, std::span<const int32_t> rows,
   mask_staged_->Record(stream());
   auto* base = static_cast<uint8_t*>(dev.data());
   cuda::LaunchMaskLogits(x.data_as<float>(), x.cols(), reinterpret_cast<const int32_t*>(base),
+                         reinterpret_cast<const int32_t*>(base + row_bytes),
                          reinterpret_cast<const uint32_t*>(base + mask_offset), n,
                          static_cast<int64_t>(words), stream());
 }

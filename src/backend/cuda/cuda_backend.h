@@ -26,7 +26,9 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/qkv_rope_store.cuh"
@@ -199,9 +201,12 @@ class CudaBackend final : public Backend {
   // out (the next call waits for it before rewriting the staging).
   std::unique_ptr<cuda::PinnedHostBuffer> edit_staging_;
   std::unique_ptr<cuda::CudaEvent> edit_staged_;
-  // MaskLogits' upload (rows, then masks), the same way.
+  // MaskLogits' upload (rows, each row's mask index, the distinct masks), the same way, and its
+  // host scratch: [rows] mask indices, the distinct masks.
   std::unique_ptr<cuda::PinnedHostBuffer> mask_staging_;
   std::unique_ptr<cuda::CudaEvent> mask_staged_;
+  std::vector<int32_t> mask_of_;
+  std::vector<std::span<const uint32_t>> distinct_masks_;
   // `staging` grown to >= `bytes` once its last upload (`staged`) is done; its host pointer.
   static void* StagingFor(std::unique_ptr<cuda::PinnedHostBuffer>& staging,
                           std::unique_ptr<cuda::CudaEvent>& staged, size_t bytes);

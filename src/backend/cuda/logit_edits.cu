@@ -12,26 +12,28 @@ __global__ void EditLogitsKernel(float* x, int64_t vocab, const LogitEdit* edits
   l = ApplyLogitEdit(e, l);
 }
 
-// grid (column blocks, rows): thread j of row i clears x[rows[i], j] when its bit is clear.
+// grid (column blocks, rows): thread j of row i clears x[rows[i], j] when its bit in the row's
+// mask is clear.
 __global__ void MaskLogitsKernel(float* x, int64_t vocab, const int32_t* rows,
-                                 const uint32_t* masks, int64_t words) {
+                                 const int32_t* mask_of, const uint32_t* masks, int64_t words) {
   const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (j >= vocab) return;
   const int64_t i = blockIdx.y;
   const int64_t w = j >> 5;
-  const bool allowed = w < words && ((masks[i * words + w] >> (j & 31)) & 1u) != 0;
+  const uint32_t* mask = masks + int64_t{mask_of[i]} * words;
+  const bool allowed = w < words && ((mask[w] >> (j & 31)) & 1u) != 0;
   if (!allowed) x[int64_t{rows[i]} * vocab + j] = -__builtin_huge_valf();
 }
 
 }  // namespace
 
-void LaunchMaskLogits(float* x, int64_t vocab, const int32_t* rows, const uint32_t* masks,
-                      int64_t n, int64_t words, cudaStream_t stream) {
+void LaunchMaskLogits(float* x, int64_t vocab, const int32_t* rows, const int32_t* mask_of,
+                      const uint32_t* masks, int64_t n, int64_t words, cudaStream_t stream) {
   if (n == 0) return;
   constexpr int kThreads = 256;
   const dim3 grid(static_cast<unsigned>((vocab + kThreads - 1) / kThreads),
                   static_cast<unsigned>(n));
-  MaskLogitsKernel<<<grid, kThreads, 0, stream>>>(x, vocab, rows, masks, words);
+  MaskLogitsKernel<<<grid, kThreads, 0, stream>>>(x, vocab, rows, mask_of, masks, words);
   CUDA_CHECK(cudaGetLastError());
 }
 

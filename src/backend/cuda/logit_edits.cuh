@@ -16,9 +16,10 @@ namespace loom::cuda {
 void LaunchEditLogits(float* x, int64_t vocab, const LogitEdit* edits, int64_t n,
                       cudaStream_t stream);
 
-// Backend::MaskLogits: for each of the n rows (device memory: rows[n], masks[n * words]), every
-// logit of x[rows[i]] whose mask bit is clear (or past 32 * words) becomes -inf.
-void LaunchMaskLogits(float* x, int64_t vocab, const int32_t* rows, const uint32_t* masks,
-                      int64_t n, int64_t words, cudaStream_t stream);
+// Backend::MaskLogits: for each of the n rows (device memory: rows[n], mask_of[n] indexing the
+// distinct masks[num_masks * words]), every logit of x[rows[i]] whose bit in mask mask_of[i] is
+// clear (or past 32 * words) becomes -inf.
+void LaunchMaskLogits(float* x, int64_t vocab, const int32_t* rows, const int32_t* mask_of,
+                      const uint32_t* masks, int64_t n, int64_t words, cudaStream_t stream);
 
 }  // namespace loom::cuda
