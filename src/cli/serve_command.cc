@@ -370,6 +370,9 @@ void AddServeCommand(CLI::App& root) {
                   "with Retry-After (0 = no cap; --http-threads bounds the queue anyway)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_flag("--log-prompts", o.log_prompts,
+                "also log each request's prompt (as the model sees it) and each reply's text; "
+                "without it the log holds request ids, sizes and timings only");
   cmd->add_option("--grammar-compile-timeout", f->grammar_compile_timeout_ms,
                   "ms a request's JSON schema / grammar may take to compile before it is refused "
                   "with a 400 (0 = no limit; grammars are also capped at " +

@@ -25,6 +25,7 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(parsed.status(), param));
   }
   GenerationRequest& req = *parsed;
+  req.log_id = RequestIdHeader(res);
   ApiError error;
   std::unique_ptr<ChoiceEventSource> source =
       StartChoiceSource(ctx, &req, ApiFlavor::kAnthropic, PromptFields{}, &error);

@@ -1,14 +1,45 @@
 #include "server/generation.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/logging.h"
 
 namespace loom {
+
+namespace {
+
+// `text` as one JSON string (newlines escaped, ill-formed UTF-8 replaced): one log line.
+std::string Quoted(std::string_view text) {
+  return nlohmann::json(std::string(text))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+const char* LogName(ChoiceFinishReason reason) {
+  switch (reason) {
+    case ChoiceFinishReason::kStop:
+      return "stop";
+    case ChoiceFinishReason::kStopString:
+      return "stop_string";
+    case ChoiceFinishReason::kLength:
+      return "length";
+    case ChoiceFinishReason::kToolCalls:
+      return "tool_calls";
+    case ChoiceFinishReason::kAbort:
+      return "abort";
+    case ChoiceFinishReason::kError:
+      return "error";
+  }
+  return "?";
+}
+
+}  // namespace
 
 Generation::Generation(ServerContext* ctx, const GenerationRequest& request,
                        std::vector<TokenId> prompt)
     : ctx_(ctx),
+      log_id_(request.log_id),
       want_logprobs_(request.logprobs),
       prompt_(std::move(prompt)),
       start_(std::chrono::steady_clock::now()) {}
@@ -65,6 +96,11 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
                                                           request.skip_special_tokens);
     }
     gen->choices_.push_back(std::move(choice));
+  }
+  if (ctx->options.log_prompts) {
+    LOG(INFO) << request.log_id << " prompt (" << gen->prompt_.size() << " tokens): "
+              << (ctx->codec != nullptr ? Quoted(ctx->codec->Decode(gen->prompt_, false))
+                                        : std::string("(token ids)"));
   }
   ctx->metrics.StreamStarted();
   return gen;
@@ -170,8 +206,13 @@ void Generation::Consume(int choice_idx, StreamChunk chunk, std::vector<ChoiceEv
       finish->stop_string = std::move(stop_string);
     }
   }
+  if (ctx_->options.log_prompts) c.transcript += text.text;
   if (!text.text.empty() || !text.logprobs.empty()) out->push_back(std::move(text));
   if (!finish.has_value()) return;
+  if (ctx_->options.log_prompts) {
+    LOG(INFO) << log_id_ << " choice " << choice_idx << " " << LogName(finish->finish_reason)
+              << ": " << Quoted(c.transcript);
+  }
   out->push_back(*std::move(finish));
   if (done() && !metrics_done_) {
     metrics_done_ = true;

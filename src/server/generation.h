@@ -52,6 +52,7 @@ class Generation : public ChoiceEventSource {
     std::unique_ptr<StreamDetokenizer> detok;
     StopMatcher stop;
     bool finished = false;
+    std::string transcript;  // the choice's text so far, kept only for --log-prompts
     explicit Choice(std::vector<std::string> stops) : stop(std::move(stops)) {}
   };
   Generation(ServerContext* ctx, const GenerationRequest& request, std::vector<TokenId> prompt);
@@ -59,6 +60,7 @@ class Generation : public ChoiceEventSource {
   void Consume(int choice_idx, StreamChunk chunk, std::vector<ChoiceEvent>* out);
 
   ServerContext* ctx_;
+  std::string log_id_;  // the request's id in the logs
   bool want_logprobs_;
   std::vector<TokenId> prompt_;
   std::vector<std::unique_ptr<Choice>> choices_;

@@ -46,7 +46,8 @@ struct RequestDefaults {
 
 struct GenerationRequest {
   ApiKind kind = ApiKind::kChatCompletions;
-  std::string model;  // as sent (informational; one model is served)
+  std::string model;   // as sent (informational; one model is served)
+  std::string log_id;  // the HTTP request's id (x-request-id), for the logs
 
   // Chat / messages: normalized [{"role": system|user|assistant|tool, "content": string, ...}]
   // (assistant turns may carry "tool_calls" and "reasoning_content", tool results carry

@@ -34,6 +34,20 @@ bool IsGenerationRoute(const httplib::Request& req) {
 // Refuse() reroutes a refused request that carries a body here, naming its path in this header.
 constexpr char kRefusedPath[] = "/.loom/refused";
 constexpr char kRefusedPathHeader[] = "x-loom-refused-path";
+// When the pre-routing handler saw the request (steady-clock microseconds), for the request log.
+constexpr char kReceivedHeader[] = "x-loom-received-us";
+
+// Header caps: cpp-httplib 0.11 bounds each header line (8 KiB) but not their number, so a client
+// could hold a worker with an endless header section. Beyond these the request gets 431; they are
+// far above what browsers, SDKs and agent CLIs send (a few dozen headers, a few KiB).
+constexpr size_t kMaxHeaderCount = 100;
+constexpr size_t kMaxHeaderBytes = 64 << 10;
+
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Writes the error and ends the request before its body is parsed. Answered from the pre-routing
 // handler, a POST's unread body would stay in the keep-alive connection and be read as the next
@@ -136,8 +150,26 @@ void HttpServer::Configure() {
     // Not a const object: httplib passes its own request; Refuse() reroutes it.
     auto& req = const_cast<httplib::Request&>(const_req);
     req.headers.erase(kRefusedPathHeader);  // only Refuse() sets it
+    req.headers.erase(kReceivedHeader);
+    req.set_header(kReceivedHeader, std::to_string(SteadyMicros()));
     res.set_header("x-request-id", "req-" + std::to_string(next_id->fetch_add(1)));
     res.set_header("Vary", "Origin");
+    size_t num_headers = 0, header_bytes = 0;  // as sent: not httplib's or ours
+    for (const auto& [name, value] : req.headers) {
+      if (name == kReceivedHeader || name == "REMOTE_ADDR" || name == "REMOTE_PORT" ||
+          name == "LOCAL_ADDR" || name == "LOCAL_PORT") {
+        continue;
+      }
+      ++num_headers;
+      header_bytes += name.size() + value.size() + 4;  // "name: value\r\n"
+    }
+    if (num_headers > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
+      return Refuse(req, res, 431, "request_headers_too_large",
+                    "the request has " + std::to_string(num_headers) + " headers (" +
+                        std::to_string(header_bytes) + " bytes); at most " +
+                        std::to_string(kMaxHeaderCount) + " headers and " +
+                        std::to_string(kMaxHeaderBytes >> 10) + " KiB are accepted");
+    }
     const std::string host = req.get_header_value("Host");
     if (!policy->HostAllowed(req.has_header("Host"), host)) {
       return Refuse(req, res, 403, "forbidden_host",
@@ -254,12 +286,23 @@ void HttpServer::Configure() {
         e.message = "internal error: " + what;
         SendError(res, FlavorOf(req.path), e);
       });
+  // One line a request: id, method, route, status, peer, body bytes in and out (a stream's are not
+  // counted here), milliseconds since its headers were read. Never a header value or a body:
+  // prompts and completions are logged only with --log-prompts (Generation), keys never.
   s.set_logger([ctx](const httplib::Request& req, const httplib::Response& res) {
     const std::string route =
         req.has_header(kRefusedPathHeader) ? req.get_header_value(kRefusedPathHeader) : req.path;
     ctx->metrics.CountRequest(route, res.status);
+    const std::string received = req.get_header_value(kReceivedHeader);
+    const double ms =
+        received.empty() ? 0.0 : static_cast<double>(SteadyMicros() - std::stoll(received)) / 1e3;
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f ms", ms);
     LOG(INFO) << RequestIdHeader(res) << " " << req.method << " " << route << " " << res.status
-              << " " << req.remote_addr;
+              << " " << req.remote_addr << " in " << req.body.size() << " B out "
+              << (res.body.empty() && res.status == 200 ? std::string("stream")
+                                                        : std::to_string(res.body.size()) + " B")
+              << " " << took;
   });
 }
 

@@ -26,6 +26,7 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
   if (!parsed.ok())
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(parsed.status(), param));
   GenerationRequest& req = *parsed;
+  req.log_id = RequestIdHeader(res);
   if (req.echo && req.logprobs) {
     return SendError(
         res, ApiFlavor::kOpenAi,

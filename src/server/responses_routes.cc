@@ -38,6 +38,7 @@ void HandleCreate(ServerContext* ctx, const httplib::Request& http_req, httplib:
     return SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(parsed.status(), param));
   }
   auto req = std::make_shared<ResponsesRequest>(*std::move(parsed));
+  req->gen.log_id = RequestIdHeader(res);
   ApiError error;
   std::unique_ptr<ChoiceEventSource> source = StartChoiceSource(
       ctx, &req->gen, ApiFlavor::kOpenAi, PromptFields{"input", "max_output_tokens"}, &error);

@@ -34,6 +34,9 @@ struct ServerOptions {
   // --max-queued-requests: generation requests beyond this many waiting rows get 429 (0 = no cap
   // but --http-threads: a waiting request holds a worker).
   int max_queued_requests = 0;
+  // --log-prompts: the log also carries each request's prompt (as the model sees it) and each
+  // choice's text; off, the log holds ids, sizes and timings only.
+  bool log_prompts = false;
   RequestDefaults defaults;
 
   Status Validate() const;  // messages name the flag

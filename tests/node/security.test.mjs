@@ -287,3 +287,61 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
     assert.equal(await q.stop(), 0, q.log());
   }
 });
+
+test('header caps: over 100 headers or 64 KiB of them is a 431 naming the limit; the server keeps serving', { skip }, async () => {
+  const json = { 'Content-Type': 'application/json', ...AUTH };
+  const many = { ...json };
+  for (let i = 0; i < 120; ++i) many[`x-filler-${i}`] = 'v';
+  const r = await request(server, 'POST', '/v1/completions', many, COMPLETION);
+  assert.equal(r.status, 431, JSON.stringify(r.body));
+  assert.equal(r.body.error.code, 'request_headers_too_large');
+  assert.match(r.body.error.message, /at most 100 headers and 64 KiB/);
+  // Ten 7 KiB headers: each under httplib's 8 KiB line cap, together over 64 KiB.
+  const big = { ...json };
+  for (let i = 0; i < 10; ++i) big[`x-big-${i}`] = 'b'.repeat(7 << 10);
+  const r2 = await request(server, 'GET', '/v1/models', big);
+  assert.equal(r2.status, 431, JSON.stringify(r2.body));
+  // 90 small headers are fine, and so is the next request.
+  const fine = { ...json };
+  for (let i = 0; i < 90; ++i) fine[`x-filler-${i}`] = 'v';
+  assert.equal((await request(server, 'POST', '/v1/completions', fine, COMPLETION)).status, 200);
+  assert.equal((await request(server, 'GET', '/v1/models', AUTH)).status, 200);
+});
+
+test('the request log: ids, sizes and timings, never a prompt, a reply or a key; --log-prompts adds them', { skip, timeout: 60000 }, async () => {
+  const prompt = 'In the beginning zqxj';
+  const body = JSON.stringify({ prompt, max_tokens: 4, temperature: 0 });
+  const chat = JSON.stringify({ messages: [{ role: 'user', content: 'hello zqxj' }], max_tokens: 4, temperature: 0 });
+  const json = { 'Content-Type': 'application/json', ...AUTH };
+  const before = server.log().length;
+  const r = await request(server, 'POST', '/v1/completions', json, body);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  await new Promise((res) => setTimeout(res, 100));
+  const quiet = server.log().slice(before);
+  const line = quiet.split('\n').find((l) => l.includes(`${r.headers['x-request-id']} POST /v1/completions 200`));
+  assert.ok(line, quiet);
+  assert.match(line, new RegExp(`in ${Buffer.byteLength(body)} B out \\d+ B \\d+\\.\\d ms`));
+  assert.doesNotMatch(quiet, /zqxj/);
+  assert.ok(!quiet.includes(KEYS[0]));
+
+  const loud = await startServer(['--log-prompts']);
+  try {
+    const c = await request(loud, 'POST', '/v1/completions', { 'Content-Type': 'application/json' }, body);
+    assert.equal(c.status, 200, JSON.stringify(c.body));
+    const m = await request(loud, 'POST', '/v1/chat/completions', { 'Content-Type': 'application/json' }, chat);
+    assert.equal(m.status, 200, JSON.stringify(m.body));
+    await new Promise((res) => setTimeout(res, 100));
+    const log = loud.log();
+    const id = c.headers['x-request-id'];
+    assert.ok(log.includes(`${id} prompt (`) && log.includes('In the beginning zqxj'), log);
+    // The reply, as one JSON string, under the same id.
+    assert.ok(log.includes(`${id} choice 0 length: ${JSON.stringify(c.body.choices[0].text)}`), log);
+    // Chat: the prompt as the template rendered it.
+    const chatId = m.headers['x-request-id'];
+    const promptLine = log.split('\n').find((l) => l.includes(`${chatId} prompt (`));
+    assert.ok(promptLine && promptLine.includes('hello zqxj'), log);
+    assert.ok(log.includes(`${chatId} choice 0 `), log);
+  } finally {
+    assert.equal(await loud.stop(), 0, loud.log());
+  }
+});
