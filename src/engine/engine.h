@@ -175,10 +175,11 @@ class Engine {
   std::mutex masks_mu_;
   std::condition_variable masks_cv_;
   size_t masks_pending_ = 0;
-  std::vector<Live*> mask_rows_;  // this step's rows whose masks the workers compute
-  uint64_t seed_base_ = 0;        // draws the seeds of unseeded requests
-  bool idle_checked_ = false;     // CheckIntegrity ran since the engine became idle
-  uint64_t finished_ = 0;         // stats counters, engine thread
+  std::vector<Live*> mask_rows_;          // this step's rows whose masks the workers compute
+  std::atomic<size_t> next_mask_row_{0};  // the next of mask_rows_ a worker takes
+  uint64_t seed_base_ = 0;                // draws the seeds of unseeded requests
+  bool idle_checked_ = false;             // CheckIntegrity ran since the engine became idle
+  uint64_t finished_ = 0;                 // stats counters, engine thread
   uint64_t steps_ = 0;
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;
