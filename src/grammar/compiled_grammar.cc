@@ -33,13 +33,15 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
   }
   out->rule_alt_begin_.push_back(static_cast<int32_t>(out->alt_starts_.size()));
   out->root_idx_ = grammar.root_idx();
-  RETURN_IF_ERROR(out->ComputeClosures(budget));
+  std::vector<uint8_t> nullable = grammar.NullableRules();
+  out->AdoptCountChains(grammar.count_chains(), &nullable);
+  RETURN_IF_ERROR(out->ComputeClosures(budget, nullable));
   out->ComputeByteClasses();
-  out->AdoptCountChains(grammar.count_chains());
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
 }
 
-void CompiledGrammar::AdoptCountChains(const std::vector<std::vector<int32_t>>& chains) {
+void CompiledGrammar::AdoptCountChains(const std::vector<std::vector<int32_t>>& chains,
+                                       std::vector<uint8_t>* nullable) {
   rule_chain_.assign(num_rules(), {-1, 0});
   for (const std::vector<int32_t>& chain : chains) {
     // Rules 2.. must share one shape whose first element is a body that consumes input (the
@@ -48,7 +50,7 @@ void CompiledGrammar::AdoptCountChains(const std::vector<std::vector<int32_t>>& 
     const int32_t shape = chain[1];
     const int32_t num_alts = static_cast<int32_t>(alt_end(shape) - alt_begin(shape));
     const Element body = elements_[alt_begin(shape)[0]];
-    if (body.kind == Kind::kEnd || (body.kind == Kind::kRule && rule_nullable_[body.arg])) continue;
+    if (body.kind == Kind::kEnd || (body.kind == Kind::kRule && (*nullable)[body.arg])) continue;
     bool same = true;
     for (size_t k = 1; k < chain.size() && same; ++k) {
       const int32_t r = chain[k];
@@ -66,6 +68,24 @@ void CompiledGrammar::AdoptCountChains(const std::vector<std::vector<int32_t>>& 
     chains_of_rules_.push_back(chain);
     for (size_t k = 1; k < chain.size(); ++k)
       rule_chain_[chain[k]] = {id, static_cast<int32_t>(k + 1)};
+    // The chain's loop: the shape with its reference to the link before (chain[0]) turned into
+    // one to itself, appended as a rule of its own.
+    const auto loop = static_cast<int32_t>(num_rules());
+    const std::vector<int32_t> starts(alt_begin(shape), alt_end(shape));
+    for (int32_t start : starts) {
+      alt_starts_.push_back(static_cast<int32_t>(elements_.size()));
+      for (int32_t q = start;; ++q) {
+        Element e = elements_[q];
+        if (e.kind == Kind::kRule && e.arg == chain[0]) e.arg = loop;
+        elements_.push_back(e);
+        element_rule_.push_back(loop);
+        if (e.kind == Kind::kEnd) break;
+      }
+    }
+    rule_alt_begin_.push_back(static_cast<int32_t>(alt_starts_.size()));
+    rule_chain_.push_back({-1, 0});
+    nullable->push_back((*nullable)[shape]);
+    chain_loops_.push_back(loop);
   }
 }
 
@@ -75,9 +95,9 @@ int32_t CompiledGrammar::CanonicalPosition(int32_t pos, int32_t max_bytes) const
   const auto [chain, k] = rule_chain_[r];
   const int32_t target = max_bytes + 2;
   if (chain < 0 || k <= target) return pos;
-  const int32_t t = chains_of_rules_[chain][target - 1];
+  const int32_t t = chain_loops_[chain];
   // The alternative holding pos: the last one starting at or before it (they are laid out in
-  // order); the same alternative of t holds the canonical position at the same offset.
+  // order); the same alternative of the loop holds the canonical position at the same offset.
   int32_t a = 0;
   while (alt_begin(r) + a + 1 != alt_end(r) && alt_begin(r)[a + 1] <= pos) ++a;
   return alt_begin(t)[a] + (pos - alt_begin(r)[a]);
@@ -190,16 +210,24 @@ class ClosureBuilder {
 // push a frame, so those rules are done in dependency order (Tarjan's components come out
 // dependencies first) and a cycle through tail references only (star ::= x? star) is walked
 // directly (ReferenceClosure's depth-first walk).
-Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
+Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget,
+                                        const std::vector<uint8_t>& nullable) {
   const int32_t n = static_cast<int32_t>(elements_.size());
   const int32_t num_rules = this->num_rules();
   // C(r) and every position's closure are ranges of closure_entries_; a tail reference's closure
   // is its rule's range and every alternative end shares one pop entry.
   using Range = std::pair<uint32_t, uint32_t>;
   std::vector<Range> rule_range(num_rules);
-  std::vector<bool> rule_pops(num_rules, false);
+  // Per rule, the summary of C(r) (its entries' byte sets, whether it holds the pop), composed
+  // like the entries; phase 2 composes the positions' summaries from them.
+  std::vector<ByteSet> rule_first(num_rules);
+  std::vector<uint8_t> rule_pops(num_rules, 0);
   closure_ranges_.assign(n, Range{0, 0});
   closure_entries_.clear();
+  // Room for a few entries a position up front: growing copies what is there, and a long count
+  // makes megabytes (reserved pages that stay untouched cost no memory).
+  closure_entries_.reserve(std::min<size_t>(4 * static_cast<size_t>(n), kMaxClosureEntries));
+  chains_.reserve(std::min<size_t>(4 * static_cast<size_t>(n), kMaxClosureEntries));
   closure_entries_.push_back({kPop, 0, 0});
   const Range pop_range{0, 1};
   ClosureBuilder builder(&chains_);
@@ -221,6 +249,7 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
   auto add_reference = [&](int32_t p, bool fresh) {
     const int32_t r = elements_[p].arg;
     const bool tail = elements_[p + 1].kind == Kind::kEnd;
+    uint32_t single = UINT32_MAX;  // the one-frame chain {p + 1} in chains_, once pushed
     for (uint32_t k = rule_range[r].first; k < rule_range[r].second; ++k) {
       const ClosureEntry e = closure_entries_[k];
       if (tail) {
@@ -228,51 +257,70 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
         continue;
       }
       if (e.pos == kPop) continue;
-      const auto begin = static_cast<uint32_t>(chains_.size());
-      chains_.push_back(p + 1);
-      for (uint32_t i = 0; i < e.chain_size; ++i) chains_.push_back(chains_[e.chain_begin + i]);
+      uint32_t begin = single;
+      if (e.chain_size > 0 || single == UINT32_MAX) {
+        begin = static_cast<uint32_t>(chains_.size());
+        chains_.push_back(p + 1);
+        for (uint32_t i = 0; i < e.chain_size; ++i) chains_.push_back(chains_[e.chain_begin + i]);
+        if (e.chain_size == 0) single = begin;
+      }
       const ClosureEntry prefixed{e.pos, begin, e.chain_size + 1};
       fresh ? builder.AddNew(prefixed) : builder.Add(prefixed);
     }
   };
 
   // Phase 1: C(R) for every rule, dependencies first.
-  std::vector<std::vector<int32_t>> left(num_rules);  // rules at R's left edges
-  std::vector<bool> nullable(num_rules, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t r = 0; r < num_rules; ++r) {
-      if (nullable[r]) continue;
-      for (const int32_t* a = alt_begin(r); a != alt_end(r); ++a) {
-        int32_t q = *a;
-        while (elements_[q].kind == Kind::kRule && nullable[elements_[q].arg]) ++q;
-        if (elements_[q].kind == Kind::kEnd) {
-          nullable[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
-  rule_nullable_ = nullable;
+  CHECK_EQ(nullable.size(), static_cast<size_t>(num_rules));
+  // The rules at R's left edges: left[left_begin[R], left_begin[R + 1]).
+  std::vector<int32_t> left;
+  std::vector<uint32_t> left_begin(num_rules + 1, 0);
   for (int32_t r = 0; r < num_rules; ++r) {
     for (const int32_t* a = alt_begin(r); a != alt_end(r); ++a) {
       for (int32_t q = *a; elements_[q].kind == Kind::kRule; ++q) {
-        left[r].push_back(elements_[q].arg);
+        left.push_back(elements_[q].arg);
         if (!nullable[elements_[q].arg]) break;
       }
     }
+    left_begin[r + 1] = static_cast<uint32_t>(left.size());
   }
+  // A rule `r ::= R x... | "" | ...` (R not nullable, not last; every other alternative empty:
+  // an optional, a link of a count chain) has C(r) = closure(R's position) + {pop}, committed in
+  // that order, so phase 2 gives that position the front of C(r) instead of a copy:
+  // shared_start[r] = the position.
+  std::vector<int32_t> shared_start(num_rules, -1);
+  auto shares_start = [&](int32_t r) {
+    if (alt_end(r) - alt_begin(r) < 2) return false;
+    const int32_t a0 = alt_begin(r)[0];
+    if (elements_[a0].kind != Kind::kRule || elements_[a0 + 1].kind == Kind::kEnd ||
+        nullable[elements_[a0].arg]) {
+      return false;
+    }
+    for (const int32_t* a = alt_begin(r) + 1; a != alt_end(r); ++a) {
+      if (elements_[*a].kind != Kind::kEnd) return false;
+    }
+    return true;
+  };
   // Computes C(r) for the rules of the strongly connected component `comp` just closed.
   auto close_component = [&](const std::vector<int32_t>& comp) -> Status {
     bool cyclic = comp.size() > 1;
-    for (int32_t d : left[comp[0]]) cyclic = cyclic || d == comp[0];
+    for (uint32_t k = left_begin[comp[0]]; k < left_begin[comp[0] + 1]; ++k) {
+      cyclic = cyclic || left[k] == comp[0];
+    }
     for (int32_t r : comp) {
       if ((r & 4095) == 0) RETURN_IF_ERROR(budget.Check(0));
       builder.Clear();
+      ByteSet& first = rule_first[r];
       if (cyclic) {
         std::vector<ClosureEntry> entries;
         WalkClosure(-1, r, &chains_, &entries);
-        for (const ClosureEntry& e : entries) builder.Add(e);
+        for (const ClosureEntry& e : entries) {
+          builder.Add(e);
+          if (e.pos == kPop) {
+            rule_pops[r] = 1;
+          } else {
+            first.AddSet(byte_sets_[elements_[e.pos].arg]);
+          }
+        }
       } else {
         for (const int32_t* a = alt_begin(r); a != alt_end(r); ++a) {
           // closure(q) along the alternative's nullable prefix, composed as above; the rules
@@ -281,16 +329,24 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
             const Element& e = elements_[q];
             if (e.kind == Kind::kBytes) {
               builder.Add({q, 0, 0});
+              first.AddSet(byte_sets_[e.arg]);
               break;
             }
             if (e.kind == Kind::kEnd) {
               builder.Add({kPop, 0, 0});
+              rule_pops[r] = 1;
               break;
             }
-            add_reference(q, false);
-            if (elements_[q + 1].kind == Kind::kEnd || !nullable[e.arg]) break;
+            add_reference(q, builder.entries().empty());
+            first.AddSet(rule_first[e.arg]);
+            if (elements_[q + 1].kind == Kind::kEnd) {
+              rule_pops[r] = rule_pops[r] | rule_pops[e.arg];
+              break;
+            }
+            if (!nullable[e.arg]) break;
           }
         }
+        if (shares_start(r)) shared_start[r] = alt_begin(r)[0];
       }
       ASSIGN_OR_RETURN(rule_range[r], commit());
     }
@@ -299,22 +355,22 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
   // Iterative Tarjan over `left` (grammars nest thousands of rules deep); components close
   // after every component they reach.
   std::vector<int32_t> index(num_rules, -1), low(num_rules, 0), stack, comp;
-  std::vector<bool> on_stack(num_rules, false);
-  std::vector<std::pair<int32_t, size_t>> dfs;  // (rule, next edge)
+  std::vector<uint8_t> on_stack(num_rules, 0);
+  std::vector<std::pair<int32_t, uint32_t>> dfs;  // (rule, next edge)
   int32_t counter = 0;
   auto enter = [&](int32_t v) {
     index[v] = low[v] = counter++;
     stack.push_back(v);
-    on_stack[v] = true;
-    dfs.push_back({v, 0});
+    on_stack[v] = 1;
+    dfs.push_back({v, left_begin[v]});
   };
   for (int32_t root = 0; root < num_rules; ++root) {
     if (index[root] >= 0) continue;
     enter(root);
     while (!dfs.empty()) {
       auto& [v, next] = dfs.back();
-      if (next < left[v].size()) {
-        const int32_t w = left[v][next++];
+      if (next < left_begin[v + 1]) {
+        const int32_t w = left[next++];
         if (index[w] < 0) {
           enter(w);
         } else if (on_stack[w]) {
@@ -331,28 +387,42 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
       do {
         w = stack.back();
         stack.pop_back();
-        on_stack[w] = false;
+        on_stack[w] = 0;
         comp.push_back(w);
       } while (w != done);
       RETURN_IF_ERROR(close_component(comp));
     }
   }
-  for (int32_t r = 0; r < num_rules; ++r) {
-    for (uint32_t k = rule_range[r].first; k < rule_range[r].second; ++k) {
-      rule_pops[r] = rule_pops[r] || closure_entries_[k].pos == kPop;
-    }
-  }
 
-  // Phase 2: every position's closure, last to first (closure(p) may need closure(p+1)).
+  // Phase 2: every position's closure, last to first (closure(p) may need closure(p+1)), and its
+  // summary (closure_first_bytes_, closure_has_pop_) composed the same way.
+  closure_first_bytes_.assign(n, ByteSet());
+  closure_has_pop_.assign(n, false);
   for (int32_t p = n - 1; p >= 0; --p) {
     if ((p & 4095) == 0) RETURN_IF_ERROR(budget.Check(0));
     const Element& e = elements_[p];
     if (e.kind == Kind::kEnd) {
       closure_ranges_[p] = pop_range;
+      closure_has_pop_[p] = true;
       continue;
+    }
+    if (e.kind == Kind::kBytes) {
+      closure_first_bytes_[p] = byte_sets_[e.arg];
+    } else {
+      const bool tail = elements_[p + 1].kind == Kind::kEnd;
+      ByteSet first = rule_first[e.arg];
+      if (!tail && rule_pops[e.arg]) first.AddSet(closure_first_bytes_[p + 1]);
+      closure_first_bytes_[p] = first;
+      closure_has_pop_[p] = rule_pops[e.arg] && (tail || closure_has_pop_[p + 1]);
     }
     if (e.kind == Kind::kRule && elements_[p + 1].kind == Kind::kEnd) {
       closure_ranges_[p] = rule_range[e.arg];
+      continue;
+    }
+    if (shared_start[element_rule_[p]] == p) {
+      const Range whole = rule_range[element_rule_[p]];  // closure(p), then the pop
+      CHECK(closure_entries_[whole.second - 1].pos == kPop);
+      closure_ranges_[p] = {whole.first, whole.second - 1};
       continue;
     }
     builder.Clear();
@@ -372,18 +442,24 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget) {
     }
     ASSIGN_OR_RETURN(closure_ranges_[p], commit());
   }
-  closure_first_bytes_.resize(n);
-  closure_has_pop_.assign(n, false);
+  // A position's class is the first position met with its range (done[begin]: the last position
+  // met whose range starts there; a range and its front, shared_start's, start alike), or n for
+  // every empty range.
+  closure_class_.resize(n);
+  std::vector<int32_t> done(closure_entries_.size(), -1);
   for (int32_t p = 0; p < n; ++p) {
-    ByteSet first;
-    for (const ClosureEntry* c = closure_begin(p); c != closure_end(p); ++c) {
-      if (c->pos == kPop) {
-        closure_has_pop_[p] = true;
-      } else {
-        first.AddSet(byte_sets_[elements_[c->pos].arg]);
-      }
+    const Range r = closure_ranges_[p];
+    if (r.first == r.second) {
+      closure_class_[p] = n;
+      continue;
     }
-    closure_first_bytes_[p] = first;
+    int32_t& q = done[r.first];
+    if (q < 0 || closure_ranges_[q] != r) {
+      q = p;
+      closure_class_[p] = p;
+    } else {
+      closure_class_[p] = closure_class_[q];
+    }
   }
   return OkStatus();
 }

@@ -67,6 +67,10 @@ class CompiledGrammar {
   // The union of the byte sets of pos's closure entries, and whether it holds kPop.
   const ByteSet& closure_first_bytes(int32_t pos) const { return closure_first_bytes_[pos]; }
   bool closure_has_pop(int32_t pos) const { return closure_has_pop_[pos]; }
+  // Positions of one class have the same closure entries, so a matcher stack (or frame) behaves
+  // the same at any of them: the end of every alternative is one class, a tail reference is its
+  // rule's. GrammarMatcher::AppendStateSignature writes classes, not positions.
+  int32_t closure_class(int32_t pos) const { return closure_class_[pos]; }
   int32_t num_rules() const { return static_cast<int32_t>(rule_alt_begin_.size()) - 1; }
   // pos's closure as sorted (byte position or kPop, chain) pairs, and the same computed by a
   // plain depth-first walk of the grammar from pos (the reference Compile is tested against).
@@ -74,11 +78,13 @@ class CompiledGrammar {
   std::vector<std::pair<int32_t, std::vector<int32_t>>> ReferenceClosure(int32_t pos) const;
 
   // Count chains (Grammar::count_chains): a mask walk of at most `max_bytes` bytes cannot tell a
-  // position in the rule of k > max_bytes + 2 repetitions left from the same place in the rule of
-  // max_bytes + 2 (every repetition consumes a byte, so the walk ends before the counts differ);
-  // this returns that place, or pos outside long chains. GrammarMatcher::ForkCanonical maps a
-  // whole state, so that masks and the mask DFA see one state where a string of maxLength 10000
-  // would have 10000.
+  // position in the rule of k > max_bytes + 2 repetitions left from the same place in the chain's
+  // loop, a rule Compile adds per chain that repeats the body without end (every repetition
+  // consumes a byte, so the walk ends before the count would); this returns that place, or pos
+  // outside long chains. GrammarMatcher::ForkCanonical maps a whole state, so that masks and the
+  // mask DFA see one state where a string of maxLength 10000 would have 10000, and inside it the
+  // states of an unbounded string (a character leads back to the same state, so the plain-text
+  // proof holds for every length).
   int32_t CanonicalPosition(int32_t pos, int32_t max_bytes) const;
   bool has_count_chains() const { return !chains_of_rules_.empty(); }
 
@@ -101,20 +107,26 @@ class CompiledGrammar {
   std::vector<int32_t> chains_;
   std::vector<ByteSet> closure_first_bytes_;  // [elements]
   std::vector<bool> closure_has_pop_;         // [elements]
+  // [elements]: the first position with the same closure range, or elements().size() for every
+  // empty range (all of them behave alike: nothing matches).
+  std::vector<int32_t> closure_class_;
   std::array<uint8_t, 256> byte_class_{};
   int32_t num_byte_classes_ = 1;
-  std::vector<bool> rule_nullable_;                      // [rules]
   std::vector<int32_t> element_rule_;                    // [elements]: the rule holding it
   std::vector<std::vector<int32_t>> chains_of_rules_;    // the adopted count chains
   std::vector<std::pair<int32_t, int32_t>> rule_chain_;  // [rules]: (chain, k) or (-1, 0)
+  std::vector<int32_t> chain_loops_;                     // [adopted chains]: the loop rule
 
-  // Keeps the chains whose rules 2.. share a shape and whose body consumes input.
-  void AdoptCountChains(const std::vector<std::vector<int32_t>>& chains);
+  // Keeps the chains whose rules 2.. share a shape and whose body consumes input, and appends
+  // each one's loop rule (its nullability to *nullable: Grammar::NullableRules, then the loops').
+  void AdoptCountChains(const std::vector<std::vector<int32_t>>& chains,
+                        std::vector<uint8_t>* nullable);
 
   void ComputeByteClasses();
 
   // InvalidArgument when the closures pass kMaxClosureEntries (a pathologically nullable grammar).
-  Status ComputeClosures(const GrammarBudget& budget);
+  // `nullable`: Grammar::NullableRules.
+  Status ComputeClosures(const GrammarBudget& budget, const std::vector<uint8_t>& nullable);
   // The depth-first closure walk from `pos`, or, when pos < 0, from every alternative start of
   // rule `rule_idx`: appends the entries (deduplicated; kPop last) to *out, chains to *pool.
   void WalkClosure(int32_t pos, int32_t rule_idx, std::vector<int32_t>* pool,

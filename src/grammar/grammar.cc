@@ -1,7 +1,7 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
+#include <charconv>
 
 #include "base/utf8.h"
 
@@ -83,10 +83,6 @@ ByteSet ByteSet::Range(uint8_t lo, uint8_t hi) {
 
 void ByteSet::AddRange(uint8_t lo, uint8_t hi) {
   for (int b = lo; b <= hi; ++b) Add(static_cast<uint8_t>(b));
-}
-
-void ByteSet::AddSet(const ByteSet& other) {
-  for (int i = 0; i < 4; ++i) words_[i] |= other.words_[i];
 }
 
 std::string ByteSet::ToString() const {
@@ -255,12 +251,17 @@ GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t
   } else if (max_count > min_count) {
     // opt_k ::= item opt_{k-1} | "" (opt_1 ::= item | ""): opt_k matches 0 .. k items.
     std::vector<int32_t> chain;
+    chain.reserve(max_count - min_count);
+    ReserveRules(max_count - min_count);
     const int32_t first = AddRule(std::string(name_hint) + "-opt");
     const std::string base = rules_[first].name;
     for (int64_t k = 1; k <= max_count - min_count; ++k) {
       const int32_t opt = k == 1 ? first : AddChainRule(base, k);
-      GrammarSequence alt = {item};
+      GrammarSequence alt;
+      alt.reserve(2);
+      alt.push_back(item);
       if (!chain.empty()) alt.push_back(GrammarElement::Rule(chain.back()));
+      rules_[opt].alternatives.reserve(2);
       AddAlternative(opt, std::move(alt));
       AddAlternative(opt, {});
       chain.push_back(opt);
@@ -276,11 +277,15 @@ GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t
   // Many required repetitions: req_k ::= item req_{k-1}, req_1 ::= item rest (one rule a count,
   // so that the mask DFA can tell counts apart only where a token could; compiled_grammar.h).
   std::vector<int32_t> chain;
+  chain.reserve(min_count);
+  ReserveRules(min_count);
   const int32_t first = AddRule(std::string(name_hint) + "-req");
   const std::string base = rules_[first].name;
   for (int64_t k = 1; k <= min_count; ++k) {
     const int32_t req = k == 1 ? first : AddChainRule(base, k);
-    GrammarSequence alt = {item};
+    GrammarSequence alt;
+    alt.reserve(2);
+    alt.push_back(item);
     if (chain.empty()) {
       alt.insert(alt.end(), rest.begin(), rest.end());
     } else {
@@ -294,12 +299,78 @@ GrammarSequence Grammar::Repeat(GrammarSequence body, int64_t min_count, int64_t
   return out;
 }
 
+void Grammar::ReserveRules(int64_t more) {
+  const size_t needed = rules_.size() + static_cast<size_t>(more);
+  if (needed > rules_.capacity()) rules_.reserve(std::max(needed, 2 * rules_.capacity()));
+}
+
 int32_t Grammar::AddChainRule(const std::string& base, int64_t k) {
   // Named base@k for dumps and messages; not registered in by_name_ (chains run to 100k rules,
   // and nothing looks their rules up by name).
   const int32_t idx = static_cast<int32_t>(rules_.size());
-  rules_.push_back(GrammarRule{base + "@" + std::to_string(k), {}, false});
+  char digits[24] = {'@'};
+  const char* end = std::to_chars(digits + 1, digits + sizeof(digits), k).ptr;
+  GrammarRule& rule = rules_.emplace_back();
+  rule.name.reserve(base.size() + (end - digits));
+  rule.name.append(base).append(digits, static_cast<size_t>(end - digits));
   return idx;
+}
+
+std::vector<uint8_t> Grammar::NullableRules() const {
+  // A worklist instead of passes until nothing changes: a pass sees a rule before the rules after
+  // it become nullable, and front ends number rules outside in, so passes would be as many as
+  // the grammar is deep. need[a] counts alternative a's references to rules not yet known
+  // nullable (kNever when it holds bytes); users[R] lists the alternatives referring to R.
+  constexpr uint32_t kNever = UINT32_MAX;
+  const auto n = static_cast<int32_t>(rules_.size());
+  std::vector<uint8_t> nullable(n, 0);
+  std::vector<uint32_t> need, alt_rule, users_begin(n + 1, 0), users;
+  std::vector<int32_t> queue;
+  for (int32_t i = 0; i < n; ++i) {
+    for (const GrammarSequence& alt : rules_[i].alternatives) {
+      uint32_t refs = 0;
+      for (const GrammarElement& e : alt) {
+        if (e.kind != GrammarElement::Kind::kRule) {
+          refs = kNever;
+          break;
+        }
+        ++refs;
+      }
+      if (refs == 0 && !nullable[i]) {
+        nullable[i] = 1;
+        queue.push_back(i);
+      }
+      if (refs != kNever) {
+        for (const GrammarElement& e : alt) ++users_begin[e.rule_idx + 1];
+      }
+      need.push_back(refs);
+      alt_rule.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  for (int32_t i = 0; i < n; ++i) users_begin[i + 1] += users_begin[i];
+  users.resize(users_begin[n]);
+  std::vector<uint32_t> fill(users_begin.begin(), users_begin.end() - 1);
+  uint32_t a = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    for (const GrammarSequence& alt : rules_[i].alternatives) {
+      if (need[a] != kNever) {
+        for (const GrammarElement& e : alt) users[fill[e.rule_idx]++] = a;
+      }
+      ++a;
+    }
+  }
+  while (!queue.empty()) {
+    const int32_t r = queue.back();
+    queue.pop_back();
+    for (uint32_t k = users_begin[r]; k < users_begin[r + 1]; ++k) {
+      const uint32_t alt = users[k];
+      if (--need[alt] == 0 && !nullable[alt_rule[alt]]) {
+        nullable[alt_rule[alt]] = 1;
+        queue.push_back(static_cast<int32_t>(alt_rule[alt]));
+      }
+    }
+  }
+  return nullable;
 }
 
 Status Grammar::Validate() const {
@@ -317,71 +388,69 @@ Status Grammar::Validate() const {
       }
     }
   }
-  // Nullable rules, by fixpoint.
-  std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t i = 0; i < n; ++i) {
-      if (nullable[i]) continue;
-      for (const GrammarSequence& alt : rules_[i].alternatives) {
-        const bool all = std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) {
-          return e.kind == GrammarElement::Kind::kRule && nullable[e.rule_idx];
-        });
-        if (all) {
-          nullable[i] = changed = true;
-          break;
-        }
-      }
-    }
-  }
+  const std::vector<uint8_t> nullable = NullableRules();
   // Left edges A -> B: B can be entered before A consumed a byte. "grow" when something follows
-  // B in the alternative (the matcher pushes a frame); tail edges push nothing.
+  // B in the alternative (the matcher pushes a frame); tail edges push nothing. Rule i's edges are
+  // edges[edge_begin[i], edge_begin[i + 1]).
   struct Edge {
     int32_t to;
     bool grow;
   };
-  std::vector<std::vector<Edge>> edges(n);
+  std::vector<Edge> edges;
+  std::vector<uint32_t> edge_begin(n + 1, 0);
   for (int32_t i = 0; i < n; ++i) {
     for (const GrammarSequence& alt : rules_[i].alternatives) {
       for (size_t k = 0; k < alt.size(); ++k) {
         if (alt[k].kind != GrammarElement::Kind::kRule) break;
-        edges[i].push_back({alt[k].rule_idx, k + 1 != alt.size()});
+        edges.push_back({alt[k].rule_idx, k + 1 != alt.size()});
         if (!nullable[alt[k].rule_idx]) break;
       }
     }
+    edge_begin[i + 1] = static_cast<uint32_t>(edges.size());
   }
-  // Tarjan's strongly connected components; a grow edge inside a component is left recursion.
+  // Tarjan's strongly connected components, iteratively (grammars nest thousands of rules deep);
+  // a grow edge inside a component is left recursion.
   std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), stack;
-  std::vector<bool> on_stack(n, false);
+  std::vector<uint8_t> on_stack(n, 0);
+  std::vector<std::pair<int32_t, uint32_t>> dfs;  // (rule, next edge)
   int32_t counter = 0, num_comps = 0;
-  std::function<void(int32_t)> visit = [&](int32_t v) {
-    index[v] = low[v] = counter++;
-    stack.push_back(v);
-    on_stack[v] = true;
-    for (const Edge& e : edges[v]) {
-      if (index[e.to] < 0) {
-        visit(e.to);
-        low[v] = std::min(low[v], low[e.to]);
-      } else if (on_stack[e.to]) {
-        low[v] = std::min(low[v], index[e.to]);
+  for (int32_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    dfs.push_back({root, edge_begin[root]});
+    index[root] = low[root] = counter++;
+    stack.push_back(root);
+    on_stack[root] = 1;
+    while (!dfs.empty()) {
+      auto& [v, next] = dfs.back();
+      if (next < edge_begin[v + 1]) {
+        const int32_t w = edges[next++].to;
+        if (index[w] < 0) {
+          index[w] = low[w] = counter++;
+          stack.push_back(w);
+          on_stack[w] = 1;
+          dfs.push_back({w, edge_begin[w]});
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
       }
-    }
-    if (low[v] == index[v]) {
+      const int32_t done = v;
+      dfs.pop_back();
+      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
+      if (low[done] != index[done]) continue;
       int32_t w;
       do {
         w = stack.back();
         stack.pop_back();
-        on_stack[w] = false;
+        on_stack[w] = 0;
         comp[w] = num_comps;
-      } while (w != v);
+      } while (w != done);
       ++num_comps;
     }
-  };
-  for (int32_t i = 0; i < n; ++i) {
-    if (index[i] < 0) visit(i);
   }
   for (int32_t i = 0; i < n; ++i) {
-    for (const Edge& e : edges[i]) {
+    for (uint32_t k = edge_begin[i]; k < edge_begin[i + 1]; ++k) {
+      const Edge& e = edges[k];
       if (e.grow && comp[e.to] == comp[i]) {
         return InvalidArgumentError("rule \"" + rules_[i].name +
                                     "\" is left-recursive (it can reach itself before consuming "

@@ -40,7 +40,9 @@ class ByteSet {
 
   void Add(uint8_t b) { words_[b >> 6] |= uint64_t{1} << (b & 63); }
   void AddRange(uint8_t lo, uint8_t hi);
-  void AddSet(const ByteSet& other);
+  void AddSet(const ByteSet& other) {  // inline: the matcher's step summary runs it per stack
+    for (int i = 0; i < 4; ++i) words_[i] |= other.words_[i];
+  }
   bool Contains(uint8_t b) const { return (words_[b >> 6] >> (b & 63)) & 1; }
   bool empty() const { return (words_[0] | words_[1] | words_[2] | words_[3]) == 0; }
   bool operator==(const ByteSet&) const = default;
@@ -119,12 +121,16 @@ class Grammar {
   // Checks that the root is set, every referenced rule is defined and no rule is left-recursive.
   // InvalidArgument naming the rule otherwise.
   Status Validate() const;
+  // [rules]: 1 where the rule matches the empty string. Linear in the grammar's size.
+  std::vector<uint8_t> NullableRules() const;
   // GBNF-like dump, one rule per line (for tests and debugging).
   std::string ToString() const;
 
  private:
   // A rule of a count chain, named base@k, not registered in by_name_.
   int32_t AddChainRule(const std::string& base, int64_t k);
+  // Room for `more` rules (geometric growth: a chain of 10000 rules moves the others once).
+  void ReserveRules(int64_t more);
 
   std::vector<GrammarRule> rules_;
   std::vector<std::vector<int32_t>> count_chains_;

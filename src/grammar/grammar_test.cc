@@ -219,5 +219,90 @@ TEST(MatcherTest, EmptyLanguageIsDead) {
   EXPECT_FALSE(m.AcceptByte('a'));
 }
 
+// Nullability flows from rules to the rules that refer to them, whatever their order (front ends
+// number rules outside in, so a rule is often defined after the rules that use it).
+TEST(NullableRulesTest, FollowsReferencesInAnyOrder) {
+  struct Case {
+    const char* gbnf;
+    std::vector<std::pair<const char*, bool>> rules;  // name, matches ""
+  };
+  const std::vector<Case> cases = {
+      {"root ::= a b\na ::= \"x\"?\nb ::= c c\nc ::= a | \"y\"",
+       {{"root", true}, {"a", true}, {"b", true}, {"c", true}}},
+      {"root ::= a \"z\"\na ::= b\nb ::= c\nc ::= d\nd ::= \"\" | \"q\"",
+       {{"root", false}, {"a", true}, {"b", true}, {"c", true}, {"d", true}}},
+      {"root ::= a\na ::= \"x\" a | \"x\"", {{"root", false}, {"a", false}}},
+      {"root ::= a b\na ::= \"\"\nb ::= [^\\x00-\\U0010FFFF]", {{"root", false}, {"a", true}}},
+      {"root ::= a | b\na ::= b c\nb ::= c c c\nc ::= \"w\"*", {{"root", true}, {"a", true}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.gbnf);
+    const StatusOr<Grammar> g = CompileGbnf(c.gbnf);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const std::vector<uint8_t> nullable = g->NullableRules();
+    ASSERT_EQ(nullable.size(), g->rules().size());
+    for (const auto& [name, expect] : c.rules) {
+      const int32_t r = g->FindRule(name);
+      ASSERT_GE(r, 0) << name;
+      EXPECT_EQ(nullable[r] != 0, expect) << name;
+    }
+  }
+}
+
+std::vector<int32_t> SignatureAfter(const std::shared_ptr<const CompiledGrammar>& g,
+                                    std::string_view input, size_t* num_stacks = nullptr) {
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.AcceptBytes(input)) << input;
+  std::vector<int32_t> sig;
+  m.AppendStateSignature(&sig);
+  if (num_stacks != nullptr) *num_stacks = m.num_stacks();
+  return sig;
+}
+
+// Stacks that behave alike (positions of one closure class, frames alike) are one: after any
+// character of a free string the state is one and the same, and `[^"]* "a"+ [^"]*` keeps a few
+// stacks however many `a` it has read, where each `a` used to add two.
+TEST(MatcherTest, StacksThatBehaveAlikeAreOne) {
+  struct Case {
+    const char* gbnf;
+    std::vector<std::string> same_state;  // inputs that must end in one signature
+    size_t max_stacks;                    // after each of them
+  };
+  const std::vector<Case> cases = {
+      // A character class of ASCII, 2-, 3- and 4-byte alternatives, escapes.
+      {R"(root ::= "\"" ([^"\\] | "\\" ["\\/bfnrt] | "\\u" [0-9a-f]{4})* "\"")",
+       {"\"a", "\"\xC3\xA9", "\"\xE4\xB8\xAD", "\"\xF0\x9F\x98\x80", "\"\\n", "\"\\u00e9",
+        "\"ab\xC3\xA9\\t"},
+       1},
+      {R"(root ::= "\"" [^"]* "a"+ [^"]* "\"")",
+       {"\"aaaa", "\"aaaaaaaaaaaaaaaa", "\"xaxaaaa", "\"aaxaaaa"},
+       4},
+      {R"(root ::= "\"" [^"]* "a"+ [^"]* "\"")", {"\"ax", "\"aaaaaxx", "\"axaxaxax"}, 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.gbnf);
+    const auto g = MustCompile(CompileGbnf(c.gbnf));
+    ASSERT_NE(g, nullptr);
+    const std::vector<int32_t> first = SignatureAfter(g, c.same_state[0]);
+    for (const std::string& input : c.same_state) {
+      SCOPED_TRACE(input);
+      size_t stacks = 0;
+      EXPECT_EQ(SignatureAfter(g, input, &stacks), first);
+      EXPECT_LE(stacks, c.max_stacks);
+    }
+  }
+  // However long the string.
+  const auto g = MustCompile(CompileGbnf(R"(root ::= "\"" [^"]* "a"+ [^"]* "\"")"));
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  ASSERT_TRUE(m.AcceptByte('"'));
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(m.AcceptByte(i % 7 == 3 ? 'x' : 'a'));
+    ASSERT_LE(m.num_stacks(), 4u) << i;
+  }
+  EXPECT_TRUE(m.AcceptByte('"'));
+  EXPECT_TRUE(m.IsAccepting());
+}
+
 }  // namespace
 }  // namespace loom

@@ -26,11 +26,32 @@ inline std::shared_ptr<const CompiledGrammar> MustCompile(const StatusOr<Grammar
   auto c = CompiledGrammar::Compile(*g);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   if (!c.ok()) return nullptr;
-  // The closures Compile composes equal a plain depth-first walk's at every position.
-  const auto n = static_cast<int32_t>((*c)->elements().size());
+  // The closures Compile composes equal a plain depth-first walk's at every position; so do
+  // their summaries (first bytes, pop) and the closures of the positions of one class.
+  const CompiledGrammar& cg = **c;
+  const auto n = static_cast<int32_t>(cg.elements().size());
   for (int32_t p = 0; p < n && n <= 20000; ++p) {
-    if ((*c)->Closure(p) != (*c)->ReferenceClosure(p)) {
+    const auto closure = cg.Closure(p);
+    if (closure != cg.ReferenceClosure(p)) {
       ADD_FAILURE() << "closure of position " << p << " differs from the depth-first walk's";
+      break;
+    }
+    ByteSet first;
+    bool pop = false;
+    for (const auto& [pos, chain] : closure) {
+      if (pos == CompiledGrammar::kPop) {
+        pop = true;
+      } else {
+        first.AddSet(cg.byte_sets()[cg.elements()[pos].arg]);
+      }
+    }
+    if (first != cg.closure_first_bytes(p) || pop != cg.closure_has_pop(p)) {
+      ADD_FAILURE() << "summary of position " << p << " differs from its closure's";
+      break;
+    }
+    const int32_t cls = cg.closure_class(p);
+    if (cls == n ? !closure.empty() : (cls > p || cg.Closure(cls) != closure)) {
+      ADD_FAILURE() << "position " << p << " is in class " << cls << " with another closure";
       break;
     }
   }

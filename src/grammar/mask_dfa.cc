@@ -1,6 +1,7 @@
 #include "grammar/mask_dfa.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace loom {
 namespace {
@@ -80,6 +81,7 @@ void MaskDfa::Clear() {
   trans_.clear();
   matchers_.clear();
   plain_chars_.clear();
+  plain_successor_.clear();
   sig_pool_.clear();
   sig_begin_.clear();
   by_hash_.clear();
@@ -104,8 +106,15 @@ int32_t MaskDfa::Add(const std::vector<int32_t>& signature, uint64_t hash, Gramm
   by_hash_.emplace(hash, s);
   matchers_.push_back(std::move(matcher));
   plain_chars_.push_back(-1);
+  plain_successor_.push_back(kReject);
   trans_.resize(trans_.size() + num_classes_, kUnknown);
   return s;
+}
+
+void MaskDfa::SetMaxWalkBytes(int32_t max_bytes) {
+  if (max_bytes == max_walk_bytes_) return;
+  Clear();
+  max_walk_bytes_ = max_bytes;
 }
 
 int32_t MaskDfa::Enter(const GrammarMatcher& matcher, const std::vector<int32_t>& signature) {
@@ -118,20 +127,19 @@ int32_t MaskDfa::Enter(const GrammarMatcher& matcher, const std::vector<int32_t>
 int32_t MaskDfa::Compute(int32_t s, uint8_t b, size_t index) {
   GrammarMatcher& m = matchers_[s];
   const size_t cp = m.Checkpoint();
-  int32_t t = kReject;
-  if (m.AcceptByte(b)) {
-    scratch_.clear();
-    m.AppendStateSignature(&scratch_);
-    const uint64_t hash = HashSignature(scratch_);
-    t = Find(scratch_, hash);
-    if (t < 0) {
-      GrammarMatcher next = m.Fork();
-      m.Rollback(cp);  // before Add: it may move matchers_
-      t = Add(scratch_, hash, std::move(next));
-    } else {
-      m.Rollback(cp);
-    }
-  }
+  if (!m.AcceptByte(b)) return trans_[index] = kReject;
+  // Under count chains the state kept is canonical for the rest of the walk (at most
+  // max_walk_bytes_ - 1 more bytes).
+  const bool canonical = max_walk_bytes_ >= 0 && grammar_->has_count_chains();
+  std::optional<GrammarMatcher> next;
+  if (canonical) next.emplace(m.ForkCanonical(max_walk_bytes_));
+  scratch_.clear();
+  (canonical ? *next : m).AppendStateSignature(&scratch_);
+  const uint64_t hash = HashSignature(scratch_);
+  int32_t t = Find(scratch_, hash);
+  if (t < 0 && !canonical) next.emplace(m.Fork());
+  m.Rollback(cp);  // before Add: it may move matchers_
+  if (t < 0) t = Add(scratch_, hash, std::move(*next));
   trans_[index] = t;
   return t;
 }
@@ -154,8 +162,11 @@ int MaskDfa::PlainCharsAccepted(int32_t s) {
   // Breadth-first by characters: `frontier` holds the states first reached after `level` plain
   // characters. A state reached again later is dominated (its continuations were already
   // explored from the earlier sighting), so when no new state appears every length is covered.
+  // Every state reached after a character is in some `next`: when all of them are one state, it
+  // is the successor.
   std::vector<int32_t> seen = {s}, frontier = {s}, next;
   int result = kMaxPlainChars;
+  int32_t successor = kUnknown;
   for (int level = 0; level < kMaxPlainChars; ++level) {
     next.clear();
     for (int32_t f : frontier) {
@@ -166,6 +177,8 @@ int MaskDfa::PlainCharsAccepted(int32_t s) {
     }
     frontier.clear();
     for (int32_t t : next) {
+      if (successor == kUnknown) successor = t;
+      if (successor != t) successor = kReject;
       if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
       seen.push_back(t);
       frontier.push_back(t);
@@ -176,6 +189,7 @@ int MaskDfa::PlainCharsAccepted(int32_t s) {
     }
   }
   plain_chars_[s] = static_cast<int16_t>(result);
+  if (result == kUnbounded && successor >= 0) plain_successor_[s] = successor;
   return result;
 }
 

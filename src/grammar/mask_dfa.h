@@ -48,6 +48,11 @@ class MaskDfa {
 
   explicit MaskDfa(std::shared_ptr<const CompiledGrammar> grammar, size_t max_states = 4096);
 
+  // Mask walks through this DFA are at most `max_bytes` long (the vocabulary's longest token).
+  // Under count chains every state a transition reaches is then kept canonical for that bound
+  // (GrammarMatcher::ForkCanonical: a long count's loop), so that a long count met inside a walk
+  // costs no more states than one met at its start. Clears the memo when the bound changes.
+  void SetMaxWalkBytes(int32_t max_bytes);
   // The id of `matcher`'s current state; `signature` is its AppendStateSignature. Clears the memo
   // first when it holds max_states or more (ids handed out before are then invalid).
   int32_t Enter(const GrammarMatcher& matcher, const std::vector<int32_t>& signature);
@@ -60,6 +65,13 @@ class MaskDfa {
   // The largest k <= kMaxPlainChars such that every plain-text string of at most k characters is
   // accepted from `s`, or kUnbounded when every plain-text string is. Memoized per state.
   int PlainCharsAccepted(int32_t s);
+  // When PlainCharsAccepted(s) is kUnbounded and every plain-text string of one character or more
+  // leads from `s` to one and the same state (inside a JSON string: the state after a character),
+  // that state; else kReject. Memoized with PlainCharsAccepted.
+  int32_t PlainSuccessor(int32_t s) {
+    PlainCharsAccepted(s);
+    return plain_successor_[s];
+  }
 
   size_t num_states() const { return matchers_.size(); }
   int32_t num_classes() const { return num_classes_; }
@@ -77,6 +89,7 @@ class MaskDfa {
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   size_t max_states_;
+  int32_t max_walk_bytes_ = -1;       // SetMaxWalkBytes; -1: states are kept exact
   std::array<uint8_t, 256> class_{};  // byte -> class
   int32_t num_classes_ = 0;
   // Per plain state: (a representative byte, the next plain state) for each class that continues.
@@ -85,6 +98,7 @@ class MaskDfa {
   std::vector<int32_t> trans_;            // [states * num_classes_]
   std::vector<GrammarMatcher> matchers_;  // [states]: a matcher in that state
   std::vector<int16_t> plain_chars_;      // [states]: PlainCharsAccepted, -1 = not yet
+  std::vector<int32_t> plain_successor_;  // [states]: PlainSuccessor, once plain_chars_ is known
   std::vector<int32_t> sig_pool_;         // the states' signatures, concatenated
   std::vector<uint32_t> sig_begin_;       // [states + 1] into sig_pool_
   std::unordered_multimap<uint64_t, int32_t> by_hash_;

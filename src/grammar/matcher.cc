@@ -54,18 +54,38 @@ void GrammarMatcher::EndStep() {
   steps_.push_back(s);
 }
 
+bool GrammarMatcher::SameFrames(int32_t a, int32_t b) const {
+  for (; a != b; a = nodes_[a].parent, b = nodes_[b].parent) {
+    if (a < 0 || b < 0) return false;
+    if (grammar_->closure_class(nodes_[a].pos) != grammar_->closure_class(nodes_[b].pos)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void GrammarMatcher::AddStack(Frame f) {
+  // A stack that behaves like one of this step's is that stack: its position of the same closure
+  // class, its frames the same up to that (made in different steps, so not shared). Without this
+  // `.*a+.*` would hold one more stack after every `a`, and a state would never repeat.
+  const int32_t cls = grammar_->closure_class(f.pos);
   for (uint32_t i = step_begin_; i < stacks_.size(); ++i) {
-    if (stacks_[i] == f) return;
+    if (grammar_->closure_class(stacks_[i].pos) == cls && SameFrames(stacks_[i].parent, f.parent)) {
+      return;
+    }
   }
   stacks_.push_back(f);
 }
 
 int32_t GrammarMatcher::PushFrame(int32_t pos, int32_t parent) {
-  // Frames made earlier in this step are shared, so equal stacks stay equal by index. The most
-  // recent frame is the likeliest match, so search backwards.
+  // Frames made earlier in this step are shared (up to the class of their position), so equal
+  // stacks mostly stay equal by index. The most recent frame is the likeliest match, so search
+  // backwards.
+  const int32_t cls = grammar_->closure_class(pos);
   for (uint32_t i = static_cast<uint32_t>(nodes_.size()); i-- > step_nodes_begin_;) {
-    if (nodes_[i].pos == pos && nodes_[i].parent == parent) return static_cast<int32_t>(i);
+    if (grammar_->closure_class(nodes_[i].pos) == cls && SameFrames(nodes_[i].parent, parent)) {
+      return static_cast<int32_t>(i);
+    }
   }
   nodes_.push_back({pos, parent});
   return static_cast<int32_t>(nodes_.size()) - 1;
@@ -135,9 +155,9 @@ void GrammarMatcher::Rollback(size_t checkpoint) {
 void GrammarMatcher::AppendStateSignature(std::vector<int32_t>* out) const {
   const Step& s = steps_.back();
   for (uint32_t i = s.stacks_begin; i < s.stacks_end; ++i) {
-    out->push_back(stacks_[i].pos);
+    out->push_back(grammar_->closure_class(stacks_[i].pos));
     int32_t n = stacks_[i].parent;
-    for (; n >= 0; n = nodes_[n].parent) out->push_back(nodes_[n].pos);
+    for (; n >= 0; n = nodes_[n].parent) out->push_back(grammar_->closure_class(nodes_[n].pos));
     out->push_back(-1);
   }
 }

@@ -66,9 +66,11 @@ class GrammarMatcher {
   // exactly when this one is), which is all a token mask asks when no token is longer.
   GrammarMatcher ForkCanonical(int32_t max_bytes) const;
 
-  // Appends a description of the current state that determines its future: per stack, its
-  // position and its parents' positions (top first), then -1. Equal signatures accept the same
-  // continuations, so a token mask can be cached by it.
+  // Appends a description of the current state that determines its future: per stack, the
+  // closure class (CompiledGrammar::closure_class) of its position and of its parents' positions
+  // (top first), then -1. Equal signatures accept the same continuations, so a token mask can be
+  // cached by it; states that differ only by equivalent positions (the ends of the alternatives
+  // of a character class) get one signature.
   void AppendStateSignature(std::vector<int32_t>* out) const;
 
   // Number of stacks in the current set (diagnostics, tests).
@@ -102,6 +104,9 @@ class GrammarMatcher {
   // Adds to `step` the bytes and acceptance reachable from stack (pos, parent).
   void Summarize(int32_t pos, int32_t parent, Step* step);
   int32_t PushFrame(int32_t pos, int32_t parent);
+  // The frame chains from nodes `a` and `b` (or -1, the bottom) behave alike: their positions are
+  // of the same closure classes, level by level.
+  bool SameFrames(int32_t a, int32_t b) const;
   void AddStack(Frame f);
   // Starts building a step: clears the per-step scratch.
   void BeginStep();

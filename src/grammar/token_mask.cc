@@ -24,43 +24,44 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
     if (kind_[id] != kEos) eos_ids_.push_back(id);
     kind_[id] = kEos;
   }
-  std::vector<TokenId> allowed;
+  std::vector<std::pair<std::string_view, TokenId>> allowed;
   for (TokenId id = 0; id < size(); ++id) {
     if (kind_[id] != kNormal) continue;
-    allowed.push_back(id);
+    allowed.push_back({token_bytes_[id], id});
     max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(token_bytes_[id].size()));
   }
   trie_ = BuildTrie(std::move(allowed));
   IndexPlainText();
 }
 
-TokenVocabulary::Trie TokenVocabulary::BuildTrie(std::vector<TokenId> order) const {
+TokenVocabulary::Trie TokenVocabulary::BuildTrie(
+    std::vector<std::pair<std::string_view, TokenId>> keys) {
   // Built from the sorted byte strings: each node's tokens and children are contiguous because
   // sorted strings sharing a prefix are adjacent. Nodes are created in pre-order; edges of a
   // node are filled once its children are known, via a recursive split of the sorted range.
-  std::sort(order.begin(), order.end(),
-            [&](TokenId a, TokenId b) { return token_bytes_[a] < token_bytes_[b]; });
+  std::sort(keys.begin(), keys.end());
+  auto key = [&](size_t i) -> std::string_view { return keys[i].first; };
   struct Pending {
     uint32_t node;
-    size_t begin, end, depth;  // order[begin, end): tokens with this node's prefix (length depth)
+    size_t begin, end, depth;  // keys[begin, end): tokens with this node's prefix (length depth)
   };
   Trie trie;
   trie.nodes.push_back({});
-  std::vector<Pending> work = {{0, 0, order.size(), 0}};
+  std::vector<Pending> work = {{0, 0, keys.size(), 0}};
   while (!work.empty()) {
     const Pending p = work.back();
     work.pop_back();
     size_t i = p.begin;
     trie.nodes[p.node].first_token = static_cast<uint32_t>(trie.ids.size());
-    while (i < p.end && token_bytes_[order[i]].size() == p.depth) trie.ids.push_back(order[i++]);
+    while (i < p.end && key(i).size() == p.depth) trie.ids.push_back(keys[i++].second);
     trie.nodes[p.node].num_tokens =
         static_cast<uint32_t>(trie.ids.size()) - trie.nodes[p.node].first_token;
     trie.nodes[p.node].first_edge = static_cast<uint32_t>(trie.edges.size());
     std::vector<Pending> children;
     while (i < p.end) {
-      const uint8_t b = static_cast<uint8_t>(token_bytes_[order[i]][p.depth]);
+      const uint8_t b = static_cast<uint8_t>(key(i)[p.depth]);
       size_t j = i;
-      while (j < p.end && static_cast<uint8_t>(token_bytes_[order[j]][p.depth]) == b) ++j;
+      while (j < p.end && static_cast<uint8_t>(key(j)[p.depth]) == b) ++j;
       const uint32_t child = static_cast<uint32_t>(trie.nodes.size());
       trie.nodes.push_back({});
       trie.edges.push_back({b, kNotPlain, child});
@@ -140,6 +141,37 @@ void TokenVocabulary::IndexPlainText() {
       }
     }
   }
+  // The other tokens, split after their longest prefix of whole plain characters.
+  std::vector<std::pair<std::string_view, TokenId>> heads, tails;
+  for (TokenId id = 0; id < size(); ++id) {
+    if (kind_[id] != kNormal || plain_chars_[id] > 0) continue;
+    const std::string_view bytes = token_bytes_[id];
+    size_t prefix = 0;  // bytes of whole plain characters
+    int state = kPlainBoundary;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      state = PlainTextNext(state, static_cast<uint8_t>(bytes[i]));
+      if (state < 0) break;
+      if (state == kPlainBoundary) prefix = i + 1;
+    }
+    (prefix == 0 ? heads : tails).push_back({bytes.substr(prefix), id});
+  }
+  head_trie_ = BuildTrie(std::move(heads));
+  tail_trie_ = BuildTrie(std::move(tails));
+  // Tokens by first byte, for the plain ASCII bytes (a whole character each).
+  std::array<std::vector<TokenId>, 256> by_first;
+  for (TokenId id = 0; id < size(); ++id) {
+    const std::string& bytes = token_bytes_[id];
+    if (plain_chars_[id] == 0 || bytes.size() < 2 || static_cast<uint8_t>(bytes[0]) >= 0x80) {
+      continue;
+    }
+    by_first[static_cast<uint8_t>(bytes[0])].push_back(id);
+  }
+  first_byte_begin_.assign(1, 0);
+  first_byte_plain_ids_.clear();
+  for (const std::vector<TokenId>& ids : by_first) {
+    first_byte_plain_ids_.insert(first_byte_plain_ids_.end(), ids.begin(), ids.end());
+    first_byte_begin_.push_back(static_cast<uint32_t>(first_byte_plain_ids_.size()));
+  }
 }
 
 StatusOr<TokenVocabulary> TokenVocabulary::FromTokenizer(
@@ -205,6 +237,29 @@ void TokenVocabulary::DfaWalk(const Trie& trie, uint32_t node, int32_t s, MaskDf
   }
 }
 
+void TokenVocabulary::DfaWalkFirstBytes(int32_t s, MaskDfa* dfa, uint32_t* bitmask) const {
+  const Node& root = trie_.nodes[0];
+  for (uint32_t e = root.first_edge; e < root.first_edge + root.num_edges; ++e) {
+    const Edge edge = trie_.edges[e];
+    const int32_t t = dfa->Next(s, edge.byte);
+    if (t == MaskDfa::kReject) continue;
+    SetTokens(trie_, edge.child, bitmask);
+    if (trie_.nodes[edge.child].num_edges == 0) continue;
+    // A plain ASCII byte is a whole character: below it, a token is plain text when its other
+    // bytes are, so with every plain string accepted after it those come from the list.
+    int skip = 0;
+    if (edge.byte < 0x80 && PlainTextNext(kPlainBoundary, edge.byte) == kPlainBoundary &&
+        dfa->PlainCharsAccepted(t) == MaskDfa::kUnbounded) {
+      for (uint32_t i = first_byte_begin_[edge.byte]; i < first_byte_begin_[edge.byte + 1]; ++i) {
+        const TokenId id = first_byte_plain_ids_[i];
+        bitmask[id >> 5] |= uint32_t{1} << (id & 31);
+      }
+      skip = kNotPlain - 1;
+    }
+    DfaWalk(trie_, edge.child, t, dfa, skip, bitmask);
+  }
+}
+
 void TokenVocabulary::FillMask(const GrammarMatcher& matcher, uint32_t* bitmask) const {
   std::memset(bitmask, 0, mask_words() * sizeof(uint32_t));
   GrammarMatcher walker = matcher.Fork();
@@ -216,12 +271,22 @@ void TokenVocabulary::FillMask(const GrammarMatcher& matcher, uint32_t* bitmask)
 
 void TokenVocabulary::FillMask(const GrammarMatcher& matcher, const std::vector<int32_t>& signature,
                                MaskDfa* dfa, uint32_t* bitmask) const {
+  dfa->SetMaxWalkBytes(max_token_bytes_);
   const int32_t s = dfa->Enter(matcher, signature);
   const int chars = dfa->PlainCharsAccepted(s);
   const size_t bytes = mask_words() * sizeof(uint32_t);
   if (chars == MaskDfa::kUnbounded) {
     std::memcpy(bitmask, plain_masks_.back().data(), bytes);
-    DfaWalk(trie_, 0, s, dfa, kNotPlain - 1, bitmask);
+    const int32_t successor = dfa->PlainSuccessor(s);
+    if (successor != MaskDfa::kReject) {
+      DfaWalk(head_trie_, 0, s, dfa, 0, bitmask);
+      DfaWalk(tail_trie_, 0, successor, dfa, 0, bitmask);
+    } else {
+      DfaWalk(trie_, 0, s, dfa, kNotPlain - 1, bitmask);
+    }
+  } else if (chars == 0) {
+    std::memset(bitmask, 0, bytes);
+    DfaWalkFirstBytes(s, dfa, bitmask);
   } else {
     // The deepest precomputed level the proof covers.
     size_t level = kPlainLevels.size();

@@ -15,6 +15,17 @@
 //    precomputed mask, and the walk skips every subtree holding only those. The trie is laid out
 //    so that the nodes such a walk visits come first: with no bound, the ~12k nodes above the
 //    ~4% other tokens (`",` `\n` `"}` partial UTF-8 ...), which fit in L2.
+//  - inside a free string the walk need not visit those ~12k nodes either: when every plain string
+//    of one character or more leads to one and the same DFA state s1 (MaskDfa::PlainSuccessor), a
+//    token made of plain characters P and a rest S (starting with a byte that does not continue
+//    plain text) is allowed exactly when S is allowed from s1. So the other tokens are kept twice
+//    more, split after their longest prefix of whole plain characters: those with an empty prefix
+//    in head_trie_ (by all their bytes, walked from the state itself), the others in tail_trie_
+//    (by S alone, walked from s1): ~2k nodes, most of them pruned at their first byte (`\n`).
+//  - where the proof fails at once (after `\` in a string only an escape letter may follow), each
+//    allowed first byte that is a plain ASCII character is tried as a new start: when every plain
+//    string is accepted after it, the tokens it begins that continue with plain text only come
+//    from a precomputed list (first_byte_plain_ids_) and the walk below it skips them.
 // FillMask(matcher, bitmask) without a MaskDfa is the plain walk, kept as the reference.
 //
 // Special tokens (and empty tokens) are never allowed, except the EOS ids, which are allowed
@@ -24,6 +35,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/ids.h"
@@ -90,8 +103,8 @@ class TokenVocabulary {
     std::vector<Edge> edges;   // children of each node, contiguous, sorted by byte
     std::vector<TokenId> ids;  // tokens ending at each node, contiguous
   };
-  // The trie of `tokens`, by their bytes.
-  Trie BuildTrie(std::vector<TokenId> tokens) const;
+  // The trie of `keys` (a token's bytes or a part of them, and its id).
+  static Trie BuildTrie(std::vector<std::pair<std::string_view, TokenId>> keys);
   // The plain walk (the reference).
   void Walk(uint32_t node, GrammarMatcher* m, uint32_t* bitmask) const;
   // The walk through the DFA from state `s`; skips the subtrees whose tokens are all plain text
@@ -104,7 +117,10 @@ class TokenVocabulary {
       bitmask[trie.ids[t] >> 5] |= uint32_t{1} << (trie.ids[t] & 31);
     }
   }
-  // Precomputes plain_chars_, the edges' plain_max and plain_masks_, and lays trie_ out again.
+  // The walk from the root when the plain-text proof fails there (see above).
+  void DfaWalkFirstBytes(int32_t s, MaskDfa* dfa, uint32_t* bitmask) const;
+  // Precomputes plain_chars_, the edges' plain_max and plain_masks_, and lays trie_ out again;
+  // then head_trie_, tail_trie_ and first_byte_plain_ids_.
   void IndexPlainText();
 
   // Character counts with a precomputed mask of the plain tokens up to that many characters.
@@ -120,6 +136,13 @@ class TokenVocabulary {
   // Per kPlainLevels entry, then one for any length: the plain tokens of at most that many
   // characters.
   std::vector<std::vector<uint32_t>> plain_masks_;
+  // The tokens that are not plain text, split after their longest prefix of whole plain
+  // characters: an empty prefix (by all their bytes) / a non-empty one (by the bytes after it).
+  Trie head_trie_, tail_trie_;
+  // [257] offsets into first_byte_plain_ids_: per plain ASCII byte b, the tokens of two bytes or
+  // more that begin with b and whose other bytes are plain text.
+  std::vector<uint32_t> first_byte_begin_;
+  std::vector<TokenId> first_byte_plain_ids_;
 };
 
 }  // namespace loom

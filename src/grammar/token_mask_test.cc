@@ -328,6 +328,133 @@ TEST(MaskDfaTest, PlainCharsAcceptedProvesStringsAndBounds) {
   EXPECT_EQ(any_dfa.PlainCharsAccepted(any_dfa.Enter(m, sig)), MaskDfa::kUnbounded);
 }
 
+// HandVocabulary plus tokens that a free string splits into plain characters and a rest
+// (head_trie_ / tail_trie_) and that a backslash's escape letter begins.
+TokenVocabulary TailVocabulary() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t :
+       {"name",     "nab",   "n\"",   "ab\n", "a\"}",  "a\",",   "\"\n",         "\\\"",
+        "\\n",      "\\u00", "u00e9", "t\"",  "tab",   "abc\\n", "\xC3\xA9\xC3", "x\xE4\xB8",
+        "\xB8\xAD", "\"a",   "a\"",   "\"},", "\",\"", "\":\"",  "ab",           "abc",
+        "\xC3\xA9", "  ",    " \"",   "\n\n", ".\n",   "a\\",    "e9\"",         "00e9",
+        "\"]",      "1\"",   "q\"",   "é\"}"}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");  // EOS
+  const TokenId n = static_cast<TokenId>(tokens.size());
+  return TokenVocabulary(std::move(tokens), {}, {n - 1});
+}
+
+// The state GrammarState masks from: canonical under count chains (GrammarMatcher::ForkCanonical).
+GrammarMatcher MaskView(const GrammarMatcher& m, const TokenVocabulary& vocab) {
+  return m.grammar()->has_count_chains() ? m.ForkCanonical(vocab.max_token_bytes()) : m.Fork();
+}
+
+// The DFA's masks equal the reference walk at chosen states: inside free strings (the head and
+// tail tries), after a backslash (a first byte as a new start), inside long counts (their loop),
+// in strings that only some plain text continues. Each mask twice (cold, then warm), through one
+// DFA per grammar that keeps what the earlier states built.
+TEST(TokenMaskTest, DfaMasksAtChosenStatesEqualTheReferenceWalk) {
+  struct Case {
+    bool gbnf;  // else JSON Schema
+    const char* source;
+    std::vector<std::string> prefixes;
+  };
+  const std::vector<Case> cases = {
+      {false,
+       R"({"type": "object", "properties": {"s": {"type": "string"}}})",
+       {"", "{", "{\"", "{\"s\":\"", "{\"s\":\"ab", "{\"s\":\"ab\\", "{\"s\":\"ab\\u0",
+        "{\"s\":\"ab\xC3", "{\"s\":\"ab\"", "{\"s\":\"\\n"}},
+      {false,
+       R"({"type": "array", "items": {"type": "string", "maxLength": 3000}})",
+       {"[", "[\"", "[\"a", "[\"ab\\", "[\"x\",\""}},
+      {false,
+       R"({"type": "string", "minLength": 40, "maxLength": 60})",
+       {"\"", "\"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz", "\"\\"}},
+      {false, R"({"pattern": "a+"})", {"\"", "\"x", "\"xa", "\"xaa", "\"xa\\", "\"x\\u00"}},
+      {true, R"(root ::= "\"" [^"\\]* "\"")", {"\"", "\"ab", "\"a\n"}},
+      {true, R"(root ::= "\"" [^"\\]* "a" [^"\\]* "\"")", {"\"", "\"xy", "\"xa", "\"xa\n"}},
+      {true, R"(root ::= "<" [^q\x22\\é]* ">")", {"<", "<ab", "<a\xC3"}},
+  };
+  for (const TokenVocabulary& vocab : {HandVocabulary(), TailVocabulary()}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.source);
+      const auto g = MustCompile(c.gbnf ? CompileGbnf(c.source) : CompileJsonSchemaText(c.source));
+      ASSERT_NE(g, nullptr);
+      MaskDfa dfa(g);
+      std::vector<uint32_t> mask(vocab.mask_words()), reference(vocab.mask_words());
+      std::vector<int32_t> sig;
+      for (const std::string& prefix : c.prefixes) {
+        SCOPED_TRACE("after \"" + prefix + "\"");
+        GrammarMatcher m(g);
+        ASSERT_TRUE(m.AcceptBytes(prefix));
+        vocab.FillMask(m, reference.data());
+        const GrammarMatcher view = MaskView(m, vocab);
+        sig.clear();
+        view.AppendStateSignature(&sig);
+        for (int round = 0; round < 2; ++round) {
+          std::fill(mask.begin(), mask.end(), 0xFFFFFFFFu);
+          vocab.FillMask(view, sig, &dfa, mask.data());
+          for (TokenId id = 0; id < vocab.size(); ++id) {
+            EXPECT_EQ(MaskBit(mask, id), MaskBit(reference, id))
+                << "round " << round << ", token " << id << " \"" << vocab.token_bytes(id) << "\"";
+          }
+        }
+      }
+    }
+  }
+}
+
+// PlainSuccessor: the one state every plain character leads to, where there is one.
+TEST(MaskDfaTest, PlainSuccessorIsTheStateAfterAnyPlainText) {
+  struct Case {
+    bool gbnf;
+    const char* source;
+    std::string prefix;
+    int plain_chars;  // PlainCharsAccepted
+    bool single;      // a PlainSuccessor
+  };
+  const std::vector<Case> cases = {
+      {false, "{}", "{\"k\":[\"", MaskDfa::kUnbounded, true},
+      {false, "{}", "\"ab", MaskDfa::kUnbounded, true},
+      {false, R"({"type": "string", "maxLength": 8})", "\"", 8, false},
+      // A long count: its loop makes it a free string for masks.
+      {false, R"({"type": "string", "maxLength": 5000})", "\"abc", MaskDfa::kUnbounded, true},
+      {false, R"({"type": "string", "minLength": 5000})", "\"", MaskDfa::kUnbounded, true},
+      // Whether an `a` came yet: two states after plain text.
+      {false, R"({"pattern": "a+"})", "\"", MaskDfa::kUnbounded, false},
+      {true, R"(root ::= "\"" [^"\\]* "\"")", "\"", MaskDfa::kUnbounded, true},
+      {true, R"(root ::= "\"" [^"\\]* "\"")", "", 0, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.source) + " after " + c.prefix);
+    const auto g = MustCompile(c.gbnf ? CompileGbnf(c.source) : CompileJsonSchemaText(c.source));
+    ASSERT_NE(g, nullptr);
+    GrammarMatcher m(g);
+    ASSERT_TRUE(m.AcceptBytes(c.prefix));
+    // max_bytes 16 as for a vocabulary of tokens of at most 16 bytes.
+    const GrammarMatcher view = g->has_count_chains() ? m.ForkCanonical(16) : m.Fork();
+    std::vector<int32_t> sig;
+    view.AppendStateSignature(&sig);
+    MaskDfa dfa(g);
+    dfa.SetMaxWalkBytes(16);
+    const int32_t s = dfa.Enter(view, sig);
+    EXPECT_EQ(dfa.PlainCharsAccepted(s), c.plain_chars);
+    const int32_t successor = dfa.PlainSuccessor(s);
+    EXPECT_EQ(successor != MaskDfa::kReject, c.single);
+    if (successor == MaskDfa::kReject) continue;
+    // Every plain character from s and from the successor leads to the successor.
+    for (int32_t from : {s, successor}) {
+      for (const char* text : {"a", "Z", " ", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80"}) {
+        int32_t t = from;
+        for (const char* p = text; *p != 0; ++p) t = dfa.Next(t, static_cast<uint8_t>(*p));
+        EXPECT_EQ(t, successor) << text;
+      }
+    }
+  }
+}
+
 // Generates under `vocab` by picking uniformly among the allowed tokens until EOS.
 // With `check_cache`, also checks that GrammarState's cached masks equal a fresh trie walk.
 std::string RandomWalk(const std::shared_ptr<const CompiledGrammar>& g,
