@@ -1,0 +1,197 @@
+// LiteralSchemaGrammar through the forced tool-call grammars of Gemma 4 and Gemma 3's tool_code:
+// per dialect, argument literals the grammar must accept (each read back by the format's parser
+// as the JSON it means) and ones it must refuse, over one schema using each keyword it writes.
+#include "server/literal_schema_grammar.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grammar/matcher.h"
+#include "server/tool_grammar.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+ordered_json Parameters() {
+  return ordered_json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string"},
+      "mode": {"enum": ["fast", "slow"]},
+      "n": {"type": "integer", "minimum": 1, "maximum": 5},
+      "ratio": {"type": "number"},
+      "on": {"type": "boolean"},
+      "note": {"type": ["string", "null"]},
+      "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+      "where": {"$ref": "#/$defs/place"},
+      "size": {"anyOf": [{"type": "integer"}, {"const": "auto"}]},
+      "meta": {"type": "object", "additionalProperties": {"type": "integer"}},
+      "my key": {"type": "boolean"}},
+    "required": ["name", "n"],
+    "$defs": {"place": {"type": "object", "properties": {"city": {"type": "string"},
+      "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["city"]}}})");
+}
+
+std::shared_ptr<const CompiledGrammar> Compile(ToolCallFormat format,
+                                               const ordered_json& parameters) {
+  const ordered_json tools = {
+      {{"type", "function"}, {"function", {{"name", "t"}, {"parameters", parameters}}}}};
+  ToolGrammarRequest req;
+  req.format = format;
+  req.tools = &tools;
+  req.forced = true;
+  const StatusOr<GrammarSpec> spec = ToolCallGrammar(req);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  if (!spec.ok()) return nullptr;
+  auto g = CompileGrammarSpec(*spec);
+  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << spec->text;
+  return g.ok() ? *g : nullptr;
+}
+
+// The arguments the format's parser reads from `call` (its only call); null if none.
+json ParsedArguments(ToolCallFormat format, const std::string& call) {
+  auto parser = MakeToolCallParser(format);
+  std::vector<ToolParseEvent> events;
+  parser->Feed(call, &events);
+  parser->Flush(&events);
+  std::string args;
+  int calls = 0;
+  for (const ToolParseEvent& e : events) {
+    if (e.kind == ToolParseEvent::Kind::kCallStart) ++calls;
+    if (e.kind == ToolParseEvent::Kind::kCallArgs) args += e.text;
+  }
+  return calls == 1 ? json::parse(args, nullptr, false) : json();
+}
+
+struct Case {
+  std::string args;  // the literal arguments
+  const char* json;  // what they mean; nullptr: the grammar refuses them
+};
+
+void Check(ToolCallFormat format, const std::string& open, const std::string& close,
+           const std::vector<Case>& cases) {
+  const auto g = Compile(format, Parameters());
+  ASSERT_NE(g, nullptr);
+  for (const Case& c : cases) {
+    const std::string call = open + c.args + close;
+    GrammarMatcher m(g);
+    const bool accepted = m.AcceptBytes(call) && m.IsAccepting();
+    EXPECT_EQ(accepted, c.json != nullptr) << call;
+    if (accepted && c.json != nullptr) {
+      EXPECT_EQ(ParsedArguments(format, call), json::parse(c.json)) << call;
+    }
+  }
+}
+
+TEST(LiteralSchemaGrammarTest, Gemma4) {
+  const std::string q = "<|\"|>";
+  Check(ToolCallFormat::kGemma4, "<|tool_call>call:t", "<tool_call|>",
+        {
+            {"{n:3,name:" + q + "Ann" + q + "}", R"({"n": 3, "name": "Ann"})"},
+            // Every property, in dictsort order (case-insensitive), a quoted key where a bare
+            // one cannot be read; strings raw (quotes, braces, newlines).
+            {"{meta:{a:1,b:-2},mode:" + q + "slow" + q + ",my key:true,n:5,name:" + q +
+                 "A \"q\" {x}\n" + q + ",note:null,on:false,ratio:-0.5e3,size:" + q + "auto" + q +
+                 ",tags:[" + q + "a" + q + "," + q + "b" + q + "],where:{city:" + q + "Rome" + q +
+                 ",zip:" + q + "00100" + q + "}}",
+             nullptr},
+            {"{meta:{a:1,b:-2},mode:" + q + "slow" + q + "," + q + "my key" + q + ":true,n:5," +
+                 "name:" + q + "A \"q\" {x}\n" + q + ",note:null,on:false,ratio:-0.5e3,size:" + q +
+                 "auto" + q + ",tags:[" + q + "a" + q + "," + q + "b" + q + "],where:{city:" + q +
+                 "Rome" + q + ",zip:" + q + "00100" + q + "}}",
+             R"({"meta": {"a": 1, "b": -2}, "mode": "slow", "my key": true, "n": 5,
+                 "name": "A \"q\" {x}\n", "note": null, "on": false, "ratio": -500.0,
+                 "size": "auto", "tags": ["a", "b"], "where": {"city": "Rome", "zip": "00100"}})"},
+            {"{n:1,name:" + q + q + ",note:" + q + "x" + q + ",size:7}",
+             R"({"n": 1, "name": "", "note": "x", "size": 7})"},
+            // A raw string's pattern is not enforced (see the header).
+            {"{n:1,name:" + q + "a" + q + ",where:{city:" + q + "R" + q + ",zip:" + q + "abc" + q +
+                 "}}",
+             R"({"n": 1, "name": "a", "where": {"city": "R", "zip": "abc"}})"},
+            {"{name:" + q + "Ann" + q + ",n:3}", nullptr},        // out of order
+            {"{n:3}", nullptr},                                   // name missing
+            {"{n:6,name:" + q + "A" + q + "}", nullptr},          // maximum
+            {"{n:3,name:" + q + "A" + q + ",tags:[]}", nullptr},  // minItems
+            {"{n:3,name:" + q + "A" + q + ",tags:[" + q + "a" + q + "," + q + "b" + q + "," + q +
+                 "c" + q + "]}",
+             nullptr},                                                                  // maxItems
+            {"{mode:" + q + "medium" + q + ",n:3,name:" + q + "A" + q + "}", nullptr},  // enum
+            {"{meta:{a:" + q + "x" + q + "},n:3,name:" + q + "A" + q + "}", nullptr},   // values
+            {"{n:3,name:" + q + "A" + q + ",where:{zip:" + q + "1" + q + "}}", nullptr},
+            {"{n:3,name:" + q + "A" + q + ",size:" + q + "big" + q + "}", nullptr},
+            {"{n:3,name:" + q + "A" + q + ",on:True}", nullptr},  // Gemma spells true
+            {"{n:3,name:" + q + "A" + q + ",x:1}", nullptr},      // undeclared
+            {"{n: 3,name:" + q + "A" + q + "}", nullptr},         // no whitespace
+        });
+}
+
+TEST(LiteralSchemaGrammarTest, Python) {
+  Check(
+      ToolCallFormat::kGemmaToolCode, "```tool_code\nt", "\n```",
+      {
+          {"(name=\"Ann\", n=3)", R"({"name": "Ann", "n": 3})"},
+          {"(name='A\\'b\\n\\x41\\u00e9', n=3)", R"({"name": "A'b\nAé", "n": 3})"},
+          {"(name=\"A \\\"q\\\" {x}\", mode='fast', n=5, ratio=-0.5e3, on=False, note=None,"
+           "tags=[\"a\", 'b'], where={\"city\": \"Rome\", 'zip': \"00100\"}, size=\"auto\", "
+           "meta={'a': 1,\"b\":-2})",
+           R"({"name": "A \"q\" {x}", "mode": "fast", "n": 5, "ratio": -500.0, "on": false,
+                 "note": null, "tags": ["a", "b"], "where": {"city": "Rome", "zip": "00100"},
+                 "size": "auto", "meta": {"a": 1, "b": -2}})"},
+          {"(name=\"\", n=1, note='x', size=7)", R"({"name": "", "n": 1, "note": "x", "size": 7})"},
+          // "my key" cannot be a keyword argument: never written.
+          {"(name=\"A\", n=1, my_key=True)", nullptr},
+          {"(n=3, name=\"A\")", nullptr},           // out of order
+          {"(name=\"A\")", nullptr},                // n missing
+          {"(name=\"A\", n=0)", nullptr},           // minimum
+          {"(name=\"a\nb\", n=1)", nullptr},        // a line break in a string
+          {"(name=\"A\", n=3, on=true)", nullptr},  // Python spells True
+          {"(name=\"A\", n=3, where={\"city\": \"R\", \"zip\": \"123\"})", nullptr},  // pattern
+          {"(name=\"A\", n=3, tags=[])", nullptr},
+          {"(name=\"A\", n=3, mode=\"medium\")", nullptr},
+      });
+}
+
+// Keywords the literal syntaxes cannot hold: an error naming them when forced; the lazy grammar
+// leaves them out.
+TEST(LiteralSchemaGrammarTest, UnsupportedKeywordFailsForcedOnly) {
+  const ordered_json parameters = ordered_json::parse(R"({"type": "object", "properties": {
+      "x": {"allOf": [{"type": "integer"}]}}})");
+  const ordered_json tools = {
+      {{"type", "function"}, {"function", {{"name", "t"}, {"parameters", parameters}}}}};
+  for (const ToolCallFormat format : {ToolCallFormat::kGemma4, ToolCallFormat::kGemmaToolCode}) {
+    ToolGrammarRequest req;
+    req.format = format;
+    req.tools = &tools;
+    req.forced = true;
+    const StatusOr<GrammarSpec> forced = ToolCallGrammar(req);
+    ASSERT_FALSE(forced.ok());
+    EXPECT_NE(forced.status().message().find("#/properties/x: keyword \"allOf\""),
+              std::string::npos)
+        << forced.status().ToString();
+    req.forced = false;
+    const StatusOr<GrammarSpec> lazy = ToolCallGrammar(req);
+    ASSERT_TRUE(lazy.ok()) << lazy.status().ToString();
+    EXPECT_TRUE(CompileGrammarSpec(*lazy).ok());
+  }
+}
+
+// A recursive $ref (a tree) is a recursive rule.
+TEST(LiteralSchemaGrammarTest, RecursiveRef) {
+  const ordered_json parameters = ordered_json::parse(R"({"type": "object",
+      "properties": {"root": {"$ref": "#/$defs/node"}}, "required": ["root"],
+      "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"]}}})");
+  const auto g = Compile(ToolCallFormat::kGemma4, parameters);
+  ASSERT_NE(g, nullptr);
+  const std::string call = "<|tool_call>call:t{root:{kids:[{v:2},{kids:[],v:3}],v:1}}<tool_call|>";
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.AcceptBytes(call) && m.IsAccepting());
+  EXPECT_EQ(ParsedArguments(ToolCallFormat::kGemma4, call),
+            json::parse(R"({"root": {"kids": [{"v": 2}, {"kids": [], "v": 3}], "v": 1}})"));
+}
+
+}  // namespace
+}  // namespace loom
