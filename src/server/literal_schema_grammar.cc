@@ -69,7 +69,8 @@ std::string Alternatives(const std::vector<std::string>& alts) {
 }
 
 // The keywords this writer reads, or leaves to a JSON Schema part, or ignores as annotations.
-bool IsKnownKeyword(const std::string& k) {
+bool IsKnownKeyword(const std::string& k, const ordered_json& v) {
+  if (k == "uniqueItems") return v.is_boolean() && !v.get<bool>();
   static const std::set<std::string> kKnown = {"type",
                                                "nullable",
                                                "enum",
@@ -148,7 +149,7 @@ StatusOr<std::string> LiteralSchemaGrammar::Arguments(const ordered_json& schema
   if (s->is_object()) {
     if (forced_) {
       for (const auto& [k, v] : s->items()) {
-        if (!IsKnownKeyword(k)) Fail("#", "keyword \"" + k + "\" is not supported");
+        if (!IsKnownKeyword(k, v)) Fail("#", "keyword \"" + k + "\" is not supported");
       }
     }
     args = Object(*s, "#", /*kwargs=*/dialect_ == LiteralDialect::kPython);
@@ -183,7 +184,7 @@ std::string LiteralSchemaGrammar::Value(const ordered_json& s, const std::string
   if (!s.is_object()) return AnyValue();
   if (forced_) {
     for (const auto& [k, v] : s.items()) {
-      if (!IsKnownKeyword(k)) Fail(path, "keyword \"" + k + "\" is not supported");
+      if (!IsKnownKeyword(k, v)) Fail(path, "keyword \"" + k + "\" is not supported");
     }
   }
   if (const auto r = s.find("$ref"); r != s.end() && r->is_string()) {
@@ -318,7 +319,7 @@ std::string LiteralSchemaGrammar::Object(const ordered_json& s, const std::strin
     }
   }
   const auto props = s.find("properties");
-  if (props != s.end() && props->is_object() && !props->empty()) {
+  if (props != s.end() && props->is_object()) {
     std::vector<std::string> keys;
     for (const auto& [k, v] : props->items()) keys.push_back(k);
     if (!python) {  // Gemma 4's template: dictsort (case-insensitive)
@@ -376,13 +377,13 @@ std::string LiteralSchemaGrammar::Object(const ordered_json& s, const std::strin
 
 std::string LiteralSchemaGrammar::Members(const std::vector<Member>& m, const std::string& sep) {
   // after[k]: members k.. each behind `sep` (one came before them), a rule as two expressions
-  // use it; first[k]: members k.. with none before them.
+  // use it (none needed for k = 0); first[k]: members k.. with none before them.
   const size_t n = m.size();
   std::vector<std::string> after(n + 1), first(n + 1);
   for (size_t k = n; k-- > 0;) {
     const std::string one = "(" + m[k].key_gbnf + " " + m[k].value + ")";
     const std::string behind = "(" + sep + " " + one + ")";
-    after[k] = NewRule(behind + (m[k].required ? " " : "? ") + after[k + 1]);
+    if (k > 0) after[k] = NewRule(behind + (m[k].required ? " " : "? ") + after[k + 1]);
     if (m[k].required) {
       first[k] = one + " " + after[k + 1];
     } else if (first[k + 1].empty()) {

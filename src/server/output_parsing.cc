@@ -52,6 +52,12 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
   if (reasoning_parser == "think" ||
       (reasoning_parser == "auto" && tools_source.find("<think>") != std::string::npos)) {
     out.reasoning = ReasoningMarkers{};
+  } else if (reasoning_parser == "auto" &&
+             tools_source.find("<|channel>thought") != std::string::npos) {
+    // Gemma 4's template writes '<|channel>thought\n' + thinking + '\n<channel|>' (and closes
+    // an empty one in the generation prompt when thinking is off).
+    out.reasoning = ReasoningMarkers{"<|channel>thought\n", "<channel|>"};
+    out.reasoning_special_tokens = true;
   } else if (reasoning_parser != "auto" && reasoning_parser != "none") {
     return InvalidArgumentError("--reasoning-parser \"" + reasoning_parser +
                                 "\" is unknown; expected auto, none or think");
@@ -62,7 +68,10 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
 Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req,
                             std::string* param) {
   // Harmony's channels are every reply's structure, tools or not: its parser splits them.
-  if (HasChannels(parsers, *req)) req->skip_special_tokens = false;
+  if (HasChannels(parsers, *req) ||
+      (parsers.reasoning_special_tokens && req->kind != ApiKind::kCompletions)) {
+    req->skip_special_tokens = false;
+  }
   if (req->tools.empty() || req->tool_choice == ToolChoiceMode::kNone) return OkStatus();
   if (!parsers.tool_format.has_value()) {
     *param = "tools";

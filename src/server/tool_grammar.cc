@@ -88,19 +88,12 @@ class Builder {
         XmlCalls(/*glm=*/true);
         Wrapped("<tool_call>", "", "</tool_call>", "\n");
         break;
-      case ToolCallFormat::kGemma4: {
+      case ToolCallFormat::kGemma4:
+        // Its thought channel comes first through the reasoning wrap (output_parsing.h); the
+        // turn ends after calls with <|tool_response>, as its template writes.
         RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kGemma4));
-        // Gemma 4 may think first (<|channel>thought\n...<channel|>) and ends its turn after
-        // calls with <|tool_response>, as its template writes.
-        std::string head;
-        if (req_.reasoning) {
-          spec_.parts.push_back(
-              GrammarPart{"thought-text", GrammarPart::Kind::kUpTo, "<channel|>"});
-          head = "(\"<|channel>\" thought-text)? ";
-        }
-        Wrapped("<|tool_call>", "call:", "<tool_call|>", "", head, " \"<|tool_response>\"?");
+        Wrapped("<|tool_call>", "call:", "<tool_call|>", "", "", " \"<|tool_response>\"?");
         break;
-      }
       case ToolCallFormat::kGemmaToolCode:
         RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kPython));
         List("```tool_code", "\n", "\n", "\n```");

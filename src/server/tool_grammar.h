@@ -36,8 +36,9 @@ struct ToolGrammarRequest {
   std::string only;  // non-empty: calls of this tool only (tool_choice named)
   bool forced = false;
   bool parallel = true;  // several calls (forced: one or more; lazy: each trigger opens one)
-  // Forced: the model may reason first in the format's own section (harmony's analysis message,
-  // Gemma 4's thought channel); false when the request turns thinking off.
+  // Forced harmony: the model may reason first (an analysis message); false when the request
+  // turns thinking off. (The <think>-like sections, Gemma 4's thought channel included, come
+  // first through output_parsing.h's reasoning wrap instead.)
   bool reasoning = true;
 };
 
