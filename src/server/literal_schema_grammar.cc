@@ -239,7 +239,9 @@ std::string LiteralSchemaGrammar::Typed(const ordered_json& s, const std::string
   if (type == "string") {
     const bool keywords = s.contains("minLength") || s.contains("maxLength") ||
                           s.contains("pattern") || s.contains("format");
-    return python && keywords ? JsonPart(s, type) : String();
+    if (python && keywords) return JsonPart(s, type);
+    if (!python && (s.contains("minLength") || s.contains("maxLength"))) return BoundedString(s);
+    return String();
   }
   if (type == "integer" || type == "number") return JsonPart(s, type);
   if (type == "boolean") return python ? R"(("True" | "False"))" : R"(("true" | "false"))";
@@ -471,6 +473,22 @@ std::string LiteralSchemaGrammar::String() {
         NewRule(R"("\"" ([^"\\\n] | )" + esc + R"()* "\"" | "'" ([^'\\\n] | )" + esc + R"()* "'")");
   }
   return string_;
+}
+
+std::string LiteralSchemaGrammar::BoundedString(const ordered_json& s) {
+  auto bound = [&](const char* key, int64_t dflt) {
+    const auto v = s.find(key);
+    return v != s.end() && v->is_number_integer() ? v->get<int64_t>() : dflt;
+  };
+  const int64_t lo = std::min<int64_t>(std::max<int64_t>(0, bound("minLength", 0)), kMaxRepeat);
+  int64_t hi = bound("maxLength", -1);
+  if (hi > kMaxRepeat) hi = -1;
+  if (hi >= 0 && hi < lo) hi = lo;
+  // Code points other than '<', so that no closing quote can start inside: a narrower set of
+  // strings, each of whose lengths is right.
+  const std::string count = hi < 0 ? "{" + std::to_string(lo) + ",}"
+                                   : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+  return NewRule(GbnfLiteral(kGemmaQuote) + " [^<]" + count + " " + GbnfLiteral(kGemmaQuote));
 }
 
 std::string LiteralSchemaGrammar::AnyValue() {

@@ -16,9 +16,11 @@
 // do, so every numeric keyword of the JSON Schema front end applies. A Python string with
 // minLength / maxLength / pattern / format is a JSON string through a part too (JSON's escapes
 // mean the same in Python, but for \/, which Python keeps as written). A Gemma 4 string is raw
-// text that cannot be held to those keywords: only enum / const constrain it (as the XML
-// formats' raw strings). Any other keyword is an error naming it when the grammar is forced, and
-// ignored in the lazy grammar (which then lets through values the schema might refuse).
+// text up to <|"|>: enum / const constrain it, minLength / maxLength too (as code points other
+// than '<', so that the length is what the parser reads), pattern and format do not (as in the
+// XML formats' raw strings). uniqueItems false is accepted. Any other keyword is an error naming
+// it when the grammar is forced, and ignored in the lazy grammar (which then lets through values
+// the schema might refuse).
 #pragma once
 
 #include <map>
@@ -71,6 +73,7 @@ class LiteralSchemaGrammar {
   std::string Ref(const std::string& pointer, const std::string& path);
   std::string AnyValue();
   std::string String();
+  std::string BoundedString(const nlohmann::ordered_json& s);
   std::string NewRule(const std::string& body);
   void Fail(const std::string& path, const std::string& why);
 

@@ -29,7 +29,8 @@ ordered_json Parameters() {
       "where": {"$ref": "#/$defs/place"},
       "size": {"anyOf": [{"type": "integer"}, {"const": "auto"}]},
       "meta": {"type": "object", "additionalProperties": {"type": "integer"}},
-      "my key": {"type": "boolean"}},
+      "my key": {"type": "boolean"},
+      "code": {"type": "string", "minLength": 2, "maxLength": 3}},
     "required": ["name", "n"],
     "$defs": {"place": {"type": "object", "properties": {"city": {"type": "string"},
       "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["city"]}}})");
@@ -111,6 +112,12 @@ TEST(LiteralSchemaGrammarTest, Gemma4) {
             {"{n:1,name:" + q + "a" + q + ",where:{city:" + q + "R" + q + ",zip:" + q + "abc" + q +
                  "}}",
              R"({"n": 1, "name": "a", "where": {"city": "R", "zip": "abc"}})"},
+            // Lengths hold (as code points other than '<').
+            {"{code:" + q + "é<" + q + ",n:1,name:" + q + "a" + q + "}", nullptr},
+            {"{code:" + q + "éa" + q + ",n:1,name:" + q + "a" + q + "}",
+             R"({"code": "éa", "n": 1, "name": "a"})"},
+            {"{code:" + q + "a" + q + ",n:1,name:" + q + "a" + q + "}", nullptr},
+            {"{code:" + q + "abcd" + q + ",n:1,name:" + q + "a" + q + "}", nullptr},
             {"{name:" + q + "Ann" + q + ",n:3}", nullptr},        // out of order
             {"{n:3}", nullptr},                                   // name missing
             {"{n:6,name:" + q + "A" + q + "}", nullptr},          // maximum
@@ -143,6 +150,8 @@ TEST(LiteralSchemaGrammarTest, Python) {
           {"(name=\"\", n=1, note='x', size=7)", R"({"name": "", "n": 1, "note": "x", "size": 7})"},
           // "my key" cannot be a keyword argument: never written.
           {"(name=\"A\", n=1, my_key=True)", nullptr},
+          {"(name=\"A\", n=1, code=\"abc\")", R"({"name": "A", "n": 1, "code": "abc"})"},
+          {"(name=\"A\", n=1, code='abcd')", nullptr},
           {"(n=3, name=\"A\")", nullptr},           // out of order
           {"(name=\"A\")", nullptr},                // n missing
           {"(name=\"A\", n=0)", nullptr},           // minimum
