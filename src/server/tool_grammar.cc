@@ -1,7 +1,6 @@
 #include "server/tool_grammar.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 #include <vector>
 
