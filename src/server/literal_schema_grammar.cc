@@ -237,10 +237,8 @@ std::string LiteralSchemaGrammar::Typed(const ordered_json& s, const std::string
                                         const std::string& path) {
   const bool python = dialect_ == LiteralDialect::kPython;
   if (type == "string") {
-    const bool keywords = s.contains("minLength") || s.contains("maxLength") ||
-                          s.contains("pattern") || s.contains("format");
-    if (python && keywords) return JsonPart(s, type);
-    if (!python && (s.contains("minLength") || s.contains("maxLength"))) return BoundedString(s);
+    if (s.contains("pattern") || s.contains("format")) return python ? JsonPart(s, type) : String();
+    if (s.contains("minLength") || s.contains("maxLength")) return BoundedString(s);
     return String();
   }
   if (type == "integer" || type == "number") return JsonPart(s, type);
@@ -467,12 +465,16 @@ std::string LiteralSchemaGrammar::String() {
     parts_->push_back(GrammarPart{upto, GrammarPart::Kind::kUpTo, std::string(kGemmaQuote)});
     string_ = NewRule(GbnfLiteral(kGemmaQuote) + " " + upto);
   } else {
-    const std::string esc = NewRule(
+    python_escape_ = NewRule(
         R"("\\" ([ntrbf0\\'"] | "x" [0-9a-fA-F]{2} | "u" [0-9a-fA-F]{4} | "U" [0-9a-fA-F]{8}))");
-    string_ =
-        NewRule(R"("\"" ([^"\\\n] | )" + esc + R"()* "\"" | "'" ([^'\\\n] | )" + esc + R"()* "'")");
+    string_ = NewRule(PythonString("*"));
   }
   return string_;
+}
+
+std::string LiteralSchemaGrammar::PythonString(const std::string& count) const {
+  return R"("\"" ([^"\\\n] | )" + python_escape_ + ")" + count + R"( "\"" | "'" ([^'\\\n] | )" +
+         python_escape_ + ")" + count + R"( "'")";
 }
 
 std::string LiteralSchemaGrammar::BoundedString(const ordered_json& s) {
@@ -484,10 +486,14 @@ std::string LiteralSchemaGrammar::BoundedString(const ordered_json& s) {
   int64_t hi = bound("maxLength", -1);
   if (hi > kMaxRepeat) hi = -1;
   if (hi >= 0 && hi < lo) hi = lo;
-  // Code points other than '<', so that no closing quote can start inside: a narrower set of
-  // strings, each of whose lengths is right.
   const std::string count = hi < 0 ? "{" + std::to_string(lo) + ",}"
                                    : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+  if (dialect_ == LiteralDialect::kPython) {
+    String();  // defines the escape rule: each escape is one code point
+    return NewRule(PythonString(count));
+  }
+  // Code points other than '<', so that no closing quote can start inside: a narrower set of
+  // strings, each of whose lengths is right.
   return NewRule(GbnfLiteral(kGemmaQuote) + " [^<]" + count + " " + GbnfLiteral(kGemmaQuote));
 }
 

@@ -13,9 +13,10 @@
 // the declared properties, as the JSON Schema front end's strict default; without properties,
 // any keys with values of additionalProperties), items, minItems / maxItems. An integer or a
 // number is a JSON Schema part (grammar_cache.h GrammarPart): JSON spells them as both syntaxes
-// do, so every numeric keyword of the JSON Schema front end applies. A Python string with
-// minLength / maxLength / pattern / format is a JSON string through a part too (JSON's escapes
-// mean the same in Python, but for \/, which Python keeps as written). A Gemma 4 string is raw
+// do, so every numeric keyword of the JSON Schema front end applies. A Python string with a
+// pattern or format is a JSON string through a part too (spelled canonically there, its escapes
+// mean the same in Python); with minLength / maxLength, Python's own string of that many
+// characters (each escape one). A Gemma 4 string is raw
 // text up to <|"|>: enum / const constrain it, minLength / maxLength too (as code points other
 // than '<', so that the length is what the parser reads), pattern and format do not (as in the
 // XML formats' raw strings). uniqueItems false is accepted. Any other keyword is an error naming
@@ -74,6 +75,8 @@ class LiteralSchemaGrammar {
   std::string AnyValue();
   std::string String();
   std::string BoundedString(const nlohmann::ordered_json& s);
+  // A Python string's GBNF, its characters repeated by `count` ("*", "{2,3}").
+  std::string PythonString(const std::string& count) const;
   std::string NewRule(const std::string& body);
   void Fail(const std::string& path, const std::string& why);
 
@@ -83,7 +86,7 @@ class LiteralSchemaGrammar {
   std::string* text_;
   std::vector<GrammarPart>* parts_;
   int num_rules_ = 0;
-  std::string any_, string_;                      // the shared rules, once written
+  std::string any_, string_, python_escape_;      // the shared rules, once written
   const nlohmann::ordered_json* root_ = nullptr;  // the schema being written
   std::map<std::string, std::string> refs_;       // its $ref pointers -> rule names
   Status error_;

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -37,19 +40,34 @@ ordered_json Parameters() {
 }
 
 std::shared_ptr<const CompiledGrammar> Compile(ToolCallFormat format,
-                                               const ordered_json& parameters) {
+                                               const ordered_json& parameters,
+                                               bool parallel = true) {
   const ordered_json tools = {
       {{"type", "function"}, {"function", {{"name", "t"}, {"parameters", parameters}}}}};
   ToolGrammarRequest req;
   req.format = format;
   req.tools = &tools;
   req.forced = true;
+  req.parallel = parallel;
   const StatusOr<GrammarSpec> spec = ToolCallGrammar(req);
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
   if (!spec.ok()) return nullptr;
   auto g = CompileGrammarSpec(*spec);
   EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << spec->text;
   return g.ok() ? *g : nullptr;
+}
+
+// The arguments text the format's parser reads from `call` (all its calls').
+std::string ArgumentsText(ToolCallFormat format, const std::string& call) {
+  auto parser = MakeToolCallParser(format);
+  std::vector<ToolParseEvent> events;
+  parser->Feed(call, &events);
+  parser->Flush(&events);
+  std::string args;
+  for (const ToolParseEvent& e : events) {
+    if (e.kind == ToolParseEvent::Kind::kCallArgs) args += e.text;
+  }
+  return args;
 }
 
 // The arguments the format's parser reads from `call` (its only call); null if none.
@@ -152,15 +170,117 @@ TEST(LiteralSchemaGrammarTest, Python) {
           {"(name=\"A\", n=1, my_key=True)", nullptr},
           {"(name=\"A\", n=1, code=\"abc\")", R"({"name": "A", "n": 1, "code": "abc"})"},
           {"(name=\"A\", n=1, code='abcd')", nullptr},
-          {"(n=3, name=\"A\")", nullptr},           // out of order
-          {"(name=\"A\")", nullptr},                // n missing
-          {"(name=\"A\", n=0)", nullptr},           // minimum
-          {"(name=\"a\nb\", n=1)", nullptr},        // a line break in a string
-          {"(name=\"A\", n=3, on=true)", nullptr},  // Python spells True
+          {"(name=\"A\", n=1, code='\\n\\x41')", R"({"name": "A", "n": 1, "code": "\nA"})"},
+          {"(name=\"A\", n=1, code=\"a\\/\")", nullptr},  // \/ is no escape in Python
+          {"(n=3, name=\"A\")", nullptr},                 // out of order
+          {"(name=\"A\")", nullptr},                      // n missing
+          {"(name=\"A\", n=0)", nullptr},                 // minimum
+          {"(name=\"a\nb\", n=1)", nullptr},              // a line break in a string
+          {"(name=\"A\", n=3, on=true)", nullptr},        // Python spells True
           {"(name=\"A\", n=3, where={\"city\": \"R\", \"zip\": \"123\"})", nullptr},  // pattern
           {"(name=\"A\", n=3, tags=[])", nullptr},
           {"(name=\"A\", n=3, mode=\"medium\")", nullptr},
       });
+}
+
+// A random document of `g` (bytes drawn from those it allows next: ASCII, often the syntaxes'
+// punctuation and the rest of a closing marker begun, so that strings end), or "" when it grows
+// past `max_bytes`.
+std::string RandomDocument(const std::shared_ptr<const CompiledGrammar>& g, std::mt19937* rng,
+                           size_t max_bytes) {
+  static constexpr std::string_view kPunctuation = "<|\"'>{}[](),:=_\\n";
+  GrammarMatcher m(g);
+  std::string doc;
+  while (doc.size() < max_bytes) {
+    if (m.IsAccepting() && std::uniform_int_distribution<int>(0, 3)(*rng) == 0) return doc;
+    std::vector<uint8_t> ascii, punct, other;
+    for (int b = 0; b < 256; ++b) {
+      if (!m.NextBytes().Contains(static_cast<uint8_t>(b))) continue;
+      if (kPunctuation.find(static_cast<char>(b)) != std::string_view::npos) {
+        punct.push_back(static_cast<uint8_t>(b));
+      } else if (b >= 0x20 && b < 0x7f) {
+        ascii.push_back(static_cast<uint8_t>(b));
+      } else {
+        other.push_back(static_cast<uint8_t>(b));
+      }
+    }
+    // Mostly go on with a closing marker begun (else Gemma 4's strings would rarely end), and
+    // begin one often.
+    std::optional<uint8_t> next;
+    for (const std::string_view marker : {"<|\"|>", "<tool_call|>"}) {
+      for (size_t n = marker.size() - 1; n > 0 && !next; --n) {
+        if (std::string_view(doc).ends_with(marker.substr(0, n)) &&
+            m.NextBytes().Contains(static_cast<uint8_t>(marker[n]))) {
+          next = static_cast<uint8_t>(marker[n]);
+        }
+      }
+    }
+    if (!next && m.NextBytes().Contains('<') &&
+        std::uniform_int_distribution<int>(0, 9)(*rng) == 0) {
+      next = '<';
+    }
+    if (next) {
+      EXPECT_TRUE(m.AcceptByte(*next));
+      doc += static_cast<char>(*next);
+      continue;
+    }
+    // Bytes past ASCII only when nothing else may come: a string of UpTo's is any bytes, which
+    // a detokenizer never hands a parser unless they are UTF-8.
+    const bool use_punct =
+        !punct.empty() && (std::uniform_int_distribution<int>(0, 9)(*rng) < 4 || ascii.empty());
+    const std::vector<uint8_t>& from = use_punct ? punct : !ascii.empty() ? ascii : other;
+    if (from.empty()) return m.IsAccepting() ? doc : "";
+    const uint8_t b = from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(*rng)];
+    EXPECT_TRUE(m.AcceptByte(b));
+    doc += static_cast<char>(b);
+  }
+  return "";
+}
+
+// Random calls of the forced grammars, read back by the parsers: one call each, its arguments
+// a JSON object that keeps the schema's checkable promises.
+TEST(LiteralSchemaGrammarTest, RandomCallsReadBackValid) {
+  for (const ToolCallFormat format : {ToolCallFormat::kGemma4, ToolCallFormat::kGemmaToolCode}) {
+    SCOPED_TRACE(std::string(ToolCallFormatName(format)));
+    const auto g = Compile(format, Parameters(), /*parallel=*/false);
+    ASSERT_NE(g, nullptr);
+    std::mt19937 rng(7);
+    int num_checked = 0;
+    for (int i = 0; i < 400; ++i) {
+      const std::string doc = RandomDocument(g, &rng, 600);
+      if (doc.empty()) continue;
+      ++num_checked;
+      const json args = ParsedArguments(format, doc);
+      ASSERT_TRUE(args.is_object()) << doc << "\n" << ArgumentsText(format, doc);
+      ASSERT_TRUE(args.contains("name") && args["name"].is_string()) << doc;
+      ASSERT_TRUE(args.contains("n") && args["n"].is_number_integer()) << doc;
+      EXPECT_GE(args["n"].get<int>(), 1) << doc;
+      EXPECT_LE(args["n"].get<int>(), 5) << doc;
+      if (args.contains("tags")) {
+        EXPECT_TRUE(args["tags"].size() >= 1 && args["tags"].size() <= 2) << doc;
+      }
+      if (args.contains("mode")) {
+        EXPECT_TRUE(args["mode"] == "fast" || args["mode"] == "slow") << doc;
+      }
+      if (args.contains("on")) {
+        EXPECT_TRUE(args["on"].is_boolean()) << doc;
+      }
+      if (args.contains("where")) {
+        EXPECT_TRUE(args["where"]["city"].is_string()) << doc;
+      }
+      if (args.contains("code")) {  // 2 to 3 code points
+        const std::string code = args["code"].get<std::string>();
+        const auto num_chars = std::count_if(code.begin(), code.end(), [](char c) {
+          return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        });
+        EXPECT_TRUE(num_chars >= 2 && num_chars <= 3) << doc;
+      }
+      for (const auto& [k, v] : args.items()) {
+        EXPECT_TRUE(Parameters()["properties"].contains(k)) << k << " in " << doc;
+      }
+    }
+    EXPECT_GT(num_checked, 100);
+  }
 }
 
 // Keywords the literal syntaxes cannot hold: an error naming them when forced; the lazy grammar
