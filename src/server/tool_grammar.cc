@@ -91,7 +91,7 @@ class Builder {
         // Its thought channel comes first through the reasoning wrap (output_parsing.h); the
         // turn ends after calls with <|tool_response>, as its template writes.
         RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kGemma4));
-        Wrapped("<|tool_call>", "call:", "<tool_call|>", "", "", " \"<|tool_response>\"?");
+        Wrapped("<|tool_call>", "call:", "<tool_call|>", "", " \"<|tool_response>\"?");
         break;
       case ToolCallFormat::kGemmaToolCode:
         RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kPython));
@@ -227,14 +227,14 @@ class Builder {
     return Lit(open) + " " + value + " " + Lit(close + "\n");
   }
 
-  // Calls each behind `open` (forced: root ::= head open before call after (sep open before call
-  // after)* tail, head and tail being GBNF; lazy: trigger `open`, root ::= before call after,
-  // once per trigger).
+  // Calls each behind `open` (forced: root ::= open before call after (sep open before call
+  // after)* tail, `tail` being GBNF; lazy: trigger `open`, root ::= before call after, once per
+  // trigger).
   void Wrapped(std::string_view open, std::string_view before, std::string_view after,
-               std::string_view sep, std::string_view head = "", std::string_view tail = "") {
+               std::string_view sep, std::string_view tail = "") {
     const std::string one = "(" + LitSp(before) + "call " + LitSp(after) + ")";
     if (req_.forced) {
-      const std::string first = std::string(head) + Lit(open) + " " + one;
+      const std::string first = Lit(open) + " " + one;
       const std::string again = "(" + Lit(std::string(sep) + std::string(open)) + " " + one + ")*";
       Rule("root", first + " " + again + std::string(tail), first + std::string(tail));
     } else {
