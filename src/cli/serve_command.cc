@@ -211,6 +211,10 @@ void RunServe(ServeFlags& f) {
   s.engine->Start();
 
   std::string url = "http://" + f.server.host + ":" + std::to_string(server.port());
+  std::string reasoning = "off";
+  if (const auto& r = ctx->parsers.reasoning) {  // "<think> sections", Gemma 4's channel
+    reasoning = r->open.substr(0, r->open.find_last_not_of(" \n") + 1) + " sections";
+  }
   std::fprintf(stderr,
                "loom serve ready\n"
                "  model     %s (%s, %s)\n"
@@ -227,9 +231,8 @@ void RunServe(ServeFlags& f) {
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
-               ctx->parsers.tool_format_why.c_str(),
-               ctx->parsers.reasoning.has_value() ? "<think> sections" : "off", s.load_seconds,
-               url.c_str(), url.c_str());
+               ctx->parsers.tool_format_why.c_str(), reasoning.c_str(), s.load_seconds, url.c_str(),
+               url.c_str());
   if (s.is_default_model) {
     std::fprintf(
         stderr,

@@ -14,6 +14,13 @@ bool EndsWithMarker(const std::string& prompt, const std::string& marker) {
   return prompt.compare(end + 1 - marker.size(), marker.size(), marker) == 0;
 }
 
+// gpt-oss: a chat reply is harmony messages (analysis, commentary, final) whether or not the
+// request has tools, so its parser runs on every chat reply (analysis as reasoning, final as
+// content); the markers are special tokens the detokenizer must keep.
+bool HasChannels(const OutputParsers& parsers, const GenerationRequest& req) {
+  return parsers.tool_format == ToolCallFormat::kHarmony && req.kind != ApiKind::kCompletions;
+}
+
 }  // namespace
 
 StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
@@ -45,6 +52,12 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
   if (reasoning_parser == "think" ||
       (reasoning_parser == "auto" && tools_source.find("<think>") != std::string::npos)) {
     out.reasoning = ReasoningMarkers{};
+  } else if (reasoning_parser == "auto" &&
+             tools_source.find("<|channel>thought") != std::string::npos) {
+    // Gemma 4's template writes '<|channel>thought\n' + thinking + '\n<channel|>' (and closes
+    // an empty one in the generation prompt when thinking is off).
+    out.reasoning = ReasoningMarkers{"<|channel>thought\n", "<channel|>"};
+    out.reasoning_special_tokens = true;
   } else if (reasoning_parser != "auto" && reasoning_parser != "none") {
     return InvalidArgumentError("--reasoning-parser \"" + reasoning_parser +
                                 "\" is unknown; expected auto, none or think");
@@ -54,6 +67,11 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
 
 Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req,
                             std::string* param) {
+  // Harmony's channels are every reply's structure, tools or not: its parser splits them.
+  if (HasChannels(parsers, *req) ||
+      (parsers.reasoning_special_tokens && req->kind != ApiKind::kCompletions)) {
+    req->skip_special_tokens = false;
+  }
   if (req->tools.empty() || req->tool_choice == ToolChoiceMode::kNone) return OkStatus();
   if (!parsers.tool_format.has_value()) {
     *param = "tools";
@@ -79,13 +97,14 @@ Status PrepareOutputParsing(const OutputParsers& parsers, GenerationRequest* req
   if (req->tool_choice == ToolChoiceMode::kNamed) tg.only = req->tool_choice_name;
   tg.forced = forced;
   tg.parallel = req->parallel_tool_calls;
-  std::optional<GrammarSpec> spec = ToolCallGrammar(tg);
-  if (!spec.has_value()) {
+  const auto thinking = req->template_kwargs.find("enable_thinking");
+  tg.reasoning =
+      thinking == req->template_kwargs.end() || !thinking->is_boolean() || thinking->get<bool>();
+  StatusOr<GrammarSpec> spec = ToolCallGrammar(tg);
+  if (!spec.ok()) {
     if (!forced) return OkStatus();  // calls are read, not constrained
     *param = "tool_choice";
-    return InvalidArgumentError("tool_choice: forcing a tool call is not supported yet for the " +
-                                std::string(ToolCallFormatName(tg.format)) +
-                                " tool-call format; use tool_choice auto");
+    return InvalidArgumentError("tool_choice: " + std::string(spec.status().message()));
   }
   req->grammar = *std::move(spec);
   if (forced) {
@@ -173,10 +192,11 @@ std::unique_ptr<ChoiceEventSource> WrapOutputParsers(const OutputParsers& parser
     const bool starts_in = EndsWithMarker(rendered_prompt, parsers.reasoning->open);
     source = std::make_unique<ReasoningSource>(std::move(source), *parsers.reasoning, starts_in);
   }
-  if (!req.tools.empty() && req.tool_choice != ToolChoiceMode::kNone &&
-      parsers.tool_format.has_value()) {
+  const bool calls = !req.tools.empty() && req.tool_choice != ToolChoiceMode::kNone;
+  if ((calls && parsers.tool_format.has_value()) || HasChannels(parsers, req)) {
     std::vector<ToolSpec> specs;
     for (const auto& t : req.tools) {
+      if (!calls) break;  // harmony without tools: its channels only
       specs.push_back(ToolSpec{t["function"]["name"].get<std::string>(),
                                nlohmann::json(t["function"]["parameters"])});
     }

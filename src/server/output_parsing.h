@@ -29,11 +29,15 @@ struct OutputParsers {
   std::string tool_format_why;                // how it was chosen (the ready card prints it)
   bool mistral_v11 = true;                    // Mistral calls as NAME[ARGS]{...}, else a list
   std::optional<ReasoningMarkers> reasoning;  // none: no reasoning split
+  // The reasoning markers are special tokens (Gemma 4's <|channel>thought ... <channel|>): chat
+  // replies keep special tokens in their text for the split to see them.
+  bool reasoning_special_tokens = false;
 };
 
 // `tool_parser`: "auto" (detect from the chat template), "none", or a format name
-// (ToolCallFormatNames()); `reasoning_parser`: "auto" (on when the template writes <think>),
-// "none" or "think". InvalidArgument naming the flag for an unknown name.
+// (ToolCallFormatNames()); `reasoning_parser`: "auto" (on when the template writes <think>, or
+// Gemma 4's <|channel>thought channel), "none" or "think". InvalidArgument naming the flag for
+// an unknown name.
 StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
                                              const std::string& reasoning_parser,
                                              const TextCodec* codec);

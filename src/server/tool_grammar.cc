@@ -1,10 +1,10 @@
 #include "server/tool_grammar.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 #include <vector>
 
+#include "server/literal_schema_grammar.h"
 #include "server/tool_parser_internal.h"
 
 namespace loom {
@@ -12,25 +12,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// `s` as a GBNF string literal (raw UTF-8 passes through; quotes, backslashes and control bytes
-// are escaped).
-std::string Lit(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (b < 0x20 || b == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", b);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string Lit(std::string_view s) { return GbnfLiteral(s); }
 
 // `s` as a literal, or nothing when it is empty, followed by a space.
 std::string LitSp(std::string_view s) { return s.empty() ? "" : Lit(s) + " "; }
@@ -56,7 +38,7 @@ class Builder {
  public:
   explicit Builder(const ToolGrammarRequest& req) : req_(req), tools_(SelectedTools(req)) {}
 
-  std::optional<GrammarSpec> Build() {
+  StatusOr<GrammarSpec> Build() {
     switch (req_.format) {
       case ToolCallFormat::kHermes:
         JsonCalls("arguments");
@@ -106,9 +88,18 @@ class Builder {
         Wrapped("<tool_call>", "", "</tool_call>", "\n");
         break;
       case ToolCallFormat::kGemma4:
+        // Its thought channel comes first through the reasoning wrap (output_parsing.h); the
+        // turn ends after calls with <|tool_response>, as its template writes.
+        RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kGemma4));
+        Wrapped("<|tool_call>", "call:", "<tool_call|>", "", " \"<|tool_response>\"?");
+        break;
       case ToolCallFormat::kGemmaToolCode:
+        RETURN_IF_ERROR(LiteralCalls(LiteralDialect::kPython));
+        List("```tool_code", "\n", "\n", "\n```");
+        break;
       case ToolCallFormat::kHarmony:
-        return std::nullopt;
+        RETURN_IF_ERROR(HarmonyCalls());
+        break;
     }
     spec_.kind = GrammarKind::kGbnf;
     spec_.text = std::move(text_);
@@ -237,18 +228,92 @@ class Builder {
   }
 
   // Calls each behind `open` (forced: root ::= open before call after (sep open before call
-  // after)*; lazy: trigger `open`, root ::= before call after, once per trigger).
+  // after)* tail, `tail` being GBNF; lazy: trigger `open`, root ::= before call after, once per
+  // trigger).
   void Wrapped(std::string_view open, std::string_view before, std::string_view after,
-               std::string_view sep) {
+               std::string_view sep, std::string_view tail = "") {
     const std::string one = "(" + LitSp(before) + "call " + LitSp(after) + ")";
     if (req_.forced) {
+      const std::string first = Lit(open) + " " + one;
       const std::string again = "(" + Lit(std::string(sep) + std::string(open)) + " " + one + ")*";
-      Rule("root", Lit(open) + " " + one + " " + again, Lit(open) + " " + one);
+      Rule("root", first + " " + again + std::string(tail), first + std::string(tail));
     } else {
       text_ += "root ::= " + one + "\n";
       spec_.trigger = std::string(open);
       spec_.trigger_repeats = req_.parallel;
     }
+  }
+
+  // call ::= NAME args | ... with the arguments as literals (Gemma 4's {...}, Python's (...)),
+  // for the tools whose names the format's parser reads (the others are left out of the lazy
+  // grammar; forced, they are an error).
+  Status LiteralCalls(LiteralDialect dialect) {
+    LiteralSchemaGrammar args(dialect, req_.forced, "lit-", &text_, &spec_.parts);
+    std::vector<std::string> calls;
+    for (const Tool& tool : tools_) {
+      const bool gemma4 = dialect == LiteralDialect::kGemma4;
+      const bool readable =
+          !tool.name.empty() && (gemma4 || tool.name[0] < '0' || tool.name[0] > '9') &&
+          std::all_of(tool.name.begin(), tool.name.end(), [&](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   c == '_' || c == '.' || (gemma4 && c == '-');
+          });
+      if (!readable) {
+        if (!req_.forced) continue;
+        return InvalidArgumentError("tool \"" + tool.name + "\": its name cannot be written in " +
+                                    std::string(ToolCallFormatName(req_.format)) + " calls");
+      }
+      StatusOr<std::string> a = args.Arguments(*tool.parameters);
+      if (!a.ok()) {
+        return InvalidArgumentError("tool \"" + tool.name + "\" parameters " +
+                                    std::string(a.status().message()));
+      }
+      calls.push_back("(" + Lit(tool.name) + " " + *a + ")");
+    }
+    if (calls.empty()) return InvalidArgumentError("no tool whose calls the format can write");
+    text_ += "call ::= ";
+    for (size_t i = 0; i < calls.size(); ++i) text_ += (i > 0 ? " | " : "") + calls[i];
+    text_ += "\n";
+    return OkStatus();
+  }
+
+  // gpt-oss's harmony messages (tool_parser_harmony.cc): a call is a message to functions.NAME,
+  // its header as the model writes it (<|channel|>commentary to=functions.NAME <|constrain|>json)
+  // or as the template does (to=functions.NAME<|channel|>commentary json), its body the JSON
+  // arguments; <|call|> ends it and the turn, so a reply holds one call, behind an analysis
+  // message (the model's reasoning) when the request reasons. Lazy: trigger "to=functions.".
+  Status HarmonyCalls() {
+    text_ += "rest ::= (\" \" \"<|constrain|>\"? \"json\")? \"<|message|>\"\n";
+    std::string calls;
+    for (size_t i = 0; i < tools_.size(); ++i) {
+      const std::string& name = tools_[i].name;
+      if (name.empty() || name.find_first_of(" \t\r\n<") != std::string::npos) {
+        if (!req_.forced) continue;
+        return InvalidArgumentError("tool \"" + name + "\": its name cannot be written in " +
+                                    "harmony calls");
+      }
+      const std::string args = ArgsPart(i);
+      const std::string head =
+          req_.forced ? "(" + Lit("<|channel|>commentary to=functions." + name) + " | \" \"? " +
+                            Lit("to=functions." + name + "<|channel|>commentary") + ")"
+                      : Lit(name) + " \"<|channel|>commentary\"?";
+      calls += std::string(calls.empty() ? "" : " | ") + "(" + head + " rest " + args + ")";
+    }
+    if (calls.empty()) return InvalidArgumentError("no tool whose calls harmony can write");
+    text_ += "call ::= (" + calls + ") \"<|call|>\"?\n";
+    if (req_.forced) {
+      std::string analysis;
+      if (req_.reasoning) {
+        spec_.parts.push_back(GrammarPart{"analysis-text", GrammarPart::Kind::kUpTo, "<|end|>"});
+        analysis = "(\"<|channel|>analysis<|message|>\" analysis-text \"<|start|>assistant\")? ";
+      }
+      text_ += "root ::= " + analysis + "call\n";
+    } else {
+      text_ += "root ::= call\n";
+      spec_.trigger = "to=functions.";
+      spec_.trigger_repeats = req_.parallel;
+    }
+    return OkStatus();
   }
 
   // All calls in one list behind `open` (forced: root ::= open list; lazy: trigger `open`,
@@ -275,7 +340,7 @@ class Builder {
 
 }  // namespace
 
-std::optional<GrammarSpec> ToolCallGrammar(const ToolGrammarRequest& req) {
+StatusOr<GrammarSpec> ToolCallGrammar(const ToolGrammarRequest& req) {
   return Builder(req).Build();
 }
 
@@ -287,14 +352,21 @@ std::vector<std::string> ToolCallGrammarMarkers(ToolCallFormat format) {
     case ToolCallFormat::kDeepSeekV31:
       return {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
               "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+    case ToolCallFormat::kGemma4:
+      // And the thought channel's, which free text before a call may hold.
+      return {"<|tool_call>",     "<tool_call|>", "<|\"|>",
+              "<|tool_response>", "<|channel>",   "<channel|>"};
+    case ToolCallFormat::kHarmony:
+      // Every message's markers: the lazy grammar's free text holds the messages before a call.
+      // <|call|> and <|return|> stay end-of-generation tokens where they are EOS ids.
+      return {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>",
+              "<|end|>",   "<|call|>",    "<|return|>"};
     case ToolCallFormat::kHermes:
     case ToolCallFormat::kQwen3Coder:
     case ToolCallFormat::kLlama3Json:
     case ToolCallFormat::kGlm45:
     case ToolCallFormat::kPhi4Mini:
-    case ToolCallFormat::kGemma4:
     case ToolCallFormat::kGemmaToolCode:
-    case ToolCallFormat::kHarmony:
       return {};
   }
   return {};

@@ -29,16 +29,21 @@ ordered_json Tools() {
 }
 
 std::shared_ptr<const CompiledGrammar> Compile(F format, bool forced, bool parallel = true,
-                                               bool mistral_v11 = true, std::string only = "") {
+                                               bool mistral_v11 = true, std::string only = "",
+                                               bool reasoning = true) {
   const ordered_json tools = Tools();
   ToolGrammarRequest req;
+  req.reasoning = reasoning;
   req.format = format;
   req.mistral_v11 = mistral_v11;
   req.tools = &tools;
   req.only = std::move(only);
   req.forced = forced;
   req.parallel = parallel;
-  const GrammarSpec spec = *ToolCallGrammar(req);
+  const StatusOr<GrammarSpec> built = ToolCallGrammar(req);
+  EXPECT_TRUE(built.ok()) << built.status().ToString();
+  if (!built.ok()) return nullptr;
+  const GrammarSpec& spec = *built;
   auto g = CompileGrammarSpec(spec);
   EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << spec.text;
   return g.ok() ? *g : nullptr;
@@ -176,6 +181,30 @@ std::vector<FormatCase> Cases() {
        "<arg_value>{\"x\": true}</arg_value>\n</tool_call>",
        {"<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n"
         "</tool_call>"}},
+      // Gemma 4: keys bare in sorted order (the template's dictsort), strings <|"|>raw<|"|>.
+      {F::kGemma4,
+       true,
+       "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3,unit:<|\"|>c<|\"|>}<tool_call|>"
+       "<|tool_call>call:ping{}<tool_call|>",
+       "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>,days:2,opts:{x:true}}<tool_call|>",
+       {"<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{days:3,city:<|\"|>Paris<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:0}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3,unit:<|\"|>k<|\"|>}"
+        "<tool_call|>",
+        "<|tool_call>call:get_weather{\"city\": \"Paris\", \"days\": 3}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3,wind:1}<tool_call|>",
+        "<|tool_call>call:nope{}<tool_call|>"}},
+      // Gemma 3's tool_code: Python keyword arguments in the schema's order.
+      {F::kGemmaToolCode,
+       true,
+       "```tool_code\nget_weather(city=\"Paris\", days=3, unit='c')\nping()\n```",
+       "```tool_code\nget_weather(city='Oslo', days=2, opts={\"x\": True})\n```",
+       {"```tool_code\nget_weather(city=\"Paris\")\n```",
+        "```tool_code\nget_weather(days=3, city=\"Paris\")\n```",
+        "```tool_code\nget_weather(city=\"Paris\", days=0)\n```",
+        "```tool_code\nget_weather(city=\"Paris\", days=3, unit=\"k\")\n```",
+        "```tool_code\nget_weather(city=\"Par\nis\", days=3)\n```", "```tool_code\nnope()\n```"}},
   };
 }
 
@@ -244,6 +273,72 @@ TEST(ToolCallGrammarTest, Llama3LazyGrammarOnlyAtTheStart) {
   EXPECT_TRUE(Accepts(g, "Sure: {\"name\": \"nope\", \"parameters\": 1}"));
   EXPECT_FALSE(Accepts(g, " \n{\"name\": \"nope\", \"parameters\": {}}"));
   EXPECT_TRUE(Accepts(g, " \n{\"name\": \"ping\", \"parameters\": {}}"));
+}
+
+// gpt-oss: one call a reply (<|call|> ends the turn), as the model writes its header or as the
+// template does, after an analysis message when the request reasons.
+TEST(ToolCallGrammarTest, HarmonyOneCallAfterAnalysis) {
+  const std::string paris =
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+      "\"Paris\", \"days\": 3, \"unit\": \"c\"}<|call|>";
+  const std::string oslo =
+      " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\", "
+      "\"days\": 2, \"opts\": {\"x\": true}}";
+  const std::string analysis = "<|channel|>analysis<|message|>Need the weather.<|end|>";
+  const std::string ping =
+      analysis +
+      "<|start|>assistant<|channel|>commentary to=functions.ping <|constrain|>json"
+      "<|message|>{}<|call|>";
+  const std::vector<std::string> bad = {
+      paris + "<|start|>assistant" + paris.substr(0, paris.size() - 8),  // a second call
+      analysis,
+      analysis + "<|start|>assistant<|channel|>final<|message|>Sunny.<|return|>",
+      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+      "\"Paris\"}",
+      "<|channel|>commentary to=functions.nope <|constrain|>json<|message|>{}",
+  };
+  const auto forced = Compile(F::kHarmony, /*forced=*/true);
+  ASSERT_NE(forced, nullptr);
+  EXPECT_TRUE(Accepts(forced, paris));
+  EXPECT_TRUE(Accepts(forced, paris.substr(0, paris.size() - 8)));  // <|call|> as EOS
+  EXPECT_TRUE(Accepts(forced, oslo));
+  EXPECT_TRUE(Accepts(forced, ping));
+  for (const std::string& b : bad) EXPECT_FALSE(Accepts(forced, b)) << b;
+  EXPECT_FALSE(Accepts(Compile(F::kHarmony, true, true, true, "", /*reasoning=*/false), ping));
+  EXPECT_FALSE(Accepts(Compile(F::kHarmony, true, true, true, "ping"), paris));
+
+  const auto lazy = Compile(F::kHarmony, /*forced=*/false);
+  ASSERT_NE(lazy, nullptr);
+  EXPECT_TRUE(Accepts(lazy, ""));
+  EXPECT_TRUE(Accepts(lazy, analysis + "<|start|>assistant<|channel|>final<|message|>Sunny."));
+  for (const std::string& doc : {paris, oslo, ping}) EXPECT_TRUE(Accepts(lazy, doc)) << doc;
+  for (size_t i = 3; i < bad.size(); ++i) EXPECT_FALSE(Accepts(lazy, bad[i])) << bad[i];
+
+  const auto p = ParseCalls(F::kHarmony, paris);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].first, "get_weather");
+  EXPECT_EQ(p[0].second, json::parse(R"({"city": "Paris", "days": 3, "unit": "c"})"));
+  const auto o = ParseCalls(F::kHarmony, oslo);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0].second, json::parse(R"({"city": "Oslo", "days": 2, "opts": {"x": true}})"));
+  const auto r = ParseCalls(F::kHarmony, ping);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].first, "ping");
+  EXPECT_EQ(r[0].second, json::object());
+}
+
+// Gemma 4: a forced reply may end with <|tool_response>, as the template writes it after calls.
+TEST(ToolCallGrammarTest, Gemma4ToolResponseAfterTheCalls) {
+  const std::string call = "<|tool_call>call:ping{}<tool_call|>";
+  const auto g = Compile(F::kGemma4, /*forced=*/true);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Accepts(g, call + "<|tool_response>"));
+  EXPECT_TRUE(Accepts(g, call + call + "<|tool_response>"));
+  EXPECT_FALSE(Accepts(g, "<|tool_response>"));
+  EXPECT_FALSE(Accepts(g, "Sure." + call));
+  const auto calls = ParseCalls(F::kGemma4, call + "<|tool_response>");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, "ping");
 }
 
 // A parameter whose schema names only the string type through anyOf is raw text in the XML

@@ -152,8 +152,10 @@ test('openai: tool_choice required / named forces a valid call, streamed and not
 // the template): a forced call comes out in that format's markup, its parser reads it back, and
 // its arguments validate, streamed and not.
 test('every tool-call format: tool_choice required gives a valid call the parser reads back', { skip }, async () => {
+  // Gemma 4's and tool_code's arguments are literals of their own syntax, read back as JSON;
+  // harmony's one call follows no analysis message here (reasoning_effort none).
   const formats = ['qwen3_coder', 'llama3_json', 'mistral', 'glm45', 'phi4_mini', 'deepseek_v3',
-    'deepseek_v31'];
+    'deepseek_v31', 'gemma4', 'gemma_tool_code', 'harmony'];
   for (const format of formats) {
     const s = await startServer([...tinyQwen3Args(), '--max-output-tokens', '200',
       '--tool-parser', format]);
