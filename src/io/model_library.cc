@@ -256,6 +256,8 @@ std::optional<ModelRef> ParseModelRef(std::string_view arg) {
     if (ref.quant.empty()) return std::nullopt;
   }
   if (repo.empty() || repo[0] == '.' || repo[0] == '/' || repo[0] == '~') return std::nullopt;
+  // A file name that does not exist is a mistyped path, not a repo.
+  if (IsGgufName(repo)) return std::nullopt;
   if (repo.find("..") != std::string_view::npos || std::count(repo.begin(), repo.end(), '/') > 1 ||
       repo.back() == '/') {
     return std::nullopt;
@@ -428,6 +430,11 @@ std::vector<LibraryEntry> ModelLibrary::List() const {
         continue;
       }
       base.commit = *commit;
+      if (auto main = repo.refs.find("main"); main != repo.refs.end() && main->second != *commit) {
+        // The id alone resolves to main, which cannot load; this snapshot needs --revision.
+        base.problems.push_back("refs/main names commit " + main->second +
+                                ", which has no snapshot (listed: " + *commit + ")");
+      }
       std::vector<std::string> refs;
       for (const auto& [name, c] : repo.refs) {
         if (c == *commit) refs.push_back(name);

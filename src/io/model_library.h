@@ -31,7 +31,8 @@ struct ModelRef {
   std::string repo_id;  // "org/name" or "name"
   std::string quant;    // "" = none given
 };
-// nullopt when `arg` cannot be an id: empty parts, more than one '/', a leading '.', '/' or '~'.
+// nullopt when `arg` cannot be an id: empty parts, more than one '/', a leading '.', '/' or '~',
+// a name ending in .gguf.
 std::optional<ModelRef> ParseModelRef(std::string_view arg);
 
 // Where a MODEL argument led.

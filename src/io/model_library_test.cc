@@ -57,6 +57,7 @@ TEST(HfCacheTest, ParseModelRefTellsIdsFromPaths) {
       {"org/name:", std::nullopt, ""},
       {"org/na me", std::nullopt, ""},
       {"", std::nullopt, ""},
+      {"models/x.gguf", std::nullopt, ""},
   };
   for (const Case& c : cases) {
     const std::optional<ModelRef> ref = ParseModelRef(c.arg);
@@ -270,10 +271,13 @@ TEST(ModelLibraryTest, BrokenSnapshotsAreListedAndRefusedWithTheReason) {
   cache.AddFile("org/gguf", c, "m-Q8_0.gguf", "GGUF q8");
   cache.AddDanglingFile("org/gguf", c, "m-Q4_0.gguf");
   cache.SetRef("org/gguf", "main", c);
+  // main moved on to a commit that was never downloaded.
+  cache.AddFile("org/stale", c, "config.json", kConfig);
+  cache.SetRef("org/stale", "main", FakeHfCache::Commit(2));
   const ModelLibrary library({cache.root(), ""});
 
   const std::vector<LibraryEntry> list = library.List();
-  ASSERT_EQ(list.size(), 5u);
+  ASSERT_EQ(list.size(), 6u);
   EXPECT_EQ(list[0].id, "org/gguf:Q4_0");
   EXPECT_EQ(list[0].problems, (std::vector<std::string>{"missing blob: m-Q4_0.gguf"}));
   EXPECT_EQ(list[1].id, "org/gguf:Q8_0");
@@ -286,6 +290,12 @@ TEST(ModelLibraryTest, BrokenSnapshotsAreListedAndRefusedWithTheReason) {
   EXPECT_EQ(list[3].problems, (std::vector<std::string>{"no config.json"}));
   EXPECT_EQ(list[4].id, "org/no-snapshot");
   EXPECT_EQ(list[4].problems.size(), 1u);
+  EXPECT_EQ(list[5].id, "org/stale");
+  EXPECT_EQ(list[5].commit, c);
+  EXPECT_EQ(list[5].revision, "");
+  EXPECT_EQ(list[5].problems,
+            (std::vector<std::string>{"refs/main names commit " + FakeHfCache::Commit(2) +
+                                      ", which has no snapshot (listed: " + c + ")"}));
 
   EXPECT_TRUE(HasError(library.Resolve("org/no-blob", "", "").status(),
                        StatusCode::kFailedPrecondition,

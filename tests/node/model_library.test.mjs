@@ -141,6 +141,14 @@ test('a model id that is not cached fails naming the paths looked at and the dow
   assert.match(rev.stderr, new RegExp(`not at revision v9 .*main -> ${COMMIT}`));
 });
 
+test('loom tokenize takes a model id too', { skip }, () => {
+  const byId = loom('tokenize', 'loom/default', '--text', 'In the beginning');
+  assert.equal(byId.status, 0, byId.stderr);
+  const byPath = loom('tokenize', DEFAULT_MODEL, '--text', 'In the beginning');
+  assert.equal(byId.stdout, byPath.stdout);
+  assert.match(byId.stdout, /^\[\d+(, \d+)*\]\n$/);
+});
+
 let server;
 before(async () => { if (!skip) server = await startServer([], 'loom/default'); });
 after(async () => { if (server) assert.equal(await server.stop(), 0, server.log()); });
