@@ -72,7 +72,9 @@ class FakeHfCache {
     fs::create_directories(link.parent_path());
     // snapshots/<commit>/a/b -> ../../../blobs/etag: one ".." per level below the repo.
     fs::path target;
-    for (auto it = fs::path(file).begin(); it != fs::path(file).end(); ++it) target /= "..";
+    for (const fs::path& part : fs::path(file)) {
+      if (!part.empty()) target /= "..";
+    }
     target = target / ".." / "blobs" / etag;
     std::error_code ec;
     fs::remove(link, ec);

@@ -129,7 +129,7 @@ std::vector<HfCachedRepo> ScanHfCache(const std::string& cache_dir) {
       std::error_code fec;
       if (!r->is_regular_file(fec)) continue;
       if (std::optional<std::string> commit = ReadRef(r->path()); commit.has_value()) {
-        repo.refs[fs::relative(r->path(), refs, fec).generic_string()] = *commit;
+        repo.refs[r->path().lexically_relative(refs).generic_string()] = *commit;
       }
     }
     std::error_code sec;
@@ -177,8 +177,8 @@ DirectoryFiles ListDirectoryFiles(const std::string& dir) {
       if (IsDirectory(it->path())) it.disable_recursion_pending();
       continue;
     }
-    std::error_code rec;
-    const std::string rel = fs::relative(it->path(), root, rec).generic_string();
+    // Lexically: fs::relative would follow the link into blobs/.
+    const std::string rel = it->path().lexically_relative(root).generic_string();
     struct stat st {};
     if (::stat(it->path().c_str(), &st) != 0) {
       out.missing.push_back(rel);  // a dangling link: its blob is not there
