@@ -134,38 +134,39 @@ StatusOr<std::string> PickGguf(const std::string& what, const std::vector<std::s
                               "; give the whole tag or the file's name");
 }
 
-// A model directory's model: the directory itself when it has config.json, else one of its
-// GGUF files. `id` is the id of the directory; a picked file of a several-file directory gets
-// ":TAG". A missing blob or a directory with neither is FailedPrecondition.
+// A model directory's model: the directory itself when it has config.json (unless `quant` asks
+// for one of its GGUF files), else one of its GGUF files. `id` is the id of the directory; a
+// picked file of a several-file directory gets ":TAG". A missing blob or a directory with
+// neither is FailedPrecondition; `download` ("" = none) is the command that would mend it.
 StatusOr<ResolvedModel> PickInDirectory(const std::string& dir, const std::string& id,
-                                        const std::string& quant, const std::string& hint) {
+                                        const std::string& quant, const std::string& download) {
   const DirectoryFiles files = ListDirectoryFiles(dir);
   const bool has_config =
       std::find(files.files.begin(), files.files.end(), "config.json") != files.files.end();
+  const std::vector<std::string> candidates = GgufCandidates(files.files);
+  const bool want_gguf = !candidates.empty() && (!has_config || !quant.empty());
+  const std::string rerun = download.empty() ? std::string() : "re-run " + download;
+  // A GGUF repo stays usable when the file asked for by its tag is there.
+  if (!files.missing.empty() &&
+      !(want_gguf && !quant.empty() && PickGguf(dir, candidates, quant).ok())) {
+    return FailedPreconditionError(dir + " is incomplete: missing blobs for " +
+                                   Join(files.missing, ", ") + " (an interrupted download?" +
+                                   (rerun.empty() ? "" : " " + rerun) + ")");
+  }
   ResolvedModel out;
   out.id = id;
-  std::vector<std::string> candidates = GgufCandidates(files.files);
-  if (!files.missing.empty()) {
-    // A GGUF repo stays usable when the file asked for by name is there.
-    const bool usable = !has_config && !quant.empty() && PickGguf(dir, candidates, quant).ok();
-    if (!usable) {
-      return FailedPreconditionError(dir + " is incomplete: missing blobs for " +
-                                     Join(files.missing, ", ") + " (an interrupted download?" +
-                                     hint + ")");
-    }
-  }
-  if (has_config) {
-    if (!quant.empty() && candidates.empty()) {
+  if (has_config && !want_gguf) {
+    if (!quant.empty()) {
       return InvalidArgumentError("quant " + quant + ": " + dir +
-                                  " is a safetensors model (config.json); a quant picks a file "
-                                  "of a GGUF repo");
+                                  " is a safetensors model (config.json, no .gguf files); a "
+                                  "quant picks a file of a GGUF repo");
     }
     out.path = dir;
     return out;
   }
   if (candidates.empty()) {
     return FailedPreconditionError(dir + " has neither config.json nor a .gguf file" +
-                                   (hint.empty() ? std::string() : " (" + hint.substr(2) + ")"));
+                                   (rerun.empty() ? "" : " (" + rerun + ")"));
   }
   ASSIGN_OR_RETURN(const std::string file, PickGguf(dir, candidates, quant));
   out.path = (fs::path(dir) / file).string();
@@ -298,11 +299,9 @@ StatusOr<ResolvedModel> ModelLibrary::Resolve(const std::string& model, const st
     }
     std::string dir = model;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (Exists(fs::path(dir) / "config.json")) {
-      return ResolvedModel{dir, fs::path(dir).filename().string(), "path", "", ""};
-    }
-    if (GgufCandidates(ListDirectoryFiles(dir).files).empty()) {
-      // Not a model directory: LoadModel says so.
+    // A Hugging Face directory, or no model directory at all (LoadModel says so).
+    if (quant.empty() && (Exists(fs::path(dir) / "config.json") ||
+                          GgufCandidates(ListDirectoryFiles(dir).files).empty())) {
       return ResolvedModel{dir, fs::path(dir).filename().string(), "path", "", ""};
     }
     ASSIGN_OR_RETURN(ResolvedModel r,
@@ -323,7 +322,6 @@ StatusOr<ResolvedModel> ModelLibrary::Resolve(const std::string& model, const st
   }
   if (ref->quant.empty()) ref->quant = quant;
   const std::string download = DownloadCommand(*ref, rev);
-  const std::string hint = "; re-run " + download;
 
   std::vector<std::string> looked_at;
   if (!options_.models_dir.empty()) {
@@ -370,7 +368,8 @@ StatusOr<ResolvedModel> ModelLibrary::Resolve(const std::string& model, const st
         ResolveHfSnapshot(options_.hub_cache_dir, ref->repo_id, rev, &looked_at);
     for (size_t i = before; i < looked_at.size(); ++i) looked_at[i] += " (Hugging Face cache)";
     if (snap.ok()) {
-      ASSIGN_OR_RETURN(ResolvedModel r, PickInDirectory(snap->dir, ref->repo_id, ref->quant, hint));
+      ASSIGN_OR_RETURN(ResolvedModel r,
+                       PickInDirectory(snap->dir, ref->repo_id, ref->quant, download));
       r.source = "hf-cache";
       r.revision = rev;
       r.commit = snap->commit;

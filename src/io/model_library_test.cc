@@ -398,6 +398,16 @@ TEST(ModelLibraryTest, AnExistingPathIsTakenAsItIs) {
   EXPECT_EQ(picked->path, root + "/ggufs/m-Q8_0.gguf");
   EXPECT_TRUE(HasError(library.Resolve(root + "/ggufs/m-Q4_0.gguf", "", "Q8_0").status(),
                        StatusCode::kInvalidArgument, {"is a file"}));
+  EXPECT_TRUE(HasError(library.Resolve(root + "/hf", "", "Q8_0").status(),
+                       StatusCode::kInvalidArgument, {"is a safetensors model"}));
+  // A directory with both: the quant asks for the GGUF file.
+  testing::WriteBytes(root + "/hf/m-Q8_0.gguf", "GGUF");
+  StatusOr<ResolvedModel> both = library.Resolve(root + "/hf", "", "Q8_0");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->path, root + "/hf/m-Q8_0.gguf");
+  StatusOr<ResolvedModel> dir = library.Resolve(root + "/hf", "", "");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  EXPECT_EQ(dir->path, root + "/hf");
 }
 
 // GgufFile::OpenHeader reads what `loom list` needs of a file whose tensor types loom cannot
