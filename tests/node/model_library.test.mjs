@@ -1,8 +1,8 @@
 // The model library: `loom list --json` and `loom serve ORG/NAME` over a fake Hugging Face hub
 // cache built in a temp dir the way huggingface_hub lays it out (refs/main -> a commit,
 // snapshots/<commit>/<file> -> ../../blobs/<etag>), holding the embedded default model, a
-// snapshot whose config.json blob is gone, and (with the npm Qwen3 tokenizer) a Qwen3 text side;
-// --models-dir holds a file that is no GGUF. The oracles: the default model's own files (sizes,
+// snapshot whose config.json blob is gone, (with the npm Qwen3 tokenizer) a Qwen3 text side and
+// (with ../shared) a GGUF repo of two quants; --models-dir holds a file that is no GGUF. The oracles: the default model's own files (sizes,
 // its safetensors header's element count, config.json) and the Qwen3 template's known markup.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import {
-  DEFAULT_MODEL, LOOM_BIN, QWEN3_TOKENIZER, TINY_QWEN3, getJson, postJson, skipReason,
-  startServer, tinyQwen3Skip, tinyQwen3Args,
+  DEFAULT_MODEL, LOOM_BIN, QWEN3_TOKENIZER, STORIES, TINY_QWEN3, getJson, postJson, sharedSkip,
+  skipReason, startServer, tinyQwen3Skip, tinyQwen3Args,
 } from './helpers.mjs';
 
 const skip = skipReason() || false;
@@ -147,6 +147,43 @@ test('loom tokenize takes a model id too', { skip }, () => {
   const byPath = loom('tokenize', DEFAULT_MODEL, '--text', 'In the beginning');
   assert.equal(byId.stdout, byPath.stdout);
   assert.match(byId.stdout, /^\[\d+(, \d+)*\]\n$/);
+});
+
+test('a GGUF repo: one row per quant, the tag picks the file, none given lists them', { skip: sharedSkip(STORIES) }, () => {
+  // Two names for one blob, as a repo re-uploading a file under a second name would have.
+  const id = 'ggml-org/stories260K-GGUF';
+  const repo = repoDir(id);
+  fs.mkdirSync(path.join(repo, 'blobs'), { recursive: true });
+  fs.symlinkSync(STORIES, path.join(repo, 'blobs', 'stories'));
+  for (const name of ['stories260K-F32.gguf', 'stories260K-Q8_0.gguf']) {
+    const link = path.join(repo, 'snapshots', COMMIT, name);
+    fs.mkdirSync(path.dirname(link), { recursive: true });
+    fs.symlinkSync(path.join('..', '..', 'blobs', 'stories'), link);
+  }
+  fs.mkdirSync(path.join(repo, 'refs'), { recursive: true });
+  fs.writeFileSync(path.join(repo, 'refs', 'main'), COMMIT);
+
+  const models = JSON.parse(loom('list', '--json').stdout).models.filter((m) => m.id.startsWith(id));
+  assert.deepEqual(models.map((m) => m.id), [`${id}:F32`, `${id}:Q8_0`]);
+  for (const m of models) {
+    assert.equal(m.format, 'gguf');
+    assert.equal(m.architecture, 'llama');
+    assert.equal(m.parameters_source, 'gguf tensors');
+    assert.equal(m.quantization, 'F32');  // the file's general.file_type, whatever its name says
+    assert.equal(m.size_bytes, fs.statSync(STORIES).size);
+    assert.equal(m.status, 'ok');
+  }
+  const args = ['-p', 'Once upon a time', '-n', '8', '--temp', '0'];
+  const byId = loom('generate', `${id}:F32`, ...args);
+  assert.equal(byId.status, 0, byId.stderr);
+  const byQuant = loom('generate', id, '--quant', 'q8_0', ...args);
+  assert.equal(byQuant.status, 0, byQuant.stderr);
+  const byPath = loom('generate', STORIES, ...args);
+  assert.equal(byId.stdout, byPath.stdout);
+  assert.equal(byQuant.stdout, byPath.stdout);
+  const none = loom('generate', id, ...args);
+  assert.notEqual(none.status, 0);
+  assert.match(none.stderr, /holds 2 GGUF files: pick one with --quant TAG or MODEL:TAG; the files are stories260K-F32\.gguf \(F32\), stories260K-Q8_0\.gguf \(Q8_0\)/);
 });
 
 let server;
