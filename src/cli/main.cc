@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   loom::AddTokenizeCommand(app);
   loom::AddChatCommand(app);
   loom::AddGrammarCommand(app);
+  loom::AddListCommand(app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -16,6 +16,9 @@
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#ifdef LOOM_HAVE_TOKENIZER
+#include "cli/model_description.h"
+#endif
 #include "server/http_server.h"
 #include "server/server_context.h"
 #ifdef LOOM_HAVE_TOKENIZER
@@ -205,6 +208,18 @@ void RunServe(ServeFlags& f) {
   ctx->model.weights_bytes = s.engine->config().model_bytes;
   ctx->model.kv_dtype = s.engine->config().kv_dtype;
   ctx->model.batch = s.flags.batch;
+#ifdef LOOM_HAVE_TOKENIZER
+  ctx->model.card = DescribeModel(s.model_path);
+#endif
+  ctx->model.card.id = s.model_name;
+  ctx->model.card.source = s.resolved.source;
+  ctx->model.card.revision = s.resolved.revision;
+  ctx->model.card.commit = s.resolved.commit;
+  if (ctx->model.card.architecture.empty()) ctx->model.card.architecture = cfg.arch;
+  // What this server does, which --tool-parser / --reasoning-parser may have changed.
+  ctx->model.card.has_chat_template = codec != nullptr && codec->has_chat_template();
+  ctx->model.card.capabilities.tool_format = ctx->parsers.tool_format;
+  ctx->model.card.capabilities.reasoning = ctx->parsers.reasoning.has_value();
 
   HttpServer server(ctx.get());
   if (Status st = server.Bind(); !st.ok()) Fail(std::string(st.message()));

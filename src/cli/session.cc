@@ -70,6 +70,35 @@ EnvLookup ProcessEnvironment() {
   return [](const char* name) -> const char* { return std::getenv(name); };
 }
 
+std::string HfHubCacheDir(const EnvLookup& env) {
+  const std::optional<std::string> home = EnvValue(env, "HOME");
+  auto expand = [&](std::string path) {
+    if (home && (path == "~" || path.rfind("~/", 0) == 0)) path = *home + path.substr(1);
+    return path;
+  };
+  if (auto v = EnvValue(env, "HF_HUB_CACHE")) return expand(*v);
+  if (auto v = EnvValue(env, "HUGGINGFACE_HUB_CACHE")) return expand(*v);
+  if (auto v = EnvValue(env, "HF_HOME")) return (fs::path(expand(*v)) / "hub").string();
+  if (auto v = EnvValue(env, "XDG_CACHE_HOME")) {
+    return (fs::path(expand(*v)) / "huggingface" / "hub").string();
+  }
+  if (home) return (fs::path(*home) / ".cache" / "huggingface" / "hub").string();
+  return "";
+}
+
+ModelLibraryOptions ResolveLibraryOptions(const EnvLookup& env, const std::string& models_dir) {
+  ModelLibraryOptions o;
+  o.hub_cache_dir = HfHubCacheDir(env);
+  o.models_dir = models_dir.empty() ? EnvValue(env, "LOOM_MODELS_DIR").value_or("") : models_dir;
+  return o;
+}
+
+void AddModelsDirFlag(CLI::App* app, std::string* models_dir) {
+  app->add_option("--models-dir", *models_dir,
+                  "directory of models searched before the Hugging Face cache: DIR/org/name, "
+                  "DIR/name, DIR/name*.gguf (LOOM_MODELS_DIR when not given)");
+}
+
 Status ResolveModelFlags(const EnvLookup& env, ModelFlags* flags,
                          std::vector<std::string>* warnings) {
   ASSIGN_OR_RETURN(flags->cuda_tuning, ResolveCudaTuning(flags->cuda_tune, env, warnings));
@@ -94,8 +123,17 @@ Status ResolveModelFlags(const EnvLookup& env, ModelFlags* flags,
 void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   if (with_model_positional) {
     app->add_option("model", model,
-                    "Hugging Face model directory or .gguf file (default: the embedded model)");
+                    "a Hugging Face model directory, a .gguf file, or a model id found locally "
+                    "(org/name[:QUANT], in --models-dir or the Hugging Face cache; `loom list` "
+                    "shows them; never downloaded) (default: the embedded model)");
   }
+  app->add_option(
+      "--revision", revision,
+      "Hugging Face cache: the branch, tag or commit hash of a model id (default main)");
+  app->add_option("--quant", quant,
+                  "which .gguf file of a GGUF repo or directory: its quant tag (Q4_K_M, Q8_0, ...) "
+                  "or file name; same as MODEL:TAG");
+  AddModelsDirFlag(app, &models_dir);
   app->add_option("--threads,-t", threads,
                   "CPU threads of the model (CPU backend) and of host sampling (at most 16) "
                   "(0 = all cores)")
@@ -197,11 +235,18 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   for (const std::string& w : warnings) LOG(WARNING) << w;
   auto s = std::make_unique<Session>();
   s->flags = flags;
-  s->model_path = flags.dummy_weights.empty() ? flags.model : flags.dummy_weights;
   const bool dummy = !flags.dummy_weights.empty();
-  if (s->model_path.empty()) {
+  if (dummy) {
+    s->model_path = flags.dummy_weights;
+    s->resolved.source = "dummy";
+  } else if (!flags.model.empty()) {
+    const ModelLibrary library(ResolveLibraryOptions(ProcessEnvironment(), flags.models_dir));
+    ASSIGN_OR_RETURN(s->resolved, library.Resolve(flags.model, flags.revision, flags.quant));
+    s->model_path = s->resolved.path;
+  } else {
     s->model_path = DefaultModelPath();
     s->is_default_model = true;
+    s->resolved.source = "default";
     if (s->model_path.empty()) {
       return NotFoundError(
           "no MODEL given and the embedded default model (models/default) was "
@@ -209,9 +254,12 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     }
   }
   while (s->model_path.size() > 1 && s->model_path.back() == '/') s->model_path.pop_back();
-  s->model_name = fs::path(s->model_path).filename().string();
+  s->resolved.path = s->model_path;
+  s->model_name =
+      s->resolved.id.empty() ? fs::path(s->model_path).filename().string() : s->resolved.id;
   if (s->is_default_model) s->model_name = "loom-default";
   if (dummy) s->model_name = "dummy-" + fs::path(s->model_path).stem().string();
+  s->resolved.id = s->model_name;
 
   int threads = flags.threads > 0
                     ? flags.threads

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda_tuning.h"
 #include "engine/engine.h"
+#include "io/model_library.h"
 #include "model/model.h"
 
 namespace loom {
@@ -23,8 +24,13 @@ class DecoderRunner;
 
 // Flags shared by generate / bench / serve / chat (FEATURES.md F1, F2, F8-F11).
 struct ModelFlags {
-  std::string model;                 // HF directory or .gguf file; "" = the embedded default model
-  int threads = 0;                   // 0 = all cores
+  // A model directory, a .gguf file or a model id (io/model_library.h); "" = the embedded
+  // default model.
+  std::string model;
+  std::string revision;    // --revision: branch, tag or commit in the HF cache ("" = main)
+  std::string quant;       // --quant: which .gguf of a GGUF repo ("" = MODEL's :TAG or the only)
+  std::string models_dir;  // --models-dir: searched before the HF cache ("" = LOOM_MODELS_DIR)
+  int threads = 0;         // 0 = all cores
   std::string device = "auto";       // auto | cpu | cuda
   double gpu_memory_fraction = 0.9;  // CUDA: share of device memory for weights + KV
   int block_size = 16;
@@ -74,6 +80,17 @@ Status ResolveModelFlags(const EnvLookup& env, ModelFlags* flags,
 // The process environment (std::getenv): the CLI's one reader of it.
 EnvLookup ProcessEnvironment();
 
+// The Hugging Face hub cache directory as huggingface_hub finds it: $HF_HUB_CACHE, else
+// $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub (a leading ~ is $HOME); "" when none of them is set. Empty variables
+// count as unset.
+std::string HfHubCacheDir(const EnvLookup& env);
+// Where model ids are looked up: `models_dir` (--models-dir; "" = $LOOM_MODELS_DIR) and the HF
+// hub cache (HfHubCacheDir).
+ModelLibraryOptions ResolveLibraryOptions(const EnvLookup& env, const std::string& models_dir);
+// Registers --models-dir on a command that lists models or takes MODEL (ModelFlags::Add does).
+void AddModelsDirFlag(CLI::App* app, std::string* models_dir);
+
 // Sampling defaults, lowest precedence first: loom's (0.7 / 1.0 / 0), then the model's
 // generation_config.json, then server flags (--temp, --top-p, --top-k), then the request.
 struct SamplingDefaults {
@@ -88,6 +105,7 @@ struct SamplingDefaults {
 struct Session {
   ModelFlags flags;
   std::string model_path;  // resolved (default model filled in)
+  ResolvedModel resolved;  // how MODEL was found (source "default" / "dummy" for those)
   bool is_default_model = false;
   std::unique_ptr<Backend> backend;
   const Model* model = nullptr;     // owned by the engine's runner
@@ -103,7 +121,7 @@ struct Session {
   size_t kv_bytes_per_token = 0;
   double load_seconds = 0;
   SamplingDefaults defaults;  // after generation_config.json (flags are applied by the command)
-  std::string model_name;     // what /v1/models lists: the directory or file name
+  std::string model_name;     // what /v1/models lists: the model id, or the directory or file name
 };
 
 // The embedded default model's directory (models/default next to the binary's source tree, or

@@ -101,5 +101,48 @@ TEST(ModelFlagsTest, BadEnvironmentValuesNameTheVariable) {
   }
 }
 
+// huggingface_hub's order (constants.py): HF_HUB_CACHE, the legacy HUGGINGFACE_HUB_CACHE,
+// HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub; "~" is HOME.
+TEST(ModelFlagsTest, HfHubCacheDirFollowsHuggingFaceHub) {
+  struct Case {
+    std::map<std::string, std::string> env;
+    std::string dir;
+  };
+  const std::map<std::string, std::string> all = {{"HF_HUB_CACHE", "/a"},
+                                                  {"HUGGINGFACE_HUB_CACHE", "/b"},
+                                                  {"HF_HOME", "/c"},
+                                                  {"XDG_CACHE_HOME", "/d"},
+                                                  {"HOME", "/home/u"}};
+  auto without = [&](std::vector<std::string> names) {
+    std::map<std::string, std::string> env = all;
+    for (const std::string& n : names) env.erase(n);
+    return env;
+  };
+  const Case cases[] = {
+      {all, "/a"},
+      {without({"HF_HUB_CACHE"}), "/b"},
+      {without({"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"}), "/c/hub"},
+      {without({"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME"}), "/d/huggingface/hub"},
+      {{{"HOME", "/home/u"}}, "/home/u/.cache/huggingface/hub"},
+      {{{"HOME", "/home/u"}, {"HF_HOME", "~/hf"}}, "/home/u/hf/hub"},
+      {{{"HOME", "/home/u"}, {"HF_HUB_CACHE", ""}}, "/home/u/.cache/huggingface/hub"},
+      {{}, ""},
+  };
+  for (const Case& c : cases) EXPECT_EQ(HfHubCacheDir(FakeEnv(c.env)), c.dir);
+}
+
+TEST(ModelFlagsTest, LibraryFlagsAndLoomModelsDir) {
+  const ModelFlags f =
+      Parse({"org/name:Q4_K_M", "--revision", "v1", "--quant", "Q4_K_M", "--models-dir", "/m"});
+  EXPECT_EQ(f.model, "org/name:Q4_K_M");
+  EXPECT_EQ(f.revision, "v1");
+  EXPECT_EQ(f.quant, "Q4_K_M");
+  EXPECT_EQ(f.models_dir, "/m");
+  const EnvLookup env = FakeEnv({{"LOOM_MODELS_DIR", "/env"}, {"HF_HUB_CACHE", "/hub"}});
+  EXPECT_EQ(ResolveLibraryOptions(env, "/m").models_dir, "/m");  // the flag wins
+  EXPECT_EQ(ResolveLibraryOptions(env, "").models_dir, "/env");
+  EXPECT_EQ(ResolveLibraryOptions(env, "").hub_cache_dir, "/hub");
+}
+
 }  // namespace
 }  // namespace loom

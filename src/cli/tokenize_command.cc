@@ -1,5 +1,6 @@
 // `loom tokenize MODEL_OR_TOKENIZER [--text T | --file F] [--verbose] [--decode 1,2,3]`: the
-// model's tokenizer from the command line (an HF directory, a tokenizer.json or a .gguf file).
+// model's tokenizer from the command line (an HF directory, a tokenizer.json, a .gguf file or a
+// local model id, io/model_library.h).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/model_tokenizer.h"
+#include "cli/session.h"
 
 namespace loom {
 namespace {
@@ -20,6 +22,7 @@ struct TokenizeFlags {
   bool no_special = false;
   std::string chat;  // messages.json: render with the chat template instead of encoding text
   bool no_generation_prompt = false;
+  std::string revision, quant, models_dir;  // a model id's, as ModelFlags
 };
 
 // Renders `f.chat` (a JSON list of messages, or an object with "messages", optional "tools" and
@@ -51,7 +54,11 @@ void RunChatRender(const TokenizeFlags& f, const Tokenizer& tok) {
   std::fprintf(stderr, "\n%s]\n%zu tokens\n", out.c_str(), ids.size());
 }
 
-void RunTokenize(const TokenizeFlags& f) {
+void RunTokenize(TokenizeFlags f) {
+  const ModelLibrary library(ResolveLibraryOptions(ProcessEnvironment(), f.models_dir));
+  StatusOr<ResolvedModel> resolved = library.Resolve(f.path, f.revision, f.quant);
+  if (!resolved.ok()) Fail(std::string(resolved.status().message()));
+  f.path = resolved->path;
   auto tok = LoadTokenizerFor(f.path);
   if (!tok.ok()) Fail(tok.status().message());
   if (!f.chat.empty()) return RunChatRender(f, **tok);
@@ -96,7 +103,14 @@ void AddTokenizeCommand(CLI::App& root) {
   auto f = std::make_shared<TokenizeFlags>();
   CLI::App* cmd =
       root.add_subcommand("tokenize", "encode text or decode ids with a model's tokenizer");
-  cmd->add_option("model", f->path, "HF model directory, tokenizer.json or .gguf file")->required();
+  cmd->add_option("model", f->path,
+                  "HF model directory, tokenizer.json, .gguf file or local model id (as serve's "
+                  "MODEL)")
+      ->required();
+  cmd->add_option("--revision", f->revision,
+                  "Hugging Face cache: a model id's branch, tag or commit");
+  cmd->add_option("--quant", f->quant, "which .gguf of a GGUF repo (as serve's --quant)");
+  AddModelsDirFlag(cmd, &f->models_dir);
   auto* text = cmd->add_option("--text", f->text, "text to encode");
   auto* file =
       cmd->add_option("--file", f->file, "file whose contents to encode")->check(CLI::ExistingFile);

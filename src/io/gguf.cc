@@ -191,15 +191,21 @@ Status ReadValue(Reader& r, GgufType type, int depth, const std::string& where,
 
 StatusOr<std::shared_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Map(path));
-  return Parse(std::move(bytes));
+  return Parse(std::move(bytes), /*header_only=*/false);
 }
 
 StatusOr<std::shared_ptr<GgufFile>> GgufFile::OpenFromMemory(std::string bytes, std::string name) {
-  return Parse(FileBytes::FromMemory(std::move(bytes), std::move(name)));
+  return Parse(FileBytes::FromMemory(std::move(bytes), std::move(name)), /*header_only=*/false);
 }
 
-StatusOr<std::shared_ptr<GgufFile>> GgufFile::Parse(FileBytes bytes) {
+StatusOr<std::shared_ptr<GgufFile>> GgufFile::OpenHeader(const std::string& path) {
+  ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Map(path));
+  return Parse(std::move(bytes), /*header_only=*/true);
+}
+
+StatusOr<std::shared_ptr<GgufFile>> GgufFile::Parse(FileBytes bytes, bool header_only) {
   std::shared_ptr<GgufFile> file(new GgufFile(std::move(bytes)));
+  file->header_only_ = header_only;
   RETURN_IF_ERROR(file->ParseAll());
   return file;
 }
@@ -299,6 +305,17 @@ Status GgufFile::ParseAll() {
     RETURN_IF_ERROR(r.Read(&rel_offset, what));
 
     std::optional<DType> dtype = DTypeFromGgmlType(info.ggml_type);
+    if (!dtype && header_only_) {
+      const int64_t numel = CheckedNumel(ne);
+      if (numel < 0) return InvalidArgumentError(where + ": element count is absurd");
+      std::reverse(ne.begin(), ne.end());
+      info.shape = ShapeFromDims(ne);
+      if (!tensor_index_.emplace(info.name, tensors_.size()).second) {
+        return InvalidArgumentError(path + ": duplicate tensor name '" + info.name + "'");
+      }
+      tensors_.push_back(std::move(info));
+      continue;
+    }
     if (!dtype) {
       return UnimplementedError(where + " has ggml type " + GgmlTypeName(info.ggml_type) + " (id " +
                                 std::to_string(info.ggml_type) +
@@ -336,6 +353,7 @@ Status GgufFile::ParseAll() {
   }
 
   data_offset_ = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
+  if (header_only_) return OkStatus();
   for (GgufTensorInfo& info : tensors_) {
     // Both terms are <= size (checked above / by the reader), so the sum cannot overflow.
     const size_t begin = data_offset_ + info.offset_bytes;
@@ -405,6 +423,10 @@ const GgufTensorInfo* GgufFile::FindTensor(const std::string& name) const {
 StatusOr<Tensor> GgufFile::GetTensor(const std::string& name) const {
   const GgufTensorInfo* info = FindTensor(name);
   if (info == nullptr) return NotFoundError(path() + ": no tensor named '" + name + "'");
+  if (header_only_) {
+    return FailedPreconditionError(path() + ": opened for its header only; tensor '" + name +
+                                   "' cannot be read");
+  }
   if (info->shape.numel() == 0) {
     return InvalidArgumentError(path() + ": tensor '" + name + "' has shape " +
                                 info->shape.ToString() + " with zero elements");

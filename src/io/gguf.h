@@ -52,6 +52,12 @@ class GgufFile : public std::enable_shared_from_this<GgufFile> {
   static StatusOr<std::shared_ptr<GgufFile>> Open(const std::string& path);
   // Same over bytes held in memory; `name` stands in for the path in messages.
   static StatusOr<std::shared_ptr<GgufFile>> OpenFromMemory(std::string bytes, std::string name);
+  // The header only, for describing a file without loading it (`loom list`): the metadata and
+  // each tensor's name, shape and ggml_type, with the header's checks but none of the data's.
+  // Tensor types loom cannot load are accepted (their `dtype` is meaningless: kF32, and
+  // size_bytes 0); GetTensor() on such a file is FailedPrecondition.
+  static StatusOr<std::shared_ptr<GgufFile>> OpenHeader(const std::string& path);
+  bool header_only() const { return header_only_; }
 
   const std::string& path() const { return bytes_.name(); }
   uint32_t version() const { return version_; }
@@ -89,7 +95,7 @@ class GgufFile : public std::enable_shared_from_this<GgufFile> {
 
  private:
   explicit GgufFile(FileBytes bytes) : bytes_(std::move(bytes)) {}
-  static StatusOr<std::shared_ptr<GgufFile>> Parse(FileBytes bytes);
+  static StatusOr<std::shared_ptr<GgufFile>> Parse(FileBytes bytes, bool header_only);
   Status ParseAll();
   Status Lookup(const std::string& key, const GgufValue** value) const;
 
@@ -97,6 +103,7 @@ class GgufFile : public std::enable_shared_from_this<GgufFile> {
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   size_t data_offset_ = 0;
+  bool header_only_ = false;  // OpenHeader: tensor data not validated, GetTensor refused
   std::map<std::string, GgufValue> metadata_;
   std::vector<std::string> metadata_keys_;
   std::vector<GgufTensorInfo> tensors_;

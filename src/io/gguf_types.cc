@@ -77,6 +77,22 @@ std::string GgmlTypeName(uint32_t ggml_type) {
   return "unknown(" + std::to_string(ggml_type) + ")";
 }
 
+std::string GgufFileTypeName(int64_t file_type) {
+  // Index = llama_ftype; empty = an id llama.cpp retired (Q4_1_SOME_F16, Q4_2, Q4_3, the repacked
+  // Q4_0_4_4 / 4_8 / 8_8).
+  static const char* const kNames[] = {
+      "F32",    "F16",    "Q4_0",  "Q4_1",    "",       "",       "",          "Q8_0",
+      "Q5_0",   "Q5_1",   "Q2_K",  "Q3_K_S",  "Q3_K_M", "Q3_K_L", "Q4_K_S",    "Q4_K_M",
+      "Q5_K_S", "Q5_K_M", "Q6_K",  "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS",    "IQ3_XXS",
+      "IQ1_S",  "IQ4_NL", "IQ3_S", "IQ3_M",   "IQ2_S",  "IQ2_M",  "IQ4_XS",    "IQ1_M",
+      "BF16",   "",       "",      "",        "TQ1_0",  "TQ2_0",  "MXFP4_MOE",
+  };
+  if (file_type >= 0 && file_type < static_cast<int64_t>(sizeof(kNames) / sizeof(kNames[0]))) {
+    return kNames[file_type];
+  }
+  return "";
+}
+
 std::optional<DType> DTypeFromGgmlType(uint32_t ggml_type) {
   switch (ggml_type) {
     case kGgmlF32:

@@ -45,6 +45,11 @@ inline constexpr uint32_t kGgmlBF16 = 30;
 
 // The name ggml uses for a type id ("q4_K", "iq2_xxs", ...), or "unknown(<id>)".
 std::string GgmlTypeName(uint32_t ggml_type);
+// The name of a general.file_type value (llama.h `enum llama_ftype`, without "MOSTLY_"): "F16",
+// "Q4_K_M", "Q8_0", ...: the quantization tag llama.cpp and ollama users pick files by; "" for an
+// id llama.cpp does not define.
+std::string GgufFileTypeName(int64_t file_type);
+
 // The DType a ggml type loads as, or nullopt for types loom does not support.
 std::optional<DType> DTypeFromGgmlType(uint32_t ggml_type);
 // The ggml type id of a DType (CHECKs that the DType has one; kI32 has none in loom).

@@ -145,7 +145,8 @@ void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx) {
                                        ctx->started_at.time_since_epoch())
                                        .count()},
                        {"owned_by", "loom"},
-                       {"max_model_len", ctx->model.max_model_len}};
+                       {"max_model_len", ctx->model.max_model_len},
+                       {"loom", ModelCardJson(ctx->model.card)}};
     SendJson(res, 200, ordered_json{{"object", "list"}, {"data", ordered_json::array({model})}});
   });
   server.Get("/health", [ctx](const httplib::Request&, httplib::Response& res) {

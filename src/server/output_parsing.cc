@@ -1,5 +1,6 @@
 #include "server/output_parsing.h"
 
+#include "server/template_capabilities.h"
 #include "server/text_codec.h"
 #include "server/tool_call_source.h"
 #include "server/tool_grammar.h"
@@ -29,8 +30,9 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
   OutputParsers out;
   const std::string tools_source =
       codec != nullptr ? codec->chat_template_source(/*tools=*/true) : std::string();
+  const TemplateCapabilities detected = DetectTemplateCapabilities(tools_source);
   if (tool_parser == "auto") {
-    out.tool_format = DetectToolCallFormat(tools_source);
+    out.tool_format = detected.tool_format;
     out.tool_format_why =
         out.tool_format.has_value()
             ? std::string(ToolCallFormatName(*out.tool_format)) + " (from the chat template)"
@@ -49,8 +51,7 @@ StatusOr<OutputParsers> ResolveOutputParsers(const std::string& tool_parser,
   // Mistral's templates before v11 (Nemo) write a JSON list after [TOOL_CALLS]; later ones
   // NAME[ARGS]{...}. Without a template to tell, the newer form.
   out.mistral_v11 = tools_source.empty() || tools_source.find("[ARGS]") != std::string::npos;
-  if (reasoning_parser == "think" ||
-      (reasoning_parser == "auto" && tools_source.find("<think>") != std::string::npos)) {
+  if (reasoning_parser == "think" || (reasoning_parser == "auto" && detected.reasoning)) {
     out.reasoning = ReasoningMarkers{};
   } else if (reasoning_parser == "auto" &&
              tools_source.find("<|channel>thought") != std::string::npos) {

@@ -12,6 +12,7 @@
 #include "grammar/mask_cache.h"
 #include "server/access_policy.h"
 #include "server/generation_request.h"
+#include "server/model_card.h"
 #include "server/output_parsing.h"
 #include "server/response_store.h"
 #include "server/server_metrics.h"
@@ -54,6 +55,9 @@ struct ServedModelInfo {
   int64_t weights_bytes = 0;
   std::string kv_dtype = "f32";
   int batch = 1;  // --batch
+  // What /v1/models says under "loom": the model's files as `loom list` describes them, with
+  // the capabilities of the parsers this server runs (--tool-parser / --reasoning-parser).
+  ModelCard card;
 };
 
 struct ServerContext {
