@@ -218,6 +218,20 @@ test('a reply\'s markdown is drawn as HTML, and markup in it is shown, not run',
   assert.equal(await msg.getAttribute('data-cached-tokens'), '7');
   assert.match(await msg.locator('.meta').textContent(), /prompt 12 tokens, 7 cached/);
   await page.screenshot({ path: path.join(SHOTS, 'markdown.png') });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: path.join(SHOTS, 'markdown_dark.png') });
+  // A phone: the conversation list is an overlay the menu button opens; picking one closes it.
+  await page.setViewportSize({ width: 390, height: 760 });
+  assert.equal(await page.isVisible('#sidebar'), false);
+  await page.click('#toggle-sidebar');
+  assert.equal(await page.isVisible('#sidebar'), true);
+  await page.screenshot({ path: path.join(SHOTS, 'narrow_sidebar.png') });
+  await page.mouse.click(370, 400);  // beside it: closes it
+  assert.equal(await page.isVisible('#sidebar'), false);
+  await page.click('#toggle-sidebar');
+  await page.click('#conversations li .title');
+  assert.equal(await page.isVisible('#sidebar'), false);
+  await page.screenshot({ path: path.join(SHOTS, 'narrow.png') });
   assert.deepEqual(problems, []);
   await context.close();
 });
