@@ -217,6 +217,11 @@ test('a reply\'s markdown is drawn as HTML, and markup in it is shown, not run',
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   assert.equal(await msg.getAttribute('data-cached-tokens'), '7');
   assert.match(await msg.locator('.meta').textContent(), /prompt 12 tokens, 7 cached/);
+  // Copy puts the reply's markdown source on the clipboard.
+  await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+  await msg.locator('button.copy').click();
+  assert.equal(await msg.locator('button.copy').textContent(), 'Copied');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), reply);
   await page.screenshot({ path: path.join(SHOTS, 'markdown.png') });
   await page.emulateMedia({ colorScheme: 'dark' });
   await page.screenshot({ path: path.join(SHOTS, 'markdown_dark.png') });
@@ -248,7 +253,7 @@ test('the server\'s error shows in a banner (a 400\'s error.message); a bad sett
   assert.equal(await page.locator('.msg.assistant').count(), 0);
   assert.equal(await page.locator('.msg.user').count(), 1);
   await page.screenshot({ path: path.join(SHOTS, 'error.png') });
-  await settings(page, { maxTokens: 8 });
+  await settings(page, { maxTokens: 8, extra: { ignore_eos: true } });  // exactly 8 tokens
   await page.click('.msg.user button.regenerate');
   const reply = await waitReplied(page);
   assert.equal(await page.isHidden('#error'), true);
@@ -274,7 +279,7 @@ test('with --api-key the page asks for the key once and keeps it in sessionStora
     assert.equal(await page.textContent('#model'), 'loom-default \u00b7 512 tokens context');
     assert.deepEqual(prompts, ['This loom server needs an API key (kept for this tab only):']);
     assert.equal(await page.evaluate(() => sessionStorage.getItem('loom-api-key')), 'k-page-test');
-    await settings(page, { maxTokens: 8 });
+    await settings(page, { maxTokens: 8, extra: { ignore_eos: true } });
     await sendMessage(page, 'In the beginning');
     const reply = await waitReplied(page);
     assert.equal(await reply.getAttribute('data-completion-tokens'), '8');
