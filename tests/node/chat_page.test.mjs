@@ -131,6 +131,14 @@ test('a message gets the API\'s greedy reply and its numbers; the next one repor
   await page.reload();
   await page.waitForSelector('.msg.assistant');
   assert.equal(await page.locator('#conversations li').count(), 1);
+  // A second tab sees the conversations the first one saves.
+  const other = await context.newPage();
+  await other.goto(`${server.url}/#/chat`);
+  assert.equal(await other.locator('#conversations li').count(), 1);
+  await page.click('#new-chat');
+  await sendMessage(page, 'Blessed are the');
+  await waitReplied(page);
+  await other.waitForFunction(() => document.querySelectorAll('#conversations li').length === 2);
   assert.deepEqual(problems, []);
   await context.close();
 });
