@@ -4,14 +4,15 @@
 # llama.cpp's .gbnf files (node-llama-cpp, without its optional binaries: .npmrc) under
 # tests/node, the real tokenizer files under tests/tokenizers (see its README.md) and the
 # coding-agent CLIs under tests/agents (Claude Code, Qwen Code, Codex: tests/node/agents.test.mjs
-# runs them).
+# runs them). chromium is the browser tests/node/chat_page.test.mjs drives (through playwright-core,
+# which downloads no browser of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config git
       libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev
       libopenblas-dev libxxhash-dev libutf8proc-dev libomp-dev libcli11-dev clang libclang-rt-14-dev clang-format
-      nodejs npm ca-certificates)
+      nodejs npm ca-certificates chromium)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -59,6 +59,35 @@ export function sharedSkip(...files) {
   return why;
 }
 
+// Headless Chromium for the chat page (chat_page.test.mjs): Debian's `chromium` on PATH (installed
+// by scripts/install-deps.sh) driven by playwright-core (package.json). CHROMIUM is its path, or
+// null.
+export const CHROMIUM = ['chromium', 'chromium-browser']
+  .flatMap((name) => (process.env.PATH || '').split(path.delimiter).map((d) => path.join(d, name)))
+  .find((f) => fs.existsSync(f)) ?? null;
+
+// Why the chat page's browser test cannot run (false when it can): the binary, chromium or
+// playwright-core is missing. Under LOOM_REQUIRE_SHARED_DATA=1 (CI) a missing one throws, as
+// missing test data does, since `make test` installs both.
+export async function browserSkip() {
+  const bin = skipReason();
+  if (bin) return bin;
+  let why = null;
+  if (!CHROMIUM) {
+    why = 'needs chromium on PATH (apt-get install chromium; make test: scripts/install-deps.sh)';
+  } else {
+    try {
+      await import('playwright-core');
+    } catch {
+      why = 'needs playwright-core in tests/node/node_modules (make test: scripts/install-deps.sh)';
+    }
+  }
+  if (why && process.env.LOOM_REQUIRE_SHARED_DATA === '1') {
+    throw new Error(`${why} (required: LOOM_REQUIRE_SHARED_DATA=ON)`);
+  }
+  return why ?? false;
+}
+
 // A copy of the default model without a chat template (links to its files, tokenizer_config.json
 // minus chat_template), for the "chat without template" errors. Removed at exit.
 export function defaultModelWithoutTemplate() {
