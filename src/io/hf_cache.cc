@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "base/strings.h"
+
 namespace loom {
 namespace {
 
@@ -30,15 +32,6 @@ std::optional<std::string> ReadRef(const fs::path& path) {
 bool IsDirectory(const fs::path& p) {
   std::error_code ec;
   return fs::is_directory(p, ec);
-}
-
-std::string Join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += sep;
-    out += items[i];
-  }
-  return out;
 }
 
 }  // namespace
@@ -111,7 +104,7 @@ StatusOr<HfSnapshot> ResolveHfSnapshot(const std::string& cache_dir, std::string
   return NotFoundError(
       std::string(repo_id) + " is in the Hugging Face cache but not at revision " +
       std::string(revision) + " (" + ref.string() + " does not exist; the cache has " +
-      (have.empty() ? std::string("no refs or snapshots") : Join(have, ", ")) + ")");
+      (have.empty() ? std::string("no refs or snapshots") : JoinStrings(have, ", ")) + ")");
 }
 
 std::vector<HfCachedRepo> ScanHfCache(const std::string& cache_dir) {

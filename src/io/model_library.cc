@@ -8,6 +8,7 @@
 #include <regex>
 #include <utility>
 
+#include "base/strings.h"
 #include "io/gguf_types.h"
 #include "io/hf_cache.h"
 
@@ -64,15 +65,6 @@ int64_t FileSize(const fs::path& p) {
   return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
-std::string Join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += sep;
-    out += items[i];
-  }
-  return out;
-}
-
 // The .gguf files of a model directory that can be a model on their own: not a vision
 // projector (mmproj*) and not the second or later part of a split file.
 std::vector<std::string> GgufCandidates(const std::vector<std::string>& rel_files) {
@@ -101,7 +93,7 @@ std::string DescribeCandidates(const std::vector<std::string>& candidates) {
     const std::string tag = GgufQuantTag(c);
     items.push_back(tag.empty() ? c : c + " (" + tag + ")");
   }
-  return Join(items, ", ");
+  return JoinStrings(items, ", ");
 }
 
 // The file among `candidates` (relative to `dir`) that `quant` picks: the one whose stem is
@@ -150,7 +142,7 @@ StatusOr<ResolvedModel> PickInDirectory(const std::string& dir, const std::strin
   if (!files.missing.empty() &&
       !(want_gguf && !quant.empty() && PickGguf(dir, candidates, quant).ok())) {
     return FailedPreconditionError(dir + " is incomplete: missing blobs for " +
-                                   Join(files.missing, ", ") + " (an interrupted download?" +
+                                   JoinStrings(files.missing, ", ") + " (an interrupted download?" +
                                    (rerun.empty() ? "" : " " + rerun) + ")");
   }
   ResolvedModel out;
@@ -205,7 +197,8 @@ void AddDirectoryEntries(const std::string& dir, const std::string& id, LibraryE
                     [](const std::string& f) { return EndsWith(f, ".safetensors"); });
     e.format = safetensors ? "safetensors" : "";
     e.size_bytes = files.size_bytes;
-    if (!files.missing.empty()) e.problems.push_back("missing blobs: " + Join(files.missing, ", "));
+    if (!files.missing.empty())
+      e.problems.push_back("missing blobs: " + JoinStrings(files.missing, ", "));
     if (!has_config && !config_missing) e.problems.push_back("no config.json");
     out->push_back(std::move(e));
     return;
@@ -385,7 +378,7 @@ StatusOr<ResolvedModel> ModelLibrary::Resolve(const std::string& model, const st
   }
   return NotFoundError("model " + model +
                        " was not found locally, and loom does not download models. Looked at:\n  " +
-                       Join(looked_at, "\n  ") + "\nFetch it with: " + download);
+                       JoinStrings(looked_at, "\n  ") + "\nFetch it with: " + download);
 }
 
 std::vector<LibraryEntry> ModelLibrary::List() const {
@@ -438,7 +431,7 @@ std::vector<LibraryEntry> ModelLibrary::List() const {
       for (const auto& [name, c] : repo.refs) {
         if (c == *commit) refs.push_back(name);
       }
-      base.revision = Join(refs, ",");
+      base.revision = JoinStrings(refs, ",");
       AddDirectoryEntries((fs::path(repo.dir) / "snapshots" / *commit).string(), repo.repo_id, base,
                           &out);
     }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "base/strings.h"
+
 namespace loom {
 namespace {
 
@@ -58,14 +60,8 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string Join(const std::vector<std::string>& alts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < alts.size(); ++i) out += (i > 0 ? std::string(sep) : "") + alts[i];
-  return out;
-}
-
 std::string Alternatives(const std::vector<std::string>& alts) {
-  return alts.size() == 1 ? alts[0] : "(" + Join(alts, " | ") + ")";
+  return alts.size() == 1 ? alts[0] : "(" + JoinStrings(alts, " | ") + ")";
 }
 
 // The keywords this writer reads, or leaves to a JSON Schema part, or ignores as annotations.
@@ -429,8 +425,8 @@ std::string LiteralSchemaGrammar::Literal(const ordered_json& v) {
   std::vector<std::string> items;
   if (v.is_array()) {
     for (const auto& e : v) items.push_back(Literal(e));
-    return "(" + GbnfLiteral("[") + " " + Join(items, " " + sep + " ") + " " + GbnfLiteral("]") +
-           ")";
+    return "(" + GbnfLiteral("[") + " " + JoinStrings(items, " " + sep + " ") + " " +
+           GbnfLiteral("]") + ")";
   }
   std::vector<std::string> keys;
   for (const auto& [k, e] : v.items()) keys.push_back(k);
@@ -446,7 +442,8 @@ std::string LiteralSchemaGrammar::Literal(const ordered_json& v) {
                                    : std::string(kGemmaQuote) + k + std::string(kGemmaQuote) + ":";
     items.push_back(GbnfLiteral(key) + " " + Literal(v[k]));
   }
-  return "(" + GbnfLiteral("{") + " " + Join(items, " " + sep + " ") + " " + GbnfLiteral("}") + ")";
+  return "(" + GbnfLiteral("{") + " " + JoinStrings(items, " " + sep + " ") + " " +
+         GbnfLiteral("}") + ")";
 }
 
 std::string LiteralSchemaGrammar::LiteralString(const std::string& s) {
