@@ -248,18 +248,20 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
   try {
     const stats = async () => (await request(q, 'GET', '/stats')).body;
     const json = { 'Content-Type': 'application/json' };
-    // n: 12 is 12 rows: one runs (--batch 1), 11 wait, so the queue stays full for a while (the
-    // demo model writes 480 tokens in well under a second).
-    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 480, ignore_eos: true, n: 12 });
+    // n: 32 is 32 rows: one runs (--batch 1), 31 wait, so the queue stays full for a while (the
+    // demo model writes 480 tokens in well under a second). The refused requests are sent while
+    // at least 16 still wait, so that a loaded machine's slow poll cannot see the queue drain
+    // below the cap before they arrive.
+    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 480, ignore_eos: true, n: 32 });
     const running = [request(q, 'POST', '/v1/completions', json, long)];
     let s;
     for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
       s = await stats();
-      // All 12 rows submitted (a fresh server), so that submitted_rows cannot grow later.
-      if (s.batch.pending_rows >= 2 && s.batch.submitted_rows >= 12) break;
+      // All 32 rows submitted (a fresh server), so that submitted_rows cannot grow later.
+      if (s.batch.pending_rows >= 16 && s.batch.submitted_rows >= 32) break;
       await new Promise((r) => setTimeout(r, 5));
     }
-    assert.ok(s.batch.pending_rows >= 2 && s.batch.submitted_rows >= 12, JSON.stringify(s.batch));
+    assert.ok(s.batch.pending_rows >= 16 && s.batch.submitted_rows >= 32, JSON.stringify(s.batch));
     const before = s.batch.submitted_rows;
     const refused = await Promise.all([
       request(q, 'POST', '/v1/completions', json, COMPLETION),
