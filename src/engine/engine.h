@@ -140,9 +140,10 @@ class Engine {
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
                      std::optional<TokenId> stop_token = std::nullopt);
   void PublishStats();
-  // Each grammar-constrained seq of `plan`: its row's mask into Live::mask. With a grammar pool
-  // the masks are queued there and WaitGrammarMasks waits for them (the runner executes the step
-  // meanwhile: nothing touches a Live's grammar or mask until the wait); without, computed here.
+  // Each grammar-constrained seq of `plan` that samples this step: AdvanceGrammar (the pending
+  // token, then its row's mask into Live::mask). With a grammar pool the rows are queued there
+  // and WaitGrammarMasks waits for them (the runner executes the step meanwhile: nothing touches
+  // a Live's grammar, mask or pending token until the wait); without, done here.
   void StartGrammarMasks(const StepPlan& plan);
   void WaitGrammarMasks();
   // The grammar takes `live`'s pending token (grammar_error when it refuses it), then computes
