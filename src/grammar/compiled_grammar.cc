@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "grammar/scc.h"
+
 namespace loom {
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
@@ -352,47 +354,9 @@ Status CompiledGrammar::ComputeClosures(const GrammarBudget& budget,
     }
     return OkStatus();
   };
-  // Iterative Tarjan over `left` (grammars nest thousands of rules deep); components close
-  // after every component they reach.
-  std::vector<int32_t> index(num_rules, -1), low(num_rules, 0), stack, comp;
-  std::vector<uint8_t> on_stack(num_rules, 0);
-  std::vector<std::pair<int32_t, uint32_t>> dfs;  // (rule, next edge)
-  int32_t counter = 0;
-  auto enter = [&](int32_t v) {
-    index[v] = low[v] = counter++;
-    stack.push_back(v);
-    on_stack[v] = 1;
-    dfs.push_back({v, left_begin[v]});
-  };
-  for (int32_t root = 0; root < num_rules; ++root) {
-    if (index[root] >= 0) continue;
-    enter(root);
-    while (!dfs.empty()) {
-      auto& [v, next] = dfs.back();
-      if (next < left_begin[v + 1]) {
-        const int32_t w = left[next++];
-        if (index[w] < 0) {
-          enter(w);
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      const int32_t done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
-      if (low[done] != index[done]) continue;
-      comp.clear();
-      int32_t w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        on_stack[w] = 0;
-        comp.push_back(w);
-      } while (w != done);
-      RETURN_IF_ERROR(close_component(comp));
-    }
-  }
+  // Components of `left` close after every component they reach.
+  RETURN_IF_ERROR(ForEachStronglyConnectedComponent(
+      num_rules, left_begin, [&](uint32_t k) { return left[k]; }, close_component));
 
   // Phase 2: every position's closure, last to first (closure(p) may need closure(p+1)), and its
   // summary (closure_first_bytes_, closure_has_pop_) composed the same way.

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "base/utf8.h"
+#include "grammar/scc.h"
 
 namespace loom {
 namespace {
@@ -408,46 +409,16 @@ Status Grammar::Validate() const {
     }
     edge_begin[i + 1] = static_cast<uint32_t>(edges.size());
   }
-  // Tarjan's strongly connected components, iteratively (grammars nest thousands of rules deep);
-  // a grow edge inside a component is left recursion.
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), stack;
-  std::vector<uint8_t> on_stack(n, 0);
-  std::vector<std::pair<int32_t, uint32_t>> dfs;  // (rule, next edge)
-  int32_t counter = 0, num_comps = 0;
-  for (int32_t root = 0; root < n; ++root) {
-    if (index[root] >= 0) continue;
-    dfs.push_back({root, edge_begin[root]});
-    index[root] = low[root] = counter++;
-    stack.push_back(root);
-    on_stack[root] = 1;
-    while (!dfs.empty()) {
-      auto& [v, next] = dfs.back();
-      if (next < edge_begin[v + 1]) {
-        const int32_t w = edges[next++].to;
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          stack.push_back(w);
-          on_stack[w] = 1;
-          dfs.push_back({w, edge_begin[w]});
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      const int32_t done = v;
-      dfs.pop_back();
-      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
-      if (low[done] != index[done]) continue;
-      int32_t w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        on_stack[w] = 0;
-        comp[w] = num_comps;
-      } while (w != done);
-      ++num_comps;
-    }
-  }
+  // A grow edge inside a strongly connected component is left recursion.
+  std::vector<int32_t> comp(n, -1);
+  int32_t num_comps = 0;
+  (void)ForEachStronglyConnectedComponent(
+      n, edge_begin, [&](uint32_t k) { return edges[k].to; },
+      [&](const std::vector<int32_t>& nodes) {
+        for (int32_t v : nodes) comp[v] = num_comps;
+        ++num_comps;
+        return OkStatus();
+      });
   for (int32_t i = 0; i < n; ++i) {
     for (uint32_t k = edge_begin[i]; k < edge_begin[i + 1]; ++k) {
       const Edge& e = edges[k];
