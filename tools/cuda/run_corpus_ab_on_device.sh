@@ -20,17 +20,7 @@ for round in 1 2; do
     for tok in llama3_1 qwen3; do
       taskset -c 3 $d/loom-$bin grammar --tokenizer /tmp/tok-$tok --sample 3 --seed 22 --max-tokens 256 \
         --bench-json $out/$bin-$tok-$round.json --json-schema $files > /dev/null 2>&1
-      python3 - $out/$bin-$tok-$round.json "$bin $tok round $round" <<'PY'
-import json, sys
-g = json.load(open(sys.argv[1]))["grammars"]
-ok = [x for x in g if "error" not in x]
-c = sorted(x["compile_ms"] for x in ok)
-m = sorted(t for x in ok for t in x["mask_us"])
-pct = lambda v, q: v[min(len(v) - 1, int(q * len(v)))]
-print(f"{sys.argv[2]}: {len(ok)}/{len(g)} compiled ({100 * len(ok) / len(g):.1f}%), compile p50 {pct(c, .5):.2f} "
-      f"p99 {pct(c, .99):.2f} max {c[-1]:.2f} ms; {len(m)} masks p50 {pct(m, .5):.1f} p99 {pct(m, .99):.1f} "
-      f"max {m[-1]:.1f} us; > 1 ms: {sum(t > 1000 for t in m)}; > 200 us: {sum(t > 200 for t in m)}")
-PY
+      python3 tools/grammar/corpus_stats.py $out/$bin-$tok-$round.json "$bin $tok round $round"
     done
   done
 done

@@ -38,16 +38,6 @@ for tok in llama3_1 qwen3; do
   files=$(ls tests/grammar-corpus/*/*.json | sort)
   taskset -c 3 "$bin/loom" grammar --tokenizer "/tmp/tok-$tok" --sample 3 --seed 22 --max-tokens 256 \
     --bench-json "$out/corpus-$tok.json" --json-schema $files > /dev/null 2>&1
-  python3 - "$out/corpus-$tok.json" "$tok" <<'PY'
-import json, sys
-g = json.load(open(sys.argv[1]))["grammars"]
-ok = [x for x in g if "error" not in x]
-c = sorted(x["compile_ms"] for x in ok)
-m = sorted(t for x in ok for t in x["mask_us"])
-pct = lambda v, q: v[min(len(v) - 1, int(q * len(v)))]
-print(f"corpus {sys.argv[2]}: {len(g)} schemas, {len(ok)} compiled ({100 * len(ok) / len(g):.1f}%), "
-      f"compile p50 {pct(c, .5):.2f} p99 {pct(c, .99):.2f} max {c[-1]:.2f} ms; {len(m)} masks "
-      f"p50 {pct(m, .5):.1f} p99 {pct(m, .99):.1f} max {m[-1]:.1f} us; masks > 1 ms: {sum(t > 1000 for t in m)}")
-PY
+  python3 tools/grammar/corpus_stats.py "$out/corpus-$tok.json" "corpus $tok"
 done
 if [ -x "$bin/tool_parser_bench" ]; then taskset -c 3 "$bin/tool_parser_bench" 2000; fi
