@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <regex>
 #include <utility>
 
 #include "base/strings.h"
@@ -65,17 +64,41 @@ int64_t FileSize(const fs::path& p) {
   return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
+// The part number N of a split file's stem ending in "-N-of-M" (llama.cpp's gguf-split names,
+// e.g. "model-00002-of-00003"), or -1 when the stem has no such suffix. Written by hand: GCC 12's
+// <regex> does not build warning-free under -fsanitize with -Werror.
+int SplitPartNumber(std::string_view stem) {
+  auto digits_before = [&](size_t end) {  // start of the run of digits ending at `end`
+    size_t b = end;
+    while (b > 0 && stem[b - 1] >= '0' && stem[b - 1] <= '9') --b;
+    return b;
+  };
+  const size_t total_begin = digits_before(stem.size());
+  if (total_begin == stem.size()) return -1;
+  constexpr std::string_view kOf = "-of-";
+  if (total_begin < kOf.size() || stem.substr(total_begin - kOf.size(), kOf.size()) != kOf) {
+    return -1;
+  }
+  const size_t part_end = total_begin - kOf.size();
+  const size_t part_begin = digits_before(part_end);
+  if (part_begin == part_end || part_begin == 0 || stem[part_begin - 1] != '-') return -1;
+  int part = 0;
+  for (size_t i = part_begin; i < part_end; ++i) {
+    part = std::min(part * 10 + (stem[i] - '0'), 1 << 20);
+  }
+  return part;
+}
+
 // The .gguf files of a model directory that can be a model on their own: not a vision
 // projector (mmproj*) and not the second or later part of a split file.
 std::vector<std::string> GgufCandidates(const std::vector<std::string>& rel_files) {
-  static const std::regex kLaterPart("-0*([0-9]+)-of-[0-9]+$");
   std::vector<std::string> out;
   for (const std::string& f : rel_files) {
     if (!IsGgufName(f)) continue;
     const std::string stem = Stem(f);
     if (Upper(stem).rfind("MMPROJ", 0) == 0) continue;
-    std::smatch m;
-    if (std::regex_search(stem, m, kLaterPart) && m[1] != "1") continue;
+    const int part = SplitPartNumber(stem);
+    if (part >= 0 && part != 1) continue;  // a later part of a split file
     out.push_back(f);
   }
   return out;
