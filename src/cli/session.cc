@@ -195,6 +195,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "thread after the step; default: half of --threads, at most 8, with CUDA, 0 on "
                   "the CPU backend, whose step holds every core)")
       ->check(CLI::Range(-1, 64));
+  app->add_flag("--jump-forward", jump_forward,
+                "grammar-constrained rows: append the text the grammar forces next (a JSON key, "
+                "the call markup of a tool) without sampling it, computed with the next token; "
+                "the forced text is spelled longest token first, its last token left to the "
+                "model; not for rows asking logprobs");
   app->add_option("--cpu-isa", cpu_isa,
                   "CPU: cap the dot-product kernels at this instruction set (A/B runs; default "
                   "auto, the best the CPU has; LOOM_CPU_ISA when not given)")
@@ -380,6 +385,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.num_grammar_threads = flags.grammar_threads >= 0 ? flags.grammar_threads
                            : use_cuda                 ? std::clamp(threads / 2, 1, 8)
                                                       : 0;
+  ec.jump_forward = flags.jump_forward;
   ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,

@@ -54,6 +54,7 @@ struct ModelFlags {
   bool cuda_graphs = true;        // CUDA: replay decode-only steps from CUDA graphs
   bool device_sampling = true;    // CUDA: greedy argmax and plain draws on the device (ids, not
                                   // logits)
+  bool jump_forward = false;      // --jump-forward
   int grammar_threads = -1;       // --grammar-threads: -1 = auto (CUDA: half of --threads, <= 8)
   bool mmap_weights = false;      // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations

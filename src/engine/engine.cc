@@ -190,7 +190,9 @@ void Engine::DrainInbox() {
     if (sub.request.reasoning_budget.has_value()) {
       live.budget.emplace(*std::move(sub.request.reasoning_budget));
     }
-    live_.emplace(sub.id, std::move(live));
+    auto [it, fresh] = live_.emplace(sub.id, std::move(live));
+    // A reply may begin with forced text (a JSON schema's `{"`): it joins the prompt's step.
+    if (config_.jump_forward && it->second.grammar != nullptr) JumpForward(sub.id, it->second);
   }
   for (RequestId id : aborts) FinishRequest(id, FinishReason::kAbort);
 }
@@ -253,7 +255,10 @@ void Engine::ReportCachedTokens(const StepPlan& plan) {
   for (const ScheduledSeq& seq : plan.seqs) {
     Live& live = live_.at(seq.request_id);
     if (!live.cached_reported) {
-      live.stream->SetCachedTokens(scheduler_->Find(seq.request_id)->num_cached_tokens);
+      // Jump-forward's tokens at admission follow the prompt and may be cached too: only the
+      // prompt's count.
+      const SchedRequest* req = scheduler_->Find(seq.request_id);
+      live.stream->SetCachedTokens(std::min(req->num_cached_tokens, req->num_prompt_tokens));
       live.cached_reported = true;
     }
   }
@@ -442,8 +447,40 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     const SchedRequest* req = scheduler_->Find(id);
     if (req->num_output_tokens() >= p.max_tokens || req->num_tokens() >= config_.max_model_len) {
       FinishRequest(id, FinishReason::kLength);
+      continue;
     }
+    if (config_.jump_forward && live.grammar != nullptr) JumpForward(id, live);
   }
+}
+
+void Engine::JumpForward(RequestId id, Live& live) {
+  // Forced tokens have no distribution to report, and a reasoning budget counts what is sampled.
+  if (live.params.num_logprobs >= 0 || (live.budget.has_value() && !live.budget->done())) return;
+  live.mask_needed = false;
+  AdvanceGrammar(live);  // the sampled token, now; the next step only computes the mask
+  if (!live.grammar_error.ok()) return;  // fails the request at its next commit
+  const SchedRequest* req = scheduler_->Find(id);
+  const int room = std::min(live.params.max_tokens - req->num_output_tokens(),
+                            config_.max_model_len - req->num_tokens()) -
+                   1;
+  if (room <= 0) return;
+  std::vector<TokenId> forced = live.grammar->JumpForward(static_cast<size_t>(room));
+  // A stop id among them is left to be sampled, so that it stops the request the usual way.
+  const auto stop = std::find_if(forced.begin(), forced.end(), [&](TokenId t) {
+    return Contains(live.params.stop_token_ids, t) ||
+           (!live.params.ignore_eos && Contains(config_.eos_token_ids, t));
+  });
+  live.grammar->RollbackTokens(static_cast<size_t>(forced.end() - stop));
+  forced.erase(stop, forced.end());
+  if (forced.empty()) return;
+  scheduler_->AppendTokens(id, forced);
+  for (TokenId t : forced) {
+    TokenOutput out;
+    out.token = t;
+    live.stream->Push(std::move(out));
+  }
+  generated_tokens_ += forced.size();
+  jump_forward_tokens_ += forced.size();
 }
 
 void Engine::PublishStats() {
@@ -469,6 +506,7 @@ void Engine::PublishStats() {
   s.steps = steps_;
   s.computed_tokens = computed_tokens_;
   s.generated_tokens = generated_tokens_;
+  s.jump_forward_tokens = jump_forward_tokens_;
   s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
   std::lock_guard<std::mutex> lock(stats_mu_);

@@ -66,7 +66,8 @@ struct EngineStats {
   uint64_t preemptions = 0;
   uint64_t steps = 0;
   uint64_t computed_tokens = 0;        // tokens whose KV the runner wrote
-  uint64_t generated_tokens = 0;       // tokens sampled and emitted
+  uint64_t generated_tokens = 0;       // tokens sampled and emitted (jump-forward's too)
+  uint64_t jump_forward_tokens = 0;    // of those, appended by jump-forward without sampling
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
 };
@@ -149,6 +150,11 @@ class Engine {
   // The grammar takes `live`'s pending token (grammar_error when it refuses it), then computes
   // the mask when mask_needed. Touches only `live`: the grammar workers run it.
   static void AdvanceGrammar(Live& live);
+  // config.jump_forward, at admission and after `live`'s sampled token was emitted: the grammar
+  // takes that token here (not on the workers: the forced tokens must join the request before
+  // the next Schedule), then the tokens it forces are appended to the request and emitted,
+  // leaving room for one more sampled token within max_tokens and the context.
+  void JumpForward(RequestId id, Live& live);
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
@@ -185,6 +191,7 @@ class Engine {
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
+  uint64_t jump_forward_tokens_ = 0;
   // When the previous step's Execute started (config.step_trace).
   std::chrono::steady_clock::time_point prev_exec_start_;
 

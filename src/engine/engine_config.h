@@ -33,6 +33,12 @@ struct EngineConfig {
   // them; 0 computes them on the engine thread after the step (the CPU backend: its OpenMP
   // threads hold every core during the step). The CLI sets it for CUDA. In [0, 64].
   int num_grammar_threads = 0;
+  // Jump-forward (--jump-forward): after a grammar row's sampled token, the tokens of the text its
+  // grammar forces next are appended without sampling (GrammarState::JumpForward) and computed by
+  // the next step with the row's next token. Not for rows asking logprobs or inside a reasoning
+  // budget. Off by default: the forced text is spelled longest token first, which need not be
+  // the model's own spelling.
+  bool jump_forward = false;
 
   // Admission.
   int64_t kv_budget_bytes = 0;      // --kv-budget (decimal GB x 1e9); 0 = off

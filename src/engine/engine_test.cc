@@ -381,6 +381,88 @@ TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   EXPECT_FALSE(fx.Matches(fx.Text(RunSolo(free).tokens)));
 }
 
+// Jump-forward: the text a grammar forces is appended without sampling (longest token first, its
+// last token sampled), computed with the next token. The rows' documents are valid and end by
+// EOS, the same alone and batched (with chunked prefill and preemption), take fewer steps than
+// sampling every token, and the free rows of the batch keep exactly their solo output; a
+// max_tokens that cuts a forced run still ends at exactly max_tokens.
+TEST(EngineTest, JumpForwardAppendsForcedTextAndKeepsFreeRowsUnchanged) {
+  const GrammarFixture fx;
+  // "abcd" forced at the start ("ab" "c" appended at admission, the model samples "d"), "abcdef"
+  // after the comma.
+  auto g = CompileGbnf(R"(root ::= "abcd" [0-9]+ ",abcdef" [a-p])");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const auto grammar = *CompiledGrammar::Compile(*g);
+  auto matches = [&](const std::string& text) {
+    GrammarMatcher m(grammar);
+    return m.AcceptBytes(text) && m.IsAccepting();
+  };
+  auto constrained = [&](int i, int max_tokens) {
+    Request r;
+    r.prompt = Prompt(9, 4 + i, 70 + i);
+    r.params.max_tokens = max_tokens;
+    r.params.seed = 17 + i;
+    r.params.temperature = i == 0 ? 0.0f : 1.0f;
+    r.grammar = std::make_shared<GrammarState>(grammar, fx.vocab.get());
+    return r;
+  };
+  auto work = [&] {
+    std::vector<Request> w = Workload();
+    for (int i = 0; i < 3; ++i) w.insert(w.begin() + 2 * i, constrained(i, 40));
+    return w;
+  };
+  EngineConfig jf = BaseConfig(/*num_blocks=*/64);
+  jf.jump_forward = true;
+  std::vector<Result> solo, solo_jf;
+  for (const Request& r : work()) {
+    Request fresh = r;  // a grammar state of its own
+    if (r.grammar != nullptr)
+      fresh.grammar = std::make_shared<GrammarState>(grammar, fx.vocab.get());
+    solo.push_back(RunSolo(r));
+    Made m = Make(jf);
+    solo_jf.push_back(RunAll(*m.engine, {fresh})[0]);
+    if (r.grammar == nullptr) continue;
+    // A step samples one token; forced tokens take none: steps = sampled tokens (the EOS among
+    // them, which is not emitted) = emitted + 1 - forced. The prompt (with the tokens forced at
+    // admission) fits one step.
+    const auto forced = static_cast<int>(m.engine->stats().jump_forward_tokens);
+    EXPECT_GE(forced, 6);  // "ab" "c" at admission, "ab" "c" "d" "e" after the comma
+    EXPECT_EQ(m.runner->num_steps_, static_cast<int>(solo_jf.back().tokens.size()) + 1 - forced);
+  }
+  for (int arm = 0; arm < 2; ++arm) {
+    SCOPED_TRACE(arm == 0 ? "masks on the engine thread" : "two grammar threads");
+    EngineConfig tight = BaseConfig(/*num_blocks=*/16);
+    tight.max_batched_tokens = 7;
+    tight.max_num_seqs = 5;
+    tight.num_grammar_threads = arm == 0 ? 0 : 2;
+    tight.jump_forward = true;
+    Made m = Make(tight);
+    std::vector<Request> batch = work();
+    std::vector<Result> batched = RunAll(*m.engine, batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].grammar == nullptr) {
+        ExpectSame(batched[i], solo[i], i);  // free rows: as without jump-forward
+        continue;
+      }
+      ExpectSame(batched[i], solo_jf[i], i);
+      EXPECT_EQ(batched[i].finish, FinishReason::kStop) << i;
+      const std::string text = fx.Text(batched[i].tokens);
+      EXPECT_TRUE(matches(text)) << i << ": \"" << text << "\"";
+    }
+    const EngineStats stats = m.engine->stats();
+    EXPECT_GE(stats.jump_forward_tokens, 3u * 6u);  // "ab" "c" and "ab" "c" "d" "e" per row
+    EXPECT_GT(stats.preemptions, 0u);
+    EXPECT_EQ(stats.kv_blocks_used, 0);
+  }
+  // max_tokens inside a forced run: the run is cut so that the reply ends at exactly max_tokens.
+  for (int max_tokens = 1; max_tokens <= 8; ++max_tokens) {
+    Made m = Make(jf);
+    const Result r = RunAll(*m.engine, {constrained(1, max_tokens)})[0];
+    EXPECT_EQ(r.finish, FinishReason::kLength) << max_tokens;
+    EXPECT_EQ(static_cast<int>(r.tokens.size()), max_tokens);
+  }
+}
+
 // Reasoning budgets. The fake model's tokens 28-30 play the markers: the close marker is {29, 30}
 // and the forced close {28, 29, 30} (as "\n</think>\n\n" ends a Qwen3 section).
 ReasoningBudget Budget(int max_tokens, bool starts_open = true, Tokens open = {}) {

@@ -1,8 +1,11 @@
 #include "grammar/grammar_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace loom {
 
@@ -75,6 +78,41 @@ std::span<const uint32_t> GrammarState::Mask() const {
 void GrammarState::FillMask(uint32_t* bitmask) const {
   const std::span<const uint32_t> mask = Mask();
   std::copy(mask.begin(), mask.end(), bitmask);
+}
+
+std::vector<TokenId> GrammarState::JumpForward(size_t max_tokens) {
+  if (terminated_ || max_tokens == 0) return {};
+  // The forced bytes: while exactly one byte may follow and the document cannot end here. Capped:
+  // a forced run longer than this is rare (a long const) and goes on in the next step.
+  constexpr size_t kMaxForcedBytes = 256;
+  std::string forced;
+  GrammarMatcher m = matcher_.Fork();
+  while (forced.size() < kMaxForcedBytes && !m.IsAccepting()) {
+    const ByteSet& next = m.NextBytes();
+    int count = 0, only = -1;
+    for (int w = 0; w < 4 && count < 2; ++w) {
+      const uint64_t bits = next.word(w);
+      count += std::popcount(bits);
+      if (bits != 0) only = 64 * w + std::countr_zero(bits);
+    }
+    if (count != 1) break;
+    forced.push_back(static_cast<char>(only));
+    CHECK(m.AcceptByte(static_cast<uint8_t>(only)));
+  }
+  std::vector<TokenId> tokens;
+  for (size_t at = 0; at < forced.size();) {
+    const auto [id, len] = vocab_->LongestTokenPrefix(std::string_view(forced).substr(at));
+    if (id < 0) break;  // no token spells these bytes: the model samples from here
+    tokens.push_back(id);
+    at += len;
+  }
+  if (tokens.size() < 2) return {};
+  tokens.pop_back();  // left to the model
+  if (tokens.size() > max_tokens) tokens.resize(max_tokens);
+  for (TokenId t : tokens) {
+    CHECK(AcceptToken(t)) << "jump-forward token " << t << " is outside the forced text";
+  }
+  return tokens;
 }
 
 void GrammarState::RollbackTokens(size_t num_tokens) {

@@ -42,6 +42,13 @@ class GrammarState {
   void FillMask(uint32_t* bitmask) const;
   // Words of the bitmask FillMask writes (the vocabulary's mask_words()).
   size_t mask_words() const { return vocab_->mask_words(); }
+  // Jump-forward: accepts the tokens of the text the grammar forces next (the bytes every document
+  // it still allows continues with) and returns them, at most `max_tokens`. The forced text is
+  // tokenized longest token first, and its last token is left to the model, so that a sampled
+  // token may cross the end of the forced text the way the model spells it (`":"` then `"J`),
+  // which a fixed boundary would forbid. Returns nothing when less than two tokens are forced,
+  // when the document may end here (EOS is a choice), or once terminated.
+  std::vector<TokenId> JumpForward(size_t max_tokens);
   // EOS was accepted.
   bool IsTerminated() const { return terminated_; }
   // Undoes the last `num_tokens` accepted tokens (speculative decoding, or a rejected draft).

@@ -34,6 +34,28 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
   IndexPlainText();
 }
 
+std::pair<TokenId, size_t> TokenVocabulary::LongestTokenPrefix(std::string_view bytes) const {
+  std::pair<TokenId, size_t> best{-1, 0};
+  uint32_t node = 0;
+  for (size_t depth = 0;; ++depth) {
+    const Node& n = trie_.nodes[node];
+    if (n.num_tokens > 0) {
+      const auto ids = trie_.ids.begin() + n.first_token;
+      best = {*std::max_element(ids, ids + n.num_tokens), depth};
+    }
+    if (depth == bytes.size()) break;
+    // A node's edges are in walk order (IndexPlainText), not by byte: a linear search.
+    const auto first = trie_.edges.begin() + n.first_edge;
+    const auto last = first + n.num_edges;
+    const auto e = std::find_if(first, last, [&](const Edge& edge) {
+      return edge.byte == static_cast<uint8_t>(bytes[depth]);
+    });
+    if (e == last) break;
+    node = e->child;
+  }
+  return best;
+}
+
 TokenVocabulary::Trie TokenVocabulary::BuildTrie(
     std::vector<std::pair<std::string_view, TokenId>> keys) {
   // Built from the sorted byte strings: each node's tokens and children are contiguous because

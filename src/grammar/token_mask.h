@@ -76,6 +76,12 @@ class TokenVocabulary {
   // The longest token a mask walk can meet (allowed tokens only), in bytes.
   int32_t max_token_bytes() const { return max_token_bytes_; }
 
+  // The longest allowed token whose bytes are a prefix of `bytes`, and its length in bytes; {-1, 0}
+  // when none is. Among tokens of equal bytes the highest id wins: vocabularies put their
+  // byte-fallback tokens first (SentencePiece's <0x..> at ids 3-258), so the last one is the
+  // model's own spelling. Jump-forward (GrammarState::JumpForward) tokenizes forced text with it.
+  std::pair<TokenId, size_t> LongestTokenPrefix(std::string_view bytes) const;
+
   // Writes the mask of the tokens `matcher` accepts next into bitmask[0, mask_words()), by the
   // plain trie walk (the reference). The matcher is not modified (the walk runs on a Fork()).
   void FillMask(const GrammarMatcher& matcher, uint32_t* bitmask) const;

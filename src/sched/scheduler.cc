@@ -210,6 +210,14 @@ void Scheduler::Update(const StepPlan& plan, std::span<const std::span<const Tok
   }
 }
 
+void Scheduler::AppendTokens(RequestId id, std::span<const TokenId> tokens) {
+  auto it = requests_.find(id);
+  CHECK(it != requests_.end()) << id;
+  SchedRequest& req = it->second;
+  CHECK_LE(req.num_output_tokens() + static_cast<int>(tokens.size()), req.max_new_tokens) << id;
+  req.tokens.insert(req.tokens.end(), tokens.begin(), tokens.end());
+}
+
 bool Scheduler::Finish(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;

@@ -87,6 +87,12 @@ class Scheduler {
   // plan.seqs.size().
   void Update(const StepPlan& plan, std::span<const std::span<const TokenId>> accepted);
 
+  // Appends `tokens` to a request's output without sampling them (jump-forward: text its grammar
+  // forces): Schedule() gives the request all its uncomputed tokens, as it does a prompt chunk,
+  // and the last one's logits. Precondition: the request is known and its output stays within
+  // max_new_tokens.
+  void AppendTokens(RequestId id, std::span<const TokenId> tokens);
+
   // Removes a request (completed, aborted or failed) wherever it is, freeing its blocks.
   // Returns false for an unknown id.
   bool Finish(RequestId id);

@@ -115,6 +115,30 @@ TEST_F(SchedulerTest, UpdateAppendsSeveralAcceptedTokens) {
   EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 1}));
 }
 
+// Jump-forward's tokens, appended while waiting (forced at admission) and while running, are
+// computed by the next step with the tokens before them, and only the last one is scored.
+TEST_F(SchedulerTest, AppendedTokensAreComputedWithTheNextStep) {
+  Init(16, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 6), 12).ok());
+  const Tokens at_admission = {700, 701};
+  sched_->AppendTokens(R(1), at_admission);
+  StepPlan p1 = Step();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.seqs[0].tokens, (Tokens{0, 1, 2, 3, 4, 5, 700, 701}));
+  EXPECT_EQ(p1.seqs[0].num_logits, 1);
+  const Tokens forced = {800, 801, 802};
+  sched_->AppendTokens(R(1), forced);  // after the sampled 1000
+  StepPlan p2 = Step();
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].tokens, (Tokens{1000, 800, 801, 802}));
+  EXPECT_EQ(p2.seqs[0].start_pos, 8);
+  EXPECT_EQ(p2.seqs[0].num_logits, 1);
+  EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 1, 2}));
+  const SchedRequest* req = sched_->Find(R(1));
+  EXPECT_EQ(req->num_computed_tokens, 12);
+  EXPECT_EQ(req->num_output_tokens(), 7);  // 700 701 1000 800 801 802 1001
+}
+
 // The step that samples a request's last token by length says so (max_tokens; admission keeps
 // prompt + max_tokens within the context); a runner that queues the next step ahead skips such
 // rows.

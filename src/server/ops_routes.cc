@@ -134,7 +134,8 @@ ordered_json StatsJson(const ServerContext& ctx) {
                              {"kv_budget_bytes", e.kv_budget_bytes},
                              {"preemptions", e.preemptions},
                              {"steps", e.steps},
-                             {"generated_tokens", e.generated_tokens}}}};
+                             {"generated_tokens", e.generated_tokens},
+                             {"jump_forward_tokens", e.jump_forward_tokens}}}};
 }
 
 void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx) {
