@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "cli/commands.h"
+#include "cli/pooling_config.h"
 #include "cli/session.h"
 #ifdef LOOM_HAVE_TOKENIZER
 #include "cli/model_description.h"
@@ -53,6 +54,7 @@ struct ServeFlags {
   bool no_chat_page = false;
   int64_t grammar_compile_timeout_ms = 2000;  // --grammar-compile-timeout (0: none)
   std::string api_key_file;                   // --api-key-file: one key a line
+  std::string pooling = "auto";               // --pooling: auto | last | mean | cls
 };
 
 // Adds the keys of --api-key-file (one a line; blank lines and # comments skipped) and of
@@ -154,6 +156,8 @@ void RunServe(ServeFlags& f) {
   auto session_or = OpenSession(f.model);
   if (!session_or.ok()) Fail(std::string(session_or.status().message()));
   Session& s = **session_or;
+  StatusOr<PoolingChoice> pooling = ResolvePooling(f.pooling, s.model_path);
+  if (!pooling.ok()) Fail(std::string(pooling.status().message()));
 
   auto ctx = std::make_unique<ServerContext>();
   ctx->options = f.server;
@@ -208,6 +212,8 @@ void RunServe(ServeFlags& f) {
   ctx->model.weights_bytes = s.engine->config().model_bytes;
   ctx->model.kv_dtype = s.engine->config().kv_dtype;
   ctx->model.batch = s.flags.batch;
+  ctx->model.pooling = pooling->pooling;
+  ctx->model.pooling_source = pooling->source;
 #ifdef LOOM_HAVE_TOKENIZER
   ctx->model.card = DescribeModel(s.model_path);
 #endif
@@ -238,6 +244,7 @@ void RunServe(ServeFlags& f) {
                "  batch     %d rows, %d tokens/step; http threads %d\n"
                "  tokenizer %s; chat template %s\n"
                "  tools     %s; reasoning %s\n"
+               "  embed     %s pooling (%s), %d dims\n"
                "  load      %.2f s\n"
                "  url       %s  (chat page %s/#/chat)\n",
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
@@ -246,8 +253,9 @@ void RunServe(ServeFlags& f) {
                ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
                f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
-               ctx->parsers.tool_format_why.c_str(), reasoning.c_str(), s.load_seconds, url.c_str(),
-               url.c_str());
+               ctx->parsers.tool_format_why.c_str(), reasoning.c_str(),
+               PoolingName(ctx->model.pooling), ctx->model.pooling_source.c_str(),
+               s.engine->hidden_size(), s.load_seconds, url.c_str(), url.c_str());
   if (s.is_default_model) {
     std::fprintf(
         stderr,
@@ -387,6 +395,12 @@ void AddServeCommand(CLI::App& root) {
                   "generation requests arriving while this many wait for the engine get 429 "
                   "with Retry-After (0 = no cap; --http-threads bounds the queue anyway)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--pooling", f->pooling,
+                  "how /v1/embeddings pools the final hidden states: auto (the model's "
+                  "sentence-transformers 1_Pooling config, else last), last (the last token's, "
+                  "as Qwen3-Embedding), mean or cls (the first token's)")
+      ->check(CLI::IsMember({"auto", "last", "mean", "cls"}))
       ->capture_default_str();
   cmd->add_flag("--log-prompts", o.log_prompts,
                 "also log each request's prompt (as the model sees it) and each reply's text; "

@@ -24,6 +24,20 @@ bool Contains(const std::vector<TokenId>& ids, TokenId id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
+// The hidden rows the scheduler asks for, per pooling (none for generation requests).
+HiddenRows HiddenRowsOf(const std::optional<Pooling>& pooling) {
+  if (!pooling.has_value()) return HiddenRows::kNone;
+  switch (*pooling) {
+    case Pooling::kLast:
+      return HiddenRows::kLast;
+    case Pooling::kMean:
+      return HiddenRows::kAll;
+    case Pooling::kCls:
+      return HiddenRows::kFirst;
+  }
+  return HiddenRows::kNone;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
@@ -51,6 +65,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
     : config_(config),
       vocab_size_(runner->vocab_size()),
+      hidden_size_(runner->hidden_size()),
       runner_(std::move(runner)),
       sampler_(
           StepSamplerConfig{vocab_size_, config_.num_sampling_threads, config_.device_sampling}) {
@@ -106,7 +121,19 @@ void Engine::Shutdown() {
 }
 
 StatusOr<RequestHandle> Engine::Submit(Request request) {
-  RETURN_IF_ERROR(request.params.Validate(vocab_size_));
+  const bool embedding = request.pooling.has_value();
+  if (embedding) {
+    if (hidden_size_ <= 0) {
+      return FailedPreconditionError(
+          "this model runner returns no hidden states: embeddings "
+          "are not available");
+    }
+    if (request.grammar != nullptr || request.reasoning_budget.has_value()) {
+      return InvalidArgumentError("an embedding request takes no grammar or reasoning budget");
+    }
+  } else {
+    RETURN_IF_ERROR(request.params.Validate(vocab_size_));
+  }
   if (request.prompt.empty()) return InvalidArgumentError("the prompt is empty (0 tokens)");
   for (size_t i = 0; i < request.prompt.size(); ++i) {
     const TokenId t = request.prompt[i];
@@ -121,7 +148,7 @@ StatusOr<RequestHandle> Engine::Submit(Request request) {
   }
   // Reads only immutable limits: safe from any thread.
   RETURN_IF_ERROR(scheduler_->CheckAdmission(static_cast<int>(request.prompt.size()),
-                                             request.params.max_tokens));
+                                             embedding ? 0 : request.params.max_tokens, embedding));
   RequestHandle handle;
   handle.id = RequestId{next_id_.fetch_add(1)};
   handle.stream = std::make_shared<OutputStream>(static_cast<int>(request.prompt.size()));
@@ -175,8 +202,10 @@ void Engine::DrainInbox() {
   }
   for (Submission& sub : subs) {
     const SamplingParams& params = sub.request.params;
-    Status added = scheduler_->AddRequest(sub.id, std::move(sub.request.prompt), params.max_tokens,
-                                          sub.request.cache_extra_keys);
+    const std::optional<Pooling> pooling = sub.request.pooling;
+    Status added = scheduler_->AddRequest(sub.id, std::move(sub.request.prompt),
+                                          pooling.has_value() ? 0 : params.max_tokens,
+                                          sub.request.cache_extra_keys, HiddenRowsOf(pooling));
     if (!added.ok()) {  // Submit checked the same limits; kept for robustness
       sub.stream->Finish(FinishReason::kError, added);
       ++finished_;
@@ -187,6 +216,8 @@ void Engine::DrainInbox() {
     live.params = std::move(sub.request.params);
     live.seed = live.params.seed.value_or(Mix(seed_base_ ^ Mix(sub.id.value)));
     live.grammar = std::move(sub.request.grammar);
+    live.pooling = pooling;
+    if (pooling.has_value()) live.pooled.assign(static_cast<size_t>(hidden_size_), 0.0);
     if (sub.request.reasoning_budget.has_value()) {
       live.budget.emplace(*std::move(sub.request.reasoning_budget));
     }
@@ -233,6 +264,7 @@ bool Engine::Step() {
     std::vector<StatusOr<SampleResult>> sampled = sampler_.Sample(plan, rows, *logits, *runner_);
     const auto t_sample = std::chrono::steady_clock::now();
     Commit(plan, sampled);
+    if (plan.num_hidden > 0) PoolEmbeddings(plan, HiddenToHost(*logits, plan.num_hidden));
     if (config_.step_trace) {  // after exec: waiting for masks, sampling (its sync), commit
       const auto us = [](auto a, auto b) {
         return static_cast<long long>(
@@ -481,6 +513,49 @@ void Engine::JumpForward(RequestId id, Live& live) {
   }
   generated_tokens_ += forced.size();
   jump_forward_tokens_ += forced.size();
+}
+
+void Engine::PoolEmbeddings(const StepPlan& plan, const std::vector<float>& hidden) {
+  const size_t width = static_cast<size_t>(hidden_size_);
+  CHECK_EQ(hidden.size(), static_cast<size_t>(plan.num_hidden) * width);
+  size_t row = 0;  // this seq's first hidden row
+  for (const ScheduledSeq& seq : plan.seqs) {
+    const size_t num_rows = static_cast<size_t>(seq.num_hidden());
+    const size_t first = row;
+    row += num_rows;
+    auto it = live_.find(seq.request_id);
+    if (it == live_.end() || !it->second.pooling.has_value()) continue;
+    Live& live = it->second;
+    // Embeddings never start from the prefix cache, so start_pos 0 is the prompt's first chunk,
+    // the first ever or the first after a preemption: the pool starts over. (A step without
+    // hidden rows does not get here; a last-token request's chunks before its last have none,
+    // and it pools nothing until then.)
+    if (seq.start_pos == 0) {
+      live.pooled.assign(width, 0.0);
+      live.num_pooled = 0;
+    }
+    for (size_t r = first; r < first + num_rows; ++r) {
+      const float* h = hidden.data() + r * width;
+      if (*live.pooling == Pooling::kMean) {
+        for (size_t i = 0; i < width; ++i) live.pooled[i] += h[i];
+      } else {
+        std::copy(h, h + width, live.pooled.begin());
+      }
+      ++live.num_pooled;
+    }
+    const SchedRequest* req = scheduler_->Find(seq.request_id);
+    if (seq.start_pos + static_cast<int>(seq.tokens.size()) < req->num_tokens()) continue;
+    // The prompt is computed: the embedding is done.
+    CHECK_EQ(live.num_pooled, *live.pooling == Pooling::kMean ? req->num_tokens() : 1)
+        << seq.request_id << ": hidden rows pooled for " << PoolingName(*live.pooling);
+    std::vector<float> embedding(width);
+    for (size_t i = 0; i < width; ++i) {
+      embedding[i] = static_cast<float>(live.pooled[i] / live.num_pooled);
+    }
+    live.stream->FinishWithEmbedding(std::move(embedding));
+    FinishRequest(seq.request_id, FinishReason::kStop);
+  }
+  CHECK_EQ(row, static_cast<size_t>(plan.num_hidden));
 }
 
 void Engine::PublishStats() {

@@ -9,6 +9,12 @@
 // choice (sample/step_sampler.h); the engine only hands it each row's request context.
 // Other threads talk to it only through Submit / Abort / stats and each request's OutputStream.
 //
+// Embedding requests (Request::pooling) ride the same steps: their prompt chunks ask the runner
+// for final hidden rows instead of logits (step_plan.h), which PoolEmbeddings folds into the
+// request's pooled vector as each chunk lands (a sum for mean pooling, in position order, so the
+// result does not depend on how the prompt was chunked or batched); the step that computes the
+// last prompt token finishes the request with its vector.
+//
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
 // token masked) finishes that request with kError; a runner error fails the requests of that
 // step; the loop keeps serving the rest. `n > 1` is n submissions sharing their prompt through
@@ -91,7 +97,8 @@ class Engine {
   // Queues a request. Thread-safe; never waits for the engine. Errors (nothing is queued):
   // InvalidArgument for bad parameters or an empty prompt, OutOfRange when prompt + max_tokens
   // exceeds the context, ResourceExhausted when it can never fit the KV pool / --kv-budget /
-  // --memory-budget (the message says what to change), FailedPrecondition after Shutdown.
+  // --memory-budget (the message says what to change), FailedPrecondition after Shutdown or for
+  // an embedding request when the runner returns no hidden states (hidden_size() == 0).
   StatusOr<RequestHandle> Submit(Request request);
 
   // Finishes the request with kAbort at the next step boundary and frees its blocks. Thread-safe;
@@ -107,6 +114,8 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   int vocab_size() const { return vocab_size_; }
   int max_model_len() const { return config_.max_model_len; }
+  // Width of the embeddings this engine returns (the model's hidden size); 0: none.
+  int hidden_size() const { return hidden_size_; }
 
  private:
   struct Live {  // engine-thread state of one request
@@ -122,6 +131,11 @@ class Engine {
     bool mask_needed = false;  // this step's row is sampled (not forced): it needs its mask
     Status grammar_error;      // the grammar refused a committed token: the request fails
     std::optional<ReasoningBudgetTracker> budget;  // none: no reasoning budget
+    // Embedding requests: how to pool, and the pool so far (the sum of the rows seen for mean,
+    // the row itself for last / cls), in double for the mean's sum.
+    std::optional<Pooling> pooling;
+    std::vector<double> pooled;
+    int num_pooled = 0;  // rows folded into `pooled`
   };
   struct Submission {
     RequestId id;
@@ -169,9 +183,13 @@ class Engine {
   // Records the step's results: failed rows finish their requests, accepted tokens go to the
   // scheduler and the streams, EOS / stop ids / length finish requests.
   void Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled);
+  // After Commit: folds the step's hidden rows (f32 [plan.num_hidden, hidden_size], plan order)
+  // into each embedding request's pool, and finishes those whose prompt is now computed.
+  void PoolEmbeddings(const StepPlan& plan, const std::vector<float>& hidden);
 
   EngineConfig config_;
   int vocab_size_ = 0;
+  int hidden_size_ = 0;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -46,6 +46,17 @@ bool OutputStream::Finish(FinishReason reason, Status error, std::optional<Token
   return true;
 }
 
+bool OutputStream::FinishWithEmbedding(std::vector<float> embedding) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finish_reason_.has_value()) return false;
+    finish_reason_ = FinishReason::kStop;
+    embedding_ = std::move(embedding);
+  }
+  cv_.notify_all();
+  return true;
+}
+
 bool OutputStream::ReadyLocked() const {
   return !done_ && (!pending_.empty() || finish_reason_.has_value());
 }
@@ -60,6 +71,7 @@ StreamChunk OutputStream::TakeLocked() {
     chunk.finish_reason = finish_reason_;
     chunk.stop_token = stop_token_;
     chunk.error = error_;
+    chunk.embedding = std::move(embedding_);
     done_ = true;
   }
   return chunk;

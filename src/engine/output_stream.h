@@ -38,6 +38,9 @@ struct StreamChunk {
   Status error;                               // non-OK iff finish_reason == kError
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;  // prompt tokens served from the prefix cache (usage)
+  // An embedding request's result, on its last chunk (kStop): the pooled final hidden state,
+  // f32 [hidden_size], not normalized (Request::pooling). Empty otherwise.
+  std::vector<float> embedding;
 };
 
 class OutputStream {
@@ -50,6 +53,9 @@ class OutputStream {
   // Ends the stream; later Push/Finish calls are ignored. Returns false if already finished.
   bool Finish(FinishReason reason, Status error = OkStatus(),
               std::optional<TokenId> stop_token = std::nullopt);
+  // Ends an embedding request's stream (kStop) with its pooled vector (StreamChunk::embedding).
+  // Returns false (and drops it) if already finished.
+  bool FinishWithEmbedding(std::vector<float> embedding);
 
   // --- Reader side (any one thread). ---
   // Waits up to `timeout` for new tokens or the finish; nullopt on timeout, or at once when the
@@ -70,6 +76,7 @@ class OutputStream {
   std::optional<FinishReason> finish_reason_;
   std::optional<TokenId> stop_token_;
   Status error_;
+  std::vector<float> embedding_;
   int num_prompt_tokens_;
   int num_cached_tokens_ = 0;
   bool done_ = false;  // final chunk handed out

@@ -13,6 +13,23 @@
 
 namespace loom {
 
+// How an embedding request pools its input's final hidden states (after the model's final norm,
+// before lm_head): the last token's (Qwen3-Embedding and most decoder embedders), the mean over
+// every token, or the first token's (sentence-transformers' "cls").
+enum class Pooling { kLast, kMean, kCls };
+
+inline const char* PoolingName(Pooling p) {
+  switch (p) {
+    case Pooling::kLast:
+      return "last";
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kCls:
+      return "cls";
+  }
+  return "unknown";
+}
+
 struct Request {
   std::vector<TokenId> prompt;  // token ids after templating and tokenization; non-empty
   SamplingParams params;        // incl. max_tokens, min_tokens, stop ids, seed, logprobs
@@ -29,6 +46,11 @@ struct Request {
   // spent the engine emits budget->forced instead of sampling (through the grammar, if any: it
   // must accept those tokens).
   std::optional<ReasoningBudget> reasoning_budget;
+  // Set: an embedding request. The prompt is computed once (chunked like any prompt, outside the
+  // prefix cache), nothing is sampled (params, grammar and reasoning_budget are unused), its KV
+  // blocks are freed when it ends, and its stream finishes with kStop and
+  // StreamChunk::embedding: the pooled final hidden state.
+  std::optional<Pooling> pooling;
 };
 
 }  // namespace loom

@@ -48,7 +48,7 @@ size_t Model::KvBytesPerToken(DType kv_dtype) const {
 }
 
 Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, const Tensor& logits,
-                      const ActivationSink* sink) const {
+                      const ActivationSink* sink, const Tensor& hidden) const {
   const ModelConfig& c = config_;
   Backend& be = *backend_;
   const int64_t n = in.token_ids.numel();
@@ -188,6 +188,18 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     }
     add_projection(gate, l.w_down, Tensor(), l.post_ffn_norm, "ffn_out" + li);
     emit("hidden" + li, x);
+  }
+
+  // Embeddings: the final norm of the wanted rows, without lm_head (the same row-wise RmsNorm the
+  // logits rows get, so a row's value does not depend on what else the step holds).
+  if (const int64_t hn = in.num_hidden_rows; hn > 0) {
+    if (!hidden.defined() || hidden.shape() != Shape{hn, d} || hidden.dtype() != act) {
+      return InternalError("Forward: the hidden output must be [" + std::to_string(hn) + ", " +
+                           std::to_string(d) + "] in the activation dtype");
+    }
+    be.GatherRows(x, in.hidden_rows.Slice(0, hn), hidden);
+    be.RmsNorm(hidden, weights_.final_norm, c.rms_norm_eps, norm_offset, hidden);
+    emit("final_hidden", hidden);
   }
 
   const int64_t r = in.num_sample_rows;

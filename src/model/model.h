@@ -22,7 +22,10 @@ struct ForwardInput {
   // sample_rows is 0 .. num_tokens - 1 (every row, in order: decode steps); the forward then
   // reads the rows in place instead of gathering them.
   bool sample_rows_all = false;
-  AttentionMeta meta;  // page tables for the step (see backend.h)
+  // Rows of the batch whose final hidden states (after the final norm) are wanted: embeddings.
+  Tensor hidden_rows;       // [max(num_hidden_rows, 1)] i32
+  int num_hidden_rows = 0;  // 0: none this step
+  AttentionMeta meta;       // page tables for the step (see backend.h)
 };
 
 // Called with named activations (e.g. "embed", "attn_norm.3", "attn_out.3", "ffn_out.3",
@@ -52,9 +55,11 @@ class Model {
   size_t KvBytesPerToken(DType kv_dtype) const;
 
   // Runs the decoder over the step: writes this step's K/V into `kv` and fills `logits`
-  // [num_sample_rows, vocab] (f32). `sink` may be null.
+  // [num_sample_rows, vocab] (f32) and, when in.num_hidden_rows > 0, `hidden`
+  // [num_hidden_rows, hidden_size] (the backend's act dtype) with the final-normed hidden states
+  // of in.hidden_rows (what lm_head would read). `sink` may be null.
   Status Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, const Tensor& logits,
-                 const ActivationSink* sink = nullptr) const;
+                 const ActivationSink* sink = nullptr, const Tensor& hidden = Tensor()) const;
 
  private:
   ModelConfig config_;

@@ -20,8 +20,9 @@ StatusOr<StepLogits> DecoderRunner::Execute(const StepPlan& plan) {
   Backend* be = model_->backend();
   StepLogits out;
   out.backend = be;
-  if (accelerator_ != nullptr && sink_ != nullptr) accelerator_->DropLookahead();
-  if (accelerator_ != nullptr && sink_ == nullptr) {
+  const bool eager = sink_ != nullptr || plan.num_hidden > 0;
+  if (accelerator_ != nullptr && eager) accelerator_->DropLookahead();
+  if (accelerator_ != nullptr && !eager) {
     ASSIGN_OR_RETURN(accelerated_, accelerator_->TryForward(plan, &out.logits));
     if (accelerated_) {  // row i of the logits = plan.seqs[i]
       for (size_t i = 0; i < slices.size(); ++i) {
@@ -35,7 +36,10 @@ StatusOr<StepLogits> DecoderRunner::Execute(const StepPlan& plan) {
   ForwardInput in = UploadForwardBatch(hb, block_size_, be);
   const int64_t num_rows = static_cast<int64_t>(hb.sample_rows.size());
   out.logits = be->AllocScratch(DType::kF32, Shape{std::max<int64_t>(num_rows, 1), vocab_size()});
-  RETURN_IF_ERROR(model_->Forward(in, kv_, out.logits, sink_));
+  if (in.num_hidden_rows > 0) {
+    out.hidden = be->AllocScratch(be->act_dtype(), Shape{in.num_hidden_rows, hidden_size()});
+  }
+  RETURN_IF_ERROR(model_->Forward(in, kv_, out.logits, sink_, out.hidden));
   out.rows.resize(static_cast<size_t>(num_rows));
   for (int32_t k = 0; k < static_cast<int32_t>(num_rows); ++k) out.rows[k] = k;
   return out;

@@ -45,12 +45,14 @@ class DecoderRunner final : public ModelRunner {
   // Allocates `num_blocks` KV blocks of `block_size` tokens per layer in `kv_dtype`.
   DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size, DType kv_dtype);
 
-  // See ModelRunner. Errors (Internal): a plan that does not fit this runner (PlanSlices).
+  // See ModelRunner. Errors (Internal): a plan that does not fit this runner (PlanSlices). A step
+  // with hidden rows (embeddings) always runs eagerly (the accelerator returns logits only).
   StatusOr<StepLogits> Execute(const StepPlan& plan) override;
   // The accelerator's argmax and lookahead, when it ran the last Execute.
   bool GreedyIds(const StepPlan& plan, std::span<int32_t> ids) override;
   int vocab_size() const override { return model_->config().vocab_size; }
   int max_model_len() const override { return model_->config().max_position_embeddings; }
+  int hidden_size() const override { return model_->config().hidden_size; }
 
   const Model& model() const { return *model_; }
   int num_blocks() const { return num_blocks_; }

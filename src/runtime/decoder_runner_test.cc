@@ -1,6 +1,7 @@
 // DecoderRunner's StepAccelerator hook (the seam CUDA graphs use), on the CPU backend: a declined
 // step runs eagerly with the same result, a taken step returns the accelerator's logits without
-// the eager forward, and steps with an activation sink never reach the accelerator.
+// the eager forward, and steps with an activation sink or hidden rows never reach the
+// accelerator. The logits rows and the hidden rows (embeddings) a plan asks for.
 #include "runtime/decoder_runner.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,72 @@ TEST(DecoderRunnerTest, EmitsTheLogitsRowsItIsAskedFor) {
   // More rows than tokens is a broken plan, refused by name.
   auto bad = step({ScheduledSeq{RequestId{5}, {5}, 0, {4}, 2}});
   EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
+}
+
+// Prompt-only seqs ask for final hidden rows [hidden_begin, hidden_end) instead of logits: each
+// row is the model's "final_norm" activation of that token (what lm_head reads), the same alone
+// or next to other seqs, and a step with hidden rows runs eagerly (the accelerator returns logits
+// only).
+TEST(DecoderRunnerTest, EmitsTheHiddenRowsItIsAskedFor) {
+  CpuBackend be(1);
+  DecoderRunner runner(test_models::TinyLlama(&be), 8, 4, DType::kF32);
+  const int64_t d = runner.hidden_size();
+  ASSERT_GT(d, 0);
+  // The reference: every token's final-normed state of 5 6 7 8 9 through the activation sink.
+  std::vector<float> ref;
+  ActivationSink sink = [&](const std::string& name, const Tensor& t) {
+    if (name != "final_norm") return;
+    ref.resize(static_cast<size_t>(t.numel()));
+    be.CopyToHost(t, ref.data());
+  };
+  runner.set_activation_sink(&sink);
+  StepPlan all;
+  all.block_size = 4;
+  ScheduledSeq every{RequestId{1}, {5, 6, 7, 8, 9}, 0, {0, 1}, 5};
+  all.seqs.push_back(every);
+  all.num_tokens = 5;
+  all.num_logits = 5;
+  ASSERT_TRUE(runner.Execute(all).ok());
+  runner.set_activation_sink(nullptr);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(5 * d));
+
+  auto take = std::make_unique<FakeAccelerator>(true);
+  FakeAccelerator* t = take.get();
+  runner.set_step_accelerator(std::move(take));
+  StepPlan p;
+  p.block_size = 4;
+  ScheduledSeq gen{RequestId{2}, {9, 9}, 0, {2}, 1};
+  ScheduledSeq mid{RequestId{3}, {5, 6, 7, 8, 9}, 0, {3, 4}, 0};  // tokens 1..3 of it
+  mid.hidden_begin = 1;
+  mid.hidden_end = 4;
+  ScheduledSeq last{RequestId{4}, {5, 6, 7, 8, 9}, 0, {5, 6}, 0};  // its last token
+  last.hidden_begin = 4;
+  last.hidden_end = 5;
+  p.seqs = {gen, mid, last};
+  p.num_tokens = 12;
+  p.num_logits = 1;
+  p.num_hidden = 4;
+  auto out = runner.Execute(p);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(t->calls, 0);
+  EXPECT_EQ(out->rows.size(), 1u);
+  const std::vector<float> hidden = HiddenToHost(*out, p.num_hidden);
+  ASSERT_EQ(hidden.size(), static_cast<size_t>(4 * d));
+  auto ref_row = [&](int64_t tok) {
+    return std::vector<float>(ref.begin() + tok * d, ref.begin() + (tok + 1) * d);
+  };
+  auto got_row = [&](int64_t h) {
+    return std::vector<float>(hidden.begin() + h * d, hidden.begin() + (h + 1) * d);
+  };
+  EXPECT_EQ(got_row(0), ref_row(1));
+  EXPECT_EQ(got_row(1), ref_row(2));
+  EXPECT_EQ(got_row(2), ref_row(3));
+  EXPECT_EQ(got_row(3), ref_row(4));
+
+  // A range past the seq's tokens is a broken plan, refused by name.
+  StepPlan bad = p;
+  bad.seqs[2].hidden_end = 6;
+  EXPECT_EQ(runner.Execute(bad).status().code(), StatusCode::kInternal);
 }
 
 }  // namespace

@@ -32,7 +32,14 @@ StatusOr<std::vector<SeqSlice>> PlanSlices(const StepPlan& plan, int num_blocks,
       return InternalError("a plan seq asks for " + std::to_string(s.num_logits) +
                            " logits rows of " + std::to_string(s.tokens.size()) + " tokens");
     }
-    slices.push_back(SeqSlice{s.tokens, s.start_pos, s.block_table, s.num_logits});
+    if (s.hidden_begin < 0 || s.hidden_begin > s.hidden_end ||
+        static_cast<size_t>(s.hidden_end) > s.tokens.size()) {
+      return InternalError("a plan seq asks for hidden rows [" + std::to_string(s.hidden_begin) +
+                           ", " + std::to_string(s.hidden_end) + ") of " +
+                           std::to_string(s.tokens.size()) + " tokens");
+    }
+    slices.push_back(
+        SeqSlice{s.tokens, s.start_pos, s.block_table, s.num_logits, s.hidden_begin, s.hidden_end});
   }
   return slices;
 }
@@ -64,6 +71,9 @@ HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block
     CHECK(s.num_logits >= 0 && s.num_logits <= n) << s.num_logits << " logits rows of " << n;
     const int32_t first_row = b.query_start[b.query_start.size() - 2];  // this seq's token 0
     for (int32_t j = n - s.num_logits; j < n; ++j) b.sample_rows.push_back(first_row + j);
+    CHECK(0 <= s.hidden_begin && s.hidden_begin <= s.hidden_end && s.hidden_end <= n)
+        << "hidden rows [" << s.hidden_begin << ", " << s.hidden_end << ") of " << n;
+    for (int32_t j = s.hidden_begin; j < s.hidden_end; ++j) b.hidden_rows.push_back(first_row + j);
     b.max_query_len = std::max(b.max_query_len, n);
     b.max_kv_len = std::max(b.max_kv_len, kv_len);
   }
@@ -78,6 +88,8 @@ ForwardInput UploadForwardBatch(const HostForwardBatch& b, int block_size, Backe
   in.num_sample_rows = static_cast<int>(b.sample_rows.size());
   // Sample rows are increasing: as many as there are tokens means every row, in order.
   in.sample_rows_all = b.sample_rows.size() == b.token_ids.size();
+  in.hidden_rows = UploadI32(b.hidden_rows, backend);
+  in.num_hidden_rows = static_cast<int>(b.hidden_rows.size());
   AttentionMeta& m = in.meta;
   m.num_seqs = static_cast<int>(b.kv_len.size());
   m.num_tokens = static_cast<int>(b.token_ids.size());

@@ -20,6 +20,9 @@ struct SeqSlice {
   std::span<const int32_t>
       block_table;         // the sequence's blocks, covering start_pos + tokens.size()
   int32_t num_logits = 1;  // wants the logits rows of its last num_logits tokens
+  // Wants the final hidden states of tokens [hidden_begin, hidden_end) (embeddings).
+  int32_t hidden_begin = 0;
+  int32_t hidden_end = 0;
 };
 
 // The plan's sequences as slices (views into `plan`, valid while it lives). Errors (Internal):
@@ -30,7 +33,7 @@ StatusOr<std::vector<SeqSlice>> PlanSlices(const StepPlan& plan, int num_blocks,
 // Host-side arrays of a step (kept for inspection in tests).
 struct HostForwardBatch {
   std::vector<int32_t> token_ids, positions, query_start, kv_len, page_indptr, page_indices,
-      slot_mapping, sample_rows;
+      slot_mapping, sample_rows, hidden_rows;
   int max_query_len = 0, max_kv_len = 0;
 };
 
@@ -40,6 +43,7 @@ struct HostForwardBatch {
 //                    slot       = block_table[p / block_size] * block_size + p % block_size
 //   pages of s:      block_table[0 .. ceil(kv_len / block_size))
 //   sample_rows:     the flat rows of s's last num_logits tokens, seq by seq (ascending)
+//   hidden_rows:     the flat rows of s's tokens [hidden_begin, hidden_end), seq by seq
 HostForwardBatch BuildHostForwardBatch(std::span<const SeqSlice> seqs, int block_size);
 
 // Uploads a host batch as a ForwardInput for `backend`.

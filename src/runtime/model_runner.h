@@ -15,6 +15,7 @@
 #include "base/check.h"
 #include "base/status.h"
 #include "sched/step_plan.h"
+#include "tensor/dtype.h"
 
 namespace loom {
 
@@ -23,10 +24,17 @@ namespace loom {
 //   plan.seqs:  s0 (num_logits 1) | s1 (num_logits 0) | s2 (num_logits 3)
 //   rows:       [ r(s0) , r(s2,0) , r(s2,1) , r(s2,2) ]      (plan.num_logits entries)
 //   logits:     f32 [>= 1 + max(rows), vocab]; row rows[k] holds the k-th logits row
+//
+// And the final hidden states the plan's prompt-only seqs ask for (embeddings, step_plan.h):
+// `hidden` row h is the h-th of the plan's hidden rows (seq by seq, [hidden_begin, hidden_end)
+// of each), plan.num_hidden of them.
 struct StepLogits {
   Tensor logits;               // f32 [m, vocab] on `backend`'s device, row-major
   std::vector<int32_t> rows;   // [plan.num_logits]: the row of `logits` of each logits row
   Backend* backend = nullptr;  // where `logits` lives (its ops may read and edit it in place)
+  // [>= plan.num_hidden, hidden_size] in the backend's activation dtype (f32 on the CPU, bf16 on
+  // CUDA); undefined when plan.num_hidden == 0.
+  Tensor hidden;
 };
 
 class ModelRunner {
@@ -34,7 +42,8 @@ class ModelRunner {
   virtual ~ModelRunner() = default;
 
   // Computes the step: writes K/V for every scheduled token at its slot (see step_plan.h) and
-  // returns the logits rows the plan asks for (ScheduledSeq::num_logits), valid and writable
+  // returns the logits rows the plan asks for (ScheduledSeq::num_logits) and its hidden rows
+  // (ScheduledSeq::hidden_begin / hidden_end; only when hidden_size() > 0), valid and writable
   // until the next Execute. plan.preempted / plan.finished name requests whose per-request
   // runner state (if any) can be dropped. Called from the engine thread only. An error fails
   // every request of the step; the engine keeps running.
@@ -55,7 +64,34 @@ class ModelRunner {
   virtual int vocab_size() const = 0;
   // The model's context length in tokens (prompt + generated).
   virtual int max_model_len() const = 0;
+  // Width of the final hidden states Execute returns for prompt-only seqs (embeddings); 0: this
+  // runner returns none (plans must not ask for hidden rows).
+  virtual int hidden_size() const { return 0; }
 };
+
+// The step's hidden rows copied to the host as f32 [plan_num_hidden, hidden_size] row-major
+// (bf16 activations widened exactly). Precondition: out.hidden holds >= plan_num_hidden rows.
+inline std::vector<float> HiddenToHost(const StepLogits& out, int plan_num_hidden) {
+  if (plan_num_hidden == 0) return {};
+  CHECK(out.backend != nullptr && out.hidden.defined()) << "HiddenToHost: no hidden states";
+  CHECK_EQ(out.hidden.ndim(), 2);
+  CHECK_GE(out.hidden.dim(0), plan_num_hidden);
+  const size_t width = static_cast<size_t>(out.hidden.dim(1));
+  const size_t n = static_cast<size_t>(plan_num_hidden) * width;
+  std::vector<float> host(n);
+  if (out.hidden.dtype() == DType::kF32) {
+    std::vector<float> all(static_cast<size_t>(out.hidden.numel()));
+    out.backend->CopyToHost(out.hidden, all.data());
+    std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), host.begin());
+    return host;
+  }
+  CHECK(out.hidden.dtype() == DType::kBF16)
+      << "HiddenToHost: hidden states in " << DTypeName(out.hidden.dtype());
+  std::vector<uint16_t> all(static_cast<size_t>(out.hidden.numel()));
+  out.backend->CopyToHost(out.hidden, all.data());
+  for (size_t i = 0; i < n; ++i) host[i] = Bf16ToF32(all[i]);
+  return host;
+}
 
 // Execute, then the logits rows copied to the host: f32 [plan.num_logits, vocab] row-major, plan
 // order (tests and tools that compare logits; the engine samples through StepSampler).

@@ -31,7 +31,8 @@ class NoOpRunner final : public ModelRunner {
   // for. `backend` (not owned) must outlive the runner.
   NoOpRunner(Backend* backend, int vocab_size, int max_model_len, int num_blocks, int block_size);
 
-  // Same inputs, errors and logits layout as DecoderRunner::Execute; every logit is 0.
+  // Same inputs, errors and logits layout as DecoderRunner::Execute; every logit is 0. No hidden
+  // states (hidden_size() is 0: the engine refuses embedding requests).
   StatusOr<StepLogits> Execute(const StepPlan& plan) override;
   int vocab_size() const override { return vocab_size_; }
   int max_model_len() const override { return max_model_len_; }

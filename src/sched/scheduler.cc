@@ -47,19 +47,25 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv) : config
   CHECK_OK(config_.Validate());
 }
 
-Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) const {
+Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens,
+                                 bool prompt_only) const {
   if (num_prompt_tokens < 1) return InvalidArgumentError("the prompt is empty (0 tokens)");
-  if (max_new_tokens < 1) {
+  if (prompt_only && max_new_tokens != 0) {
+    return InvalidArgumentError("a prompt-only request generates nothing (max_new_tokens " +
+                                std::to_string(max_new_tokens) + ")");
+  }
+  if (!prompt_only && max_new_tokens < 1) {
     return InvalidArgumentError("max_tokens must be >= 1, got " + std::to_string(max_new_tokens));
   }
   const int64_t total = static_cast<int64_t>(num_prompt_tokens) + max_new_tokens;
-  const std::string need = std::to_string(num_prompt_tokens) + " prompt + " +
-                           std::to_string(max_new_tokens) +
-                           " max_tokens = " + std::to_string(total) + " tokens";
+  const std::string need = prompt_only ? std::to_string(num_prompt_tokens) + " input tokens"
+                                       : std::to_string(num_prompt_tokens) + " prompt + " +
+                                             std::to_string(max_new_tokens) +
+                                             " max_tokens = " + std::to_string(total) + " tokens";
   if (total > config_.max_model_len) {
     return OutOfRangeError("the request needs " + need + ", but the model's context length is " +
-                           std::to_string(config_.max_model_len) +
-                           " tokens; shorten the prompt or lower max_tokens");
+                           std::to_string(config_.max_model_len) + " tokens; shorten the " +
+                           (prompt_only ? "input" : "prompt or lower max_tokens"));
   }
   const int bs = kv_->block_size();
   const int64_t blocks = (total + bs - 1) / bs;
@@ -91,8 +97,9 @@ Status Scheduler::CheckAdmission(int num_prompt_tokens, int max_new_tokens) cons
 }
 
 Status Scheduler::AddRequest(RequestId id, std::vector<TokenId> prompt, int max_new_tokens,
-                             std::string extra_keys) {
-  RETURN_IF_ERROR(CheckAdmission(static_cast<int>(prompt.size()), max_new_tokens));
+                             std::string extra_keys, HiddenRows hidden) {
+  RETURN_IF_ERROR(
+      CheckAdmission(static_cast<int>(prompt.size()), max_new_tokens, hidden != HiddenRows::kNone));
   if (requests_.contains(id)) {
     return InvalidArgumentError("duplicate request id " + std::to_string(id.value));
   }
@@ -102,6 +109,7 @@ Status Scheduler::AddRequest(RequestId id, std::vector<TokenId> prompt, int max_
   req.tokens = std::move(prompt);
   req.max_new_tokens = max_new_tokens;
   req.extra_keys = std::move(extra_keys);
+  req.hidden = hidden;
   req.projected_kv_bytes =
       static_cast<int64_t>(req.num_prompt_tokens + max_new_tokens) * config_.bytes_per_token_kv;
   requests_.emplace(id, std::move(req));
@@ -117,9 +125,27 @@ ScheduledSeq Scheduler::MakeSeq(const SchedRequest& req, int num_new_tokens) con
                     req.tokens.begin() + req.num_computed_tokens + num_new_tokens);
   auto table = kv_->block_table(req.id);
   seq.block_table.assign(table.begin(), table.end());
-  seq.num_logits = req.num_computed_tokens + num_new_tokens == req.num_tokens() ? 1 : 0;
-  seq.last_by_length = seq.num_logits > 0 && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
-                                              req.num_tokens() + 1 >= config_.max_model_len);
+  const bool ends_prompt = req.num_computed_tokens + num_new_tokens == req.num_tokens();
+  switch (req.hidden) {
+    case HiddenRows::kNone:
+      seq.num_logits = ends_prompt ? 1 : 0;
+      seq.last_by_length =
+          seq.num_logits > 0 && (req.num_output_tokens() + 1 >= req.max_new_tokens ||
+                                 req.num_tokens() + 1 >= config_.max_model_len);
+      break;
+    case HiddenRows::kAll:
+      seq.hidden_end = num_new_tokens;
+      break;
+    case HiddenRows::kLast:
+      if (ends_prompt) {
+        seq.hidden_begin = num_new_tokens - 1;
+        seq.hidden_end = num_new_tokens;
+      }
+      break;
+    case HiddenRows::kFirst:
+      if (req.num_computed_tokens == 0) seq.hidden_end = 1;
+      break;
+  }
   return seq;
 }
 
@@ -174,9 +200,11 @@ StepPlan Scheduler::Schedule() {
         running_projected_kv_bytes_ + req.projected_kv_bytes > config_.kv_budget_bytes) {
       break;  // over-budget joiners wait for running requests to finish
     }
-    PrefixHit hit = kv_->ComputedPrefix(req.tokens, req.extra_keys);
+    // Prompt-only requests bypass the prefix cache (see the file comment).
+    const bool cached = req.hidden == HiddenRows::kNone;
+    const PrefixHit hit = cached ? kv_->ComputedPrefix(req.tokens, req.extra_keys) : PrefixHit{};
     const int num_new = std::min(req.num_tokens() - hit.num_tokens, budget);
-    if (!kv_->AllocateSlots(req.id, 0, num_new, hit, /*record_prefix_query=*/true)) break;
+    if (!kv_->AllocateSlots(req.id, 0, num_new, hit, /*record_prefix_query=*/cached)) break;
     waiting_.pop_front();
     req.num_computed_tokens = hit.num_tokens;
     if (req.num_cached_tokens < 0) req.num_cached_tokens = hit.num_tokens;
@@ -190,6 +218,7 @@ StepPlan Scheduler::Schedule() {
   for (const ScheduledSeq& seq : plan.seqs) {
     plan.num_tokens += static_cast<int>(seq.tokens.size());
     plan.num_logits += seq.num_logits;
+    plan.num_hidden += seq.num_hidden();
   }
   return plan;
 }
@@ -205,7 +234,9 @@ void Scheduler::Update(const StepPlan& plan, std::span<const std::span<const Tok
     CHECK(req.running) << req.id << " updated while not running";
     CHECK_EQ(req.num_computed_tokens, seq.start_pos) << req.id;
     req.num_computed_tokens += static_cast<int>(seq.tokens.size());
-    kv_->CommitComputed(req.id, req.tokens, req.num_computed_tokens, req.extra_keys);
+    if (req.hidden == HiddenRows::kNone) {  // prompt-only blocks stay out of the prefix cache
+      kv_->CommitComputed(req.id, req.tokens, req.num_computed_tokens, req.extra_keys);
+    }
     req.tokens.insert(req.tokens.end(), accepted[i].begin(), accepted[i].end());
   }
 }

@@ -14,6 +14,13 @@
 //   Update():    after the runner ran the plan: num_computed_tokens += scheduled tokens, newly
 //                full blocks enter the prefix cache, sampled tokens are appended.
 //
+// A prompt-only request (SchedRequest::hidden != kNone: an embedding) is scheduled like a prompt,
+// chunked the same way, but asks for hidden rows instead of logits, generates nothing
+// (max_new_tokens 0) and bypasses the prefix cache: it neither reuses cached blocks (mean pooling
+// needs every token's hidden state) nor enters its blocks (embedding inputs would evict the
+// generation prefixes worth keeping). The caller finishes it after the step that computes its
+// last prompt token.
+//
 // Capacity is separate from the per-step budget: a request that can never fit (context length,
 // pool size, --kv-budget, --memory-budget) is refused by CheckAdmission before it is queued.
 // Pure CPU bookkeeping, deterministic; not thread-safe (owned by the engine thread).
@@ -51,9 +58,10 @@ struct SchedRequest {
   int num_prompt_tokens = 0;
   int num_computed_tokens = 0;  // tokens whose KV is written
   int max_new_tokens = 0;
-  std::string extra_keys;          // prefix-cache extra keys (adapter, media hashes, salt)
-  int64_t projected_kv_bytes = 0;  // (prompt + max_new_tokens) * bytes_per_token_kv
-  int num_cached_tokens = -1;      // prefix-cache hit at first admission; -1 until admitted
+  std::string extra_keys;                 // prefix-cache extra keys (adapter, media hashes, salt)
+  HiddenRows hidden = HiddenRows::kNone;  // != kNone: prompt-only (see the file comment)
+  int64_t projected_kv_bytes = 0;         // (prompt + max_new_tokens) * bytes_per_token_kv
+  int num_cached_tokens = -1;             // prefix-cache hit at first admission; -1 until admitted
   int num_preemptions = 0;
   bool running = false;
 
@@ -70,12 +78,14 @@ class Scheduler {
   // length, pool size, --kv-budget, --memory-budget). Thread-safe (reads constants only).
   // Errors: OutOfRange for the context length, ResourceExhausted for the memory limits (the
   // server maps it to 400 memory_admission); each message names the number and the flag.
-  Status CheckAdmission(int num_prompt_tokens, int max_new_tokens) const;
+  // max_new_tokens must be >= 1, or 0 for a prompt-only request (`prompt_only`).
+  Status CheckAdmission(int num_prompt_tokens, int max_new_tokens, bool prompt_only = false) const;
 
-  // Queues a request at the back of the waiting queue. Errors: CheckAdmission's, and
-  // InvalidArgument for an empty prompt or a duplicate id.
+  // Queues a request at the back of the waiting queue; `hidden` != kNone makes it prompt-only
+  // (max_new_tokens must then be 0). Errors: CheckAdmission's, and InvalidArgument for an empty
+  // prompt or a duplicate id.
   Status AddRequest(RequestId id, std::vector<TokenId> prompt, int max_new_tokens,
-                    std::string extra_keys = "");
+                    std::string extra_keys = "", HiddenRows hidden = HiddenRows::kNone);
 
   // Builds the next step (see the file comment). Mutates block tables, queues and preemption
   // state. An empty plan means nothing can run now (nothing queued, or nothing fits).
@@ -83,8 +93,9 @@ class Scheduler {
 
   // Records that `plan` was executed: every scheduled token's KV is computed, and accepted[i]
   // (at most plan.seqs[i].num_logits tokens) is appended to plan.seqs[i]'s request. Seqs of
-  // requests finished since Schedule() are skipped. Precondition: accepted.size() ==
-  // plan.seqs.size().
+  // requests finished since Schedule() are skipped. A prompt-only request whose prompt is now
+  // computed stays running until the caller Finish()es it (before CheckIntegrity).
+  // Precondition: accepted.size() == plan.seqs.size().
   void Update(const StepPlan& plan, std::span<const std::span<const TokenId>> accepted);
 
   // Appends `tokens` to a request's output without sampling them (jump-forward: text its grammar

@@ -363,6 +363,104 @@ TEST_F(SchedulerTest, AbortMidPrefillAndMidDecodeFreesBlocks) {
   EXPECT_EQ(p.finished, (std::vector<RequestId>{R(2)}));
 }
 
+// Prompt-only requests (embeddings): hidden rows instead of logits, chunked like prompts, no
+// prefix cache either way; the caller finishes them once their prompt is computed.
+class PromptOnlyTest : public SchedulerTest {
+ protected:
+  // Schedule + Update (no token is sampled for a prompt-only seq); then every prompt-only
+  // request whose prompt is computed is finished, as the engine does, before CheckIntegrity.
+  StepPlan StepAndFinish() {
+    StepPlan plan = sched_->Schedule();
+    const TokenId t = 1000 + num_steps_++;
+    std::vector<std::span<const TokenId>> accepted;
+    for (const ScheduledSeq& seq : plan.seqs) {
+      accepted.emplace_back(&t, static_cast<size_t>(seq.num_logits));
+    }
+    sched_->Update(plan, accepted);
+    for (const ScheduledSeq& seq : plan.seqs) {
+      const SchedRequest* req = sched_->Find(seq.request_id);
+      if (req->hidden != HiddenRows::kNone && req->num_computed_tokens == req->num_tokens()) {
+        sched_->Finish(seq.request_id);
+      }
+    }
+    sched_->CheckIntegrity();
+    return plan;
+  }
+};
+
+TEST_F(PromptOnlyTest, HiddenRowsPerPoolingAcrossChunks) {
+  Init(16, Config(4, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 10), 0, "", HiddenRows::kAll).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(20, 26), 0, "", HiddenRows::kLast).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(3), Range(30, 36), 0, "", HiddenRows::kFirst).ok());
+  struct Want {
+    uint64_t id;
+    int start, n, begin, end;
+  };
+  // Budget 4 a step: R1 takes 3 steps (4, 4, 2), then R2 and R3 share the budget.
+  const std::vector<std::vector<Want>> steps = {
+      {{1, 0, 4, 0, 4}}, {{1, 4, 4, 0, 4}}, {{1, 8, 2, 0, 2}, {2, 0, 2, 0, 0}},
+      {{2, 2, 4, 3, 4}}, {{3, 0, 4, 0, 1}}, {{3, 4, 2, 0, 0}},
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    StepPlan plan = StepAndFinish();
+    ASSERT_EQ(plan.seqs.size(), steps[s].size()) << "step " << s;
+    int hidden = 0;
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      const ScheduledSeq& seq = plan.seqs[i];
+      const Want& w = steps[s][i];
+      EXPECT_EQ(seq.request_id, R(w.id)) << "step " << s;
+      EXPECT_EQ(seq.start_pos, w.start) << "step " << s;
+      EXPECT_EQ(static_cast<int>(seq.tokens.size()), w.n) << "step " << s;
+      EXPECT_EQ(seq.hidden_begin, w.begin) << "step " << s;
+      EXPECT_EQ(seq.hidden_end, w.end) << "step " << s;
+      EXPECT_EQ(seq.num_logits, 0) << "step " << s;
+      EXPECT_FALSE(seq.last_by_length);
+      hidden += seq.num_hidden();
+    }
+    EXPECT_EQ(plan.num_hidden, hidden);
+    EXPECT_EQ(plan.num_logits, 0);
+  }
+  EXPECT_FALSE(sched_->HasWork());
+  // Every block is back and none entered the prefix cache.
+  EXPECT_EQ(kv_->stats().num_free_blocks, 16);
+  EXPECT_EQ(kv_->stats().num_cached_blocks, 0);
+}
+
+TEST_F(PromptOnlyTest, BypassesThePrefixCache) {
+  Init(16, Config(64, 8));
+  // A generation request caches its prompt's two full blocks...
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 9), 1).ok());
+  StepAndFinish();
+  sched_->Finish(R(1));
+  ASSERT_EQ(kv_->stats().num_cached_blocks, 2);
+  const uint64_t queries = kv_->stats().prefix_queries;
+  // ...which a prompt-only request of the same tokens does not reuse (it computes all 9).
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 9), 0, "", HiddenRows::kAll).ok());
+  StepPlan plan = StepAndFinish();
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  EXPECT_EQ(plan.seqs[0].start_pos, 0);
+  EXPECT_EQ(plan.seqs[0].tokens, Range(0, 9));
+  EXPECT_EQ(plan.num_hidden, 9);
+  EXPECT_EQ(kv_->stats().prefix_queries, queries);  // not a prefix-cache query either
+  EXPECT_EQ(sched_->Find(R(2)), nullptr);
+  EXPECT_EQ(kv_->stats().num_cached_blocks, 2);
+}
+
+TEST_F(PromptOnlyTest, AdmissionTakesZeroNewTokensAndChecksTheContext) {
+  SchedulerConfig cfg = Config(64, 8);
+  cfg.max_model_len = 8;
+  Init(16, cfg);
+  EXPECT_TRUE(sched_->CheckAdmission(8, 0, /*prompt_only=*/true).ok());
+  const Status too_long = sched_->CheckAdmission(9, 0, /*prompt_only=*/true);
+  EXPECT_EQ(too_long.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(too_long.message().find("9 input tokens"), std::string::npos) << too_long.message();
+  EXPECT_EQ(sched_->CheckAdmission(4, 1, /*prompt_only=*/true).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched_->CheckAdmission(4, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(sched_->AddRequest(R(1), Range(0, 4), 0).ok());
+}
+
 TEST(SchedulerConfigTest, ValidateNamesTheFlag) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 0;

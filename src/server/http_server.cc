@@ -244,6 +244,7 @@ void HttpServer::Configure() {
   RegisterOpenAiRoutes(s, ctx_);
   RegisterAnthropicRoutes(s, ctx_);
   RegisterResponsesRoutes(s, ctx_);
+  RegisterEmbeddingsRoutes(s, ctx_);
   RegisterOpsRoutes(s, ctx_);
   if (ctx_->options.chat_page) RegisterChatPage(s);
   auto method_not_allowed = [](const char* allowed) {

@@ -14,6 +14,8 @@ void RegisterOpenAiRoutes(httplib::Server& server, ServerContext* ctx);
 void RegisterAnthropicRoutes(httplib::Server& server, ServerContext* ctx);
 // POST /v1/responses, GET / DELETE /v1/responses/{id} (responses_routes.cc).
 void RegisterResponsesRoutes(httplib::Server& server, ServerContext* ctx);
+// POST /v1/embeddings (embeddings_routes.cc).
+void RegisterEmbeddingsRoutes(httplib::Server& server, ServerContext* ctx);
 // GET /v1/models, /health, /stats, /metrics; POST /tokenize, /detokenize (ops_routes.cc).
 void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx);
 // GET / : the embedded chat page (chat_page.cc).

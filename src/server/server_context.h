@@ -55,6 +55,11 @@ struct ServedModelInfo {
   int64_t weights_bytes = 0;
   std::string kv_dtype = "f32";
   int batch = 1;  // --batch
+  // /v1/embeddings: how the model's final hidden states are pooled (--pooling, else the
+  // sentence-transformers config in the model directory, else last token) and where that came
+  // from ("--pooling", "sentence-transformers config", "default": cli/pooling_config.h).
+  Pooling pooling = Pooling::kLast;
+  std::string pooling_source = "default";
   // What /v1/models says under "loom": the model's files as `loom list` describes them, with
   // the capabilities of the parsers this server runs (--tool-parser / --reasoning-parser).
   ModelCard card;

@@ -56,6 +56,11 @@ cat <<'TAIL'
   that set no budget of their own, as llama.cpp's flag: -1 unlimited, 0 closes it at once (loom
   writes the close itself, so this works on templates without an enable_thinking switch too).
   **`--max-output-tokens N`** cuts every request's max_tokens to N.
+- **`--pooling`** (serve): how `POST /v1/embeddings` pools the final hidden states. `auto` reads
+  a sentence-transformers checkpoint's `modules.json` → `1_Pooling/config.json`
+  (`pooling_mode_lasttoken` / `_mean_tokens` / `_cls_token`; any other mode stops the server,
+  asking for `--pooling`) and otherwise pools the **last token**, Qwen3-Embedding's pooling. The
+  ready card's `embed` line says which pooling it chose and why.
 - **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
   match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
   does (compact JSON, properties in declaration order, no additional properties unless allowed).
