@@ -161,7 +161,8 @@ TEST(HttpLoopTest, ConnectionsOverTheCapGet503) {
   EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
   EXPECT_TRUE(closed);
   a.reset();  // a place frees up
-  for (int i = 0; i < 100 && loop.loop().num_connections() > 1; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 100 && loop.loop().num_connections() > 1; ++i)
+    std::this_thread::sleep_for(10ms);
   UniqueFd next = Connect(loop.port());
   Send(next, "GET /n HTTP/1.1\r\n\r\n");
   EXPECT_NE(Read(next, "GET /n []", 5s).find("200 OK"), std::string::npos);
@@ -184,8 +185,7 @@ TEST(HttpLoopTest, ARefusedRequestsBodyIsDroppedNotServed) {
   LoopRunner loop({}, cb);
   UniqueFd c = Connect(loop.port());
   const std::string inner = "GET /inner HTTP/1.1\r\n\r\n";
-  Send(c, "POST /refuse HTTP/1.1\r\nContent-Length: " + std::to_string(inner.size()) +
-              "\r\n\r\n");
+  Send(c, "POST /refuse HTTP/1.1\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n\r\n");
   std::this_thread::sleep_for(50ms);
   Send(c, inner);
   Send(c, "GET /after HTTP/1.1\r\n\r\n");

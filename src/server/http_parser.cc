@@ -137,7 +137,8 @@ size_t HttpRequestParser::Feed(std::string_view data) {
     }
     ParseHead();
     if (state_ == State::kError) return used;
-    if (body_mode_ == BodyMode::kNone || (body_mode_ == BodyMode::kLength && body_remaining_ == 0)) {
+    if (body_mode_ == BodyMode::kNone ||
+        (body_mode_ == BodyMode::kLength && body_remaining_ == 0)) {
       state_ = State::kComplete;
       return used;
     }

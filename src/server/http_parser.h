@@ -4,7 +4,8 @@
 //
 //   kHead ──"\r\n\r\n"──► kBody ──Content-Length / last chunk──► kComplete
 //     │                     │
-//     └──── anything malformed or over a limit ───► kError (error_status(): 400, 413, 431, 501, 505)
+//     └──── anything malformed or over a limit ───► kError (error_status(): 400, 413, 431, 501,
+//     505)
 //
 // Strict where leniency lets two parsers disagree about where a request ends (request
 // smuggling): CRLF only; header names are tokens with no space before the colon; no obs-fold;

@@ -151,8 +151,8 @@ TEST(HttpRequestParserTest, BadRequestsGetTheirStatus) {
        "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", 400},
       {"content-length with transfer-encoding",
        "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
-      {"gzip transfer-encoding",
-       "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+      {"gzip transfer-encoding", "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+       501},
       {"transfer-encoding on 1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
       {"bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
       {"chunk without CRLF",
@@ -160,8 +160,8 @@ TEST(HttpRequestParserTest, BadRequestsGetTheirStatus) {
       {"head over the cap", "GET / HTTP/1.1\r\n" + big_header + "\r\n", 431},
       {"unterminated head over the cap", "GET / HTTP/1.1\r\n" + big_header, 431},
       {"body over the cap", "POST / HTTP/1.1\r\nContent-Length: 2048\r\n\r\n", 413},
-      {"chunked body over the cap",
-       "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n801\r\n", 413},
+      {"chunked body over the cap", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n801\r\n",
+       413},
   };
   HttpParserLimits limits;
   limits.max_body_bytes = 2047;

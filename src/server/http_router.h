@@ -35,7 +35,7 @@ class HttpRouter {
  private:
   struct Route {
     std::string method;
-    std::string path;               // exact, when `re` is empty
+    std::string path;              // exact, when `re` is empty
     std::optional<std::regex> re;  // whole-path match
     HttpHandler handler;
   };
