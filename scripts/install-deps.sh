@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config git
-      libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev
+      libgtest-dev libgmock-dev nlohmann-json3-dev libpcre2-dev
       libopenblas-dev libxxhash-dev libutf8proc-dev libomp-dev libcli11-dev clang libclang-rt-14-dev clang-format
       nodejs npm ca-certificates chromium)
 

@@ -291,8 +291,8 @@ void RunServe(ServeFlags& f) {
   });
   watcher.join();  // returns once Shutdown() has drained the in-flight requests
   s.engine->Shutdown();
-  // Serve() returns when httplib's workers do; idle keep-alive connections hold a worker for up
-  // to the keep-alive timeout. Nothing is in flight any more, so do not wait for them.
+  // Serve() returns once the event loop closed its connections; a handler thread still finishing
+  // a non-streaming request could delay it. Nothing is in flight any more, so do not wait long.
   for (int i = 0; i < 100 && !served.load(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -337,8 +337,24 @@ void AddServeCommand(CLI::App& root) {
                   "check off, with a warning; other Hosts get 403")
       ->delimiter(',');
   cmd->add_option("--http-threads", o.http_threads,
-                  "HTTP worker threads = max concurrent connections/streams")
+                  "HTTP handler threads: parse, template and tokenize requests, and hold each "
+                  "non-streaming generation while it runs (streams and idle connections hold "
+                  "none; one event loop owns the sockets)")
       ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "open connections beyond this get 503 and are closed (the open-file limit is "
+                  "raised to its hard limit at start)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o.header_timeout_s,
+                  "seconds a request's headers may take from its first byte (a new connection's "
+                  "from the connect); then 408 and close")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o.body_timeout_s,
+                  "longest pause in seconds within a request body; then 408 and close")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-body-mb", f->max_body_mb, "request body cap in MiB (413 above)")
       ->check(CLI::Range(0.01, 4096.0))

@@ -25,6 +25,7 @@ void OutputStream::Push(TokenOutput token) {
     std::lock_guard<std::mutex> lock(mu_);
     if (finish_reason_.has_value()) return;
     pending_.push_back(std::move(token));
+    if (listener_) listener_();
   }
   cv_.notify_all();
 }
@@ -41,6 +42,7 @@ bool OutputStream::Finish(FinishReason reason, Status error, std::optional<Token
     finish_reason_ = reason;
     error_ = std::move(error);
     stop_token_ = stop_token;
+    if (listener_) listener_();
   }
   cv_.notify_all();
   return true;
@@ -93,6 +95,12 @@ std::optional<StreamChunk> OutputStream::TryPop() {
 bool OutputStream::done() const {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;
+}
+
+void OutputStream::SetListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(listener);
+  if (listener_ && ReadyLocked()) listener_();
 }
 
 }  // namespace loom

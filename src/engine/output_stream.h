@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -65,6 +66,11 @@ class OutputStream {
   std::optional<StreamChunk> TryPop();
   // True once the final chunk (with finish_reason) has been returned.
   bool done() const;
+  // Calls `listener` (null: none) after each later Push / Finish, on the engine thread, under
+  // this stream's lock: it must be cheap and must not call back into the stream (an event loop
+  // sets a flag and wakes itself). Once this returns, the previous listener is never called again.
+  // Called at once when output is already waiting, so nothing pushed before it is missed.
+  void SetListener(std::function<void()> listener);
 
  private:
   bool ReadyLocked() const;
@@ -72,6 +78,7 @@ class OutputStream {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::function<void()> listener_;  // guarded by mu_
   std::vector<TokenOutput> pending_;
   std::optional<FinishReason> finish_reason_;
   std::optional<TokenId> stop_token_;

@@ -38,6 +38,26 @@ TEST(OutputStreamTest, CoalescesPendingTokensAndEndsOnce) {
   EXPECT_FALSE(s.TryPop().has_value());
 }
 
+TEST(OutputStreamTest, ListenerHearsPushAndFinishUntilCleared) {
+  OutputStream s(1);
+  s.Push({3, 0.0f, {}});
+  int calls = 0;
+  s.SetListener([&] { ++calls; });
+  EXPECT_EQ(calls, 1);  // output was already waiting
+  s.Push({4, 0.0f, {}});
+  EXPECT_EQ(calls, 2);
+  ASSERT_TRUE(s.TryPop().has_value());
+  s.SetListener(nullptr);
+  s.Push({5, 0.0f, {}});
+  EXPECT_EQ(calls, 2);
+  s.SetListener([&] { ++calls; });
+  EXPECT_EQ(calls, 3);
+  s.Finish(FinishReason::kLength);
+  EXPECT_EQ(calls, 4);
+  s.Push({6, 0.0f, {}});  // ignored after the finish: no call
+  EXPECT_EQ(calls, 4);
+}
+
 TEST(OutputStreamTest, BlockingPopWakesOnPushFromAnotherThread) {
   OutputStream s(1);
   std::thread writer([&] {

@@ -1,5 +1,5 @@
 // POST /v1/messages and /v1/messages/count_tokens (query strings such as ?beta=true are
-// ignored by routing: httplib matches the path only).
+// ignored by routing: the router matches the path only).
 #include <memory>
 
 #include "server/anthropic_request.h"
@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httplib::Response& res) {
+void HandleMessages(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {
   if (!CheckServing(ctx, ApiFlavor::kAnthropic, res)) return;
   std::string param;
   RequestDefaults defaults = ctx->options.defaults;
@@ -40,8 +40,7 @@ void HandleMessages(ServerContext* ctx, const httplib::Request& http_req, httpli
   SendJson(res, 200, AnthropicMessageJson(meta, collector.choices()[0], source->usage()));
 }
 
-void HandleCountTokens(ServerContext* ctx, const httplib::Request& http_req,
-                       httplib::Response& res) {
+void HandleCountTokens(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {
   std::string param;
   RequestDefaults defaults = ctx->options.defaults;
   defaults.vocab_size = ctx->engine->vocab_size();
@@ -59,14 +58,12 @@ void HandleCountTokens(ServerContext* ctx, const httplib::Request& http_req,
 
 }  // namespace
 
-void RegisterAnthropicRoutes(httplib::Server& server, ServerContext* ctx) {
-  server.Post("/v1/messages", [ctx](const httplib::Request& req, httplib::Response& res) {
-    HandleMessages(ctx, req, res);
+void RegisterAnthropicRoutes(HttpRouter& server, ServerContext* ctx) {
+  server.Post("/v1/messages",
+              [ctx](const HttpRequest& req, HttpResponse& res) { HandleMessages(ctx, req, res); });
+  server.Post("/v1/messages/count_tokens", [ctx](const HttpRequest& req, HttpResponse& res) {
+    HandleCountTokens(ctx, req, res);
   });
-  server.Post("/v1/messages/count_tokens",
-              [ctx](const httplib::Request& req, httplib::Response& res) {
-                HandleCountTokens(ctx, req, res);
-              });
 }
 
 }  // namespace loom

@@ -23,8 +23,8 @@ constexpr const char* kContentSecurityPolicy =
 
 }  // namespace
 
-void RegisterChatPage(httplib::Server& server) {
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+void RegisterChatPage(HttpRouter& server) {
+  server.Get("/", [](const HttpRequest&, HttpResponse& res) {
     res.set_header("Content-Security-Policy", kContentSecurityPolicy);
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_content(kChatPage, "text/html; charset=utf-8");

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -132,6 +133,11 @@ class ChoiceEventSource {
   virtual void Abort() = 0;
   // The token counts so far (final once done()).
   virtual Usage usage() const = 0;
+  // Calls `wake` (null: nothing) whenever Poll may have new events, from any thread (the
+  // engine's too), and once at once when some are already waiting; `wake` must be cheap and must
+  // not call into the source. Lets an event loop poll only sources that progressed. Default:
+  // never called (the owner polls on its own).
+  virtual void SetWakeup(std::function<void()> wake) { (void)wake; }
 };
 
 }  // namespace loom

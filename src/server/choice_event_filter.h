@@ -32,6 +32,7 @@ class ChoiceEventFilter : public ChoiceEventSource {
   bool done() const final { return inner_->done(); }
   void Abort() final { inner_->Abort(); }
   Usage usage() const final { return inner_->usage(); }
+  void SetWakeup(std::function<void()> wake) final { inner_->SetWakeup(std::move(wake)); }
 
  protected:
   // Appends what `text` becomes to `out`.

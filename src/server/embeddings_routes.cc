@@ -16,8 +16,7 @@ void AbortAll(ServerContext* ctx, const std::vector<RequestHandle>& handles) {
   for (const RequestHandle& h : handles) ctx->engine->Abort(h.id);
 }
 
-void HandleEmbeddings(ServerContext* ctx, const httplib::Request& http_req,
-                      httplib::Response& res) {
+void HandleEmbeddings(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {
   if (!CheckServing(ctx, ApiFlavor::kOpenAi, res)) return;
   auto fail = [&](const Status& s, const std::string& param) {
     SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
@@ -77,11 +76,10 @@ void HandleEmbeddings(ServerContext* ctx, const httplib::Request& http_req,
 
   // Each stream ends with one chunk holding the vector (or the error).
   constexpr auto kPollInterval = std::chrono::milliseconds(100);
-  const ClientWatch watch(http_req);
   std::vector<std::vector<float>> vectors(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) {
     while (true) {
-      if (watch.Gone()) {
+      if (http_req.ClientGone()) {
         LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
         ctx->metrics.CountClientDisconnect();
         return AbortAll(ctx, handles);
@@ -105,8 +103,8 @@ void HandleEmbeddings(ServerContext* ctx, const httplib::Request& http_req,
 
 }  // namespace
 
-void RegisterEmbeddingsRoutes(httplib::Server& server, ServerContext* ctx) {
-  server.Post("/v1/embeddings", [ctx](const httplib::Request& req, httplib::Response& res) {
+void RegisterEmbeddingsRoutes(HttpRouter& server, ServerContext* ctx) {
+  server.Post("/v1/embeddings", [ctx](const HttpRequest& req, HttpResponse& res) {
     HandleEmbeddings(ctx, req, res);
   });
 }

@@ -107,6 +107,7 @@ StatusOr<std::unique_ptr<Generation>> Generation::Start(ServerContext* ctx,
 }
 
 Generation::~Generation() {
+  for (auto& c : choices_) c->handle.stream->SetListener(nullptr);
   Abort();
   if (choices_.empty()) return;
   if (!metrics_done_) {
@@ -123,6 +124,10 @@ void Generation::Abort() {
       c->finished = true;
     }
   }
+}
+
+void Generation::SetWakeup(std::function<void()> wake) {
+  for (auto& c : choices_) c->handle.stream->SetListener(wake);
 }
 
 bool Generation::done() const {

@@ -38,6 +38,8 @@ class Generation : public ChoiceEventSource {
   bool done() const override;
   // Aborts every unfinished choice (client went away); done() afterwards, no kFinish events.
   void Abort() override;
+  // Listens on every choice's engine stream (OutputStream::SetListener).
+  void SetWakeup(std::function<void()> wake) override;
   Usage usage() const override {
     return Usage{num_prompt_tokens(), completion_tokens_, cached_tokens_};
   }

@@ -1,10 +1,8 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "base/logging.h"
@@ -25,23 +23,18 @@ ApiFlavor FlavorOf(const std::string& path) {
 bool IsPublic(const std::string& path) { return path == "/" || path == "/health"; }
 
 // The routes that queue work for the engine (what --max-queued-requests caps).
-bool IsGenerationRoute(const httplib::Request& req) {
+bool IsGenerationRoute(const HttpRequest& req) {
   return req.method == "POST" &&
          (req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
           req.path == "/v1/messages" || req.path == "/v1/responses");
 }
 
-// Refuse() reroutes a refused request that carries a body here, naming its path in this header.
-constexpr char kRefusedPath[] = "/.loom/refused";
-constexpr char kRefusedPathHeader[] = "x-loom-refused-path";
-// When the pre-routing handler saw the request (steady-clock microseconds), for the request log.
-constexpr char kReceivedHeader[] = "x-loom-received-us";
-
-// Header caps: cpp-httplib 0.11 bounds each header line (8 KiB) but not their number, so a client
-// could hold a worker with an endless header section. Beyond these the request gets 431; they are
-// far above what browsers, SDKs and agent CLIs send (a few dozen headers, a few KiB).
+// Header caps: beyond these the request gets 431; they are far above what browsers, SDKs and agent
+// CLIs send (a few dozen headers, a few KiB). The parser's own cap on the whole head
+// (kMaxHeadBytes) stops a client that sends more before these are counted.
 constexpr size_t kMaxHeaderCount = 100;
 constexpr size_t kMaxHeaderBytes = 64 << 10;
+constexpr size_t kMaxHeadBytes = kMaxHeaderBytes + (16 << 10);  // + the request line
 
 int64_t SteadyMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -49,26 +42,16 @@ int64_t SteadyMicros() {
       .count();
 }
 
-// Writes the error and ends the request before its body is parsed. Answered from the pre-routing
-// handler, a POST's unread body would stay in the keep-alive connection and be read as the next
-// request: a web page's text/plain body could carry a whole request without an Origin. So a
-// request that has a body (httplib reads one for these methods) is routed to kRefusedPath, whose
-// handler leaves `res` alone after httplib has read the body (capped by --max-body-mb) and
-// dropped it.
-httplib::Server::HandlerResponse Refuse(httplib::Request& req, httplib::Response& res, int status,
-                                        const std::string& code, const std::string& message) {
+// Writes the error of a request refused before its body is used; the loop then reads the body by
+// its framing and drops it (a web page's text/plain body could carry a whole second request).
+bool Refuse(const HttpRequest& req, HttpResponse& res, int status, const std::string& code,
+            const std::string& message) {
   ApiError e;
   e.http_status = status;
   e.code = code;
   e.message = message;
   SendError(res, FlavorOf(req.path), e);
-  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
-      req.method == "DELETE") {
-    req.set_header(kRefusedPathHeader, req.path);
-    req.path = kRefusedPath;
-    return httplib::Server::HandlerResponse::Unhandled;
-  }
-  return httplib::Server::HandlerResponse::Handled;
+  return false;
 }
 
 // A header value quoted in an error, cut to a readable length.
@@ -95,6 +78,10 @@ Status ServerOptions::Validate() const {
     return InvalidArgumentError("--http-threads must be in [1, 65536]");
   }
   if (max_body_bytes < 1024) return InvalidArgumentError("--max-body-mb is too small");
+  if (max_connections < 1) return InvalidArgumentError("--max-connections must be >= 1");
+  if (!(header_timeout_s > 0) || !(body_timeout_s > 0) || keep_alive_timeout_s < 0) {
+    return InvalidArgumentError("--header-timeout and --body-timeout must be > 0");
+  }
   if (shutdown_grace_s < 0) return InvalidArgumentError("--shutdown-grace must be >= 0");
   if (defaults.max_tokens < 0) return InvalidArgumentError("--max-tokens must be >= 0");
   if (defaults.max_output_tokens < 0) {
@@ -116,131 +103,119 @@ Status ServerOptions::Validate() const {
 }
 
 HttpServer::HttpServer(ServerContext* ctx)
-    : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
-  Configure();
+    : ctx_(ctx),
+      policy_(std::make_shared<const AccessPolicy>(ctx->options.host, ctx->options.access,
+                                                   HostName())) {
+  RegisterRoutes();
+  const ServerOptions& o = ctx_->options;
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  HttpLoopOptions options;
+  options.max_connections = o.max_connections;
+  options.header_timeout = ms(o.header_timeout_s);
+  options.body_timeout = ms(o.body_timeout_s);
+  options.keep_alive_timeout = ms(o.keep_alive_timeout_s);
+  options.max_body_bytes = o.max_body_bytes;
+  options.max_head_bytes = kMaxHeadBytes;
+  options.num_workers = o.http_threads;
+  HttpLoopCallbacks callbacks;
+  callbacks.on_head = [this](HttpRequest& req, HttpResponse& res) { return OnHead(req, res); };
+  callbacks.handle = [this](const HttpRequest& req, HttpResponse& res) { Handle(req, res); };
+  callbacks.on_error = [this](int status, const std::string& message, const HttpRequest& req,
+                              HttpResponse& res) {
+    res.set_header("x-request-id", "req-" + std::to_string(next_id_.fetch_add(1)));
+    ApiError e;
+    e.http_status = status;
+    e.message = message;
+    if (status == 431) e.code = "request_headers_too_large";
+    SendError(res, FlavorOf(req.path), e);
+  };
+  callbacks.on_done = [this](const HttpRequest& req, size_t body_bytes, const HttpResponse& res) {
+    OnDone(req, body_bytes, res);
+  };
+  loop_ = std::make_unique<HttpLoop>(options, std::move(callbacks));
 }
 
 HttpServer::~HttpServer() = default;
 
-void HttpServer::Configure() {
-  httplib::Server& s = *server_;
-  const int threads = ctx_->options.http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // httplib's default socket options add SO_REUSEPORT, which lets a second server bind a port
-  // that is already serving; keep only SO_REUSEADDR so a busy port fails to bind.
-  s.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  // Streams write one small SSE event per token: with Nagle's algorithm an event written while
-  // the previous one is unacknowledged waits for the client's (delayed, up to 40 ms) ACK. httplib
-  // sets the option on the listening socket; Linux copies it to every accepted connection.
-  s.set_tcp_nodelay(true);
-  s.set_payload_max_length(static_cast<size_t>(ctx_->options.max_body_bytes));
-  s.set_keep_alive_max_count(1000);
-  s.set_keep_alive_timeout(ctx_->options.keep_alive_timeout_s);
-  s.set_read_timeout(60);
-  s.set_write_timeout(60);
-  auto next_id = std::make_shared<std::atomic<uint64_t>>(1);
-  ServerContext* ctx = ctx_;
-  auto policy =
-      std::make_shared<const AccessPolicy>(ctx_->options.host, ctx_->options.access, HostName());
-  s.set_pre_routing_handler([ctx, policy, next_id](const httplib::Request& const_req,
-                                                   httplib::Response& res) {
-    // Not a const object: httplib passes its own request; Refuse() reroutes it.
-    auto& req = const_cast<httplib::Request&>(const_req);
-    req.headers.erase(kRefusedPathHeader);  // only Refuse() sets it
-    req.headers.erase(kReceivedHeader);
-    req.set_header(kReceivedHeader, std::to_string(SteadyMicros()));
-    res.set_header("x-request-id", "req-" + std::to_string(next_id->fetch_add(1)));
-    res.set_header("Vary", "Origin");
-    size_t num_headers = 0, header_bytes = 0;  // as sent: not httplib's or ours
-    for (const auto& [name, value] : req.headers) {
-      if (name == kReceivedHeader || name == "REMOTE_ADDR" || name == "REMOTE_PORT" ||
-          name == "LOCAL_ADDR" || name == "LOCAL_PORT") {
-        continue;
-      }
-      ++num_headers;
-      header_bytes += name.size() + value.size() + 4;  // "name: value\r\n"
+bool HttpServer::OnHead(HttpRequest& req, HttpResponse& res) {
+  req.received_us = SteadyMicros();
+  res.set_header("x-request-id", "req-" + std::to_string(next_id_.fetch_add(1)));
+  res.set_header("Vary", "Origin");
+  size_t num_headers = 0, header_bytes = 0;
+  for (const auto& [name, value] : req.headers) {
+    ++num_headers;
+    header_bytes += name.size() + value.size() + 4;  // "name: value\r\n"
+  }
+  if (num_headers > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
+    return Refuse(req, res, 431, "request_headers_too_large",
+                  "the request has " + std::to_string(num_headers) + " headers (" +
+                      std::to_string(header_bytes) + " bytes); at most " +
+                      std::to_string(kMaxHeaderCount) + " headers and " +
+                      std::to_string(kMaxHeaderBytes >> 10) + " KiB are accepted");
+  }
+  const std::string host = req.get_header_value("Host");
+  if (!policy_->HostAllowed(req.has_header("Host"), host)) {
+    return Refuse(req, res, 403, "forbidden_host",
+                  "the Host header '" + Clip(host) +
+                      "' does not name this server (a DNS-rebinding guard); start loom serve "
+                      "with --allowed-hosts NAME to accept a name");
+  }
+  if (req.has_header("Origin")) {
+    const std::string origin = req.get_header_value("Origin");
+    if (!policy_->OriginAllowed(origin, host)) {
+      return Refuse(req, res, 403, "forbidden_origin",
+                    "web pages from the Origin '" + Clip(origin) +
+                        "' may not use this server; start loom serve with --allowed-origins " +
+                        "ORIGIN to allow one");
     }
-    if (num_headers > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
-      return Refuse(req, res, 431, "request_headers_too_large",
-                    "the request has " + std::to_string(num_headers) + " headers (" +
-                        std::to_string(header_bytes) + " bytes); at most " +
-                        std::to_string(kMaxHeaderCount) + " headers and " +
-                        std::to_string(kMaxHeaderBytes >> 10) + " KiB are accepted");
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Access-Control-Expose-Headers", "x-request-id");
+  }
+  if (req.method == "OPTIONS") {  // CORS preflight (an allowed Origin, or none): answered here
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers",
+                   req.has_header("Access-Control-Request-Headers")
+                       ? req.get_header_value("Access-Control-Request-Headers")
+                       : "Content-Type, Authorization, x-api-key, anthropic-version");
+    res.set_header("Access-Control-Max-Age", "86400");
+    return false;
+  }
+  if (policy_->keys_required() && !IsPublic(req.path) &&
+      !policy_->KeyAccepted(req.get_header_value("Authorization"),
+                            req.get_header_value("x-api-key"))) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"loom\"");
+    const bool sent = req.has_header("Authorization") || req.has_header("x-api-key");
+    return Refuse(req, res, 401, "invalid_api_key",
+                  sent ? "invalid API key"
+                       : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'");
+  }
+  if (req.method == "POST") {
+    std::string type = req.get_header_value("Content-Type");
+    // curl -d sends application/x-www-form-urlencoded; accept it (the body is parsed as JSON
+    // anyway) so the common `curl -d '{...}'` works, as it does with llama.cpp.
+    if (!type.empty() && type.find("application/json") == std::string::npos &&
+        type.find("text/plain") == std::string::npos &&
+        type.find("application/x-www-form-urlencoded") == std::string::npos) {
+      return Refuse(req, res, 415, "", "Content-Type must be application/json, got '" + type + "'");
     }
-    const std::string host = req.get_header_value("Host");
-    if (!policy->HostAllowed(req.has_header("Host"), host)) {
-      return Refuse(req, res, 403, "forbidden_host",
-                    "the Host header '" + Clip(host) +
-                        "' does not name this server (a DNS-rebinding guard); start loom serve "
-                        "with --allowed-hosts NAME to accept a name");
+  }
+  // Checked before the body is read or tokenized; requests being parsed right now are not
+  // counted yet, so a burst may overshoot the cap by at most the number of HTTP workers.
+  if (const int cap = ctx_->options.max_queued_requests; cap > 0 && IsGenerationRoute(req)) {
+    if (const int waiting = ctx_->engine->stats().pending_rows; waiting >= cap) {
+      res.set_header("Retry-After", "1");
+      return Refuse(req, res, 429, "queue_full",
+                    std::to_string(waiting) +
+                        " requests are waiting for the engine (--max-queued-requests " +
+                        std::to_string(cap) + "); retry later");
     }
-    if (req.has_header("Origin")) {
-      const std::string origin = req.get_header_value("Origin");
-      if (!policy->OriginAllowed(origin, host)) {
-        return Refuse(req, res, 403, "forbidden_origin",
-                      "web pages from the Origin '" + Clip(origin) +
-                          "' may not use this server; start loom serve with --allowed-origins " +
-                          "ORIGIN to allow one");
-      }
-      res.set_header("Access-Control-Allow-Origin", origin);
-      res.set_header("Access-Control-Expose-Headers", "x-request-id");
-    }
-    if (req.method == "OPTIONS") {  // CORS preflight (an allowed Origin, or none)
-      res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers",
-                     req.has_header("Access-Control-Request-Headers")
-                         ? req.get_header_value("Access-Control-Request-Headers")
-                         : "Content-Type, Authorization, x-api-key, anthropic-version");
-      res.set_header("Access-Control-Max-Age", "86400");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (policy->keys_required() && !IsPublic(req.path) &&
-        !policy->KeyAccepted(req.get_header_value("Authorization"),
-                             req.get_header_value("x-api-key"))) {
-      res.set_header("WWW-Authenticate", "Bearer realm=\"loom\"");
-      const bool sent = req.has_header("Authorization") || req.has_header("x-api-key");
-      return Refuse(req, res, 401, "invalid_api_key",
-                    sent ? "invalid API key"
-                         : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'");
-    }
-    if (req.method == "POST") {
-      std::string type = req.get_header_value("Content-Type");
-      // curl -d sends application/x-www-form-urlencoded; accept it (the body is parsed as JSON
-      // anyway) so the common `curl -d '{...}'` works, as it does with llama.cpp.
-      if (!type.empty() && type.find("application/json") == std::string::npos &&
-          type.find("text/plain") == std::string::npos &&
-          type.find("application/x-www-form-urlencoded") == std::string::npos) {
-        return Refuse(req, res, 415, "",
-                      "Content-Type must be application/json, got '" + type + "'");
-      }
-    }
-    // Checked before the body is read or tokenized; requests being parsed right now are not
-    // counted yet, so a burst may overshoot the cap by at most the number of HTTP workers.
-    if (const int cap = ctx->options.max_queued_requests; cap > 0 && IsGenerationRoute(req)) {
-      if (const int waiting = ctx->engine->stats().pending_rows; waiting >= cap) {
-        res.set_header("Retry-After", "1");
-        return Refuse(req, res, 429, "queue_full",
-                      std::to_string(waiting) +
-                          " requests are waiting for the engine (--max-queued-requests " +
-                          std::to_string(cap) + "); retry later");
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // A refused request's body, read and dropped (see Refuse); the error is already in `res`.
-  // Asked for directly (no Refuse header), the path is unknown.
-  auto refused = [](const httplib::Request& req, httplib::Response& res) {
-    if (!req.has_header(kRefusedPathHeader)) res.status = 404;
-  };
-  s.Post(kRefusedPath, refused);
-  s.Put(kRefusedPath, refused);
-  s.Patch(kRefusedPath, refused);
-  s.Delete(kRefusedPath, refused);
+  }
+  return true;
+}
 
+void HttpServer::RegisterRoutes() {
+  HttpRouter& s = router_;
   RegisterOpenAiRoutes(s, ctx_);
   RegisterAnthropicRoutes(s, ctx_);
   RegisterResponsesRoutes(s, ctx_);
@@ -248,7 +223,7 @@ void HttpServer::Configure() {
   RegisterOpsRoutes(s, ctx_);
   if (ctx_->options.chat_page) RegisterChatPage(s);
   auto method_not_allowed = [](const char* allowed) {
-    return [allowed](const httplib::Request& req, httplib::Response& res) {
+    return [allowed](const HttpRequest& req, HttpResponse& res) {
       ApiError e;
       e.http_status = 405;
       e.message = req.method + " " + req.path + " is not allowed; use " + allowed;
@@ -258,82 +233,58 @@ void HttpServer::Configure() {
   };
   for (const char* path : kPostRoutes) s.Get(path, method_not_allowed("POST"));
   for (const char* path : kGetRoutes) s.Post(path, method_not_allowed("GET"));
+}
 
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a route already wrote its error
+void HttpServer::Handle(const HttpRequest& const_req, HttpResponse& res) {
+  HttpRequest& req = const_cast<HttpRequest&>(const_req);  // the loop's own; Find sets matches
+  const HttpHandler* handler = router_.Find(&req);
+  if (handler == nullptr) {
     ApiError e;
-    e.http_status = res.status;
-    if (res.status == 404) {
-      e.message = "unknown route: " + req.method + " " + req.path;
-    } else if (res.status == 413) {
-      e.message = "the request body exceeds the limit (--max-body-mb)";
-    } else {
-      e.message = "HTTP error " + std::to_string(res.status);
-    }
+    e.http_status = 404;
+    e.message = "unknown route: " + req.method + " " + req.path;
+    return SendError(res, FlavorOf(req.path), e);
+  }
+  try {
+    (*handler)(req, res);
+  } catch (const std::exception& ex) {
+    LOG(ERROR) << RequestIdHeader(res) << " " << req.path << ": internal error: " << ex.what();
+    res.stream.reset();
+    ApiError e;
+    e.http_status = 500;
+    e.message = std::string("internal error: ") + ex.what();
     SendError(res, FlavorOf(req.path), e);
-  });
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& ex) {
-          what = ex.what();
-        } catch (...) {
-        }
-        LOG(ERROR) << RequestIdHeader(res) << " " << req.path << ": internal error: " << what;
-        ApiError e;
-        e.http_status = 500;
-        e.message = "internal error: " + what;
-        SendError(res, FlavorOf(req.path), e);
-      });
-  // One line a request: id, method, route, status, peer, body bytes in and out (a stream's are not
-  // counted here), milliseconds since its headers were read. Never a header value or a body:
-  // prompts and completions are logged only with --log-prompts (Generation), keys never.
-  s.set_logger([ctx](const httplib::Request& req, const httplib::Response& res) {
-    const std::string route =
-        req.has_header(kRefusedPathHeader) ? req.get_header_value(kRefusedPathHeader) : req.path;
-    ctx->metrics.CountRequest(route, res.status);
-    const std::string received = req.get_header_value(kReceivedHeader);
-    const double ms =
-        received.empty() ? 0.0 : static_cast<double>(SteadyMicros() - std::stoll(received)) / 1e3;
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f ms", ms);
-    LOG(INFO) << RequestIdHeader(res) << " " << req.method << " " << route << " " << res.status
-              << " " << req.remote_addr << " in " << req.body.size() << " B out "
-              << (res.body.empty() && res.status == 200 ? std::string("stream")
-                                                        : std::to_string(res.body.size()) + " B")
-              << " " << took;
-  });
+  }
+}
+
+// One line a request: id, method, route, status, peer, body bytes in and out (a stream's are not
+// counted here), milliseconds since its headers were read. Never a header value or a body:
+// prompts and completions are logged only with --log-prompts (Generation), keys never.
+void HttpServer::OnDone(const HttpRequest& req, size_t body_bytes, const HttpResponse& res) {
+  const std::string route = req.path.empty() ? "-" : req.path;
+  ctx_->metrics.CountRequest(route, res.status);
+  const double ms =
+      req.received_us == 0 ? 0.0 : static_cast<double>(SteadyMicros() - req.received_us) / 1e3;
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f ms", ms);
+  LOG(INFO) << RequestIdHeader(res) << " " << (req.method.empty() ? "-" : req.method) << " "
+            << route << " " << res.status << " " << req.remote_addr << " in " << body_bytes
+            << " B out "
+            << (res.body.empty() && res.status == 200 ? std::string("stream")
+                                                      : std::to_string(res.body.size()) + " B")
+            << " " << took;
 }
 
 Status HttpServer::Bind() {
   const ServerOptions& o = ctx_->options;
-  std::string where = o.host + ":" + std::to_string(o.port);
-  if (o.port == 0) {
-    port_ = server_->bind_to_any_port(o.host);
-    if (port_ <= 0) return FailedPreconditionError("cannot bind " + o.host + " to a free port");
-    WidenBacklog();
-    return OkStatus();
+  const int64_t files = RaiseFileLimit();
+  if (files > 0 && files < o.max_connections + 64) {
+    LOG(WARNING) << "the open-file limit is " << files << ": fewer than --max-connections "
+                 << o.max_connections << " connections fit (raise it with ulimit -n)";
   }
-  if (!server_->bind_to_port(o.host, o.port)) {
-    return FailedPreconditionError("cannot listen on " + where +
-                                   ": the port is already in use (or the address is not local); "
-                                   "stop the other server or pass --port N");
-  }
-  port_ = o.port;
-  WidenBacklog();
-  return OkStatus();
+  return loop_->Listen(o.host, o.port);
 }
 
-void HttpServer::WidenBacklog() {
-  if (WidenListenBacklog(port_, kListenBacklog) == 0) {
-    LOG(WARNING) << "could not widen the listen backlog of port " << port_
-                 << "; bursts of more than 5 simultaneous connects may wait a second";
-  }
-}
-
-void HttpServer::Serve() { server_->listen_after_bind(); }
+void HttpServer::Serve() { loop_->Run(); }
 
 void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   ctx_->draining.store(true);
@@ -351,7 +302,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   while (ctx_->metrics.in_flight() > 0 && std::chrono::steady_clock::now() < hard_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  server_->stop();
+  loop_->Stop();
 }
 
 }  // namespace loom

@@ -15,8 +15,8 @@
 namespace loom {
 namespace {
 
-void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& http_req,
-                      httplib::Response& res) {
+void HandleGeneration(ServerContext* ctx, bool chat, const HttpRequest& http_req,
+                      HttpResponse& res) {
   if (!CheckServing(ctx, ApiFlavor::kOpenAi, res)) return;
   std::string param;
   const RequestDefaults defaults = RequestDefaultsOf(*ctx);
@@ -89,11 +89,11 @@ void HandleGeneration(ServerContext* ctx, bool chat, const httplib::Request& htt
 
 }  // namespace
 
-void RegisterOpenAiRoutes(httplib::Server& server, ServerContext* ctx) {
-  server.Post("/v1/chat/completions", [ctx](const httplib::Request& req, httplib::Response& res) {
+void RegisterOpenAiRoutes(HttpRouter& server, ServerContext* ctx) {
+  server.Post("/v1/chat/completions", [ctx](const HttpRequest& req, HttpResponse& res) {
     HandleGeneration(ctx, /*chat=*/true, req, res);
   });
-  server.Post("/v1/completions", [ctx](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/v1/completions", [ctx](const HttpRequest& req, HttpResponse& res) {
     HandleGeneration(ctx, /*chat=*/false, req, res);
   });
 }

@@ -12,7 +12,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-void HandleTokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void HandleTokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   std::string param;
   auto fail = [&](const Status& s) {
     SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
@@ -48,7 +48,7 @@ void HandleTokenize(ServerContext* ctx, const httplib::Request& req, httplib::Re
                         {"max_model_len", ctx->engine->max_model_len()}});
 }
 
-void HandleDetokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void HandleDetokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   std::string param;
   auto fail = [&](const Status& s) {
     SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(s, param));
@@ -138,8 +138,8 @@ ordered_json StatsJson(const ServerContext& ctx) {
                              {"jump_forward_tokens", e.jump_forward_tokens}}}};
 }
 
-void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx) {
-  server.Get("/v1/models", [ctx](const httplib::Request&, httplib::Response& res) {
+void RegisterOpsRoutes(HttpRouter& server, ServerContext* ctx) {
+  server.Get("/v1/models", [ctx](const HttpRequest&, HttpResponse& res) {
     ordered_json model{{"id", ctx->model.name},
                        {"object", "model"},
                        {"created", std::chrono::duration_cast<std::chrono::seconds>(
@@ -150,24 +150,22 @@ void RegisterOpsRoutes(httplib::Server& server, ServerContext* ctx) {
                        {"loom", ModelCardJson(ctx->model.card)}};
     SendJson(res, 200, ordered_json{{"object", "list"}, {"data", ordered_json::array({model})}});
   });
-  server.Get("/health", [ctx](const httplib::Request&, httplib::Response& res) {
+  server.Get("/health", [ctx](const HttpRequest&, HttpResponse& res) {
     if (ctx->draining.load()) {
       SendJson(res, 503, ordered_json{{"status", "draining"}});
     } else {
       SendJson(res, 200, ordered_json{{"status", "ok"}});
     }
   });
-  server.Get("/stats", [ctx](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, StatsJson(*ctx));
-  });
-  server.Get("/metrics", [ctx](const httplib::Request&, httplib::Response& res) {
+  server.Get("/stats",
+             [ctx](const HttpRequest&, HttpResponse& res) { SendJson(res, 200, StatsJson(*ctx)); });
+  server.Get("/metrics", [ctx](const HttpRequest&, HttpResponse& res) {
     res.set_content(ctx->metrics.RenderPrometheus(ctx->engine->stats()),
                     "text/plain; version=0.0.4");
   });
-  server.Post("/tokenize", [ctx](const httplib::Request& req, httplib::Response& res) {
-    HandleTokenize(ctx, req, res);
-  });
-  server.Post("/detokenize", [ctx](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/tokenize",
+              [ctx](const HttpRequest& req, HttpResponse& res) { HandleTokenize(ctx, req, res); });
+  server.Post("/detokenize", [ctx](const HttpRequest& req, HttpResponse& res) {
     HandleDetokenize(ctx, req, res);
   });
 }

@@ -28,7 +28,7 @@ void StoreResponse(ServerContext* ctx, const ResponsesRequest& req, const std::s
   ctx->responses->Put(id, std::move(stored));
 }
 
-void HandleCreate(ServerContext* ctx, const httplib::Request& http_req, httplib::Response& res) {
+void HandleCreate(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {
   if (!CheckServing(ctx, ApiFlavor::kOpenAi, res)) return;
   std::string param;
   const RequestDefaults defaults = RequestDefaultsOf(*ctx);
@@ -74,7 +74,7 @@ void HandleCreate(ServerContext* ctx, const httplib::Request& http_req, httplib:
 
 // The stored response named by the path, or a 404 naming it.
 std::shared_ptr<const StoredResponse> Lookup(ServerContext* ctx, const std::string& id,
-                                             httplib::Response& res) {
+                                             HttpResponse& res) {
   std::shared_ptr<const StoredResponse> r =
       ctx->responses != nullptr ? ctx->responses->Get(id) : nullptr;
   if (r == nullptr) {
@@ -88,16 +88,13 @@ std::shared_ptr<const StoredResponse> Lookup(ServerContext* ctx, const std::stri
 
 }  // namespace
 
-void RegisterResponsesRoutes(httplib::Server& server, ServerContext* ctx) {
-  server.Post("/v1/responses", [ctx](const httplib::Request& req, httplib::Response& res) {
-    HandleCreate(ctx, req, res);
+void RegisterResponsesRoutes(HttpRouter& server, ServerContext* ctx) {
+  server.Post("/v1/responses",
+              [ctx](const HttpRequest& req, HttpResponse& res) { HandleCreate(ctx, req, res); });
+  server.Get(R"(/v1/responses/([^/]+))", [ctx](const HttpRequest& req, HttpResponse& res) {
+    if (auto r = Lookup(ctx, req.matches[1], res)) SendJson(res, 200, r->response);
   });
-  server.Get(R"(/v1/responses/([^/]+))",
-             [ctx](const httplib::Request& req, httplib::Response& res) {
-               if (auto r = Lookup(ctx, req.matches[1], res)) SendJson(res, 200, r->response);
-             });
-  server.Delete(R"(/v1/responses/([^/]+))", [ctx](const httplib::Request& req,
-                                                  httplib::Response& res) {
+  server.Delete(R"(/v1/responses/([^/]+))", [ctx](const HttpRequest& req, HttpResponse& res) {
     const std::string id = req.matches[1];
     if (Lookup(ctx, id, res) == nullptr) return;
     ctx->responses->Erase(id);

@@ -1,14 +1,6 @@
 #include "server/route_util.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
 
 #include "base/logging.h"
 #include "server/generation.h"
@@ -18,17 +10,17 @@ namespace loom {
 
 using nlohmann::ordered_json;
 
-std::string RequestIdHeader(const httplib::Response& res) {
+std::string RequestIdHeader(const HttpResponse& res) {
   return res.get_header_value("x-request-id");
 }
 
-void SendJson(httplib::Response& res, int status, const ordered_json& body) {
+void SendJson(HttpResponse& res, int status, const ordered_json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                   "application/json");
 }
 
-void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error) {
+void SendError(HttpResponse& res, ApiFlavor flavor, const ApiError& error) {
   SendJson(res, error.http_status, error.ToJson(flavor));
 }
 
@@ -39,7 +31,7 @@ RequestDefaults RequestDefaultsOf(const ServerContext& ctx) {
   return defaults;
 }
 
-bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res) {
+bool CheckServing(ServerContext* ctx, ApiFlavor flavor, HttpResponse& res) {
   if (ctx->draining.load()) {
     ApiError e;
     e.http_status = 503;
@@ -130,100 +122,20 @@ int64_t UnixNow() {
       .count();
 }
 
-namespace {
-
-// The address and port of a TCP socket address, as httplib writes them into a Request.
-bool AddressOf(const sockaddr_storage& a, std::string* ip, int* port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-    if (inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof buf) == nullptr) return false;
-    *port = ntohs(v4->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    if (inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof buf) == nullptr) return false;
-    *port = ntohs(v6->sin6_port);
-  } else {
-    return false;
-  }
-  *ip = buf;
-  return true;
-}
-
-// Calls fn(fd) for each socket this process has open until fn returns true.
-template <class Fn>
-void ForEachSocket(Fn fn) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  const int dir_fd = dirfd(dir);
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    struct stat st;
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    if (fn(static_cast<int>(fd))) break;
-  }
-  closedir(dir);
-}
-
-}  // namespace
-
-ClientWatch::ClientWatch(const httplib::Request& req) {
-  if (req.remote_port < 0 || req.local_port < 0) return;
-  ForEachSocket([&](int fd) {
-    sockaddr_storage peer{}, local{};
-    socklen_t peer_len = sizeof peer, local_len = sizeof local;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
-      return false;
-    }
-    std::string peer_ip, local_ip;
-    int peer_port = -1, local_port = -1;
-    if (AddressOf(peer, &peer_ip, &peer_port) && AddressOf(local, &local_ip, &local_port) &&
-        peer_port == req.remote_port && local_port == req.local_port &&
-        peer_ip == req.remote_addr && local_ip == req.local_addr) {
-      fd_ = fd;
-      return true;
-    }
-    return false;
-  });
-}
-
-int WidenListenBacklog(int port, int backlog) {
-  int widened = 0;
-  ForEachSocket([&](int fd) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    sockaddr_storage local{};
-    socklen_t local_len = sizeof local;
-    std::string ip;
-    int local_port = -1;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
-        AddressOf(local, &ip, &local_port) && local_port == port && listen(fd, backlog) == 0) {
-      ++widened;
-    }
-    return false;
-  });
-  return widened;
-}
-
-bool AbortIfClientGone(const ClientWatch& watch, ChoiceEventSource* source, ServerContext* ctx,
-                       const httplib::Response& res) {
-  if (!watch.Gone()) return false;
+bool AbortIfClientGone(const HttpRequest& req, ChoiceEventSource* source, ServerContext* ctx,
+                       const HttpResponse& res) {
+  if (!req.ClientGone()) return false;
   LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
   ctx->metrics.CountClientDisconnect();
   source->Abort();
   return true;
 }
 
-bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, ServerContext* ctx,
-                     ApiFlavor flavor, httplib::Response& res, ChoiceCollector* collector) {
+bool CollectResponse(ChoiceEventSource* source, const HttpRequest& req, ServerContext* ctx,
+                     ApiFlavor flavor, HttpResponse& res, ChoiceCollector* collector) {
   constexpr auto kPollInterval = std::chrono::milliseconds(100);
-  const ClientWatch watch(req);
   while (!source->done()) {
-    if (AbortIfClientGone(watch, source, ctx, res)) return false;
+    if (AbortIfClientGone(req, source, ctx, res)) return false;
     for (ChoiceEvent& e : source->Poll(kPollInterval)) {
       collector->Add(std::move(e));
       if (collector->failed()) {
@@ -233,15 +145,6 @@ bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, Ser
     }
   }
   return true;
-}
-
-bool ClientWatch::Gone() const {
-  if (fd_ < 0) return false;
-  char c;
-  const ssize_t r = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (r == 0) return true;  // orderly close
-  if (r > 0) return false;  // the client already sent more (a pipelined request)
-  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 }  // namespace loom

@@ -2,8 +2,6 @@
 // GenerationRequest into prompt token ids (chat template + tokenizer).
 #pragma once
 
-#include <httplib.h>
-
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,16 +11,17 @@
 #include "server/choice_collector.h"
 #include "server/choice_event.h"
 #include "server/generation_request.h"
+#include "server/http_message.h"
 #include "server/response_id.h"
 #include "server/server_context.h"
 
 namespace loom {
 
 // The id the pre-routing handler assigned to this request (its x-request-id header), for logs.
-std::string RequestIdHeader(const httplib::Response& res);
+std::string RequestIdHeader(const HttpResponse& res);
 
-void SendJson(httplib::Response& res, int status, const nlohmann::ordered_json& body);
-void SendError(httplib::Response& res, ApiFlavor flavor, const ApiError& error);
+void SendJson(HttpResponse& res, int status, const nlohmann::ordered_json& body);
+void SendError(HttpResponse& res, ApiFlavor flavor, const ApiError& error);
 
 // The server's request defaults with the vocabulary size of the model (its tokenizer's, else the
 // engine's), so that token ids in requests can be checked.
@@ -30,14 +29,7 @@ RequestDefaults RequestDefaultsOf(const ServerContext& ctx);
 
 // Rejects requests while draining (503) or when the model has no tokenizer and one is needed.
 // Returns false after writing the error.
-bool CheckServing(ServerContext* ctx, ApiFlavor flavor, httplib::Response& res);
-
-// cpp-httplib 0.11 (Debian's compiled library) listens with a backlog of 5: a burst of more
-// simultaneous connects than that overflows the accept queue and the extra clients' handshakes
-// are retried after a second. Linux lets listen() be called again on a listening socket to
-// change its backlog; this does that for every listening socket of this process bound to `port`
-// and returns how many it changed (the kernel caps `backlog` at net.core.somaxconn).
-int WidenListenBacklog(int port, int backlog);
+bool CheckServing(ServerContext* ctx, ApiFlavor flavor, HttpResponse& res);
 
 // Prompt ids of `req`: chat messages rendered with the chat template then encoded without
 // special tokens (as transformers' apply_chat_template does), or the completions prompt
@@ -62,33 +54,18 @@ std::unique_ptr<ChoiceEventSource> StartChoiceSource(ServerContext* ctx, Generat
                                                      ApiFlavor flavor, const PromptFields& fields,
                                                      ApiError* error);
 
-// Notices a client that went away while a non-streaming request is being generated (streams
-// notice it when a write fails). cpp-httplib 0.11 gives handlers no socket, so the constructor
-// finds the accepted TCP socket once, by matching the request's peer and local address/port
-// among this process's sockets (a TCP 4-tuple names at most one live connection); Gone() then
-// peeks at it without consuming anything: end-of-file or a reset means the client closed.
-// When the socket cannot be found (never for loom's own listener), Gone() is always false.
-class ClientWatch {
- public:
-  explicit ClientWatch(const httplib::Request& req);
-  bool found() const { return fd_ >= 0; }
-  bool Gone() const;
-
- private:
-  int fd_ = -1;
-};
-
-// For the non-streaming loop: when the client is gone, aborts `source` (its blocks are freed at
-// the next engine step), counts the disconnect and returns true; the handler then just returns.
-bool AbortIfClientGone(const ClientWatch& watch, ChoiceEventSource* source, ServerContext* ctx,
-                       const httplib::Response& res);
+// For the non-streaming loop: when the client is gone (HttpRequest::ClientGone: the event loop
+// saw its connection close), aborts `source` (its blocks are freed at the next engine step),
+// counts the disconnect and returns true; the handler then just returns.
+bool AbortIfClientGone(const HttpRequest& req, ChoiceEventSource* source, ServerContext* ctx,
+                       const HttpResponse& res);
 
 // Runs a non-streaming request to its end: polls `source`, adding its events to `collector`,
 // while watching the client. Returns true when every choice finished; false when the handler
 // must just return: the client went away (the source is aborted), or a choice failed and its
 // error (in `flavor`'s shape) is already written to `res`.
-bool CollectResponse(ChoiceEventSource* source, const httplib::Request& req, ServerContext* ctx,
-                     ApiFlavor flavor, httplib::Response& res, ChoiceCollector* collector);
+bool CollectResponse(ChoiceEventSource* source, const HttpRequest& req, ServerContext* ctx,
+                     ApiFlavor flavor, HttpResponse& res, ChoiceCollector* collector);
 
 // Unix seconds now.
 int64_t UnixNow();

@@ -22,11 +22,16 @@ namespace loom {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;         // 0 = any free port (tests)
-  AccessOptions access;    // --allowed-origins, --allowed-hosts, API keys
-  int http_threads = 512;  // worker pool: one per concurrent connection
+  int port = 8080;       // 0 = any free port (tests)
+  AccessOptions access;  // --allowed-origins, --allowed-hosts, API keys
+  // Handler workers: request parsing, chat templates, tokenizing, and each non-streaming
+  // generation while it runs (streams and idle connections hold none).
+  int http_threads = 512;
+  int max_connections = 4096;  // open connections beyond this get 503 and are closed
   int64_t max_body_bytes = 32ll << 20;
-  int keep_alive_timeout_s = 5;  // idle keep-alive connections (also bounds shutdown)
+  int keep_alive_timeout_s = 5;  // idle keep-alive connections
+  double header_timeout_s = 10;  // a request's head must arrive within this of its first byte
+  double body_timeout_s = 10;    // the longest pause within a request body (both: 408)
   double shutdown_grace_s = 10;  // in-flight streams get this long after SIGINT/SIGTERM
   bool chat_page = true;
   std::string tool_parser = "auto";       // --tool-parser: auto, none or a format name

@@ -21,12 +21,17 @@ StreamDriver::StreamDriver(std::unique_ptr<ChoiceEventSource> source,
 
 StreamDriver::~StreamDriver() { Release(); }
 
+void StreamDriver::SetWakeup(std::function<void()> wake) {
+  if (source_ != nullptr) source_->SetWakeup(std::move(wake));
+}
+
 void StreamDriver::Release() {
   if (source_ == nullptr) return;
   if (!finished_) {
     LOG(INFO) << request_id_ << " client went away; aborting";
     metrics_->CountClientDisconnect();
   }
+  source_->SetWakeup(nullptr);
   source_->Abort();
   source_.reset();
 }
@@ -69,20 +74,13 @@ StreamDriver::Step StreamDriver::Pump(const Writer& write) {
 }
 
 void ServeStream(ServerContext* ctx, std::unique_ptr<ChoiceEventSource> source,
-                 std::unique_ptr<StreamEncoder> encoder, httplib::Response& res) {
-  auto driver = std::make_shared<StreamDriver>(std::move(source), std::move(encoder), &ctx->metrics,
-                                               RequestIdHeader(res));
+                 std::unique_ptr<StreamEncoder> encoder, HttpResponse& res) {
+  StreamDriverOptions options;
+  options.poll_interval = std::chrono::milliseconds(0);
+  res.stream = std::make_unique<StreamDriver>(std::move(source), std::move(encoder), &ctx->metrics,
+                                              RequestIdHeader(res), options);
+  res.set_header("Content-Type", "text/event-stream");
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [driver](size_t, httplib::DataSink& sink) {
-        const StreamDriver::Step step =
-            driver->Pump([&sink](std::string_view s) { return sink.write(s.data(), s.size()); });
-        if (step == StreamDriver::Step::kClientGone) return false;
-        if (step == StreamDriver::Step::kDone) sink.done();
-        return true;
-      },
-      [driver](bool) { driver->Release(); });
 }
 
 }  // namespace loom

@@ -9,11 +9,10 @@
 //            nothing for keep_alive_interval → encoder.KeepAlive
 //   source.done() → encoder.Finish → kDone
 //
-// Each Pump is one call of httplib's chunked content provider on the connection's worker thread.
-// Not thread-safe: one thread pumps, then releases.
+// The server's event loop pumps it (http_loop.h) when the source wakes it (SetWakeup) and on a
+// timer for keep-alives, with a zero poll interval so a Pump never blocks the loop. Not
+// thread-safe: one thread pumps, then releases.
 #pragma once
-
-#include <httplib.h>
 
 #include <chrono>
 #include <functional>
@@ -22,6 +21,7 @@
 #include <string_view>
 
 #include "server/choice_event.h"
+#include "server/http_message.h"
 #include "server/server_context.h"
 #include "server/server_metrics.h"
 #include "server/stream_encoder.h"
@@ -33,26 +33,22 @@ struct StreamDriverOptions {
   std::chrono::milliseconds keep_alive_interval{500};  // idle time before a keep-alive
 };
 
-class StreamDriver {
+class StreamDriver : public HttpBodyStream {
  public:
-  enum class Step {
-    kContinue,    // call Pump again
-    kDone,        // the stream is complete: close it (nothing more to write)
-    kClientGone,  // a write failed: drop the connection (Release then aborts the source)
-  };
-  // Writes bytes to the client; false when the client is gone.
-  using Writer = std::function<bool(std::string_view)>;
+  // Step (kContinue, kDone, kClientGone) and Writer are HttpBodyStream's.
 
   // `metrics` (counts disconnects) must outlive the driver; `request_id` is for the log.
   StreamDriver(std::unique_ptr<ChoiceEventSource> source, std::unique_ptr<StreamEncoder> encoder,
                ServerMetrics* metrics, std::string request_id, StreamDriverOptions options = {});
-  ~StreamDriver();  // Release()
+  ~StreamDriver() override;  // Release()
 
+  // Passes `wake` to the source (ChoiceEventSource::SetWakeup).
+  void SetWakeup(std::function<void()> wake) override;
   // One step of the stream (see the file comment); writes through `write` at most once.
-  Step Pump(const Writer& write);
+  Step Pump(const Writer& write) override;
   // The HTTP side is done with the stream. If it did not complete, the client went away: logs
   // it, counts the disconnect and aborts the source. Destroys the source. Idempotent.
-  void Release();
+  void Release() override;
   // True once the encoder's last text was written.
   bool finished() const { return finished_; }
 
@@ -69,9 +65,9 @@ class StreamDriver {
   std::chrono::steady_clock::time_point last_write_;
 };
 
-// Answers `res` with a text/event-stream body driven by a StreamDriver over `source` and
-// `encoder`; the driver lives as long as httplib's content provider.
+// Answers `res` with a text/event-stream body: a StreamDriver over `source` and `encoder` (never
+// blocking in Poll) that the server's event loop pumps once the handler returned.
 void ServeStream(ServerContext* ctx, std::unique_ptr<ChoiceEventSource> source,
-                 std::unique_ptr<StreamEncoder> encoder, httplib::Response& res);
+                 std::unique_ptr<StreamEncoder> encoder, HttpResponse& res);
 
 }  // namespace loom

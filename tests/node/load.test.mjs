@@ -129,8 +129,8 @@ test('a client that goes away aborts its request promptly', { skip }, async () =
   }
 });
 
-// Non-streaming requests write nothing until they finish, so the server watches the socket
-// itself (ClientWatch): a client that closes mid-generation must free its rows and blocks within
+// Non-streaming requests write nothing until they finish, so the event loop watches the socket
+// (EPOLLRDHUP → HttpRequest::ClientGone): a client that closes mid-generation must free its rows and blocks within
 // a poll interval, for the OpenAI and the Anthropic routes alike.
 test('a non-streaming client that goes away aborts its request promptly', { skip }, async () => {
   const server = await startServer(['--chat-template', CHAT_TEMPLATE]);
