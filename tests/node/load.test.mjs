@@ -144,16 +144,26 @@ test('a non-streaming client that goes away aborts its request promptly', { skip
     ];
     let disconnects = 0;
     for (const [route, body] of cases) {
-      const ctrl = new AbortController();
-      const pending = fetch(`${server.url}${route}`, { method: 'POST', signal: ctrl.signal,
-        headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).catch((e) => e);
-      // Wait until the request is generating, then hang up.
-      const t_start = Date.now();
-      for (;;) {
-        const s = (await getJson(`${server.url}/stats`)).body;
-        if (s.batch.active_rows > 0) break;
-        assert.ok(Date.now() - t_start < 5000, `${route}: never started`);
-        await new Promise((r) => setTimeout(r, 10));
+      // Wait until the request is generating, then hang up. The Anthropic route has no
+      // ignore_eos: a reply the model ends early at EOS, before it was seen running, is sent again.
+      let ctrl, pending;
+      for (let attempt = 0; ; ++attempt) {
+        assert.ok(attempt < 5, `${route}: every reply ended before it was seen running`);
+        ctrl = new AbortController();
+        let answered = false;
+        pending = fetch(`${server.url}${route}`, { method: 'POST', signal: ctrl.signal,
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })
+          .then((r) => { answered = true; return r; }, (e) => e);
+        const t_start = Date.now();
+        let running = false;
+        while (!answered) {
+          const s = (await getJson(`${server.url}/stats`)).body;
+          if (s.batch.active_rows > 0) { running = true; break; }
+          assert.ok(Date.now() - t_start < 5000, `${route}: never started`);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        if (running) break;
+        assert.equal((await pending).status, 200, route);
       }
       ctrl.abort();
       assert.equal((await pending).name, 'AbortError');
