@@ -1,0 +1,60 @@
+// `loom chat` (issue 23, "first five minutes"): answers stream to stdout, the conversation is kept
+// between turns, `/reset` forgets it and `/system TEXT` sets the system prompt and starts over;
+// and a model load that is not on a terminal reports one "loaded ... of weights" line, no bar.
+// The model is the tiny random Qwen3 with the real Qwen3 chat template: greedy answers of random
+// weights depend on every prompt token, so equal outputs mean equal prompts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { LOOM_BIN, tinyQwen3Args, tinyQwen3Skip } from './helpers.mjs';
+
+const skip = tinyQwen3Skip() || false;
+
+// Runs `loom chat` on the lines; returns {stdout, stderr} (answers are all of stdout).
+function chat(lines, extra = []) {
+  const r = spawnSync(LOOM_BIN, ['chat', ...tinyQwen3Args(), '--threads', '1', '--temp', '0',
+    '-n', '6', ...extra], { input: lines.map((l) => `${l}\n`).join(''), encoding: 'utf8',
+    timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  return r;
+}
+
+test('loom chat keeps the conversation; /reset and /system start over', { skip, timeout: 120000 }, () => {
+  const hello = chat(['hello']).stdout;
+  const hi = chat(['hi']).stdout;
+  const hiWithSystem = chat(['hi'], ['--system', 'Answer briefly.']).stdout;
+  assert.ok(hello.length > 1 && hi.length > 1, `${hello} / ${hi}`);
+  // The second turn sees the first: not what "hi" alone gets.
+  const both = chat(['hello', 'hi']);
+  assert.ok(both.stdout.startsWith(hello));
+  assert.notEqual(both.stdout, hello + hi, 'the second turn did not see the first');
+  // /reset: the second turn is answered as if alone.
+  const reset = chat(['hello', '/reset', 'hi']);
+  assert.equal(reset.stdout, hello + hi);
+  assert.match(reset.stderr, /\(conversation cleared\)/);
+  // /system TEXT: as if started with --system TEXT.
+  assert.notEqual(hiWithSystem, hi, 'the system prompt changed nothing');
+  const system = chat(['hello', '/system Answer briefly.', 'hi']);
+  assert.equal(system.stdout, hello + hiWithSystem);
+  assert.match(system.stderr, /\(system prompt set; conversation cleared\)/);
+  // /system alone removes it again; /help and unknown commands send nothing; /quit leaves.
+  const removed = chat(['/system', 'hi', '/help', '/nope', '/quit', 'never sent'], ['--system', 'Answer briefly.']);
+  assert.equal(removed.stdout, hi);
+  assert.match(removed.stderr, /\(system prompt removed; conversation cleared\)/);
+  assert.match(removed.stderr, /\/system TEXT sets the system prompt/);
+});
+
+test('loading weights off a terminal: one summary line, no progress bar', { skip: skipReasonDefault() }, () => {
+  // The default model has real weight files (the tiny Qwen3's are random: nothing is read).
+  const r = spawnSync(LOOM_BIN, ['generate', '-p', 'In the beginning', '-n', '2', '--threads', '1'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stderr.split('\n').filter((l) => /loaded .* of weights/.test(l));
+  assert.equal(lines.length, 1, r.stderr);
+  assert.match(lines[0], /^loaded \d+(\.\d+)? (kB|MB) of weights in \d+\.\d s \(\d+(\.\d+)? (kB|MB|GB)\/s\)$/);
+  assert.ok(!r.stderr.includes('\r'), 'a bar was drawn off a terminal');
+});
+
+function skipReasonDefault() {
+  return spawnSync('test', ['-x', LOOM_BIN]).status === 0 ? false : `loom binary not found at ${LOOM_BIN}`;
+}
