@@ -57,8 +57,8 @@ Status CheckPromptLength(const TextCodec& codec, std::string_view text, bool add
   if (at_least < static_cast<size_t>(max_model_len)) return OkStatus();
   return OutOfRangeError(
       "the prompt has at least " + std::to_string(at_least) + " tokens (" +
-      std::to_string(text.size()) + " bytes; one token of this model stands for at most " +
-      std::to_string(codec.max_bytes_per_token()) + ") but the context length is " +
+      std::to_string(text.size()) + " bytes, and no token of this model is longer than " +
+      std::to_string(codec.max_bytes_per_token()) + " bytes) but the context length is " +
       std::to_string(max_model_len) + "; shorten the prompt");
 }
 

@@ -165,8 +165,8 @@ TEST(CheckPromptLengthTest, RefusesWhatCannotFitBeforeTokenizing) {
     const std::string at_least = std::to_string(codec.MinTokenCount(text, c.add_special));
     EXPECT_EQ(std::string(s.message()),
               "the prompt has at least " + at_least + " tokens (" + std::to_string(c.bytes) +
-                  " bytes; one token of this model stands for at most 4) but the context "
-                  "length is " +
+                  " bytes, and no token of this model is longer than 4 bytes) but the "
+                  "context length is " +
                   std::to_string(c.context) + "; shorten the prompt");
   }
   // No bound known: never refused here.

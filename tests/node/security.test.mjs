@@ -371,7 +371,7 @@ test('a prompt that cannot fit the context is refused before it is tokenized; th
     t.diagnostic(`${route}: ${r.status} in ${Date.now() - start} ms`);
     assert.equal(r.status, 400, `${route}: ${JSON.stringify(r.body).slice(0, 300)}`);
     const message = r.body.error.message;
-    assert.match(message, /^the prompt has at least (\d+) tokens \(\d+ bytes; one token of this model stands for at most 15\) but the context length is 512; shorten the prompt$/, route);
+    assert.match(message, /^the prompt has at least (\d+) tokens \(\d+ bytes, and no token of this model is longer than 15 bytes\) but the context length is 512; shorten the prompt$/, route);
     assert.ok(Number(message.match(/at least (\d+)/)[1]) > 200_000, message);
     if (route === '/v1/messages') {
       assert.equal(r.body.error.type, 'invalid_request_error');
