@@ -1,10 +1,12 @@
 // `loom chat [MODEL]`: a terminal chat. Each user line is appended to the conversation, rendered
 // with the model's chat template and answered as it streams. `/reset` clears the history,
-// `/quit` (or end of input) leaves. A model without a chat template is refused.
+// `/system TEXT` sets the system prompt and starts over, `/quit` (or end of input) leaves
+// (ChatConversation). A model without a chat template is refused.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/chat_conversation.h"
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "tokenizer/chat_template/chat_template.h"
@@ -29,28 +31,41 @@ void RunChat(const ChatFlags& f) {
   if (!s.tokenizer || !s.chat_template) {
     Fail(s.model_path + " has no tokenizer or chat template; pass --chat-template FILE");
   }
-  std::fprintf(stderr, "loom chat — %s (%s). /reset clears, /quit leaves.\n", s.model_name.c_str(),
-               s.backend->name().c_str());
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
+  std::fprintf(stderr, "loom chat — %s (%s). %s.\n", s.model_name.c_str(),
+               s.backend->name().c_str(), ChatConversation::Help());
+  ChatConversation conversation(f.system);
   std::string line;
   int turn = 0;
   while (true) {
     std::fprintf(stderr, "> ");
-    if (!std::getline(std::cin, line) || line == "/quit") break;
-    if (line == "/reset") {
-      messages = nlohmann::ordered_json::array();
-      if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
+    if (!std::getline(std::cin, line)) break;
+    const ChatConversation::Command command = conversation.Apply(line);
+    if (command == ChatConversation::Command::kQuit) break;
+    if (command == ChatConversation::Command::kReset) {
+      std::fprintf(stderr, "(conversation cleared)\n");
       continue;
     }
-    if (line.empty()) continue;
-    messages.push_back({{"role", "user"}, {"content", line}});
-    nlohmann::ordered_json ctx = {{"messages", messages},
+    if (command == ChatConversation::Command::kSystem) {
+      std::fprintf(stderr, "(system prompt %s; conversation cleared)\n",
+                   conversation.system().empty() ? "removed" : "set");
+      continue;
+    }
+    if (command == ChatConversation::Command::kHelp ||
+        command == ChatConversation::Command::kUnknown) {
+      std::fprintf(stderr, "%s\n", ChatConversation::Help());
+      continue;
+    }
+    if (command != ChatConversation::Command::kSend) continue;
+    nlohmann::ordered_json ctx = {{"messages", conversation.Messages()},
                                   {"add_generation_prompt", true},
                                   {"bos_token", s.bos_token},
                                   {"eos_token", s.eos_token}};
     auto prompt = s.chat_template->Render(ctx);
-    if (!prompt.ok()) Fail(prompt.status().message());
+    if (!prompt.ok()) {  // e.g. a template that takes no system prompt: say so, keep chatting
+      std::fprintf(stderr, "error: %s\n", std::string(prompt.status().message()).c_str());
+      conversation.DropLastTurn();
+      continue;
+    }
     Request req;
     req.prompt = s.tokenizer->Encode(*prompt, /*add_special_tokens=*/false);
     req.params.max_tokens = f.max_tokens;
@@ -62,7 +77,7 @@ void RunChat(const ChatFlags& f) {
     auto handle = s.engine->Submit(std::move(req));
     if (!handle.ok()) {
       std::fprintf(stderr, "error: %s\n", handle.status().message().c_str());
-      messages.erase(messages.size() - 1);
+      conversation.DropLastTurn();
       continue;
     }
     IncrementalDecoder detok(*s.tokenizer, /*skip_special_tokens=*/true);
@@ -84,7 +99,7 @@ void RunChat(const ChatFlags& f) {
     std::string tail = detok.Flush();
     reply += tail;
     std::printf("%s\n", tail.c_str());
-    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    conversation.AddReply(std::move(reply));
   }
 }
 
@@ -92,7 +107,8 @@ void RunChat(const ChatFlags& f) {
 
 void AddChatCommand(CLI::App& root) {
   auto f = std::make_shared<ChatFlags>();
-  CLI::App* cmd = root.add_subcommand("chat", "chat with a model in the terminal");
+  CLI::App* cmd = root.add_subcommand(
+      "chat", "chat with a model in the terminal (/reset, /system TEXT, /help, /quit)");
   f->model.Add(cmd);
   cmd->add_option("--system", f->system, "system prompt");
   cmd->add_option("-n,--max-tokens", f->max_tokens, "max tokens per answer")

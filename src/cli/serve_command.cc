@@ -1,7 +1,10 @@
 // `loom serve [MODEL]`: the OpenAI- and Anthropic-compatible HTTP server (server/). Flags follow
 // FEATURES.md F1/F2 and mlx_lm.server's names. SIGINT / SIGTERM stop it gracefully: new requests
 // get 503, in-flight ones get --shutdown-grace seconds, then end with an error event; exit 0.
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -34,6 +38,32 @@
 
 namespace loom {
 namespace {
+
+// host:port as a URL authority (an IPv6 literal in brackets).
+std::string Authority(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// Opens `url` in the desktop's browser with xdg-open, detached (its output dropped, reaped by a
+// thread of its own). The caller decides whether to (a terminal, no --no-open).
+void OpenBrowser(const std::string& url) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::string program = "xdg-open", arg = url;
+  char* argv[] = {program.data(), arg.data(), nullptr};
+  pid_t pid = -1;
+  const int err = posix_spawnp(&pid, "xdg-open", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    LOG(INFO) << "could not open a browser (xdg-open: " << std::strerror(err) << ")";
+    return;
+  }
+  std::thread([pid] { ::waitpid(pid, nullptr, 0); }).detach();
+}
 
 int g_signal_pipe[2] = {-1, -1};
 std::atomic<int> g_signal_count{0};
@@ -231,7 +261,7 @@ void RunServe(ServeFlags& f) {
   if (Status st = server.Bind(); !st.ok()) Fail(std::string(st.message()));
   s.engine->Start();
 
-  std::string url = "http://" + f.server.host + ":" + std::to_string(server.port());
+  std::string url = "http://" + Authority(f.server.host, server.port());
   std::string reasoning = "off";
   if (const auto& r = ctx->parsers.reasoning) {  // "<think> sections", Gemma 4's channel
     reasoning = r->open.substr(0, r->open.find_last_not_of(" \n") + 1) + " sections";
@@ -267,11 +297,12 @@ void RunServe(ServeFlags& f) {
     std::fprintf(stderr, "  warning   %s\n", w.c_str());
   }
   std::fflush(stderr);
+  // Only for a person at a terminal: never from a pipe, a service or a test.
   if (!f.no_open && ::isatty(STDOUT_FILENO) && f.server.chat_page) {
-    std::string cmd = "xdg-open '" + url + "/#/chat' >/dev/null 2>&1 &";
-    if (std::system(cmd.c_str()) != 0) {
-      LOG(INFO) << "could not open a browser";
-    }
+    // Bound to every address, the browser goes through loopback.
+    const bool wildcard = f.server.host == "0.0.0.0" || f.server.host == "::";
+    const std::string host = wildcard ? "127.0.0.1" : f.server.host;
+    OpenBrowser("http://" + Authority(host, server.port()) + "/#/chat");
   }
 
   const auto grace =

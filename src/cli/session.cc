@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "base/logging.h"
+#include "cli/progress_bar.h"
 #include "io/json_file.h"
 #include "model/dummy_weights.h"
 #include "runtime/decoder_runner.h"
@@ -309,7 +310,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   if (!use_cuda) s->backend = make_cpu();
   auto load = [&]() -> StatusOr<std::unique_ptr<Model>> {
     if (dummy) return MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0);
-    return LoadModel(s->model_path, s->backend.get());
+    // A bar on a terminal; one line in a log.
+    ProgressBar bar("weights", stderr, ::isatty(STDERR_FILENO) != 0);
+    return LoadModel(s->model_path, s->backend.get(), bar.AsProgressFn());
   };
   StatusOr<std::unique_ptr<Model>> loaded = load();
   // --device auto on a GPU: a model the CUDA backend has no kernels for (Unimplemented, e.g. its

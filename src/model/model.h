@@ -71,6 +71,8 @@ class Model {
 };
 
 // Loads a model from a Hugging Face directory (config.json + *.safetensors) or a .gguf file.
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend);
+// `progress` (may be empty) hears the weight bytes read so far (LoadWeights).
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend,
+                                           const ProgressFn& progress = nullptr);
 
 }  // namespace loom

@@ -24,6 +24,11 @@ class SafetensorsSource final : public TensorSource {
   bool Has(const std::string& name) const override { return m_.Has(name); }
   StatusOr<Tensor> Get(const std::string& name) const override { return m_.GetTensor(name); }
   std::string Describe() const override { return m_.dir(); }
+  int64_t data_bytes() const override {
+    int64_t n = 0;
+    for (const auto& f : m_.files()) n += static_cast<int64_t>(f->file_size());
+    return n;
+  }
 
  private:
   SafetensorsModel m_;
@@ -35,6 +40,11 @@ class GgufSource final : public TensorSource {
   bool Has(const std::string& name) const override { return f_->FindTensor(name) != nullptr; }
   StatusOr<Tensor> Get(const std::string& name) const override { return f_->GetTensor(name); }
   std::string Describe() const override { return f_->path(); }
+  int64_t data_bytes() const override {
+    std::error_code ec;
+    const auto size = fs::file_size(f_->path(), ec);
+    return ec ? 0 : static_cast<int64_t>(size) - static_cast<int64_t>(f_->data_offset());
+  }
 
  private:
   std::shared_ptr<GgufFile> f_;
@@ -57,7 +67,8 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend* backend) {
+StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend* backend,
+                                                 const ProgressFn& progress) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASSIGN_OR_RETURN(nlohmann::json config_json, LoadJsonFile(config_path));
   if (!config_json.is_object())
@@ -94,7 +105,8 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
   uint64_t fp = XXH3_64bits(config_json.dump().data(), config_json.dump().size());
   for (const auto& file : st.files()) fp = FileFingerprint(file->path(), fp);
   SafetensorsSource source(std::move(st));
-  ASSIGN_OR_RETURN(Weights w, LoadWeights(cfg, source, TensorNaming::kHuggingFace, backend));
+  ASSIGN_OR_RETURN(Weights w,
+                   LoadWeights(cfg, source, TensorNaming::kHuggingFace, backend, progress));
   // Gemma scales embeddings by sqrt(hidden) rounded to the checkpoint's dtype.
   if (cfg.embed_scale != 1.f && w.embed.dtype() == DType::kBF16) {
     cfg.embed_scale = Bf16ToF32(F32ToBf16(cfg.embed_scale));
@@ -105,32 +117,34 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
   return std::make_unique<Model>(std::move(cfg), std::move(w), std::move(info), backend);
 }
 
-StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, Backend* backend) {
+StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, Backend* backend,
+                                          const ProgressFn& progress) {
   ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> file, GgufFile::Open(path));
   ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfigFromGguf(*file));
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
   GgufSource source(file);
-  ASSIGN_OR_RETURN(Weights w, LoadWeights(cfg, source, TensorNaming::kGguf, backend));
+  ASSIGN_OR_RETURN(Weights w, LoadWeights(cfg, source, TensorNaming::kGguf, backend, progress));
   ModelInfo info{path, "gguf", Hex(FileFingerprint(path, 0x6c6f6f6d))};
   return std::make_unique<Model>(std::move(cfg), std::move(w), std::move(info), backend);
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend) {
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend,
+                                           const ProgressFn& progress) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     if (!fs::exists(fs::path(path) / "config.json")) {
       return InvalidArgumentError(path + ": not a Hugging Face model directory (no config.json)");
     }
-    return LoadHfDirectory(path, backend);
+    return LoadHfDirectory(path, backend, progress);
   }
   if (!fs::exists(path, ec)) {
     return NotFoundError(path +
                          ": no such file or directory (expected a Hugging Face model "
                          "directory or a .gguf file)");
   }
-  return LoadGguf(path, backend);
+  return LoadGguf(path, backend, progress);
 }
 
 }  // namespace loom

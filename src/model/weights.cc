@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <set>
 
 namespace loom {
@@ -15,8 +16,13 @@ std::string Name(TensorNaming naming, const std::string& hf, const std::string& 
 
 class Loader {
  public:
-  Loader(const TensorSource& source, TensorNaming naming, Backend* backend)
-      : source_(source), naming_(naming), backend_(backend) {}
+  Loader(const TensorSource& source, TensorNaming naming, Backend* backend,
+         const ProgressFn& progress)
+      : source_(source),
+        naming_(naming),
+        backend_(backend),
+        progress_(progress),
+        expected_bytes_(source.data_bytes()) {}
 
   // Loads a required tensor and checks its shape (2-D [rows, cols] or 1-D [rows] when cols == 0).
   StatusOr<Tensor> Required(const std::string& hf, const std::string& gguf, int layer, int64_t rows,
@@ -38,10 +44,22 @@ class Loader {
 
   size_t total_bytes() const { return total_bytes_; }
   DType main_dtype() const { return main_dtype_; }
+  // The last progress report: everything read.
+  void ReportDone() const {
+    if (progress_) progress_(read_bytes_, read_bytes_);
+  }
 
  private:
   StatusOr<Tensor> Fetch(const std::string& name, int64_t rows, int64_t cols) {
     ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+    ASSIGN_OR_RETURN(Tensor uploaded, CheckAndUpload(name, std::move(t), rows, cols));
+    if (progress_) progress_(read_bytes_, std::max(expected_bytes_, read_bytes_));
+    return uploaded;
+  }
+
+  // Shape-checks a source tensor and uploads it (the read from the file happens here).
+  StatusOr<Tensor> CheckAndUpload(const std::string& name, Tensor t, int64_t rows, int64_t cols) {
+    read_bytes_ += static_cast<int64_t>(t.nbytes());
     bool ok =
         cols == 0 ? (t.numel() == rows) : (t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols);
     if (!ok) {
@@ -81,6 +99,9 @@ class Loader {
   const TensorSource& source_;
   TensorNaming naming_;
   Backend* backend_;
+  const ProgressFn& progress_;
+  int64_t expected_bytes_;  // source_.data_bytes(): the progress total
+  int64_t read_bytes_ = 0;  // source bytes of the tensors fetched so far
   size_t total_bytes_ = 0;
   size_t largest_ = 0;
   DType main_dtype_ = DType::kF32;
@@ -89,9 +110,9 @@ class Loader {
 }  // namespace
 
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
-                              TensorNaming naming, Backend* backend) {
+                              TensorNaming naming, Backend* backend, const ProgressFn& progress) {
   RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(source.Describe()));
-  Loader L(source, naming, backend);
+  Loader L(source, naming, backend, progress);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;
   Weights w;
@@ -155,6 +176,7 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
   }
   w.total_bytes = L.total_bytes();
   w.dtype = L.main_dtype();
+  L.ReportDone();
   return w;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "model/model_config.h"
 
 namespace loom {
@@ -45,15 +46,20 @@ class TensorSource {
   virtual bool Has(const std::string& name) const = 0;
   virtual StatusOr<Tensor> Get(const std::string& name) const = 0;  // host tensor (may be mmap'd)
   virtual std::string Describe() const = 0;                         // path, for error messages
+  // Bytes of tensor data the source holds (the files' sizes), for progress; 0 = unknown.
+  virtual int64_t data_bytes() const { return 0; }
 };
 
 // Tensor names of one checkpoint flavour.
 enum class TensorNaming { kHuggingFace, kGguf };
 
 // Loads and shape-checks every tensor `cfg` needs from `source`, uploads them to `backend`.
-// Errors name the tensor, the expected and actual shapes, and the source.
+// Errors name the tensor, the expected and actual shapes, and the source. `progress` (may be
+// empty) hears the bytes read and uploaded after each tensor, out of source.data_bytes(); its
+// last call, on success, has done == total == the bytes read.
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
-                              TensorNaming naming, Backend* backend);
+                              TensorNaming naming, Backend* backend,
+                              const ProgressFn& progress = nullptr);
 
 // Concatenates each layer's separate q/k/v (and their biases) into wqkv (Backend::ConcatRows) and
 // gate/up into w_gate_up in the backend's layout (Backend::FuseGateUp; a checkpoint's fused

@@ -49,7 +49,8 @@ void HandleCountTokens(ServerContext* ctx, const HttpRequest& http_req, HttpResp
   if (!parsed.ok()) {
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(parsed.status(), param));
   }
-  StatusOr<std::vector<TokenId>> prompt = BuildPrompt(*ctx, *parsed, &param);
+  StatusOr<std::vector<TokenId>> prompt =
+      BuildPrompt(*ctx, *parsed, &param, /*rendered=*/nullptr, /*check_context=*/false);
   if (!prompt.ok()) {
     return SendError(res, ApiFlavor::kAnthropic, ApiError::FromStatus(prompt.status(), param));
   }

@@ -42,8 +42,22 @@ bool CheckServing(ServerContext* ctx, ApiFlavor flavor, HttpResponse& res) {
   return true;
 }
 
+Status CheckPromptLength(const TextCodec& codec, std::string_view text, bool add_special_tokens,
+                         int max_model_len) {
+  if (text.size() < static_cast<size_t>(max_model_len)) return OkStatus();
+  const size_t at_least = codec.MinTokenCount(text, add_special_tokens);
+  if (at_least < static_cast<size_t>(max_model_len)) return OkStatus();
+  return OutOfRangeError(
+      "the prompt has at least " + std::to_string(at_least) + " tokens (" +
+      std::to_string(text.size()) + " bytes, and no token of this model is longer than " +
+      std::to_string(codec.max_bytes_per_token()) + " bytes) but the context length is " +
+      std::to_string(max_model_len) + "; shorten the prompt");
+}
+
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
-                                           std::string* param, std::string* rendered) {
+                                           std::string* param, std::string* rendered,
+                                           bool check_context) {
+  const int max_model_len = check_context ? ctx.engine->max_model_len() : 0;
   if (req.kind == ApiKind::kCompletions && req.prompt_is_ids) return req.prompt_ids;
   if (ctx.codec == nullptr) {
     *param = req.kind == ApiKind::kCompletions ? "prompt" : "messages";
@@ -53,6 +67,10 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
   }
   if (req.kind == ApiKind::kCompletions) {
     *param = "prompt";
+    if (check_context) {
+      RETURN_IF_ERROR(CheckPromptLength(*ctx.codec, req.prompt_text, /*add_special_tokens=*/true,
+                                        max_model_len));
+    }
     return ctx.codec->Encode(req.prompt_text, /*add_special_tokens=*/true);
   }
   *param = "messages";
@@ -75,6 +93,10 @@ StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const Gener
   if (!text.ok()) {
     return InvalidArgumentError("the chat template failed: " +
                                 std::string(text.status().message()));
+  }
+  if (check_context) {
+    RETURN_IF_ERROR(
+        CheckPromptLength(*ctx.codec, *text, /*add_special_tokens=*/false, max_model_len));
   }
   StatusOr<std::vector<TokenId>> ids = ctx.codec->Encode(*text, /*add_special_tokens=*/false);
   if (rendered != nullptr) *rendered = *std::move(text);

@@ -31,12 +31,23 @@ RequestDefaults RequestDefaultsOf(const ServerContext& ctx);
 // Returns false after writing the error.
 bool CheckServing(ServerContext* ctx, ApiFlavor flavor, HttpResponse& res);
 
+// Refuses, before it is tokenized, a prompt `text` whose token count is bounded
+// (TextCodec::MinTokenCount) at or beyond `max_model_len`: the OutOfRange error (400
+// context_length_exceeded) the check after tokenization gives, naming the estimate and the
+// limit. OK when the prompt may fit (then the exact check decides). Skips texts shorter than
+// `max_model_len` bytes, whose tokenization is cheap anyway.
+Status CheckPromptLength(const TextCodec& codec, std::string_view text, bool add_special_tokens,
+                         int max_model_len);
+
 // Prompt ids of `req`: chat messages rendered with the chat template then encoded without
 // special tokens (as transformers' apply_chat_template does), or the completions prompt
-// (encoded with special tokens, or the ids as sent). Errors set *param.
+// (encoded with special tokens, or the ids as sent). Errors set *param. With `check_context`
+// (generation) a text that cannot fit the context is refused before it is tokenized
+// (CheckPromptLength); count_tokens passes false: it counts prompts of any length.
 // `rendered`, when given, receives the chat template's output ("" for completions).
 StatusOr<std::vector<TokenId>> BuildPrompt(const ServerContext& ctx, const GenerationRequest& req,
-                                           std::string* param, std::string* rendered = nullptr);
+                                           std::string* param, std::string* rendered = nullptr,
+                                           bool check_context = true);
 
 // What a prompt error names: `prompt` for the conversation / prompt (a template error, an
 // over-long prompt), `max_tokens` for a max_tokens that does not fit the context.

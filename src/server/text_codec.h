@@ -30,6 +30,15 @@ class TextCodec {
   virtual std::string TokenText(TokenId id) const {
     return Decode(std::span<const TokenId>(&id, 1), false);
   }
+  // A lower bound on the size of Encode(text, add_special_tokens) that costs at most one pass
+  // over `text` and no tokenization; 0 when the codec knows none. The server refuses a prompt
+  // whose bound reaches the context before paying for its tokenization.
+  virtual size_t MinTokenCount(std::string_view /*text*/, bool /*add_special_tokens*/) const {
+    return 0;
+  }
+  // The most bytes of text one token stands for (what MinTokenCount divides by; for messages).
+  // 0 when unknown.
+  virtual size_t max_bytes_per_token() const { return 0; }
   // Size of the id space; ids in [0, vocab_size()) are valid.
   virtual int vocab_size() const = 0;
 

@@ -37,6 +37,14 @@ std::string TokenizerCodec::TokenText(TokenId id) const {
   return TextCodec::TokenText(id);
 }
 
+size_t TokenizerCodec::MinTokenCount(std::string_view text, bool add_special_tokens) const {
+  return tokenizer_->MinTokenCount(text, add_special_tokens);
+}
+
+size_t TokenizerCodec::max_bytes_per_token() const {
+  return tokenizer_->max_bytes_per_token().value_or(0);
+}
+
 int TokenizerCodec::vocab_size() const { return tokenizer_->vocab_size(); }
 
 StatusOr<std::string> TokenizerCodec::RenderChat(const nlohmann::ordered_json& context) const {

@@ -23,6 +23,8 @@ class TokenizerCodec : public TextCodec {
                                         bool add_special_tokens) const override;
   std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens) const override;
   std::string TokenText(TokenId id) const override;
+  size_t MinTokenCount(std::string_view text, bool add_special_tokens) const override;
+  size_t max_bytes_per_token() const override;
   int vocab_size() const override;
   bool has_chat_template() const override { return chat_template_ != nullptr; }
   StatusOr<std::string> RenderChat(const nlohmann::ordered_json& context) const override;

@@ -191,6 +191,24 @@ const std::string* BpeModel::IdToToken(int32_t id) const {
   return &t;
 }
 
+std::optional<size_t> BpeModel::MaxBytesPerToken() const {
+  // Every character must become tokens of the vocabulary: a missing byte token means an unknown
+  // character is dropped or becomes <unk> (fused runs: unbounded). Without affixes a merged
+  // token's string is its two parts' strings joined, so by induction each token stands for at
+  // most its own string's bytes (raw bytes for byte-level; <0xNN> stands for one byte).
+  for (int32_t id : byte_ids_) {
+    if (id < 0) return std::nullopt;
+  }
+  if (!options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty()) {
+    return std::nullopt;
+  }
+  size_t longest = 1;
+  for (const auto& [tok, id] : options_.byte_level ? raw_vocab_ : vocab_) {
+    longest = std::max(longest, tok.size());
+  }
+  return longest;
+}
+
 void BpeModel::InitialSymbols(std::string_view word, std::vector<int32_t>* symbols) const {
   symbols->clear();
   if (options_.byte_level) {

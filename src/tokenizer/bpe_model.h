@@ -49,6 +49,9 @@ class BpeModel final : public TokenizerModel {
   std::optional<int32_t> TokenToId(std::string_view token) const override;
   const std::string* IdToToken(int32_t id) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
+  // Byte-level: the longest token in raw bytes, when all 256 byte tokens exist. Otherwise the
+  // longest token string, when byte_fallback has all 256 <0xNN> tokens and no subword affixes.
+  std::optional<size_t> MaxBytesPerToken() const override;
 
   const BpeOptions& options() const { return options_; }
 

@@ -235,6 +235,15 @@ TEST(GgufVocabTest, Llama2GgufMatchesHfLlama2OnCorpus) {
         << "case " << corpus[i]["name"];
   }
   EXPECT_GT(compared, 60);
+  // The server's pre-tokenization bound (min_token_count_test.cc) holds for GGUF vocabularies
+  // too: SentencePiece pieces with all 256 byte tokens.
+  ASSERT_TRUE(tok->max_bytes_per_token().has_value());
+  for (const auto& c : corpus) {
+    const std::string text = c["text"];
+    for (const std::string& t : {text, text + std::string(5000, ' ') + text}) {
+      EXPECT_LE(tok->MinTokenCount(t, true), tok->Encode(t, true).size()) << c["name"];
+    }
+  }
 }
 
 }  // namespace

@@ -32,6 +32,11 @@ class TokenizerModel {
   virtual const std::string* IdToToken(int32_t id) const = 0;
   // One past the largest id of the model's vocabulary.
   virtual int32_t vocab_size() const = 0;
+  // The most bytes of a word that one token of Tokenize's output can stand for, when every byte
+  // of every word is covered by tokens (no byte dropped, no unknown token swallowing a run of
+  // characters): then a word of n bytes gives at least ceil(n / bound) ids. nullopt when the
+  // model gives no such bound (an unknown token, a missing byte token).
+  virtual std::optional<size_t> MaxBytesPerToken() const { return std::nullopt; }
 };
 
 }  // namespace loom

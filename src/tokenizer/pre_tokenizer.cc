@@ -131,6 +131,7 @@ class RegexSplit final : public PreTokenizer {
       ApplyBehavior(w, segs, behavior_, out);
     });
   }
+  bool KeepsEveryByte() const override { return behavior_ != SplitBehavior::kRemoved; }
 
  private:
   std::unique_ptr<Regex> re_;
@@ -158,6 +159,7 @@ class ByteLevelPre final : public PreTokenizer {
     });
   }
   bool IsByteLevel() const override { return true; }
+  bool KeepsEveryByte() const override { return true; }
 
  private:
   bool add_prefix_space_;
@@ -203,6 +205,8 @@ class MetaspacePre final : public PreTokenizer {
       if (start < s.size()) out->emplace_back(s, start, std::string::npos);
     });
   }
+  // An empty replacement would drop the spaces.
+  bool KeepsEveryByte() const override { return !replacement_.empty(); }
 
  private:
   std::string replacement_;
@@ -219,6 +223,7 @@ class CharSplitPre final : public PreTokenizer {
       SplitOnChars(w, pred_, behavior_, out);
     });
   }
+  bool KeepsEveryByte() const override { return behavior_ != SplitBehavior::kRemoved; }
 
  private:
   std::function<bool(char32_t)> pred_;
@@ -233,6 +238,12 @@ class SequencePre final : public PreTokenizer {
     for (const auto& s : steps_) s->PreTokenize(words, first_section);
   }
   bool IsByteLevel() const override { return !steps_.empty() && steps_.back()->IsByteLevel(); }
+  bool KeepsEveryByte() const override {
+    for (const auto& s : steps_) {
+      if (!s->KeepsEveryByte()) return false;
+    }
+    return true;
+  }
   const std::vector<std::unique_ptr<PreTokenizer>>& steps() const { return steps_; }
 
  private:

@@ -31,6 +31,9 @@ class PreTokenizer {
   virtual void PreTokenize(std::vector<std::string>* words, bool first_section) const = 0;
   // True when this stage (or the last stage of a Sequence) is ByteLevel.
   virtual bool IsByteLevel() const { return false; }
+  // True when the words out hold every byte of the words in (they may add bytes: a prefix space,
+  // U+2581 for ' '); false when a stage may drop text (a Removed split, Whitespace).
+  virtual bool KeepsEveryByte() const { return false; }
 
   // May throw nlohmann::json exceptions on malformed JSON (the loader catches them).
   static StatusOr<std::unique_ptr<PreTokenizer>> FromJson(const nlohmann::json& j);

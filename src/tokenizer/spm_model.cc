@@ -61,6 +61,15 @@ const std::string* SpmModel::IdToToken(int32_t id) const {
   return &tokens_[id];
 }
 
+std::optional<size_t> SpmModel::MaxBytesPerToken() const {
+  for (int32_t id : byte_ids_) {
+    if (id < 0) return std::nullopt;
+  }
+  size_t longest = 1;  // a byte token stands for one byte, whatever its name
+  for (const std::string& t : tokens_) longest = std::max(longest, t.size());
+  return longest;
+}
+
 void SpmModel::TokenizeWord(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
   const bool cacheable = word.size() <= WordCache::kMaxWordBytes;

@@ -25,6 +25,8 @@ class SpmModel final : public TokenizerModel {
   std::optional<int32_t> TokenToId(std::string_view token) const override;
   const std::string* IdToToken(int32_t id) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(tokens_.size()); }
+  // The longest piece, when all 256 byte tokens exist (else a character no piece covers is lost).
+  std::optional<size_t> MaxBytesPerToken() const override;
 
  private:
   SpmModel() = default;

@@ -17,6 +17,55 @@ void Tokenizer::Finalize() {
   for (const auto& t : added_.tokens()) num_ids_ = std::max(num_ids_, t.id + 1);
   stream_plan_ =
       StreamPlan::Compile(decoder_.get(), num_ids_, [this](int32_t id) { return TokenString(id); });
+  max_bytes_per_token_ = ComputeMaxBytesPerToken();
+}
+
+// Encode covers its input with tokens: added tokens (each stands for its content: raw text, or
+// the normalized text for a normalized one) and the model's tokens of each normalized section
+// (pre-tokenized into words that keep every byte, each token standing for at most the model's
+// bound). So no token stands for more than the largest of these.
+std::optional<size_t> Tokenizer::ComputeMaxBytesPerToken() const {
+  std::optional<size_t> bound = model_->MaxBytesPerToken();
+  if (!bound || (pre_tokenizer_ && !pre_tokenizer_->KeepsEveryByte())) return std::nullopt;
+  for (const AddedToken& t : added_.tokens()) {
+    if (t.lstrip || t.rstrip) return std::nullopt;  // also stands for any run of whitespace
+    *bound = std::max(*bound, t.content.size());
+    if (t.normalized && normalizer_) {
+      std::string normalized = t.content;
+      normalizer_->Normalize(&normalized);
+      *bound = std::max(*bound, normalized.size());
+    }
+  }
+  return bound;
+}
+
+size_t Tokenizer::MinTokenCount(std::string_view text, bool add_special_tokens) const {
+  if (!max_bytes_per_token_) return 0;
+  const size_t per_token = *max_bytes_per_token_;
+  size_t n = add_special_tokens ? prefix_ids_.size() + suffix_ids_.size() : 0;
+  if (!normalizer_) {
+    // Replacing ill-formed UTF-8 with U+FFFD only lengthens the text.
+    return n + (text.size() + per_token - 1) / per_token;
+  }
+  // A normalizer may shorten text (NFC composes, Replace may shrink), so count what it returns.
+  std::string valid;
+  if (!unicode::IsValidUtf8(text)) {
+    valid = unicode::ToValidUtf8(text);
+    text = valid;
+  }
+  std::vector<AddedVocabulary::Piece> pieces;
+  added_.Split(text, /*normalized_set=*/false, &pieces);
+  std::string normalized;
+  for (const auto& p : pieces) {
+    if (p.id >= 0) {
+      ++n;
+      continue;
+    }
+    normalized.assign(text.substr(p.begin, p.end - p.begin));
+    normalizer_->Normalize(&normalized);
+    n += (normalized.size() + per_token - 1) / per_token;
+  }
+  return n;
 }
 
 const std::string* Tokenizer::TokenString(int32_t id) const {

@@ -61,6 +61,17 @@ class Tokenizer {
   // As Encode, but InvalidArgumentError (with the byte offset) for ill-formed UTF-8.
   StatusOr<std::vector<TokenId>> EncodeChecked(std::string_view text,
                                                bool add_special_tokens) const;
+  // A lower bound on Encode(text, add_special_tokens).size(), from byte counts alone: splits out
+  // the added tokens and runs the normalizer (one pass over `text`), but neither the
+  // pre-tokenizer nor the model. 0 when max_bytes_per_token() is nullopt. For refusing a prompt
+  // that cannot fit a context before paying for its tokenization.
+  size_t MinTokenCount(std::string_view text, bool add_special_tokens) const;
+  // The most bytes of normalized text (raw text for an added token) that one token of Encode
+  // stands for, computed from the vocabulary at load; nullopt when no such bound holds: the model
+  // can map a run of characters to one unknown token or drop text (TokenizerModel::
+  // MaxBytesPerToken), the pre-tokenizer drops text (Whitespace), or an added token swallows
+  // whitespace (lstrip / rstrip).
+  std::optional<size_t> max_bytes_per_token() const { return max_bytes_per_token_; }
   // Text of `ids` (unknown ids are ignored, as HF does). No clean_up_tokenization_spaces.
   std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens) const;
 
@@ -93,8 +104,10 @@ class Tokenizer {
   Tokenizer();
   void EncodeInto(std::string_view text, std::vector<int32_t>* ids) const;
   void TokenizeSection(std::string_view text, bool first_section, std::vector<int32_t>* ids) const;
-  // Called once every component is set: builds the added-token matchers, id space, stream plan.
+  // Called once every component is set: builds the added-token matchers, id space, stream plan
+  // and max_bytes_per_token_.
   void Finalize();
+  std::optional<size_t> ComputeMaxBytesPerToken() const;
 
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
@@ -106,6 +119,7 @@ class Tokenizer {
   std::string bos_token_, eos_token_;
   bool clean_up_tokenization_spaces_ = false;
   int32_t num_ids_ = 0;
+  std::optional<size_t> max_bytes_per_token_;
   StreamPlan stream_plan_;
 };
 

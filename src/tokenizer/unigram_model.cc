@@ -50,6 +50,19 @@ const std::string* UnigramModel::IdToToken(int32_t id) const {
   return &pieces_[id].first;
 }
 
+std::optional<size_t> UnigramModel::MaxBytesPerToken() const {
+  // Without an unk piece an unreachable word is dropped; without byte fallback an unknown run
+  // becomes one <unk>. With both, every id is a piece whose string is the text it covers, or a
+  // byte token for one byte.
+  if (!unk_id_ || !byte_fallback_) return std::nullopt;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    if (vocab_.find(std::string_view(name)) == vocab_.end()) return std::nullopt;
+  }
+  return std::max<size_t>(max_piece_bytes_, 1);
+}
+
 void UnigramModel::Tokenize(std::string_view s, std::vector<int32_t>* ids) const {
   if (s.empty()) return;
   constexpr double kUnkPenalty = 10.0;

@@ -26,6 +26,9 @@ class UnigramModel final : public TokenizerModel {
   std::optional<int32_t> TokenToId(std::string_view token) const override;
   const std::string* IdToToken(int32_t id) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
+  // The longest piece, when unknown runs (fused into one <unk>) always fall back to bytes: an
+  // unk piece, byte_fallback and all 256 <0xNN> pieces. Else nullopt.
+  std::optional<size_t> MaxBytesPerToken() const override;
 
  private:
   UnigramModel() = default;

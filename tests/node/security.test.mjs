@@ -16,7 +16,7 @@ const skip = skipReason() || false;
 const KEYS = ['sk-sec-flag-1', 'sk-sec-flag-2', 'sk-sec-file', 'sk-sec-env'];
 const AUTH = { Authorization: `Bearer ${KEYS[0]}` };
 const APP = 'https://app.example.com';
-let server;  // default policy plus --allowed-origins APP; keys from every source
+let server;  // default policy plus --allowed-origins APP, --allowed-hosts loom.lan; keys from every source
 let open;    // --host 0.0.0.0 --allowed-origins '*' --allowed-hosts '*', no key
 let keyDir;
 
@@ -28,7 +28,7 @@ before(async () => {
   process.env.LOOM_API_KEY = KEYS[3];
   try {
     server = await startServer(['--api-key', `${KEYS[0]},${KEYS[1]}`, '--api-key-file', keyFile,
-      '--allowed-origins', APP]);
+      '--allowed-origins', APP, '--allowed-hosts', 'loom.lan']);
   } finally {
     delete process.env.LOOM_API_KEY;
   }
@@ -157,7 +157,7 @@ test('allowed, loopback and same origins work, their origin echoed', { skip }, a
 test('a Host that does not name loopback is refused (DNS rebinding)', { skip }, async () => {
   const before = await submitted(server);
   for (const host of ['evil.example', `evil.example:${server.port}`, `localhost.evil.example:${server.port}`,
-    `192.168.7.7:${server.port}`]) {
+    `192.168.7.7:${server.port}`, `loom.lan.evil.example:${server.port}`, `x.loom.lan:${server.port}`]) {
     for (const [method, route, body] of [['GET', '/health'], ['GET', '/v1/models'],
       ['POST', '/v1/completions', COMPLETION]]) {
       const r = await request(server, method, route, { Host: host, 'Content-Type': 'application/json', ...AUTH }, body);
@@ -167,8 +167,9 @@ test('a Host that does not name loopback is refused (DNS rebinding)', { skip }, 
     }
   }
   assert.equal(await submitted(server), before);
+  // Loopback names and --allowed-hosts names (any port) pass.
   for (const host of ['localhost', `localhost:${server.port}`, `127.0.0.1:${server.port}`, `[::1]:${server.port}`,
-    `127.0.0.2:${server.port}`]) {
+    `127.0.0.2:${server.port}`, 'loom.lan', `LOOM.lan:${server.port}`]) {
     const r = await request(server, 'POST', '/v1/completions', { Host: host, 'Content-Type': 'application/json', ...AUTH }, COMPLETION);
     assert.equal(r.status, 200, host);
   }
@@ -346,4 +347,54 @@ test('the request log: ids, sizes and timings, never a prompt, a reply or a key;
   } finally {
     assert.equal(await loud.stop(), 0, loud.log());
   }
+});
+
+test('a prompt that cannot fit the context is refused before it is tokenized; the server keeps serving', { skip, timeout: 120000 }, async (t) => {
+  // The default model: a 512-token context and at most 15 bytes a token, so 30 MB of text has at
+  // least 2M tokens; the pre-check refuses it from its byte count ("at least"), without the
+  // tokenizer, the engine, or a KV block.
+  const json = { 'Content-Type': 'application/json', ...AUTH };
+  const verse = 'In the beginning God created the heaven and the earth. ';
+  const huge = verse.repeat(Math.ceil((30 << 20) / verse.length));
+  assert.ok(Buffer.byteLength(huge) > 29 << 20 && Buffer.byteLength(huge) < 31 << 20);
+  const big = verse.repeat(Math.ceil((3 << 20) / verse.length));  // the other routes: 3 MB
+  const CASES = [
+    ['/v1/completions', { prompt: huge, max_tokens: 1 }, 'prompt'],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: big }], max_tokens: 1 }, 'messages'],
+    ['/v1/messages', { messages: [{ role: 'user', content: big }], max_tokens: 1 }, 'messages'],
+    ['/v1/responses', { input: big, max_output_tokens: 16 }, 'input'],
+  ];
+  const before = await submitted(server);
+  for (const [route, body, field] of CASES) {
+    const start = Date.now();
+    const r = await request(server, 'POST', route, json, JSON.stringify(body));
+    t.diagnostic(`${route}: ${r.status} in ${Date.now() - start} ms`);
+    assert.equal(r.status, 400, `${route}: ${JSON.stringify(r.body).slice(0, 300)}`);
+    const message = r.body.error.message;
+    assert.match(message, /^the prompt has at least (\d+) tokens \(\d+ bytes, and no token of this model is longer than 15 bytes\) but the context length is 512; shorten the prompt$/, route);
+    assert.ok(Number(message.match(/at least (\d+)/)[1]) > 200_000, message);
+    if (route === '/v1/messages') {
+      assert.equal(r.body.error.type, 'invalid_request_error');
+    } else {
+      assert.equal(r.body.error.code, 'context_length_exceeded', route);
+      assert.equal(r.body.error.param, field, route);
+    }
+  }
+  const s = (await request(server, 'GET', '/stats', AUTH)).body;
+  assert.equal(s.batch.submitted_rows, before, 'a refused prompt reached the engine');
+  assert.equal(s.kv.blocks_used, 0);
+  // Just over the context in bytes the bound says nothing: the exact check after tokenizing
+  // refuses it, with the real count.
+  const over = await request(server, 'POST', '/v1/completions', json,
+    JSON.stringify({ prompt: 'In the beginning '.repeat(400), max_tokens: 1 }));
+  assert.equal(over.status, 400);
+  assert.match(over.body.error.message, /^the prompt has \d+ tokens but the context length is 512/);
+  // count_tokens counts prompts of any length (it generates nothing).
+  const count = await request(server, 'POST', '/v1/messages/count_tokens', json,
+    JSON.stringify({ messages: [{ role: 'user', content: 'In the beginning '.repeat(2000) }] }));
+  assert.equal(count.status, 200, JSON.stringify(count.body));
+  assert.ok(count.body.input_tokens > 512, JSON.stringify(count.body));
+  // Still serving.
+  assert.equal((await request(server, 'POST', '/v1/completions', json, COMPLETION)).status, 200);
+  assert.equal(await submitted(server), before + 1);
 });

@@ -61,6 +61,16 @@ cat <<'TAIL'
   (`pooling_mode_lasttoken` / `_mean_tokens` / `_cls_token`; any other mode stops the server,
   asking for `--pooling`) and otherwise pools the **last token**, Qwen3-Embedding's pooling. The
   ready card's `embed` line says which pooling it chose and why.
+- **Starting up**: while weights load, a terminal shows a progress bar on stderr (bytes read of
+  the files' size, MB/s, ETA); a log gets one line at the end (`loaded 9.2 MB of weights in
+  0.1 s (120.0 MB/s)`). `loom serve` then prints its ready card (model, device, context and KV,
+  batch, tokenizer and template, tools and reasoning, load time, URL, warnings) and, when stdout
+  is a terminal, opens the chat page in a browser (`xdg-open`) unless `--no-open`.
+- **`loom chat`** streams each answer as it is generated and keeps the conversation; typed
+  commands: `/reset` forgets the turns (the system prompt stays), `/system TEXT` sets the system
+  prompt (`--system` at start) and starts over (`/system` alone removes it), `/help`, `/quit`
+  (or end of input). A template error (one that takes no system prompt) is printed and the turn
+  dropped.
 - **`loom grammar`** checks documents against the grammar a request would get: `--regex` must
   match the whole document (as `guided_regex`), `--json-schema` compiles as `response_format`
   does (compact JSON, properties in declaration order, no additional properties unless allowed).
