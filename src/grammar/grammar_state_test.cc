@@ -27,8 +27,8 @@ struct Vocab {
     bytes.push_back("");  // EOS
     for (int c = 32; c < 127; ++c) bytes.push_back(std::string(1, static_cast<char>(c)));
     for (const std::string& p : pieces) bytes.push_back(p);
-    vocab = std::make_unique<TokenVocabulary>(bytes, std::vector<TokenId>{},
-                                              std::vector<TokenId>{0});
+    vocab =
+        std::make_unique<TokenVocabulary>(bytes, std::vector<TokenId>{}, std::vector<TokenId>{0});
   }
   TokenId Id(const std::string& piece) const {
     for (size_t i = bytes.size(); i-- > 1;) {
