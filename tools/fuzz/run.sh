@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the fuzzers (the model-file parsers and the grammar compilers) with clang + libFuzzer +
+# Builds the fuzzers (the model-file parsers, the grammar compilers and the HTTP request parser) with clang + libFuzzer +
 # ASan/UBSan in build-fuzz/ and runs each for SECONDS (default 60) from a seed corpus of valid
 # inputs generated at run time.
 #   tools/fuzz/run.sh [SECONDS]        env: JOBS (default 2), LOOM_FUZZ_BUILD_DIR, LOOM_FUZZ_SEED
@@ -24,7 +24,7 @@ fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" \
   "${extra[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_grammar fuzz_make_seeds
+ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_grammar fuzz_http_parser fuzz_make_seeds
 
 status=0
 mkdir -p "$build/fuzz-artifacts"
@@ -38,10 +38,17 @@ printf '\x02["yes","no","maybe"]' > "$grammar_corpus/choice"
 printf '\x03{"type":"object","properties":{"a":{"type":"string","maxLength":3},"b":{"anyOf":[{"type":"integer","minimum":-5,"maximum":70},{"$ref":"#/$defs/n"}]}},"required":["a"],"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}}}' > "$grammar_corpus/schema"
 printf '\x07{"enum":[1,"x",null,{"k":[true]}]}' > "$grammar_corpus/schema-after-reasoning"
 
-for name in safetensors gguf grammar; do
+# HTTP seeds: the first byte picks the piece size of the split-invariance check (fuzz_http_parser.cc).
+http_corpus="$build/fuzz-corpus/http_parser"
+mkdir -p "$http_corpus"
+printf '\x05POST /v1/chat/completions?x=%%41 HTTP/1.1\r\nHost: localhost:8080\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}GET /health HTTP/1.1\r\nHost: a\r\n\r\n' > "$http_corpus/pipelined"
+printf '\x02POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n4;ext=1\r\nabcd\r\n0\r\nTrailer: x\r\n\r\n' > "$http_corpus/chunked"
+printf '\x09GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /x HTTP/1.1\r\nConnection: close\r\n\r\n' > "$http_corpus/versions"
+
+for name in safetensors gguf grammar http_parser; do
   corpus="$build/fuzz-corpus/$name"
   mkdir -p "$corpus"
-  if [[ $name != grammar ]]; then
+  if [[ $name != grammar && $name != http_parser ]]; then
     ASAN_OPTIONS=detect_leaks=0 "$build/tools/fuzz/fuzz_make_seeds" "$name" "$corpus"
   fi
   echo "=== fuzz_$name for ${secs}s ($(ls "$corpus" | wc -l) corpus files)"
