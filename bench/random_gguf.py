@@ -8,6 +8,11 @@ step), and no tokenizer (tokenizer.ggml.model = "none" with llama.vocab_size: ll
 random ids). Values are N(0, 0.02) from one shared random pool, so writing an 8B file takes
 seconds; speed does not depend on them.
 
+With --tokenizer DIR (a Hugging Face byte-level BPE tokenizer.json, e.g. Llama 3's), the file
+carries that vocabulary instead (tokenizer.ggml.model = "gpt2", pre "llama-bpe"), so
+`llama-server` detokenizes what it generates, as `loom serve --tokenizer DIR` does on the same
+shapes: the served-throughput peer of issue 23.
+
 Needs numpy and llama.cpp's gguf-py (on PYTHONPATH: the llama.cpp checkout's gguf-py folder).
 
   python3 bench/random_gguf.py bench/configs/llama-3.1-8b.json /tmp/llama-3.1-8b-f16.gguf
@@ -42,10 +47,43 @@ def tensors(c):
     return out
 
 
+def add_bpe_vocab(w, tokenizer_dir, vocab_size, config):
+    """Writes the byte-level BPE vocabulary of DIR/tokenizer.json (ids 0..vocab_size-1; ids no
+    token names get a placeholder) with its merges and the config's BOS / EOS ids."""
+    with open(f"{tokenizer_dir}/tokenizer.json") as fh:
+        t = json.load(fh)
+    model = t["model"]
+    if model.get("type") != "BPE":
+        raise SystemExit(f"random_gguf.py: --tokenizer needs a BPE tokenizer.json, not {model.get('type')!r}")
+    tokens = [f"[PAD{i}]" for i in range(vocab_size)]
+    types = [gguf.TokenType.UNUSED] * vocab_size
+    for text, i in model["vocab"].items():
+        if i < vocab_size:
+            tokens[i], types[i] = text, gguf.TokenType.NORMAL
+    for added in t.get("added_tokens", []):
+        i = added["id"]
+        if i < vocab_size:
+            tokens[i] = added["content"]
+            types[i] = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    eos = config.get("eos_token_id")
+    if config.get("bos_token_id") is not None:
+        w.add_bos_token_id(config["bos_token_id"])
+    if eos is not None:
+        w.add_eos_token_id(eos[0] if isinstance(eos, list) else eos)
+    w.add_add_bos_token(False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
     ap.add_argument("out")
+    ap.add_argument("--tokenizer", help="directory of a BPE tokenizer.json to carry as the vocabulary")
     args = ap.parse_args()
     with open(args.config) as fh:
         c = json.load(fh)
@@ -69,7 +107,10 @@ def main():
     w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-5))
     w.add_vocab_size(c["vocab_size"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("none")
+    if args.tokenizer:
+        add_bpe_vocab(w, args.tokenizer, c["vocab_size"], c)
+    else:
+        w.add_tokenizer_model("none")
 
     specs = tensors(c)
     largest = max(int(np.prod(s)) for _, s, t in specs if t == np.float16)

@@ -18,6 +18,10 @@ exact and counted by the server.
   python3 tools/loadgen/loadgen.py --url http://127.0.0.1:8080 --burst --num-requests 512 \\
       --prompt-tokens 1000 --output-tokens 1000 [--json out.json]
 
+--no-stream asks for plain JSON replies (only E2E latency and tok/s: a peer's best case when its
+streaming costs it). --time-limit S stops waiting after S seconds: the requests still running count as failed
+("unfinished"), so a slow peer still gives its figures for what it completed.
+
 Prints one summary (and --json writes it with the per-request records; with --json - the JSON
 goes to stdout and the summary to stderr). Exit status 1 when a
 request failed or got fewer tokens than asked (the numbers would not mean what they say).
@@ -64,13 +68,15 @@ class Record:
         self.error = None
 
     def ttft(self):
-        return self.first - self.start
+        return None if self.first is None else self.first - self.start
 
     def itl(self):
         """Time per output token after the first: what a reader waits per token, whatever the
         chunking (a server may send several tokens in one chunk)."""
         n = self.completion_tokens or 0
-        return (self.last - self.first) / (n - 1) if n > 1 and self.last > self.first else None
+        if self.first is None or n < 2 or self.last <= self.first:
+            return None
+        return (self.last - self.first) / (n - 1)
 
     def as_dict(self):
         return {"idx": self.idx, "prompt_tokens": self.prompt_tokens, "max_tokens": self.max_tokens,
@@ -141,6 +147,14 @@ async def one_request(args, rec, body):
             text = b"\n".join([line async for line in read_body_lines(reader, headers)])
             rec.error = f"HTTP {status}: {text[:300].decode('utf-8', 'replace')}"
             return
+        if not args.stream:  # one JSON body: no TTFT or ITL, only the end
+            body_bytes = b"\n".join([line async for line in read_body_lines(reader, headers)])
+            rec.end = time.perf_counter()
+            reply = json.loads(body_bytes)
+            rec.completion_tokens = (reply.get("usage") or {}).get("completion_tokens", 0)
+            if rec.completion_tokens != rec.max_tokens:
+                rec.error = f"{rec.completion_tokens} completion tokens of {rec.max_tokens}"
+            return
         async for line in read_body_lines(reader, headers):
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
                 continue
@@ -182,16 +196,28 @@ def make_requests(args):
         n_out = rng.randint(*args.output_tokens)
         prompt = shared[:n_prompt] + [rng.randint(lo, hi) for _ in range(n_prompt - len(shared))]
         body = {"model": args.model, "prompt": prompt, "max_tokens": n_out, "ignore_eos": True,
-                "temperature": args.temperature, "seed": args.seed * 100003 + i, "stream": True,
-                "stream_options": {"include_usage": True}}
+                "temperature": args.temperature, "seed": args.seed * 100003 + i}
+        if args.stream:
+            body.update(stream=True, stream_options={"include_usage": True})
         out.append((Record(i, n_prompt, n_out), body))
     return out
 
 
 async def run(args):
     work = make_requests(args)
-    rng = random.Random(args.seed + 1)
     t0 = time.perf_counter()
+    try:
+        await asyncio.wait_for(submit(args, work, t0), args.time_limit or None)
+    except asyncio.TimeoutError:
+        for r, _ in work:
+            if r.error is None and r.end is None:
+                r.error = f"unfinished at --time-limit {args.time_limit:g} s"
+    wall = time.perf_counter() - t0
+    return [r for r, _ in work], wall
+
+
+async def submit(args, work, t0):
+    rng = random.Random(args.seed + 1)
     if args.burst:
         await asyncio.gather(*(one_request(args, r, b) for r, b in work))
     elif args.rate:
@@ -212,8 +238,6 @@ async def run(args):
                 r, b = queue.pop()
                 await one_request(args, r, b)
         await asyncio.gather(*(worker() for _ in range(min(args.concurrency, len(work)))))
-    wall = time.perf_counter() - t0
-    return [r for r, _ in work], wall
 
 
 def summarize(records, wall, args):
@@ -221,7 +245,7 @@ def summarize(records, wall, args):
     def ms(xs, p):
         v = percentile(xs, p)
         return None if v is None else 1e3 * v
-    ttft = [r.ttft() for r in ok]
+    ttft = [x for x in (r.ttft() for r in ok) if x is not None]
     itl = [x for x in (r.itl() for r in ok) if x is not None]
     e2e = [r.end - r.start for r in ok]
     out_tokens = sum(r.completion_tokens for r in ok)
@@ -258,10 +282,14 @@ def main():
                     help="token ids prompts are drawn from")
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-stream", dest="stream", action="store_false",
+                    help="plain JSON replies (E2E latency and tok/s only)")
+    ap.add_argument("--time-limit", type=float, default=0.0,
+                    help="stop after this many seconds; unfinished requests count as failed")
     ap.add_argument("--json", default="", help="write the summary and the records here (- = stdout)")
     args = ap.parse_args()
-    if args.concurrency < 1 or args.num_requests < 1 or args.rate < 0:
-        ap.error("--concurrency and --num-requests must be >= 1, --rate >= 0")
+    if args.concurrency < 1 or args.num_requests < 1 or args.rate < 0 or args.time_limit < 0:
+        ap.error("--concurrency and --num-requests must be >= 1, --rate and --time-limit >= 0")
     records, wall = asyncio.run(run(args))
     s = summarize(records, wall, args)
     # With --json - the JSON alone goes to stdout, the summary to stderr.
