@@ -368,9 +368,9 @@ void AddServeCommand(CLI::App& root) {
                   "check off, with a warning; other Hosts get 403")
       ->delimiter(',');
   cmd->add_option("--http-threads", o.http_threads,
-                  "HTTP handler threads: parse, template and tokenize requests, and hold each "
-                  "non-streaming generation while it runs (streams and idle connections hold "
-                  "none; one event loop owns the sockets)")
+                  "HTTP handler threads: parse, template and tokenize requests (generations, "
+                  "streamed or not, and idle connections hold none; one event loop owns the "
+                  "sockets)")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--max-connections", o.max_connections,

@@ -35,9 +35,12 @@ void HandleMessages(ServerContext* ctx, const HttpRequest& http_req, HttpRespons
     return ServeStream(ctx, std::move(source), std::make_unique<AnthropicMessagesEncoder>(meta),
                        res);
   }
-  ChoiceCollector collector(1);
-  if (!CollectResponse(source.get(), http_req, ctx, ApiFlavor::kAnthropic, res, &collector)) return;
-  SendJson(res, 200, AnthropicMessageJson(meta, collector.choices()[0], source->usage()));
+  DeferCollected(
+      ctx, std::move(source), ChoiceCollector(1), ApiFlavor::kAnthropic,
+      [meta](const ChoiceEventSource& src, const ChoiceCollector& collector, HttpResponse& out) {
+        SendJson(out, 200, AnthropicMessageJson(meta, collector.choices()[0], src.usage()));
+      },
+      res);
 }
 
 void HandleCountTokens(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {

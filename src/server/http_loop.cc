@@ -103,7 +103,8 @@ class Mailbox {
   std::vector<Completion> done_;
 };
 
-enum class Phase { kRead, kWait, kWrite, kStream, kLinger };
+// kDefer: the handler returned a deferred response (HttpDeferredResponse) that is not complete yet.
+enum class Phase { kRead, kWait, kDefer, kWrite, kStream, kLinger };
 
 struct Connection {
   uint64_t id = 0;
@@ -134,7 +135,8 @@ struct Connection {
   size_t body_bytes = 0;
   std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
 
-  std::unique_ptr<HttpBodyStream> stream;  // kStream
+  std::unique_ptr<HttpBodyStream> stream;          // kStream
+  std::unique_ptr<HttpDeferredResponse> deferred;  // kDefer
   std::shared_ptr<std::atomic<bool>> wake_queued;
 
   explicit Connection(HttpParserLimits limits) : parser(limits) {}
@@ -211,6 +213,11 @@ class HttpLoop::Impl {
   void OnCompletion(Mailbox::Completion& done);
   void StartResponse(Connection& c);
   void PumpStream(Connection& c);
+  void PollDeferred(Connection& c);
+  // kStream / kDefer: the source said it has news (its wake, or the sweep's timer).
+  void OnWake(Connection& c);
+  // The wake callback a stream or deferred response gets: one mailbox entry until the loop ran.
+  std::function<void()> MakeWake(Connection& c);
   void Flush(Connection& c);
   void AfterResponse(Connection& c);
   void SendError(Connection& c, int status, const std::string& message);
@@ -219,6 +226,7 @@ class HttpLoop::Impl {
   void Sweep(Clock::time_point now);
   void ReleaseResponse(HttpResponse& res) {
     if (res.stream != nullptr) res.stream->Release();
+    if (res.deferred != nullptr) res.deferred->Release();
   }
   void Done(Connection& c) {
     if (callbacks_.on_done) callbacks_.on_done(c.req, c.body_bytes, c.res);
@@ -290,6 +298,7 @@ void HttpLoop::Impl::SetInterest(Connection& c) {
       want |= EPOLLIN;
       break;
     case Phase::kWait:
+    case Phase::kDefer:
     case Phase::kWrite:
     case Phase::kStream:
       break;
@@ -371,9 +380,11 @@ void HttpLoop::Impl::OnEvent(Connection& c, uint32_t events) {
       if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) ReadInput(c);
       return;
     case Phase::kWait:
+    case Phase::kDefer:
       if (hangup) {
-        // The handler keeps running until it notices; stop watching (a hung-up socket stays
-        // readable) and drop the connection: its completion will find nothing.
+        // kWait: the handler keeps running until it notices; stop watching (a hung-up socket
+        // stays readable) and drop the connection: its completion will find nothing. kDefer:
+        // Close releases the deferred response, which aborts its generation.
         Close(id);
       }
       return;
@@ -489,6 +500,7 @@ void HttpLoop::Impl::Dispatch(Connection& c) {
       callbacks_.handle(*req, *res);
     } catch (...) {  // the handler's own exception handling failed: still answer
       res->stream.reset();
+      res->deferred.reset();
       res->status = 500;
       res->body.clear();
     }
@@ -502,8 +514,8 @@ void HttpLoop::Impl::Dispatch(Connection& c) {
 void HttpLoop::Impl::OnCompletion(Mailbox::Completion& done) {
   auto it = conns_.find(done.conn_id);
   if (it == conns_.end()) {  // the client left while the handler ran
-    if (done.res.stream != nullptr) {
-      done.res.stream->Release();
+    if (done.res.stream != nullptr || done.res.deferred != nullptr) {
+      ReleaseResponse(done.res);
       if (callbacks_.on_done) callbacks_.on_done(done.req, 0, done.res);
     }
     return;
@@ -514,18 +526,30 @@ void HttpLoop::Impl::OnCompletion(Mailbox::Completion& done) {
   StartResponse(c);
 }
 
+std::function<void()> HttpLoop::Impl::MakeWake(Connection& c) {
+  c.wake_queued = std::make_shared<std::atomic<bool>>(true);
+  std::weak_ptr<Mailbox> mailbox = mailbox_;
+  return [mailbox, queued = c.wake_queued, id = c.id] {
+    if (queued->exchange(true)) return;
+    if (auto m = mailbox.lock()) m->Wake(id);
+  };
+}
+
 void HttpLoop::Impl::StartResponse(Connection& c) {
+  if (c.res.deferred != nullptr) {
+    c.deferred = std::move(c.res.deferred);
+    c.phase = Phase::kDefer;
+    c.deferred->SetWakeup(MakeWake(c));
+    c.wake_queued->store(false);
+    SetInterest(c);
+    return PollDeferred(c);
+  }
   if (c.res.stream != nullptr) {
     if (!c.chunked_out) c.keep_alive = false;  // HTTP/1.0: the close ends the body
     c.out += SerializeResponseHead(c.res, c.keep_alive, c.chunked_out);
     c.stream = std::move(c.res.stream);
     c.phase = Phase::kStream;
-    c.wake_queued = std::make_shared<std::atomic<bool>>(true);
-    std::weak_ptr<Mailbox> mailbox = mailbox_;
-    c.stream->SetWakeup([mailbox, queued = c.wake_queued, id = c.id] {
-      if (queued->exchange(true)) return;
-      if (auto m = mailbox.lock()) m->Wake(id);
-    });
+    c.stream->SetWakeup(MakeWake(c));
     c.wake_queued->store(false);
     c.last_write_progress = Clock::now();
     return PumpStream(c);
@@ -535,6 +559,25 @@ void HttpLoop::Impl::StartResponse(Connection& c) {
   c.phase = Phase::kWrite;
   c.last_write_progress = Clock::now();
   Flush(c);
+}
+
+void HttpLoop::Impl::PollDeferred(Connection& c) {
+  if (!c.deferred->Poll(c.res)) return;
+  c.deferred->Release();
+  c.deferred.reset();
+  c.res.stream.reset();  // an answer is a whole body
+  c.res.deferred.reset();
+  StartResponse(c);
+}
+
+void HttpLoop::Impl::OnWake(Connection& c) {
+  if (c.phase == Phase::kStream) {
+    c.wake_queued->store(false);
+    PumpStream(c);
+  } else if (c.phase == Phase::kDefer) {
+    c.wake_queued->store(false);
+    PollDeferred(c);
+  }
 }
 
 void HttpLoop::Impl::PumpStream(Connection& c) {
@@ -648,6 +691,11 @@ void HttpLoop::Impl::Close(uint64_t id) {
     c.stream.reset();
     Done(c);
   }
+  if (c.deferred != nullptr) {
+    c.deferred->Release();  // not complete: the same
+    c.deferred.reset();
+    Done(c);
+  }
   if (c.phase == Phase::kLinger) --num_lingering_;
   if (c.counted) owner_->num_connections_.fetch_sub(1);
   conns_.erase(it);
@@ -665,6 +713,9 @@ void HttpLoop::Impl::Sweep(Clock::time_point now) {
         if (now >= c->deadline) expired.push_back(id);
         break;
       case Phase::kWait:
+        break;
+      case Phase::kDefer:
+        pump.push_back(id);  // a missed wake costs at most a tick
         break;
       case Phase::kWrite:
       case Phase::kStream:
@@ -698,7 +749,13 @@ void HttpLoop::Impl::Sweep(Clock::time_point now) {
   }
   for (uint64_t id : pump) {
     auto it = conns_.find(id);
-    if (it != conns_.end() && it->second->phase == Phase::kStream) PumpStream(*it->second);
+    if (it == conns_.end()) continue;
+    Connection& c = *it->second;
+    if (c.phase == Phase::kStream) {
+      PumpStream(c);
+    } else if (c.phase == Phase::kDefer) {
+      PollDeferred(c);
+    }
   }
 }
 
@@ -725,9 +782,7 @@ void HttpLoop::Impl::Run() {
         for (Mailbox::Completion& d : done) OnCompletion(d);
         for (uint64_t id : woken) {
           auto it = conns_.find(id);
-          if (it == conns_.end() || it->second->phase != Phase::kStream) continue;
-          it->second->wake_queued->store(false);
-          PumpStream(*it->second);
+          if (it != conns_.end()) OnWake(*it->second);
         }
       } else if (auto it = conns_.find(key); it != conns_.end()) {
         OnEvent(*it->second, events[i].events);

@@ -297,5 +297,109 @@ TEST(HttpLoopTest, AClientThatLeavesReleasesItsStream) {
   EXPECT_FALSE(shared->finished);
 }
 
+// A deferred response that completes once Complete() is called from another thread.
+class FakeDeferred : public HttpDeferredResponse {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::function<void()> wake;
+    bool ready = false;
+    bool released = false;
+    int polls = 0;
+  };
+  explicit FakeDeferred(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  void SetWakeup(std::function<void()> wake) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->wake = std::move(wake);
+  }
+  bool Poll(HttpResponse& res) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    ++s_->polls;
+    if (!s_->ready) return false;
+    res.status = 201;
+    res.set_content("done after " + res.get_header_value("X-Set-Before"), "text/plain");
+    return true;
+  }
+  void Release() override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->released = true;
+  }
+  static void Complete(Shared& s) {
+    std::function<void()> wake;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.ready = true;
+      wake = s.wake;
+    }
+    if (wake) wake();
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+
+TEST(HttpLoopTest, ADeferredResponseIsSentWholeWhenItCompletesWithoutAWorker) {
+  auto shared = std::make_shared<FakeDeferred::Shared>();
+  std::atomic<int> handled{0};
+  HttpLoopCallbacks cb = EchoCallbacks();
+  cb.handle = [shared, &handled](const HttpRequest& req, HttpResponse& res) {
+    ++handled;
+    if (req.path != "/d") return res.set_content("plain", "text/plain");
+    res.set_header("X-Set-Before", "the handler");
+    res.deferred = std::make_unique<FakeDeferred>(shared);
+  };
+  HttpLoopOptions options;
+  options.num_workers = 1;  // the deferred request must not hold it
+  LoopRunner loop(options, cb);
+  UniqueFd c = Connect(loop.port());
+  Send(c, "GET /d HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(Read(c, "", 200ms), "");  // nothing until it completes
+  // The only worker is free: another connection is answered meanwhile.
+  UniqueFd other = Connect(loop.port());
+  Send(other, "GET /p HTTP/1.1\r\n\r\n");
+  EXPECT_NE(Read(other, "plain", 5s).find("plain"), std::string::npos);
+  FakeDeferred::Complete(*shared);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string got = Read(c, "the handler", 5s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 80ms);  // the wake, not the 100 ms sweep
+  EXPECT_NE(got.find("HTTP/1.1 201"), std::string::npos) << got;
+  EXPECT_NE(got.find("X-Set-Before: the handler"), std::string::npos) << got;
+  EXPECT_NE(got.find("Content-Length: 22"), std::string::npos) << got;
+  EXPECT_NE(got.find("done after the handler"), std::string::npos) << got;
+  // Kept alive: the next request on the same connection is served.
+  Send(c, "GET /p HTTP/1.1\r\n\r\n");
+  EXPECT_NE(Read(c, "plain", 5s).find("plain"), std::string::npos);
+  std::lock_guard<std::mutex> lock(shared->mu);
+  EXPECT_TRUE(shared->released);
+  EXPECT_EQ(handled.load(), 3);
+}
+
+TEST(HttpLoopTest, AClientThatLeavesReleasesItsDeferredResponse) {
+  auto shared = std::make_shared<FakeDeferred::Shared>();
+  HttpLoopCallbacks cb = EchoCallbacks();
+  cb.handle = [shared](const HttpRequest&, HttpResponse& res) {
+    res.deferred = std::make_unique<FakeDeferred>(shared);
+  };
+  LoopRunner loop({}, cb);
+  {
+    UniqueFd c = Connect(loop.port());
+    Send(c, "GET /d HTTP/1.1\r\n\r\n");
+    for (int i = 0; i < 200; ++i) {  // until the loop polled it once
+      std::this_thread::sleep_for(5ms);
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (shared->polls > 0) break;
+    }
+  }
+  bool released = false;
+  for (int i = 0; i < 200 && !released; ++i) {
+    std::this_thread::sleep_for(5ms);
+    std::lock_guard<std::mutex> lock(shared->mu);
+    released = shared->released;
+  }
+  EXPECT_TRUE(released);
+  std::lock_guard<std::mutex> lock(shared->mu);
+  EXPECT_FALSE(shared->ready);
+}
+
 }  // namespace
 }  // namespace loom

@@ -3,9 +3,11 @@
 // names the routes used with cpp-httplib (has_header, get_header_value, set_header, set_content,
 // matches) so the routes read as before.
 //
-// A response is either a whole body (set_content / body) or a stream (`stream`, set by
+// A response is either a whole body (set_content / body), a stream (`stream`, set by
 // ServeStream): the server then sends it with chunked transfer-encoding, pumping the stream from
-// its event loop whenever the stream says it has something new (HttpBodyStream::SetWakeup).
+// its event loop whenever the stream says it has something new (HttpBodyStream::SetWakeup), or a
+// whole body computed later (`deferred`, set by DeferCollected for a non-streamed generation):
+// the loop holds the connection, no worker thread, until the answer is complete.
 #pragma once
 
 #include <atomic>
@@ -76,12 +78,32 @@ class HttpBodyStream {
   virtual void Release() = 0;
 };
 
+struct HttpResponse;
+
+// A whole response completed after the handler returned. The server's event loop owns it once
+// the handler returned: SetWakeup once, then Poll from the loop thread whenever woken (and on a
+// timer) until it returns true with the answer written into the response, or Release when the
+// client went away first (abort the work). Not thread-safe besides the wake callback.
+class HttpDeferredResponse {
+ public:
+  virtual ~HttpDeferredResponse() = default;
+  // `wake` (callable from any thread, cheap) is called whenever Poll may complete.
+  virtual void SetWakeup(std::function<void()> wake) = 0;
+  // Never blocks. True once `res` (status, headers, body) is the answer: the loop sends it then.
+  // `res` carries the headers the handler set before deferring.
+  virtual bool Poll(HttpResponse& res) = 0;
+  // The connection is done with it, complete or not; idempotent.
+  virtual void Release() = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   HttpHeaders headers;
   std::string body;
   // When set, the body is this stream (Content-Type from the headers) and `body` is unused.
   std::unique_ptr<HttpBodyStream> stream;
+  // When set, the whole response is completed later by this (see HttpDeferredResponse).
+  std::unique_ptr<HttpDeferredResponse> deferred;
 
   bool has_header(std::string_view name) const;
   std::string get_header_value(std::string_view name) const;

@@ -249,6 +249,7 @@ void HttpServer::Handle(const HttpRequest& const_req, HttpResponse& res) {
   } catch (const std::exception& ex) {
     LOG(ERROR) << RequestIdHeader(res) << " " << req.path << ": internal error: " << ex.what();
     res.stream.reset();
+    res.deferred.reset();
     ApiError e;
     e.http_status = 500;
     e.message = std::string("internal error: ") + ex.what();

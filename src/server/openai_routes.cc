@@ -79,12 +79,16 @@ void HandleGeneration(ServerContext* ctx, bool chat, const HttpRequest& http_req
     return ServeStream(ctx, std::move(source), std::move(encoder), res);
   }
 
-  ChoiceCollector collector(req.n, echo_text);
-  if (!CollectResponse(source.get(), http_req, ctx, ApiFlavor::kOpenAi, res, &collector)) return;
-  const Usage usage = source->usage();
-  SendJson(res, 200,
-           chat ? ChatCompletionJson(meta, collector.choices(), req.logprobs, usage)
-                : CompletionJson(meta, collector.choices(), req.logprobs, usage));
+  DeferCollected(
+      ctx, std::move(source), ChoiceCollector(req.n, echo_text), ApiFlavor::kOpenAi,
+      [chat, meta, logprobs = req.logprobs](const ChoiceEventSource& src,
+                                            const ChoiceCollector& collector, HttpResponse& out) {
+        const Usage usage = src.usage();
+        SendJson(out, 200,
+                 chat ? ChatCompletionJson(meta, collector.choices(), logprobs, usage)
+                      : CompletionJson(meta, collector.choices(), logprobs, usage));
+      },
+      res);
 }
 
 }  // namespace

@@ -61,15 +61,19 @@ void HandleCreate(ServerContext* ctx, const HttpRequest& http_req, HttpResponse&
                            meta, req->echo, req->tool_namespaces, count_tokens, on_done),
                        res);
   }
-  ChoiceCollector collector(1);
-  if (!CollectResponse(source.get(), http_req, ctx, ApiFlavor::kOpenAi, res, &collector)) return;
-  const CollectedChoice& choice = collector.choices()[0];
-  const std::vector<ResponsesOutputItem> output = OutputItemsOf(choice, req->tool_namespaces);
-  const ordered_json response =
-      ResponseObjectJson(meta, req->echo, ResponsesStatus(choice.finish_reason), output,
-                         ResponsesUsageJson(source->usage(), count_tokens(choice.reasoning)));
-  StoreResponse(ctx, *req, meta.id, response, output);
-  SendJson(res, 200, response);
+  DeferCollected(
+      ctx, std::move(source), ChoiceCollector(1), ApiFlavor::kOpenAi,
+      [ctx, req, meta, count_tokens](const ChoiceEventSource& src, const ChoiceCollector& collector,
+                                     HttpResponse& out) {
+        const CollectedChoice& choice = collector.choices()[0];
+        const std::vector<ResponsesOutputItem> output = OutputItemsOf(choice, req->tool_namespaces);
+        const ordered_json response =
+            ResponseObjectJson(meta, req->echo, ResponsesStatus(choice.finish_reason), output,
+                               ResponsesUsageJson(src.usage(), count_tokens(choice.reasoning)));
+        StoreResponse(ctx, *req, meta.id, response, output);
+        SendJson(out, 200, response);
+      },
+      res);
 }
 
 // The stored response named by the path, or a 404 naming it.

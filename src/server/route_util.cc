@@ -144,29 +144,70 @@ int64_t UnixNow() {
       .count();
 }
 
-bool AbortIfClientGone(const HttpRequest& req, ChoiceEventSource* source, ServerContext* ctx,
-                       const HttpResponse& res) {
-  if (!req.ClientGone()) return false;
-  LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
-  ctx->metrics.CountClientDisconnect();
-  source->Abort();
-  return true;
-}
+namespace {
 
-bool CollectResponse(ChoiceEventSource* source, const HttpRequest& req, ServerContext* ctx,
-                     ApiFlavor flavor, HttpResponse& res, ChoiceCollector* collector) {
-  constexpr auto kPollInterval = std::chrono::milliseconds(100);
-  while (!source->done()) {
-    if (AbortIfClientGone(req, source, ctx, res)) return false;
-    for (ChoiceEvent& e : source->Poll(kPollInterval)) {
-      collector->Add(std::move(e));
-      if (collector->failed()) {
-        SendError(res, flavor, ApiError::FromStatus(collector->error()));
-        return false;
+class CollectedResponse : public HttpDeferredResponse {
+ public:
+  CollectedResponse(ServerContext* ctx, std::unique_ptr<ChoiceEventSource> source,
+                    ChoiceCollector collector, ApiFlavor flavor, CollectedRespond respond,
+                    std::string request_id)
+      : ctx_(ctx),
+        source_(std::move(source)),
+        collector_(std::move(collector)),
+        flavor_(flavor),
+        respond_(std::move(respond)),
+        request_id_(std::move(request_id)) {}
+  ~CollectedResponse() override { Release(); }
+
+  void SetWakeup(std::function<void()> wake) override {
+    if (source_ != nullptr) source_->SetWakeup(std::move(wake));
+  }
+
+  bool Poll(HttpResponse& res) override {
+    if (source_ == nullptr) return false;
+    for (ChoiceEvent& e : source_->Poll(std::chrono::milliseconds(0))) {
+      collector_.Add(std::move(e));
+      if (collector_.failed()) {
+        completed_ = true;
+        SendError(res, flavor_, ApiError::FromStatus(collector_.error()));
+        return true;
       }
     }
+    if (!source_->done()) return false;
+    completed_ = true;
+    respond_(*source_, collector_, res);
+    return true;
   }
-  return true;
+
+  void Release() override {
+    if (source_ == nullptr) return;
+    if (!completed_) {
+      LOG(INFO) << request_id_ << " client went away; aborting";
+      ctx_->metrics.CountClientDisconnect();
+    }
+    source_->SetWakeup(nullptr);
+    source_->Abort();
+    source_.reset();
+  }
+
+ private:
+  ServerContext* ctx_;
+  std::unique_ptr<ChoiceEventSource> source_;
+  ChoiceCollector collector_;
+  ApiFlavor flavor_;
+  CollectedRespond respond_;
+  std::string request_id_;
+  bool completed_ = false;
+};
+
+}  // namespace
+
+void DeferCollected(ServerContext* ctx, std::unique_ptr<ChoiceEventSource> source,
+                    ChoiceCollector collector, ApiFlavor flavor, CollectedRespond respond,
+                    HttpResponse& res) {
+  res.deferred =
+      std::make_unique<CollectedResponse>(ctx, std::move(source), std::move(collector), flavor,
+                                          std::move(respond), RequestIdHeader(res));
 }
 
 }  // namespace loom

@@ -2,6 +2,7 @@
 // GenerationRequest into prompt token ids (chat template + tokenizer).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -65,18 +66,20 @@ std::unique_ptr<ChoiceEventSource> StartChoiceSource(ServerContext* ctx, Generat
                                                      ApiFlavor flavor, const PromptFields& fields,
                                                      ApiError* error);
 
-// For the non-streaming loop: when the client is gone (HttpRequest::ClientGone: the event loop
-// saw its connection close), aborts `source` (its blocks are freed at the next engine step),
-// counts the disconnect and returns true; the handler then just returns.
-bool AbortIfClientGone(const HttpRequest& req, ChoiceEventSource* source, ServerContext* ctx,
-                       const HttpResponse& res);
+// What a non-streamed request answers once every choice finished: writes the response from the
+// collected choices and the source's final usage.
+using CollectedRespond = std::function<void(const ChoiceEventSource& source,
+                                            const ChoiceCollector& collector, HttpResponse& res)>;
 
-// Runs a non-streaming request to its end: polls `source`, adding its events to `collector`,
-// while watching the client. Returns true when every choice finished; false when the handler
-// must just return: the client went away (the source is aborted), or a choice failed and its
-// error (in `flavor`'s shape) is already written to `res`.
-bool CollectResponse(ChoiceEventSource* source, const HttpRequest& req, ServerContext* ctx,
-                     ApiFlavor flavor, HttpResponse& res, ChoiceCollector* collector);
+// Answers a non-streaming request when it ends, without holding a thread: `res` becomes a
+// deferred response (HttpDeferredResponse) that the server's event loop polls whenever `source`
+// has news, adding its events to `collector`. When every choice finished, `respond` writes the
+// answer; when a choice failed, the error in `flavor`'s shape is the answer. When the client goes
+// away first, the source is aborted (its blocks are freed at the next engine step) and the
+// disconnect is counted.
+void DeferCollected(ServerContext* ctx, std::unique_ptr<ChoiceEventSource> source,
+                    ChoiceCollector collector, ApiFlavor flavor, CollectedRespond respond,
+                    HttpResponse& res);
 
 // Unix seconds now.
 int64_t UnixNow();
