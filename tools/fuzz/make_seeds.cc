@@ -1,13 +1,20 @@
-// Writes a small seed corpus of valid files for a fuzzer: `fuzz_make_seeds gguf|safetensors DIR`.
-// Seeds are built with loom's own writers (GGUF) or by hand (safetensors), covering every GGUF
-// metadata type, nested arrays, every supported tensor type, and sharing/metadata corner cases.
+// Writes a small seed corpus of valid files for a fuzzer:
+// `fuzz_make_seeds gguf|safetensors|kv_disk_header DIR`.
+// Seeds are built with loom's own writers (GGUF, KV block files) or by hand (safetensors), covering
+// every GGUF metadata type, nested arrays, every supported tensor type, and sharing/metadata
+// corner cases.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "io/gguf_writer.h"
+#include "kv/kv_disk_store.h"
 
 namespace {
 
@@ -79,11 +86,51 @@ void SafetensorsSeeds(const std::string& dir) {
   Write(dir + "/four_dims.safetensors", Le64(h3.size()) + h3 + Filled(8, 1));
 }
 
+// Complete KV block files written by KvDiskStore itself (small blocks, with and without an
+// adapter id), and one cut after its header.
+void KvDiskHeaderSeeds(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path stage = fs::path(dir) / "stage";
+  for (int variant = 0; variant < 2; ++variant) {
+    loom::KvDiskFormat f;
+    f.model_fingerprint = "fuzz";
+    f.kv_dtype = variant == 0 ? "bf16" : "f32";
+    f.tokenizer_hash = "tok";
+    f.adapter_id = variant == 0 ? "" : "lora-1";
+    f.block_size = 2;
+    f.num_layers = 1;
+    f.num_kv_heads = 1;
+    f.head_dim = 2;
+    f.block_bytes = variant == 0 ? 16 : 32;
+    auto store = loom::KvDiskStore::Open(stage.string(), f, int64_t{1} << 30);
+    if (!store.ok()) {
+      std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+      std::exit(1);
+    }
+    const std::string payload =
+        Filled(static_cast<size_t>(f.block_bytes), static_cast<char>(variant));
+    const loom::BlockHash hash{static_cast<uint64_t>(variant) + 1, 42};
+    CHECK_OK(
+        (*store)->Write(hash, loom::BlockHash{},
+                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()),
+                                                 payload.size())));
+    const std::string name = variant == 0 ? "/block.kvb" : "/block_adapter.kvb";
+    fs::copy_file((*store)->PathOf(hash), dir + name, fs::copy_options::overwrite_existing);
+    if (variant == 0) {
+      fs::copy_file((*store)->PathOf(hash), dir + "/header_only.kvb",
+                    fs::copy_options::overwrite_existing);
+      fs::resize_file(dir + "/header_only.kvb", static_cast<uintmax_t>(loom::kKvDiskHeaderBytes));
+    }
+    store->reset();
+    fs::remove_all(stage);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s gguf|safetensors DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s gguf|safetensors|kv_disk_header DIR\n", argv[0]);
     return 2;
   }
   const std::string kind = argv[1];
@@ -91,6 +138,8 @@ int main(int argc, char** argv) {
     GgufSeeds(argv[2]);
   } else if (kind == "safetensors") {
     SafetensorsSeeds(argv[2]);
+  } else if (kind == "kv_disk_header") {
+    KvDiskHeaderSeeds(argv[2]);
   } else {
     std::fprintf(stderr, "unknown kind %s\n", kind.c_str());
     return 2;

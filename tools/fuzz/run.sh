@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the fuzzers (the model-file parsers, the grammar compilers and the HTTP request parser) with clang + libFuzzer +
-# ASan/UBSan in build-fuzz/ and runs each for SECONDS (default 60) from a seed corpus of valid
-# inputs generated at run time.
+# Builds the fuzzers (the model-file parsers, the grammar compilers, the HTTP request parser and the
+# KV block file header) with clang + libFuzzer + ASan/UBSan in build-fuzz/ and runs each for
+# SECONDS (default 60) from a seed corpus of valid inputs generated at run time.
 #   tools/fuzz/run.sh [SECONDS]        env: JOBS (default 2), LOOM_FUZZ_BUILD_DIR, LOOM_FUZZ_SEED
 # The seed is fixed (default 1) so that `make test` is reproducible: the same tree explores the same
 # inputs. Set LOOM_FUZZ_SEED=0 for a random seed when hunting for new bugs with a longer run.
@@ -24,7 +24,8 @@ fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" \
   "${extra[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_grammar fuzz_http_parser fuzz_make_seeds
+ninja -C "$build" -j"$jobs" fuzz_safetensors fuzz_gguf fuzz_grammar fuzz_http_parser fuzz_kv_disk_header \
+  fuzz_make_seeds
 
 status=0
 mkdir -p "$build/fuzz-artifacts"
@@ -45,7 +46,7 @@ printf '\x05POST /v1/chat/completions?x=%%41 HTTP/1.1\r\nHost: localhost:8080\r\
 printf '\x02POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n4;ext=1\r\nabcd\r\n0\r\nTrailer: x\r\n\r\n' > "$http_corpus/chunked"
 printf '\x09GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /x HTTP/1.1\r\nConnection: close\r\n\r\n' > "$http_corpus/versions"
 
-for name in safetensors gguf grammar http_parser; do
+for name in safetensors gguf grammar http_parser kv_disk_header; do
   corpus="$build/fuzz-corpus/$name"
   mkdir -p "$corpus"
   if [[ $name != grammar && $name != http_parser ]]; then
