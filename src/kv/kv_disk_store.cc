@@ -18,6 +18,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "base/unique_fd.h"
 
 namespace loom {
 namespace {
@@ -34,28 +35,6 @@ constexpr int64_t kMaxHeaderBytes = 1 << 20;
 // Keeps header_bytes + block_bytes far from overflowing int64.
 constexpr int64_t kMaxBlockBytes = int64_t{1} << 40;
 constexpr std::string_view kSuffix = ".kvb";
-
-// RAII owner of a file descriptor.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Closes now and reports the error close() returns (a delayed write error on some filesystems).
-  int Close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 void PutU32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));

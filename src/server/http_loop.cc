@@ -20,8 +20,8 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "base/thread_pool.h"
+#include "base/unique_fd.h"
 #include "server/http_parser.h"
-#include "server/unique_fd.h"
 
 namespace loom {
 namespace {

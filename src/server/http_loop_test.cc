@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "server/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace loom {
 namespace {
@@ -80,6 +80,20 @@ int CountOf(const std::string& s, std::string_view what) {
   int n = 0;
   for (size_t i = s.find(what); i != std::string::npos; i = s.find(what, i + 1)) ++n;
   return n;
+}
+
+// Polls `cond` under `mu` every 5 ms for up to a second; returns its last value.
+template <typename Cond>
+bool WaitUntil(std::mutex& mu, Cond cond) {
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (cond()) return true;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  return cond();
 }
 
 HttpLoopCallbacks EchoCallbacks() {
@@ -286,13 +300,7 @@ TEST(HttpLoopTest, AClientThatLeavesReleasesItsStream) {
     Send(c, "GET /s HTTP/1.1\r\n\r\n");
     Read(c, "start;\r\n", 5s);
   }
-  bool released = false;
-  for (int i = 0; i < 200 && !released; ++i) {
-    std::this_thread::sleep_for(5ms);
-    std::lock_guard<std::mutex> lock(shared->mu);
-    released = shared->released;
-  }
-  EXPECT_TRUE(released);
+  EXPECT_TRUE(WaitUntil(shared->mu, [&] { return shared->released; }));
   std::lock_guard<std::mutex> lock(shared->mu);
   EXPECT_FALSE(shared->finished);
 }
@@ -384,19 +392,10 @@ TEST(HttpLoopTest, AClientThatLeavesReleasesItsDeferredResponse) {
   {
     UniqueFd c = Connect(loop.port());
     Send(c, "GET /d HTTP/1.1\r\n\r\n");
-    for (int i = 0; i < 200; ++i) {  // until the loop polled it once
-      std::this_thread::sleep_for(5ms);
-      std::lock_guard<std::mutex> lock(shared->mu);
-      if (shared->polls > 0) break;
-    }
+    // Until the loop polled it once.
+    EXPECT_TRUE(WaitUntil(shared->mu, [&] { return shared->polls > 0; }));
   }
-  bool released = false;
-  for (int i = 0; i < 200 && !released; ++i) {
-    std::this_thread::sleep_for(5ms);
-    std::lock_guard<std::mutex> lock(shared->mu);
-    released = shared->released;
-  }
-  EXPECT_TRUE(released);
+  EXPECT_TRUE(WaitUntil(shared->mu, [&] { return shared->released; }));
   std::lock_guard<std::mutex> lock(shared->mu);
   EXPECT_FALSE(shared->ready);
 }

@@ -1,4 +1,4 @@
-// UniqueFd: the one owner of a file descriptor (socket, epoll, eventfd); closes it on
+// UniqueFd: the one owner of a file descriptor (socket, epoll, eventfd, file); closes it on
 // destruction. Move-only.
 #pragma once
 
@@ -31,6 +31,8 @@ class UniqueFd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
   }
+  // Closes now and returns what close() returned (a file's delayed write error shows here).
+  int Close() { return ::close(std::exchange(fd_, -1)); }
 
  private:
   int fd_ = -1;
