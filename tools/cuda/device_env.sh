@@ -24,3 +24,19 @@ check_greedy_ids() {
   cmp -s "$out/gen_cuda.txt" "$out/gen_cpu.txt" && r=identical || r=DIFFERENT
   echo "generate default 200 greedy ids, cuda$label vs cpu: $r${2:+; $(head -c "$2" "$out/gen_cuda.txt")}"
 }
+
+# Configures and builds llama.cpp's CUDA (sm_90a) targets from the source unpacked in $1 (see
+# tools/cuda/pack_llamacpp.sh) into $1/build, logs in $2, at most $3 seconds of ninja; prints
+# "llama.cpp build: exit N after S s". The remaining arguments are the ninja targets.
+build_llamacpp() {
+  local work=$1 logs=$2 limit=$3 t0 rc
+  shift 3
+  t0=$(date +%s)
+  cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+    > "$logs/llamacpp_cmake.log" 2>&1
+  timeout "$limit" ninja -C "$work/build" "$@" > "$logs/llamacpp_build.log" 2>&1
+  rc=$?
+  echo "llama.cpp build: exit $rc after $(($(date +%s) - t0)) s"
+}

@@ -31,13 +31,7 @@ mkdir -p "$work" && tar xJf "$src" -C "$work"
   done
 ) > "$out/gguf.log" 2>&1 &
 gguf_pid=$!
-t0=$(date +%s)
-cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-  > "$out/llamacpp_cmake.log" 2>&1
-timeout 450 ninja -C "$work/build" llama-bench llama-batched-bench > "$out/llamacpp_build.log" 2>&1
-echo "llama.cpp build: exit $? after $(($(date +%s) - t0)) s"
+build_llamacpp "$work" "$out" 450 llama-bench llama-batched-bench
 wait $gguf_pid
 cat "$out/gguf.log"
 lb=$work/build/bin

@@ -67,13 +67,7 @@ if [ "${SKIP_LLAMA:-0}" != 1 ]; then
   (PYTHONPATH=$work/gguf-py python3 bench/random_gguf.py bench/configs/llama-3.1-8b.json \
      "$work/8b-f16.gguf" --tokenizer /tmp/tok-safe) > "$logs/gguf.log" 2>&1 &
   gguf_pid=$!
-  t0=$(date +%s)
-  cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
-    > "$logs/llamacpp_cmake.log" 2>&1
-  timeout 400 ninja -C "$work/build" llama-server > "$logs/llamacpp_build.log" 2>&1
-  echo "llama.cpp build: exit $? after $(($(date +%s) - t0)) s"
+  build_llamacpp "$work" "$logs" 400 llama-server
   wait $gguf_pid
   tail -1 "$logs/gguf.log"
   wait $emb_pid; echo "embeddings golden: exit $? ($(tail -1 "$logs/embeddings.log"))"
