@@ -2,7 +2,11 @@
 // tokenizer(text) adds them: Qwen3-Embedding's post-processor appends <|endoftext|>; token-id
 // inputs as sent) → one engine embedding request per input, all submitted at once so the engine
 // batches them → the pooled vectors, truncated and normalized (embeddings.h) → JSON.
-#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/logging.h"
 #include "server/embeddings.h"
@@ -15,6 +19,72 @@ namespace {
 void AbortAll(ServerContext* ctx, const std::vector<RequestHandle>& handles) {
   for (const RequestHandle& h : handles) ctx->engine->Abort(h.id);
 }
+
+// The answer once every input's stream ended with its vector (one final chunk each, or an error),
+// completed by the server's event loop as the streams wake it: no thread waits for the engine.
+class EmbeddingsResponse : public HttpDeferredResponse {
+ public:
+  EmbeddingsResponse(ServerContext* ctx, std::vector<RequestHandle> handles, int dimensions,
+                     bool base64, int64_t prompt_tokens, std::string request_id)
+      : ctx_(ctx),
+        handles_(std::move(handles)),
+        vectors_(handles_.size()),
+        dimensions_(dimensions),
+        base64_(base64),
+        prompt_tokens_(prompt_tokens),
+        request_id_(std::move(request_id)) {}
+  ~EmbeddingsResponse() override { Release(); }
+
+  void SetWakeup(std::function<void()> wake) override {
+    for (RequestHandle& h : handles_) h.stream->SetListener(wake);
+  }
+
+  bool Poll(HttpResponse& res) override {
+    while (next_ < handles_.size()) {  // in order: each stream ends with one chunk
+      std::optional<StreamChunk> chunk = handles_[next_].stream->TryPop();
+      if (!chunk.has_value()) return false;
+      if (!chunk->finish_reason.has_value()) continue;
+      if (*chunk->finish_reason != FinishReason::kStop || chunk->embedding.empty()) {
+        const Status error = chunk->error.ok()
+                                 ? InternalError(std::string("the embedding ended with ") +
+                                                 FinishReasonName(*chunk->finish_reason))
+                                 : chunk->error;
+        Stop(/*abort=*/true);
+        SendError(res, ApiFlavor::kOpenAi, ApiError::FromStatus(error, ""));
+        return true;
+      }
+      vectors_[next_] = FinishEmbedding(chunk->embedding, dimensions_);
+      ++next_;
+    }
+    Stop(/*abort=*/false);
+    SendJson(res, 200, EmbeddingsJson(ctx_->model.name, vectors_, base64_, prompt_tokens_));
+    return true;
+  }
+
+  void Release() override {
+    if (handles_.empty()) return;
+    LOG(INFO) << request_id_ << " client went away; aborting";
+    ctx_->metrics.CountClientDisconnect();
+    Stop(/*abort=*/true);
+  }
+
+ private:
+  // Done with the streams: no more wakes; `abort` ends the unfinished requests.
+  void Stop(bool abort) {
+    for (RequestHandle& h : handles_) h.stream->SetListener(nullptr);
+    if (abort) AbortAll(ctx_, handles_);
+    handles_.clear();
+  }
+
+  ServerContext* ctx_;
+  std::vector<RequestHandle> handles_;  // empty once answered or released
+  std::vector<std::vector<float>> vectors_;
+  int dimensions_;
+  bool base64_;
+  int64_t prompt_tokens_;
+  std::string request_id_;
+  size_t next_ = 0;  // the first input whose vector has not arrived
+};
 
 void HandleEmbeddings(ServerContext* ctx, const HttpRequest& http_req, HttpResponse& res) {
   if (!CheckServing(ctx, ApiFlavor::kOpenAi, res)) return;
@@ -74,31 +144,9 @@ void HandleEmbeddings(ServerContext* ctx, const HttpRequest& http_req, HttpRespo
     handles.push_back(*std::move(h));
   }
 
-  // Each stream ends with one chunk holding the vector (or the error).
-  constexpr auto kPollInterval = std::chrono::milliseconds(100);
-  std::vector<std::vector<float>> vectors(handles.size());
-  for (size_t i = 0; i < handles.size(); ++i) {
-    while (true) {
-      if (http_req.ClientGone()) {
-        LOG(INFO) << RequestIdHeader(res) << " client went away; aborting";
-        ctx->metrics.CountClientDisconnect();
-        return AbortAll(ctx, handles);
-      }
-      std::optional<StreamChunk> chunk = handles[i].stream->Pop(kPollInterval);
-      if (!chunk.has_value() || !chunk->finish_reason.has_value()) continue;
-      if (*chunk->finish_reason != FinishReason::kStop || chunk->embedding.empty()) {
-        AbortAll(ctx, handles);
-        const Status error = chunk->error.ok()
-                                 ? InternalError(std::string("the embedding ended with ") +
-                                                 FinishReasonName(*chunk->finish_reason))
-                                 : chunk->error;
-        return fail(error, "");
-      }
-      vectors[i] = FinishEmbedding(chunk->embedding, parsed->dimensions);
-      break;
-    }
-  }
-  SendJson(res, 200, EmbeddingsJson(ctx->model.name, vectors, parsed->base64, prompt_tokens));
+  res.deferred =
+      std::make_unique<EmbeddingsResponse>(ctx, std::move(handles), parsed->dimensions,
+                                           parsed->base64, prompt_tokens, RequestIdHeader(res));
 }
 
 }  // namespace
