@@ -47,6 +47,18 @@ std::string BlockHash::ToHex() const {
   return std::string(buf, 32);
 }
 
+std::optional<BlockHash> BlockHash::FromHex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  uint64_t parts[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = hex[i];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    parts[i / 16] = (parts[i / 16] << 4) | static_cast<uint64_t>(d);
+  }
+  return BlockHash{parts[1], parts[0]};
+}
+
 BlockHash RootBlockHash(std::string_view model_fingerprint, std::string_view kv_dtype,
                         std::string_view tokenizer_hash) {
   Xxh3State s;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@ struct BlockHash {
   friend bool operator==(const BlockHash&, const BlockHash&) = default;
   // 32 lowercase hex digits (high then low), e.g. for logs and SSD-tier file names.
   std::string ToHex() const;
+  // The inverse of ToHex: nullopt unless `hex` is exactly 32 lowercase hex digits.
+  static std::optional<BlockHash> FromHex(std::string_view hex);
 };
 
 struct BlockHashHasher {

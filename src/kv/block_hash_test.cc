@@ -34,5 +34,13 @@ TEST(BlockHashTest, ToHexIs32HexDigits) {
   EXPECT_EQ(h.ToHex(), "fedcba98765432100123456789abcdef");
 }
 
+TEST(BlockHashTest, FromHexInvertsToHex) {
+  const BlockHash h{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  EXPECT_EQ(BlockHash::FromHex(h.ToHex()), h);
+  EXPECT_EQ(BlockHash::FromHex("fedcba98765432100123456789abcde"), std::nullopt);   // 31 digits
+  EXPECT_EQ(BlockHash::FromHex("FEDCBA98765432100123456789ABCDEF"), std::nullopt);  // upper case
+  EXPECT_EQ(BlockHash::FromHex("fedcba98765432100123456789abcdeg"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace loom

@@ -102,19 +102,6 @@ BlockHash PayloadHash(std::span<const uint8_t> payload) {
   return BlockHash{h.low64, h.high64};
 }
 
-// Inverse of BlockHash::ToHex (32 lowercase hex digits, high then low).
-std::optional<BlockHash> HashFromHex(std::string_view hex) {
-  if (hex.size() != 32) return std::nullopt;
-  uint64_t parts[2] = {0, 0};
-  for (size_t i = 0; i < 32; ++i) {
-    char c = hex[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    parts[i / 16] = (parts[i / 16] << 4) | static_cast<uint64_t>(d);
-  }
-  return BlockHash{parts[1], parts[0]};
-}
-
 // Reads up to n bytes at offset; returns the count read (short only at end of file) or -1.
 int64_t ReadFull(int fd, uint8_t* buf, int64_t n, int64_t offset) {
   int64_t done = 0;
@@ -348,7 +335,8 @@ Status KvDiskStore::Scan() {
       const std::string name = e.path().filename().string();
       if (!name.ends_with(kSuffix)) continue;  // not ours: leave it alone
       const std::string path = e.path().string();
-      std::optional<BlockHash> hash = HashFromHex(name.substr(0, name.size() - kSuffix.size()));
+      std::optional<BlockHash> hash =
+          BlockHash::FromHex(name.substr(0, name.size() - kSuffix.size()));
       if (!hash.has_value() || name.substr(0, 2) != shard_name) {
         Quarantine(path, DataLossError("file name is not <32 hex digits>.kvb in its shard"));
         continue;
