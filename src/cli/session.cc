@@ -163,6 +163,14 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "reject requests whose prompt + max_tokens can never fit this many GB (0 = off)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--prompt-cache", prompt_cache_gb, "prefix cache (0 disables; on by default)");
+  app->add_option("--ssd-cache", ssd_cache,
+                  "keep the prefix cache's KV blocks in this directory too (written behind as "
+                  "they fill, read back when a prompt's prefix continues there; survives "
+                  "restarts; several processes may share it)")
+      ->type_name("DIR");
+  app->add_option("--ssd-cache-max", ssd_cache_max_gb,
+                  "GB of --ssd-cache files kept (least recently used deleted first)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--max-model-len", max_model_len, "context length cap (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", chat_template,
@@ -378,6 +386,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.model_bytes = static_cast<int64_t>(model->weights().total_bytes);
   ec.max_model_len = context;
   ec.enable_prefix_cache = flags.prompt_cache_gb != 0;
+  ec.ssd_cache_dir = flags.ssd_cache;
+  ec.ssd_cache_max_bytes = static_cast<int64_t>(flags.ssd_cache_max_gb * 1e9);
   ec.model_fingerprint = model->info().fingerprint;
   ec.kv_dtype = std::string(DTypeName(kv_dtype));
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());

@@ -59,7 +59,36 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
                                   std::to_string(runner->vocab_size()) + ")");
     }
   }
-  return std::unique_ptr<Engine>(new Engine(cfg, std::move(runner)));
+  std::unique_ptr<KvSsdTier> ssd;
+  if (!cfg.ssd_cache_dir.empty()) {
+    const KvBlockLayout layout = runner->kv_block_layout();
+    if (layout.block_bytes <= 0) {
+      return FailedPreconditionError("--ssd-cache: this model runner does not expose its KV cache");
+    }
+    KvSsdTierConfig t;
+    t.dir = cfg.ssd_cache_dir;
+    t.max_bytes = cfg.ssd_cache_max_bytes;
+    t.max_pending_bytes = cfg.ssd_spill_queue_bytes;
+    t.num_readers = cfg.ssd_readers;
+    t.format.model_fingerprint = cfg.model_fingerprint;
+    t.format.kv_dtype = cfg.kv_dtype;
+    t.format.tokenizer_hash = cfg.tokenizer_hash;
+    t.format.block_size = cfg.block_size;
+    t.format.num_layers = layout.num_layers;
+    t.format.num_kv_heads = layout.num_kv_heads;
+    t.format.head_dim = layout.head_dim;
+    t.format.block_bytes = layout.block_bytes;
+    if (t.format.model_fingerprint.empty()) {
+      return FailedPreconditionError("--ssd-cache: the model has no fingerprint to key its blocks");
+    }
+    StatusOr<std::unique_ptr<KvSsdTier>> opened = KvSsdTier::Open(t);
+    if (!opened.ok()) return opened.status().WithContext("--ssd-cache " + cfg.ssd_cache_dir);
+    ssd = std::move(opened).value();
+  }
+  auto engine = std::unique_ptr<Engine>(new Engine(cfg, std::move(runner)));
+  engine->ssd_ = std::move(ssd);
+  engine->PublishStats();
+  return engine;
 }
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
@@ -75,6 +104,7 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
   kv_cfg.enable_prefix_cache = config_.enable_prefix_cache;
   kv_cfg.root_hash =
       RootBlockHash(config_.model_fingerprint, config_.kv_dtype, config_.tokenizer_hash);
+  kv_cfg.track_new_cached = !config_.ssd_cache_dir.empty();
   kv_ = std::make_unique<KvCacheManager>(kv_cfg);
   if (config_.num_grammar_threads > 0) {
     grammar_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.num_grammar_threads));
@@ -117,6 +147,13 @@ void Engine::Shutdown() {
   std::vector<RequestId> ids;
   for (const auto& [id, live] : live_) ids.push_back(id);
   for (RequestId id : ids) FinishRequest(id, FinishReason::kAbort);
+  if (restore_ != nullptr) restore_->Wait();  // its readers write into the job's buffer
+  restore_.reset();
+  if (ssd_ != nullptr && !ssd_->Flush(std::chrono::milliseconds(config_.ssd_flush_ms))) {
+    LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills
+                 << " blocks still queued after " << config_.ssd_flush_ms
+                 << " ms: dropped (a later miss)";
+  }
   PublishStats();
 }
 
@@ -241,6 +278,7 @@ void Engine::FinishRequest(RequestId id, FinishReason reason, Status error,
 
 bool Engine::Step() {
   DrainInbox();
+  AdvanceRestore();
   if (!scheduler_->HasWork()) {
     CheckIfIdle();
     PublishStats();
@@ -281,6 +319,97 @@ bool Engine::Step() {
   // here would hold up the finishing request's last outputs for a caller driving Step().
   PublishStats();
   return true;
+}
+
+void Engine::AdvanceRestore() {
+  if (ssd_ == nullptr) return;
+  if (restore_ != nullptr) {
+    if (!restore_->done()) {
+      if (scheduler_->num_running() > 0) return;  // keep stepping; poll again next step
+      restore_->Wait();                            // nothing runs: waiting stalls no one
+    }
+    FinishRestore();
+  }
+  const SchedRequest* front = scheduler_->FrontWaiting();
+  if (front == nullptr || front->hidden != HiddenRows::kNone) return;
+  Live& live = live_.at(front->id);
+  if (live.restore_probed) return;
+  live.restore_probed = true;
+  const std::vector<BlockHash> hashes = kv_->PrefixHashes(front->tokens, front->extra_keys);
+  size_t first = 0;
+  while (first < hashes.size() && kv_->LookupCached(hashes[first]).has_value()) ++first;
+  size_t end = first;
+  while (end < hashes.size() && ssd_->Contains(hashes[end])) ++end;
+  if (end == first) return;
+  restore_id_ = front->id;
+  restore_first_ = static_cast<int>(first);
+  restore_ = ssd_->StartRestore(std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(first),
+                                                       hashes.begin() + static_cast<ptrdiff_t>(end)));
+  scheduler_->SetHeld(front->id, true);
+  if (scheduler_->num_running() == 0) {
+    restore_->Wait();
+    FinishRestore();
+  }
+}
+
+void Engine::FinishRestore() {
+  std::shared_ptr<KvRestoreJob> job = std::move(restore_);
+  restore_.reset();
+  const RequestId id = restore_id_;
+  const SchedRequest* req = scheduler_->Find(id);
+  if (req == nullptr || req->running) return;  // finished while its blocks were read
+  scheduler_->SetHeld(id, false);
+  const int num_read = job->num_read();
+  // The pool's part of the prefix, pinned so that this step's allocations cannot evict it before
+  // the request's admission. When some of it was evicted while the blocks were read, the restored
+  // chain no longer joins it: the request re-prefills from where its hit ends.
+  const PrefixHit pool_part = kv_->ComputedPrefix(req->tokens, req->extra_keys);
+  if (static_cast<int>(pool_part.blocks.size()) < restore_first_) return;
+  kv_->Pin(id, std::span<const BlockId>(pool_part.blocks).first(restore_first_));
+  // Leave room for the running rows' next tokens and the rest of this request's prompt: a restore
+  // must never make the running batch preempt.
+  const int bs = config_.block_size;
+  const int rest = req->num_tokens() - (restore_first_ + num_read) * bs;
+  const int reserve = scheduler_->num_running() + (rest + bs - 1) / bs;
+  int restored = 0;
+  for (int i = 0; i < num_read; ++i) {
+    const BlockHash& hash = job->hashes()[i];
+    if (std::optional<BlockId> cached = kv_->LookupCached(hash)) {  // computed meanwhile
+      kv_->Pin(id, std::span<const BlockId>(&*cached, 1));
+      continue;
+    }
+    if (kv_->num_free_blocks() <= reserve) break;
+    std::optional<BlockId> block = kv_->AllocateForRestore(id);
+    if (!block.has_value()) break;
+    const Status written = runner_->WriteKvBlocks(std::span<const BlockId>(&*block, 1), job->block(i));
+    if (!written.ok()) {  // the block stays unhashed (a plain block once unpinned)
+      LOG(ERROR) << "ssd cache: restoring a block failed: " << written.ToString();
+      break;
+    }
+    CHECK(kv_->CacheRestored(*block, hash)) << "restored block " << hash.ToHex() << " cached twice";
+    ++restored;
+  }
+  ssd_->RecordRestore(restored);
+  restore_tokens_ += static_cast<uint64_t>(restored) * static_cast<uint64_t>(bs);
+}
+
+void Engine::SpillNewBlocks() {
+  std::vector<NewCachedBlock> fresh = kv_->TakeNewCached();
+  if (ssd_ == nullptr) return;
+  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  for (const NewCachedBlock& b : fresh) {
+    if (ssd_->Has(b.hash)) continue;
+    std::vector<uint8_t> bytes(block_bytes);
+    const Status read = runner_->ReadKvBlocks(std::span<const BlockId>(&b.block, 1), bytes);
+    if (!read.ok()) {
+      if (!spill_warned_) {
+        LOG(ERROR) << "ssd cache: cannot copy a block out: " << read.ToString();
+      }
+      spill_warned_ = true;
+      return;
+    }
+    ssd_->Spill(b.hash, b.parent, std::move(bytes));
+  }
 }
 
 void Engine::ReportCachedTokens(const StepPlan& plan) {
@@ -445,6 +574,7 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     results[i] = &*last;
   }
   scheduler_->Update(plan, accepted);
+  SpillNewBlocks();
 
   // Emit and check the stop conditions.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -584,6 +714,11 @@ void Engine::PublishStats() {
   s.jump_forward_tokens = jump_forward_tokens_;
   s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
+  if (ssd_ != nullptr) {
+    s.ssd_cache = true;
+    s.ssd = ssd_->stats();
+    s.ssd_restore_tokens = restore_tokens_;
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

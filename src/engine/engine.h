@@ -15,6 +15,13 @@
 // result does not depend on how the prompt was chunked or batched); the step that computes the
 // last prompt token finishes the request with its vector.
 //
+// With an SSD tier (EngineConfig::ssd_cache_dir, kv/kv_ssd_tier.h) every block entering the
+// prefix cache is copied out after its step and written behind; when the request at the front of
+// the waiting queue has a prefix that continues on disk past the pool's, it is held while the
+// reader threads fetch those blocks (running rows keep stepping; with none running the engine just
+// waits for them), then they are copied into fresh pool blocks and cached, pinned until the
+// Schedule that admits it, so its admission hits them like any cached prefix.
+//
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
 // token masked) finishes that request with kError; a runner error fails the requests of that
 // step; the loop keeps serving the rest. `n > 1` is n submissions sharing their prompt through
@@ -39,6 +46,7 @@
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_ssd_tier.h"
 #include "runtime/model_runner.h"
 #include "sample/step_sampler.h"
 #include "sched/scheduler.h"
@@ -76,6 +84,9 @@ struct EngineStats {
   uint64_t jump_forward_tokens = 0;    // of those, appended by jump-forward without sampling
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
+  bool ssd_cache = false;              // --ssd-cache is on: the fields below are live
+  KvSsdTierStats ssd;
+  uint64_t ssd_restore_tokens = 0;     // prompt tokens whose KV came back from the SSD tier
 };
 
 class Engine {
@@ -123,6 +134,7 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
+    bool restore_probed = false;  // the SSD tier was asked for this request's prefix
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
     std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
     // The token committed last, which the grammar takes just before its next mask (on the grammar
@@ -170,6 +182,14 @@ class Engine {
   // leaving room for one more sampled token within max_tokens and the context.
   void JumpForward(RequestId id, Live& live);
 
+  // The SSD tier's two paths (no-ops without one). AdvanceRestore, before Schedule: finishes the
+  // restore in flight once read (waiting for it when nothing runs), then probes the front waiting
+  // request and starts its restore. SpillNewBlocks, after the scheduler's Update: copies the
+  // blocks that just entered the prefix cache out of the pool into the write-behind queue.
+  void AdvanceRestore();
+  void FinishRestore();
+  void SpillNewBlocks();
+
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
   void ReportCachedTokens(const StepPlan& plan);
@@ -202,6 +222,12 @@ class Engine {
   size_t masks_pending_ = 0;
   std::vector<Live*> mask_rows_;          // this step's rows whose masks the workers compute
   std::atomic<size_t> next_mask_row_{0};  // the next of mask_rows_ a worker takes
+  std::unique_ptr<KvSsdTier> ssd_;         // null: no SSD tier
+  std::shared_ptr<KvRestoreJob> restore_;  // the restore in flight, for restore_id_
+  RequestId restore_id_{0};
+  int restore_first_ = 0;  // the prompt's block index where the restored chain starts
+  uint64_t restore_tokens_ = 0;
+  bool spill_warned_ = false;
   uint64_t seed_base_ = 0;                // draws the seeds of unseeded requests
   bool idle_checked_ = false;             // CheckIntegrity ran since the engine became idle
   uint64_t finished_ = 0;                 // stats counters, engine thread

@@ -33,6 +33,15 @@ Status EngineConfig::Validate() const {
                                 std::to_string(max_model_len));
   }
   if (kv_budget_bytes < 0) return InvalidArgumentError("--kv-budget must be >= 0");
+  if (!ssd_cache_dir.empty()) {
+    if (!enable_prefix_cache) {
+      return InvalidArgumentError("--ssd-cache needs the prefix cache (drop --prompt-cache-gb 0)");
+    }
+    if (ssd_cache_max_bytes <= 0) return InvalidArgumentError("--ssd-cache-max must be > 0");
+    if (ssd_spill_queue_bytes <= 0 || ssd_readers < 1 || ssd_readers > 64 || ssd_flush_ms < 0) {
+      return InvalidArgumentError("ssd cache: bad spill queue, reader count or flush time");
+    }
+  }
   if (memory_budget_bytes < 0) return InvalidArgumentError("--memory-budget must be >= 0");
   if (bytes_per_token_kv < 0 || model_bytes < 0) {
     return InvalidArgumentError("bytes_per_token_kv and model_bytes must be >= 0");

@@ -52,6 +52,15 @@ struct EngineConfig {
   std::string kv_dtype = "f32";
   std::string tokenizer_hash;
 
+  // SSD tier (--ssd-cache DIR): every block entering the prefix cache is also written behind to
+  // DIR, and a waiting request whose prefix continues there has it read back into the pool
+  // before its first step (after a restart too). Empty: off. Needs the prefix cache.
+  std::string ssd_cache_dir;
+  int64_t ssd_cache_max_bytes = 32'000'000'000;       // --ssd-cache-max (decimal GB x 1e9)
+  int64_t ssd_spill_queue_bytes = int64_t{256} << 20;  // write-behind queue cap
+  int ssd_readers = 4;                                 // threads reading a restore
+  int ssd_flush_ms = 10'000;  // Shutdown waits this long for queued spills to reach the disk
+
   std::vector<TokenId> eos_token_ids;  // stop every request unless ignore_eos
 
   // Runs Scheduler/KV CheckIntegrity after every step (tests, --debug); always run when idle.

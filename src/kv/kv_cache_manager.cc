@@ -30,6 +30,59 @@ PrefixHit KvCacheManager::ComputedPrefix(std::span<const TokenId> tokens,
   return hit;
 }
 
+std::vector<BlockHash> KvCacheManager::PrefixHashes(std::span<const TokenId> tokens,
+                                                    std::string_view extra_keys) const {
+  std::vector<BlockHash> out;
+  if (tokens.empty()) return out;
+  const int bs = config_.block_size;
+  const int max_blocks = (static_cast<int>(tokens.size()) - 1) / bs;
+  out.reserve(max_blocks);
+  BlockHash parent = config_.root_hash;
+  for (int i = 0; i < max_blocks; ++i) {
+    parent = HashBlock(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_keys);
+    out.push_back(parent);
+  }
+  return out;
+}
+
+void KvCacheManager::Pin(RequestId id, std::span<const BlockId> blocks) {
+  pool_.Touch(blocks);
+  std::vector<BlockId>& pinned = pins_[id];
+  pinned.insert(pinned.end(), blocks.begin(), blocks.end());
+}
+
+void KvCacheManager::ReleasePins(RequestId id) {
+  auto it = pins_.find(id);
+  if (it == pins_.end()) return;
+  // Last pinned first, as Free releases a table: the tail of a prefix is evicted before its head.
+  std::vector<BlockId> reversed(it->second.rbegin(), it->second.rend());
+  pins_.erase(it);
+  pool_.Free(reversed);
+}
+
+void KvCacheManager::ReleaseAllPins() {
+  while (!pins_.empty()) ReleasePins(pins_.begin()->first);
+}
+
+int KvCacheManager::num_pinned_blocks() const {
+  size_t n = 0;
+  for (const auto& [id, blocks] : pins_) n += blocks.size();
+  return static_cast<int>(n);
+}
+
+std::optional<BlockId> KvCacheManager::AllocateForRestore(RequestId id) {
+  std::optional<std::vector<BlockId>> fresh = pool_.Allocate(1);
+  if (!fresh.has_value()) return std::nullopt;
+  pins_[id].push_back(fresh->front());  // Allocate's reference is the pin's
+  return fresh->front();
+}
+
+std::vector<NewCachedBlock> KvCacheManager::TakeNewCached() {
+  std::vector<NewCachedBlock> out;
+  out.swap(new_cached_);
+  return out;
+}
+
 bool KvCacheManager::AllocateSlots(RequestId id, int num_computed_tokens, int num_new_tokens,
                                    const PrefixHit& hit, bool record_prefix_query) {
   CHECK_GE(num_computed_tokens, 0);
@@ -64,6 +117,7 @@ bool KvCacheManager::AllocateSlots(RequestId id, int num_computed_tokens, int nu
     CHECK(fresh.has_value()) << "free-block accounting is wrong";
     req.table.insert(req.table.end(), fresh->begin(), fresh->end());
   }
+  ReleasePins(id);  // after the hit's own references: pinned hit blocks never touch 0
   if (record_prefix_query) {
     ++prefix_queries_;
     prefix_hits_ += hit.num_tokens > 0;
@@ -89,13 +143,16 @@ void KvCacheManager::CommitComputed(RequestId id, std::span<const TokenId> token
         HashBlock(req.last_hash, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_keys);
     // false: another block already holds this content; ours stays a plain block. The chain
     // continues from the content hash either way.
-    (void)pool_.CacheBlock(req.table[i], h);
+    if (pool_.CacheBlock(req.table[i], h) && config_.track_new_cached) {
+      new_cached_.push_back({req.table[i], h, req.last_hash});
+    }
     req.last_hash = h;
     req.num_hashed_blocks = i + 1;
   }
 }
 
 void KvCacheManager::Free(RequestId id) {
+  ReleasePins(id);
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   std::vector<BlockId> reversed(it->second.table.rbegin(), it->second.table.rend());
@@ -134,8 +191,15 @@ void KvCacheManager::CheckIntegrity() const {
       ++refs[b];
     }
   }
+  for (const auto& [id, blocks] : pins_) {
+    for (BlockId b : blocks) {
+      CHECK(b >= 0 && b < pool_.num_blocks()) << id << " pins invalid block " << b;
+      ++refs[b];
+    }
+  }
   for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
-    CHECK_EQ(refs[b], pool_.ref_count(b)) << "block " << b << ": table references vs ref_count";
+    CHECK_EQ(refs[b], pool_.ref_count(b))
+        << "block " << b << ": table and pin references vs ref_count";
   }
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,16 @@ struct KvCacheConfig {
   int block_size = 16;  // tokens per block (> 0)
   bool enable_prefix_cache = true;
   BlockHash root_hash;  // RootBlockHash(model fingerprint, KV dtype, tokenizer hash)
+  // Record every block CommitComputed enters into the prefix cache (TakeNewCached), for a tier
+  // below the pool that keeps a copy of each (the SSD tier's write-behind).
+  bool track_new_cached = false;
+};
+
+// A block CommitComputed just entered into the prefix cache: its KV is written.
+struct NewCachedBlock {
+  BlockId block;
+  BlockHash hash;
+  BlockHash parent;  // the previous block's hash (the root for a request's first block)
 };
 
 // Cached full blocks that cover a prefix of a request's tokens.
@@ -67,6 +78,35 @@ class KvCacheManager {
   // result is only valid until the next mutating call.
   PrefixHit ComputedPrefix(std::span<const TokenId> tokens, std::string_view extra_keys) const;
 
+  // The chained hashes of the full blocks ComputedPrefix may cover: (size - 1) / B of them.
+  std::vector<BlockHash> PrefixHashes(std::span<const TokenId> tokens,
+                                      std::string_view extra_keys) const;
+  // The block cached under `hash`, if any.
+  std::optional<BlockId> LookupCached(const BlockHash& hash) const {
+    return pool_.LookupCached(hash);
+  }
+
+  // Pins: references a waiting request holds on cached blocks so that the prefix it will hit at
+  // admission cannot be evicted first (blocks restored from a tier below the pool, and the pool
+  // blocks before them). Released when AllocateSlots admits the request (after taking its own
+  // references), by ReleasePins, or by Free. Pin takes one reference per block.
+  void Pin(RequestId id, std::span<const BlockId> blocks);
+  void ReleasePins(RequestId id);
+  void ReleaseAllPins();
+  int num_pinned_blocks() const;
+
+  // A block for KV restored from a tier below the pool: allocated (as Allocate does, evicting the
+  // least recently freed cached block) and pinned for `id`, not yet hashed. Fill it, then
+  // CacheRestored. nullopt when no block is free.
+  std::optional<BlockId> AllocateForRestore(RequestId id);
+  // Enters a filled restore block under `hash`. Returns false when `hash` is already cached
+  // (the block stays a plain block; ComputedPrefix finds the other one).
+  bool CacheRestored(BlockId block, const BlockHash& hash) { return pool_.CacheBlock(block, hash); }
+
+  // The blocks entered into the prefix cache since the last call (config.track_new_cached), in
+  // the order they were computed.
+  std::vector<NewCachedBlock> TakeNewCached();
+
   // Grows the request's block table to cover num_computed_tokens + hit.num_tokens +
   // num_new_tokens tokens. `hit` (from ComputedPrefix, just before) may only be non-empty when the
   // request holds no blocks yet; its blocks are adopted (Touch) and it is recorded in the
@@ -82,7 +122,7 @@ class KvCacheManager {
                       std::string_view extra_keys);
 
   // Releases all the request's blocks (tail block first, so the tail of a prefix is evicted
-  // before its head) and forgets the request. No-op for an unknown id.
+  // before its head) and its pins, and forgets the request. No-op for an unknown id.
   void Free(RequestId id);
 
   // The request's block table (empty for an unknown id). Valid until the next mutating call.
@@ -92,7 +132,7 @@ class KvCacheManager {
   KvCacheStats stats() const;
 
   // CHECKs BlockPool::CheckIntegrity and that every block's ref_count equals the number of
-  // request tables holding it (so every used block is reachable from some request).
+  // request tables and pins holding it (so every used block is reachable from some request).
   void CheckIntegrity() const;
 
  private:
@@ -107,6 +147,8 @@ class KvCacheManager {
   KvCacheConfig config_;
   BlockPool pool_;
   std::unordered_map<RequestId, RequestBlocks> requests_;
+  std::unordered_map<RequestId, std::vector<BlockId>> pins_;
+  std::vector<NewCachedBlock> new_cached_;
   uint64_t prefix_queries_ = 0;
   uint64_t prefix_hits_ = 0;
   uint64_t prefix_query_tokens_ = 0;

@@ -45,6 +45,72 @@ StatusOr<StepLogits> DecoderRunner::Execute(const StepPlan& plan) {
   return out;
 }
 
+KvBlockLayout DecoderRunner::kv_block_layout() const {
+  KvBlockLayout l;
+  if (kv_.empty()) return l;
+  l.num_layers = static_cast<int>(kv_.size());
+  l.num_kv_heads = static_cast<int>(kv_[0].k.dim(2));
+  l.head_dim = static_cast<int>(kv_[0].k.dim(3));
+  for (const KvLayer& layer : kv_) {
+    l.block_bytes += static_cast<int64_t>(layer.k.nbytes() / static_cast<size_t>(num_blocks_) +
+                                          layer.v.nbytes() / static_cast<size_t>(num_blocks_));
+  }
+  return l;
+}
+
+namespace {
+
+// Runs fn(tensor_block_view, offset in the block's bytes) over a block's K and V rows, layer by
+// layer (the KvBlockLayout order).
+template <typename Fn>
+void ForEachKvPart(const std::vector<KvLayer>& kv, BlockId block, Fn&& fn) {
+  size_t offset = 0;
+  for (const KvLayer& layer : kv) {
+    for (const Tensor* t : {&layer.k, &layer.v}) {
+      const Tensor part = t->Slice(block, 1);
+      fn(part, offset);
+      offset += part.nbytes();
+    }
+  }
+}
+
+}  // namespace
+
+Status DecoderRunner::ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) {
+  const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);
+  if (bytes.size() != blocks.size() * block_bytes) {
+    return InvalidArgumentError("ReadKvBlocks: " + std::to_string(bytes.size()) + " bytes for " +
+                                std::to_string(blocks.size()) + " blocks");
+  }
+  Backend* be = model_->backend();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("ReadKvBlocks: bad block");
+    uint8_t* dst = bytes.data() + i * block_bytes;
+    ForEachKvPart(kv_, blocks[i], [&](const Tensor& part, size_t off) {
+      be->CopyToHost(part, dst + off);
+    });
+  }
+  return OkStatus();
+}
+
+Status DecoderRunner::WriteKvBlocks(std::span<const BlockId> blocks,
+                                    std::span<const uint8_t> bytes) {
+  const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);
+  if (bytes.size() != blocks.size() * block_bytes) {
+    return InvalidArgumentError("WriteKvBlocks: " + std::to_string(bytes.size()) + " bytes for " +
+                                std::to_string(blocks.size()) + " blocks");
+  }
+  Backend* be = model_->backend();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("WriteKvBlocks: bad block");
+    const uint8_t* src = bytes.data() + i * block_bytes;
+    ForEachKvPart(kv_, blocks[i], [&](const Tensor& part, size_t off) {
+      be->CopyFromHost(src + off, part);
+    });
+  }
+  return OkStatus();
+}
+
 bool DecoderRunner::GreedyIds(const StepPlan& plan, std::span<int32_t> ids) {
   return accelerated_ && accelerator_->ArgmaxAndLookahead(plan, ids);
 }

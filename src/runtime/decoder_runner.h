@@ -53,6 +53,9 @@ class DecoderRunner final : public ModelRunner {
   int vocab_size() const override { return model_->config().vocab_size; }
   int max_model_len() const override { return model_->config().max_position_embeddings; }
   int hidden_size() const override { return model_->config().hidden_size; }
+  KvBlockLayout kv_block_layout() const override;
+  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) override;
+  Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) override;
 
   const Model& model() const { return *model_; }
   int num_blocks() const { return num_blocks_; }

@@ -37,6 +37,16 @@ struct StepLogits {
   Tensor hidden;
 };
 
+// How a runner's KV block looks as host bytes (ReadKvBlocks / WriteKvBlocks): for each layer in
+// order, the block's K rows then its V rows, each [block_size, num_kv_heads, head_dim] in the KV
+// dtype. block_bytes == 0: the runner does not expose its KV (no tier below the pool).
+struct KvBlockLayout {
+  int num_layers = 0;
+  int num_kv_heads = 0;  // of the first layer (a layer may differ; block_bytes counts each)
+  int head_dim = 0;
+  int64_t block_bytes = 0;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -58,6 +68,21 @@ class ModelRunner {
     (void)plan;
     (void)ids;
     return false;
+  }
+
+  // The KV pools as host bytes, for the tiers below the pool (SSD). Called from the engine thread
+  // between steps: ReadKvBlocks sees the KV of every step executed so far, WriteKvBlocks lands
+  // before the next step reads it. `bytes` holds blocks.size() * block_bytes, block after block.
+  virtual KvBlockLayout kv_block_layout() const { return {}; }
+  virtual Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) {
+    (void)blocks;
+    (void)bytes;
+    return UnimplementedError("this model runner does not expose its KV cache");
+  }
+  virtual Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) {
+    (void)blocks;
+    (void)bytes;
+    return UnimplementedError("this model runner does not expose its KV cache");
   }
 
   // Rows of the logits; token ids are in [0, vocab_size()).

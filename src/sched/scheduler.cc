@@ -196,6 +196,7 @@ StepPlan Scheduler::Schedule() {
          num_running() < config_.max_num_seqs) {
     SchedRequest& req = requests_.at(waiting_.front());
     CHECK_EQ(req.num_computed_tokens, 0);
+    if (req.held) break;  // its restore is still being read
     if (config_.kv_budget_bytes > 0 &&
         running_projected_kv_bytes_ + req.projected_kv_bytes > config_.kv_budget_bytes) {
       break;  // over-budget joiners wait for running requests to finish
@@ -215,6 +216,8 @@ StepPlan Scheduler::Schedule() {
     budget -= num_new;
   }
 
+  // A pinned prefix not admitted now stays cached but evictable: pins never block a later step.
+  kv_->ReleaseAllPins();
   for (const ScheduledSeq& seq : plan.seqs) {
     plan.num_tokens += static_cast<int>(seq.tokens.size());
     plan.num_logits += seq.num_logits;
@@ -265,6 +268,16 @@ bool Scheduler::Finish(RequestId id) {
   return true;
 }
 
+void Scheduler::SetHeld(RequestId id, bool held) {
+  SchedRequest& req = requests_.at(id);
+  CHECK(!req.running) << id << " is running: only a waiting request can be held";
+  req.held = held;
+}
+
+const SchedRequest* Scheduler::FrontWaiting() const {
+  return waiting_.empty() ? nullptr : &requests_.at(waiting_.front());
+}
+
 const SchedRequest* Scheduler::Find(RequestId id) const {
   auto it = requests_.find(id);
   return it == requests_.end() ? nullptr : &it->second;
@@ -278,6 +291,7 @@ void Scheduler::CheckIntegrity() const {
   for (RequestId id : running_) {
     const SchedRequest& req = requests_.at(id);
     CHECK(req.running) << id;
+    CHECK(!req.held) << id << " is running while held";
     CHECK_LT(req.num_computed_tokens, req.num_tokens()) << id << " fully computed but running";
     const int blocks = static_cast<int>(kv_->block_table(id).size());
     CHECK_GE(blocks * kv_->block_size(), req.num_computed_tokens) << id << ": table too short";

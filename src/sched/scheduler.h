@@ -9,8 +9,9 @@
 //                   it fits, possibly itself.
 //                2. if nothing was preempted: waiting requests in FIFO order, while rows
 //                   (max_num_seqs), token budget and --kv-budget allow; prefix-cache hits make
-//                   num_computed_tokens jump ahead. The first one that does not fit stops
-//                   admission (no overtaking).
+//                   num_computed_tokens jump ahead. The first one that does not fit, or is held
+//                   for a restore, stops admission (no overtaking). Pins the KV manager holds
+//                   for waiting requests (restored prefixes) are released at the end.
 //   Update():    after the runner ran the plan: num_computed_tokens += scheduled tokens, newly
 //                full blocks enter the prefix cache, sampled tokens are appended.
 //
@@ -64,6 +65,9 @@ struct SchedRequest {
   int num_cached_tokens = -1;             // prefix-cache hit at first admission; -1 until admitted
   int num_preemptions = 0;
   bool running = false;
+  // Waiting for a restore from a tier below the pool (Engine): admission stops at it, as at any
+  // request that does not fit yet; running requests keep stepping.
+  bool held = false;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -107,6 +111,11 @@ class Scheduler {
   // Removes a request (completed, aborted or failed) wherever it is, freeing its blocks.
   // Returns false for an unknown id.
   bool Finish(RequestId id);
+
+  // Holds (or releases) a waiting request: see SchedRequest::held. Precondition: it is waiting.
+  void SetHeld(RequestId id, bool held);
+  // The request admission considers next (the front of the waiting queue); null when none waits.
+  const SchedRequest* FrontWaiting() const;
 
   const SchedRequest* Find(RequestId id) const;
   int num_running() const { return static_cast<int>(running_.size()); }

@@ -78,6 +78,29 @@ void HandleDetokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& 
   SendJson(res, 200, ordered_json{{"content", ctx->codec->Decode(ids, false)}});
 }
 
+// /stats "ssd_cache": the SSD tier's counters ({"enabled": false} without --ssd-cache).
+ordered_json SsdCacheJson(const EngineStats& e, const EngineConfig& config) {
+  if (!e.ssd_cache) return ordered_json{{"enabled", false}};
+  const KvDiskStats& d = e.ssd.store;
+  return ordered_json{{"enabled", true},
+                      {"dir", config.ssd_cache_dir},
+                      {"entries", d.entries},
+                      {"bytes", d.bytes},
+                      {"max_bytes", config.ssd_cache_max_bytes},
+                      {"hits", d.hits},
+                      {"misses", d.misses},
+                      {"restores", e.ssd.restores},
+                      {"restored_blocks", e.ssd.restored_blocks},
+                      {"restore_tokens", e.ssd_restore_tokens},
+                      {"writes", d.writes},
+                      {"write_errors", d.write_errors},
+                      {"evictions", d.evictions},
+                      {"quarantined", d.quarantined},
+                      {"pending_spills", e.ssd.pending_spills},
+                      {"dropped_spills", e.ssd.dropped_spills},
+                      {"spill_disabled", e.ssd.spill_disabled}};
+}
+
 }  // namespace
 
 ordered_json StatsJson(const ServerContext& ctx) {
@@ -108,6 +131,7 @@ ordered_json StatsJson(const ServerContext& ctx) {
                     {"hit_tokens", e.prefix_cache_hit_tokens},
                     {"query_tokens", e.prefix_cache_query_tokens},
                     {"evictions", e.prefix_cache_evictions}}},
+      {"ssd_cache", SsdCacheJson(e, ctx.engine->config())},
       {"kv",
        ordered_json{{"dtype", m.kv_dtype},
                     {"block_size", m.block_size},

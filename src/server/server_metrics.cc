@@ -132,6 +132,25 @@ std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
        e.prefix_cache_query_tokens > 0
            ? static_cast<double>(e.prefix_cache_hit_tokens) / e.prefix_cache_query_tokens
            : 0.0);
+  if (e.ssd_cache) {
+    Line(&out, "loom_ssd_cache_blocks", "KV blocks stored in the --ssd-cache directory.", "gauge",
+         static_cast<double>(e.ssd.store.entries));
+    Line(&out, "loom_ssd_cache_bytes", "Bytes of the --ssd-cache files.", "gauge",
+         static_cast<double>(e.ssd.store.bytes));
+    Line(&out, "loom_ssd_cache_restored_tokens_total",
+         "Prompt tokens whose KV was read back from the SSD tier.", "counter",
+         static_cast<double>(e.ssd_restore_tokens));
+    Line(&out, "loom_ssd_cache_writes_total", "KV blocks written to the SSD tier.", "counter",
+         static_cast<double>(e.ssd.store.writes));
+    Line(&out, "loom_ssd_cache_dropped_spills_total",
+         "KV blocks not written to the SSD tier (full queue or full disk).", "counter",
+         static_cast<double>(e.ssd.dropped_spills));
+    Line(&out, "loom_ssd_cache_quarantined_total",
+         "SSD tier files moved to quarantine (foreign, truncated or corrupt).", "counter",
+         static_cast<double>(e.ssd.store.quarantined));
+    Line(&out, "loom_ssd_cache_pending_spills", "KV blocks queued for the SSD tier's writer.",
+         "gauge", static_cast<double>(e.ssd.pending_spills));
+  }
   Line(&out, "loom_preemptions_total", "Requests preempted (recomputed later).", "counter",
        static_cast<double>(e.preemptions));
   Line(&out, "loom_engine_steps_total", "Engine steps run.", "counter",
