@@ -150,9 +150,8 @@ void Engine::Shutdown() {
   if (restore_ != nullptr) restore_->Wait();  // its readers write into the job's buffer
   restore_.reset();
   if (ssd_ != nullptr && !ssd_->Flush(std::chrono::milliseconds(config_.ssd_flush_ms))) {
-    LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills
-                 << " blocks still queued after " << config_.ssd_flush_ms
-                 << " ms: dropped (a later miss)";
+    LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills << " blocks still queued after "
+                 << config_.ssd_flush_ms << " ms: dropped (a later miss)";
   }
   PublishStats();
 }
@@ -326,7 +325,7 @@ void Engine::AdvanceRestore() {
   if (restore_ != nullptr) {
     if (!restore_->done()) {
       if (scheduler_->num_running() > 0) return;  // keep stepping; poll again next step
-      restore_->Wait();                            // nothing runs: waiting stalls no one
+      restore_->Wait();                           // nothing runs: waiting stalls no one
     }
     FinishRestore();
   }
@@ -343,8 +342,9 @@ void Engine::AdvanceRestore() {
   if (end == first) return;
   restore_id_ = front->id;
   restore_first_ = static_cast<int>(first);
-  restore_ = ssd_->StartRestore(std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(first),
-                                                       hashes.begin() + static_cast<ptrdiff_t>(end)));
+  restore_ =
+      ssd_->StartRestore(std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(first),
+                                                hashes.begin() + static_cast<ptrdiff_t>(end)));
   scheduler_->SetHeld(front->id, true);
   if (scheduler_->num_running() == 0) {
     restore_->Wait();
@@ -381,7 +381,8 @@ void Engine::FinishRestore() {
     if (kv_->num_free_blocks() <= reserve) break;
     std::optional<BlockId> block = kv_->AllocateForRestore(id);
     if (!block.has_value()) break;
-    const Status written = runner_->WriteKvBlocks(std::span<const BlockId>(&*block, 1), job->block(i));
+    const Status written =
+        runner_->WriteKvBlocks(std::span<const BlockId>(&*block, 1), job->block(i));
     if (!written.ok()) {  // the block stays unhashed (a plain block once unpinned)
       LOG(ERROR) << "ssd cache: restoring a block failed: " << written.ToString();
       break;

@@ -86,7 +86,7 @@ struct EngineStats {
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
   bool ssd_cache = false;              // --ssd-cache is on: the fields below are live
   KvSsdTierStats ssd;
-  uint64_t ssd_restore_tokens = 0;     // prompt tokens whose KV came back from the SSD tier
+  uint64_t ssd_restore_tokens = 0;  // prompt tokens whose KV came back from the SSD tier
 };
 
 class Engine {
@@ -134,7 +134,7 @@ class Engine {
     SamplingParams params;
     uint64_t seed = 0;
     bool cached_reported = false;
-    bool restore_probed = false;  // the SSD tier was asked for this request's prefix
+    bool restore_probed = false;            // the SSD tier was asked for this request's prefix
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
     std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
     // The token committed last, which the grammar takes just before its next mask (on the grammar
@@ -220,17 +220,17 @@ class Engine {
   std::mutex masks_mu_;
   std::condition_variable masks_cv_;
   size_t masks_pending_ = 0;
-  std::vector<Live*> mask_rows_;          // this step's rows whose masks the workers compute
-  std::atomic<size_t> next_mask_row_{0};  // the next of mask_rows_ a worker takes
+  std::vector<Live*> mask_rows_;           // this step's rows whose masks the workers compute
+  std::atomic<size_t> next_mask_row_{0};   // the next of mask_rows_ a worker takes
   std::unique_ptr<KvSsdTier> ssd_;         // null: no SSD tier
   std::shared_ptr<KvRestoreJob> restore_;  // the restore in flight, for restore_id_
   RequestId restore_id_{0};
   int restore_first_ = 0;  // the prompt's block index where the restored chain starts
   uint64_t restore_tokens_ = 0;
   bool spill_warned_ = false;
-  uint64_t seed_base_ = 0;                // draws the seeds of unseeded requests
-  bool idle_checked_ = false;             // CheckIntegrity ran since the engine became idle
-  uint64_t finished_ = 0;                 // stats counters, engine thread
+  uint64_t seed_base_ = 0;     // draws the seeds of unseeded requests
+  bool idle_checked_ = false;  // CheckIntegrity ran since the engine became idle
+  uint64_t finished_ = 0;      // stats counters, engine thread
   uint64_t steps_ = 0;
   uint64_t idle_checks_ = 0;
   uint64_t computed_tokens_ = 0;

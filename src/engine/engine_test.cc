@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -19,6 +22,7 @@
 #include "grammar/grammar_compose.h"
 #include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
+#include "kv/block_hash.h"
 #include "sample/fake_device_backend.h"
 
 namespace loom {
@@ -105,6 +109,29 @@ class FakeRunner : public ModelRunner {
   int vocab_size() const override { return vocab_; }
   int max_model_len() const override { return max_len_; }
 
+  // The "KV" of a block as bytes: its slots' token ids (int32, little-endian on x86).
+  KvBlockLayout kv_block_layout() const override {
+    return {1, 1, 1, static_cast<int64_t>(block_size_ * sizeof(int))};
+  }
+  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) override {
+    const size_t bb = block_size_ * sizeof(int);
+    CHECK_EQ(bytes.size(), blocks.size() * bb);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      std::memcpy(bytes.data() + i * bb, &kv_[blocks[i] * block_size_], bb);
+    }
+    ++kv_reads_;
+    return OkStatus();
+  }
+  Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) override {
+    const size_t bb = block_size_ * sizeof(int);
+    CHECK_EQ(bytes.size(), blocks.size() * bb);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      std::memcpy(&kv_[blocks[i] * block_size_], bytes.data() + i * bb, bb);
+    }
+    kv_writes_ += static_cast<int>(blocks.size());
+    return OkStatus();
+  }
+
   int block_size_;
   int max_len_;
   int vocab_;
@@ -113,6 +140,8 @@ class FakeRunner : public ModelRunner {
   int max_rows_ = 0;
   int max_step_tokens_ = 0;
   int fail_steps_ = 0;
+  int kv_reads_ = 0;   // ReadKvBlocks calls (spills)
+  int kv_writes_ = 0;  // blocks written by WriteKvBlocks (restores)
   std::unique_ptr<CpuBackend> backend_;
 };
 
@@ -672,6 +701,174 @@ TEST(EngineTest, SameRequestTwiceReusesTheWholePromptButTheLastToken) {
   EXPECT_EQ(s.prefix_cache_hits, 1u);
   EXPECT_EQ(s.prefix_cache_misses, 1u);
   EXPECT_EQ(s.prefix_cache_hit_tokens, 16u);
+}
+
+// The SSD tier under the fake runner, whose "KV" is each slot's token id: a restored block with
+// wrong contents, or one read into the wrong place, changes the history it reads back, hence the
+// tokens (or fails the step on an unwritten slot).
+class EngineSsdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("loom_engine_ssd_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  EngineConfig WithSsd(EngineConfig cfg) const {
+    cfg.ssd_cache_dir = dir_.string();
+    return cfg;
+  }
+  // Every .kvb file under the cache directory (not quarantine/ or tmp/).
+  std::vector<std::filesystem::path> BlockFiles() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+      if (e.path().extension() == ".kvb" &&
+          e.path().parent_path().filename().string().size() == 2) {
+        out.push_back(e.path());
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::filesystem::path dir_;
+};
+
+Request Greedy(Tokens prompt, int max_tokens) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+TEST_F(EngineSsdTest, APromptComesBackFromDiskAfterARestart) {
+  const Request r = Greedy(Prompt(0, 41, 7), 6);  // 10 full blocks may be cached (40 of 41)
+  Result first;
+  {
+    Made a = Make(WithSsd(BaseConfig(64)));
+    first = RunAll(*a.engine, {r})[0];
+    a.engine->Shutdown();  // flushes the write-behind queue
+    const EngineStats s = a.engine->stats();
+    ASSERT_TRUE(s.ssd_cache);
+    // The prompt's 10 blocks and the output's first (41 + 6 = 47 tokens, 46 computed: 11 full).
+    EXPECT_EQ(s.ssd.store.writes, 11);
+    EXPECT_EQ(s.ssd.pending_spills, 0);
+    EXPECT_GT(a.runner->kv_reads_, 0);
+  }
+  EXPECT_EQ(BlockFiles().size(), 11u);
+  Made b = Make(WithSsd(BaseConfig(64)));  // a fresh runner: its KV holds nothing
+  Result second = RunAll(*b.engine, {r})[0];
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.cached_tokens, 40);
+  EXPECT_EQ(b.runner->kv_writes_, 10);
+  const EngineStats s = b.engine->stats();
+  EXPECT_EQ(s.ssd.restores, 1);
+  EXPECT_EQ(s.ssd.restored_blocks, 10);
+  EXPECT_EQ(s.ssd_restore_tokens, 40u);
+  EXPECT_EQ(s.ssd.store.writes, 0);  // nothing new: the output's block is on disk already
+  EXPECT_EQ(s.prefix_cache_hit_tokens, 40u);
+
+  // A longer prompt with the same start: the pool holds it now, so nothing is read again.
+  Tokens longer = r.prompt;
+  longer.insert(longer.end(), {5, 6, 7, 8, 9, 10, 11, 12});
+  Result third = RunAll(*b.engine, {Greedy(longer, 3)})[0];
+  EXPECT_EQ(third.cached_tokens, 40);  // its 11th block differs from the output's
+  EXPECT_EQ(b.engine->stats().ssd.restores, 1);
+}
+
+TEST_F(EngineSsdTest, ACorruptBlockIsQuarantinedAndItsTokensRecomputed) {
+  const Request r = Greedy(Prompt(0, 33, 4), 4);  // 8 blocks may be cached
+  Result first;
+  {
+    Made a = Make(WithSsd(BaseConfig(64)));
+    first = RunAll(*a.engine, {r})[0];
+  }  // the engine's destructor shuts down and flushes too
+  std::vector<std::filesystem::path> files = BlockFiles();
+  ASSERT_EQ(files.size(), 9u);
+  // Flip one payload byte of every file: whichever is the chain's 4th block, its read fails.
+  for (const auto& f : files) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(4096 + 5);
+    char c = 0;
+    io.read(&c, 1);
+    c ^= 0x40;
+    io.seekp(4096 + 5);
+    io.write(&c, 1);
+  }
+  Made b = Make(WithSsd(BaseConfig(64)));
+  Result second = RunAll(*b.engine, {r})[0];
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.cached_tokens, 0);  // the chain's first block is already bad
+  const EngineStats s = b.engine->stats();
+  EXPECT_GE(s.ssd.store.quarantined, 1);
+  EXPECT_EQ(s.ssd.restored_blocks, 0);
+  EXPECT_EQ(b.runner->kv_writes_, 0);
+}
+
+TEST_F(EngineSsdTest, ACorruptMiddleBlockEndsTheRestoredChainThere) {
+  const Request r = Greedy(Prompt(0, 33, 5), 4);  // 8 blocks may be cached
+  Result first;
+  {
+    Made a = Make(WithSsd(BaseConfig(64)));
+    first = RunAll(*a.engine, {r})[0];
+  }
+  // The chain's 4th block (index 3), by its hash under the engine's root (BaseConfig's "fake"
+  // fingerprint, f32 KV, no tokenizer hash).
+  BlockHash h = RootBlockHash("fake", "f32", "");
+  for (int i = 0; i <= 3; ++i) {
+    h = HashBlock(h, std::span<const TokenId>(r.prompt).subspan(4 * i, 4), "");
+  }
+  const std::string hex = h.ToHex();
+  const std::filesystem::path victim = dir_ / hex.substr(0, 2) / (hex + ".kvb");
+  ASSERT_TRUE(std::filesystem::exists(victim));
+  std::filesystem::resize_file(victim, 4096 + 3);  // truncated: caught by the start-up scan
+  Made b = Make(WithSsd(BaseConfig(64)));
+  EXPECT_EQ(b.engine->stats().ssd.store.quarantined, 1);
+  Result second = RunAll(*b.engine, {r})[0];
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.cached_tokens, 12);  // blocks 0-2 from disk, 3 onwards recomputed
+  EXPECT_EQ(b.runner->kv_writes_, 3);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "quarantine"));
+}
+
+// Many requests sharing prefixes through a pool far smaller than their working set: what is
+// evicted comes back from disk, outputs match an unbounded pool without a tier, the integrity
+// walk (every step: BaseConfig) holds, and nothing is left referenced.
+TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne) {
+  std::vector<Request> work;
+  for (int i = 0; i < 64; ++i) {
+    Tokens p = Prompt(/*shared=*/8 + 4 * (i % 5), /*distinct=*/6 + i % 7, i % 9);
+    Request r = Greedy(p, 5 + i % 4);
+    if (i % 3 == 1) {
+      r.params.temperature = 0.9f;
+      r.params.seed = 1000 + i;
+    }
+    work.push_back(r);
+  }
+  std::vector<Result> want;
+  {
+    Made big = Make(BaseConfig(4096));
+    for (const Request& r : work) want.push_back(RunAll(*big.engine, {r})[0]);
+  }
+  EngineConfig tiny = WithSsd(BaseConfig(24));
+  tiny.max_num_seqs = 4;
+  tiny.max_batched_tokens = 16;
+  for (int round = 0; round < 2; ++round) {  // the second round starts from a fresh pool
+    Made m = Make(tiny);
+    std::vector<Result> got = RunAll(*m.engine, work);
+    for (size_t i = 0; i < work.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "round " << round << " request " << i;
+    }
+    m.engine->Shutdown();
+    const EngineStats s = m.engine->stats();
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    EXPECT_EQ(s.ssd.pending_spills, 0);
+    if (round == 1) {
+      EXPECT_GT(s.ssd.restores, 0);
+      EXPECT_GT(s.ssd_restore_tokens, 0u);
+    }
+  }
 }
 
 TEST(EngineTest, StopsOnEosStopIdsAndMaxTokens) {

@@ -214,4 +214,82 @@ TEST(KvCacheManagerTest, IncrementalCommitHashesBlocksAsTheyFill) {
 }
 
 }  // namespace
+
+TEST(KvCacheManagerTest, PinsKeepAWaitingRequestsPrefixUntilItsAdmission) {
+  KvCacheManager kv = MakeManager(6);
+  const Tokens a = Range(0, 9);  // 2 full blocks cached
+  AdmitAndCompute(kv, kA, a);
+  kv.Free(kA);
+  const PrefixHit hit = kv.ComputedPrefix(a, "");
+  ASSERT_EQ(hit.blocks.size(), 2u);
+  kv.Pin(kB, hit.blocks);
+  EXPECT_EQ(kv.num_pinned_blocks(), 2);
+  EXPECT_EQ(kv.num_free_blocks(), 4);
+  kv.CheckIntegrity();
+  // Another request takes every free block: the pinned ones are not among them.
+  ASSERT_TRUE(kv.AllocateSlots(kC, 0, 16));
+  EXPECT_EQ(kv.ComputedPrefix(a, "").num_tokens, 8);
+  EXPECT_FALSE(kv.AllocateSlots(kA, 0, 1));
+  kv.Free(kC);
+  // B's admission adopts the hit and drops the pins: one reference each, from B's table.
+  const PrefixHit again = kv.ComputedPrefix(a, "");
+  ASSERT_TRUE(kv.AllocateSlots(kB, 0, 1, again, true));
+  EXPECT_EQ(kv.num_pinned_blocks(), 0);
+  for (BlockId b : hit.blocks) EXPECT_EQ(kv.pool().ref_count(b), 1);
+  kv.CheckIntegrity();
+  kv.Free(kB);
+  EXPECT_EQ(kv.num_free_blocks(), 6);
+}
+
+TEST(KvCacheManagerTest, RestoredBlocksJoinTheChainOnlyOnceCached) {
+  KvCacheManager kv = MakeManager(8);
+  const Tokens a = Range(0, 13);  // 3 full blocks may be hit
+  const std::vector<BlockHash> hashes = kv.PrefixHashes(a, "");
+  ASSERT_EQ(hashes.size(), 3u);
+  std::vector<BlockId> restored;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<BlockId> b = kv.AllocateForRestore(kA);
+    ASSERT_TRUE(b.has_value());
+    restored.push_back(*b);
+  }
+  EXPECT_EQ(kv.ComputedPrefix(a, "").num_tokens, 0);  // not cached before it is filled
+  EXPECT_TRUE(kv.CacheRestored(restored[0], hashes[0]));
+  EXPECT_TRUE(kv.CacheRestored(restored[1], hashes[1]));
+  EXPECT_EQ(kv.ComputedPrefix(a, "").blocks, restored);
+  kv.CheckIntegrity();
+  // Unadmitted: the pins go, the blocks stay cached and free (reusable, evictable).
+  kv.ReleaseAllPins();
+  EXPECT_EQ(kv.num_pinned_blocks(), 0);
+  EXPECT_EQ(kv.stats().num_cached_free_blocks, 2);
+  EXPECT_EQ(kv.ComputedPrefix(a, "").num_tokens, 8);
+  kv.CheckIntegrity();
+  // Free(id) drops pins of a request that never ran.
+  ASSERT_TRUE(kv.AllocateForRestore(kB).has_value());
+  kv.Free(kB);
+  EXPECT_EQ(kv.num_pinned_blocks(), 0);
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+  kv.CheckIntegrity();
+}
+
+TEST(KvCacheManagerTest, NewCachedBlocksAreReportedOnceWithTheirParents) {
+  KvCacheConfig cfg;
+  cfg.num_blocks = 8;
+  cfg.block_size = 4;
+  cfg.root_hash = RootBlockHash("test-model", "f32", "test-tok");
+  cfg.track_new_cached = true;
+  KvCacheManager kv(cfg);
+  const Tokens a = Range(0, 10);
+  AdmitAndCompute(kv, kA, a);
+  std::vector<NewCachedBlock> fresh = kv.TakeNewCached();
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_EQ(fresh[0].parent, cfg.root_hash);
+  EXPECT_EQ(fresh[1].parent, fresh[0].hash);
+  EXPECT_EQ(fresh[0].block, Table(kv, kA)[0]);
+  EXPECT_EQ(kv.LookupCached(fresh[1].hash), Table(kv, kA)[1]);
+  EXPECT_TRUE(kv.TakeNewCached().empty());
+  // The same prompt again: its blocks are hits, not new.
+  AdmitAndCompute(kv, kB, a);
+  EXPECT_TRUE(kv.TakeNewCached().empty());
+}
+
 }  // namespace loom

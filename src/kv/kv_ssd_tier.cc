@@ -42,7 +42,7 @@ int KvRestoreJob::num_read() const {
 std::span<const uint8_t> KvRestoreJob::block(int i) const {
   CHECK(i >= 0 && i < static_cast<int>(hashes_.size()));
   return std::span<const uint8_t>(data_).subspan(static_cast<size_t>(i) * block_bytes_,
-                                                  static_cast<size_t>(block_bytes_));
+                                                 static_cast<size_t>(block_bytes_));
 }
 
 StatusOr<std::unique_ptr<KvSsdTier>> KvSsdTier::Open(const KvSsdTierConfig& config) {
@@ -53,9 +53,7 @@ StatusOr<std::unique_ptr<KvSsdTier>> KvSsdTier::Open(const KvSsdTierConfig& conf
 }
 
 KvSsdTier::KvSsdTier(const KvSsdTierConfig& config, std::unique_ptr<KvDiskStore> store)
-    : config_(config),
-      store_(std::move(store)),
-      readers_(static_cast<size_t>(config.num_readers)) {
+    : config_(config), store_(std::move(store)), readers_(static_cast<size_t>(config.num_readers)) {
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -116,8 +114,7 @@ void KvSsdTier::WriterLoop() {
     if (!written.ok() && !spill_disabled_) {
       // ENOSPC / EDQUOT, or a directory that stopped working: spilling off, once, loudly. What is
       // stored stays readable.
-      if (written.code() == StatusCode::kResourceExhausted ||
-          store_->stats().write_errors >= 8) {
+      if (written.code() == StatusCode::kResourceExhausted || store_->stats().write_errors >= 8) {
         spill_disabled_ = true;
         dropped_ += static_cast<int64_t>(queue_.size());
         queue_.clear();
@@ -143,9 +140,9 @@ std::shared_ptr<KvRestoreJob> KvSsdTier::StartRestore(std::vector<BlockHash> has
   const size_t n = job->hashes_.size();
   for (size_t i = 0; i < n; ++i) {
     readers_.Submit([this, job, i] {
-      const auto out =
-          std::span<uint8_t>(job->data_).subspan(i * static_cast<size_t>(job->block_bytes_),
-                                                 static_cast<size_t>(job->block_bytes_));
+      const auto out = std::span<uint8_t>(job->data_)
+                           .subspan(i * static_cast<size_t>(job->block_bytes_),
+                                    static_cast<size_t>(job->block_bytes_));
       job->ok_[i] = store_->Read(job->hashes_[i], out).ok();
       if (job->remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(job->mu_);

@@ -42,12 +42,12 @@ struct KvSsdTierConfig {
 };
 
 struct KvSsdTierStats {
-  KvDiskStats store;             // entries, bytes, hits, misses, writes, quarantined, ...
-  int64_t pending_spills = 0;    // queued for the writer (or being written)
-  int64_t dropped_spills = 0;    // dropped from a full queue, or after the disk filled up
-  int64_t restores = 0;          // restore jobs that read at least one block
-  int64_t restored_blocks = 0;   // blocks they read
-  bool spill_disabled = false;   // the disk filled up (or failed): spilling is off
+  KvDiskStats store;            // entries, bytes, hits, misses, writes, quarantined, ...
+  int64_t pending_spills = 0;   // queued for the writer (or being written)
+  int64_t dropped_spills = 0;   // dropped from a full queue, or after the disk filled up
+  int64_t restores = 0;         // restore jobs that read at least one block
+  int64_t restored_blocks = 0;  // blocks they read
+  bool spill_disabled = false;  // the disk filled up (or failed): spilling is off
 };
 
 // One restore: a chain of block hashes read into one buffer, block i at i * block_bytes.
@@ -120,9 +120,9 @@ class KvSsdTier {
   std::unique_ptr<KvDiskStore> store_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;        // the writer waits for spills or stop
-  std::condition_variable drained_;   // Flush waits for an empty queue and an idle writer
-  std::deque<Spilled> queue_;         // guarded by mu_
+  std::condition_variable cv_;       // the writer waits for spills or stop
+  std::condition_variable drained_;  // Flush waits for an empty queue and an idle writer
+  std::deque<Spilled> queue_;        // guarded by mu_
   std::unordered_set<BlockHash, BlockHashHasher> queued_;  // hashes in queue_ or being written
   int64_t queued_bytes_ = 0;
   bool writing_ = false;

@@ -86,9 +86,8 @@ Status DecoderRunner::ReadKvBlocks(std::span<const BlockId> blocks, std::span<ui
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("ReadKvBlocks: bad block");
     uint8_t* dst = bytes.data() + i * block_bytes;
-    ForEachKvPart(kv_, blocks[i], [&](const Tensor& part, size_t off) {
-      be->CopyToHost(part, dst + off);
-    });
+    ForEachKvPart(kv_, blocks[i],
+                  [&](const Tensor& part, size_t off) { be->CopyToHost(part, dst + off); });
   }
   return OkStatus();
 }
@@ -104,9 +103,8 @@ Status DecoderRunner::WriteKvBlocks(std::span<const BlockId> blocks,
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("WriteKvBlocks: bad block");
     const uint8_t* src = bytes.data() + i * block_bytes;
-    ForEachKvPart(kv_, blocks[i], [&](const Tensor& part, size_t off) {
-      be->CopyFromHost(src + off, part);
-    });
+    ForEachKvPart(kv_, blocks[i],
+                  [&](const Tensor& part, size_t off) { be->CopyFromHost(src + off, part); });
   }
   return OkStatus();
 }

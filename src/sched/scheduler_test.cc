@@ -91,6 +91,46 @@ TEST_F(SchedulerTest, ChunkedPrefillSplitsAtTheTokenBudget) {
   EXPECT_EQ(req->num_output_tokens(), 2);
 }
 
+// A request held for a restore stops admission (no overtaking) while running requests keep
+// stepping; released, it is admitted with the prefix its pins kept, and the pins are gone after
+// any Schedule.
+TEST_F(SchedulerTest, AHeldRequestStopsAdmissionButNotTheRunningBatch) {
+  Init(16, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 6), 4).ok());
+  Step();  // R1 runs
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(100, 110), 2).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(3), Range(200, 203), 2).ok());
+  EXPECT_EQ(sched_->FrontWaiting()->id, R(2));
+  sched_->SetHeld(R(2), true);
+  StepPlan held = Step();
+  ASSERT_EQ(held.seqs.size(), 1u);
+  EXPECT_EQ(held.seqs[0].request_id, R(1));
+  EXPECT_EQ(sched_->num_waiting(), 2);
+
+  // Pins taken for R2 while it waits (what the engine does once its blocks are restored).
+  std::optional<BlockId> pinned = kv_->AllocateForRestore(R(2));
+  ASSERT_TRUE(pinned.has_value());
+  const std::vector<BlockHash> hashes = kv_->PrefixHashes(Range(100, 110), "");
+  ASSERT_TRUE(kv_->CacheRestored(*pinned, hashes[0]));
+  sched_->SetHeld(R(2), false);
+  StepPlan admitted = Step();
+  ASSERT_EQ(admitted.seqs.size(), 3u);
+  EXPECT_EQ(admitted.seqs[1].request_id, R(2));
+  EXPECT_EQ(admitted.seqs[1].start_pos, 4);  // the restored block is its hit
+  EXPECT_EQ(admitted.seqs[1].block_table[0], *pinned);
+  EXPECT_EQ(sched_->Find(R(2))->num_cached_tokens, 4);
+  EXPECT_EQ(kv_->num_pinned_blocks(), 0);
+
+  // Pins of a request that is not admitted are released by the Schedule anyway.
+  ASSERT_TRUE(sched_->AddRequest(R(4), Range(300, 305), 2).ok());
+  sched_->SetHeld(R(4), true);
+  ASSERT_TRUE(kv_->AllocateForRestore(R(4)).has_value());
+  Step();
+  EXPECT_EQ(kv_->num_pinned_blocks(), 0);
+  EXPECT_TRUE(sched_->Finish(R(4)));
+  sched_->CheckIntegrity();
+}
+
 // A seq whose step scores more than one token (num_logits 1 + k, as speculative decoding plans
 // them) may get several tokens accepted at once: they are appended in order, and the next step
 // computes all of them.
