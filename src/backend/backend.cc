@@ -9,6 +9,24 @@
 
 namespace loom {
 
+void Backend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                           void* host, bool to_host) {
+  auto* bytes = static_cast<uint8_t*>(host);
+  for (int32_t block : blocks) {
+    for (const KvLayer& layer : kv) {
+      for (const Tensor* t : {&layer.k, &layer.v}) {
+        const Tensor part = t->Slice(block, 1);
+        if (to_host) {
+          CopyToHost(part, bytes);
+        } else {
+          CopyFromHost(bytes, part);
+        }
+        bytes += part.nbytes();
+      }
+    }
+  }
+}
+
 void Backend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {
   const bool host = t.device() == Device::kCpu;
   Tensor h = host ? t : HostTensor(t.dtype(), t.shape());

@@ -171,6 +171,10 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--ssd-cache-max", ssd_cache_max_gb,
                   "GB of --ssd-cache files kept (least recently used deleted first)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--ssd-cache-queue", ssd_cache_queue_gb,
+                  "GB of KV blocks waiting for the --ssd-cache writer; past it new blocks are not "
+                  "written (a later miss)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--max-model-len", max_model_len, "context length cap (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", chat_template,
@@ -388,6 +392,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.enable_prefix_cache = flags.prompt_cache_gb != 0;
   ec.ssd_cache_dir = flags.ssd_cache;
   ec.ssd_cache_max_bytes = static_cast<int64_t>(flags.ssd_cache_max_gb * 1e9);
+  ec.ssd_spill_queue_bytes = static_cast<int64_t>(flags.ssd_cache_queue_gb * 1e9);
   ec.model_fingerprint = model->info().fingerprint;
   ec.kv_dtype = std::string(DTypeName(kv_dtype));
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());

@@ -40,11 +40,12 @@ struct ModelFlags {
   int max_batched_tokens = 2048;
   double kv_budget_gb = 0;
   double memory_budget_gb = 0;
-  double prompt_cache_gb = -1;   // -1 = on (bounded by the pool); 0 = off
-  std::string ssd_cache;         // --ssd-cache DIR: the SSD tier under the prefix cache ("" = off)
-  double ssd_cache_max_gb = 32;  // --ssd-cache-max
-  int max_model_len = 0;         // 0 = the model's
-  std::string chat_template;     // file overriding the model's template
+  double prompt_cache_gb = -1;    // -1 = on (bounded by the pool); 0 = off
+  std::string ssd_cache;          // --ssd-cache DIR: the SSD tier under the prefix cache ("" = off)
+  double ssd_cache_max_gb = 32;   // --ssd-cache-max
+  double ssd_cache_queue_gb = 1;  // --ssd-cache-queue
+  int max_model_len = 0;          // 0 = the model's
+  std::string chat_template;      // file overriding the model's template
   // --tokenizer DIR: the tokenizer (and chat template) from this HF directory instead of the
   // model's; with --dummy-weights it gives the random model a real text side (protocol tests).
   std::string tokenizer;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -371,7 +372,10 @@ void Engine::FinishRestore() {
   const int bs = config_.block_size;
   const int rest = req->num_tokens() - (restore_first_ + num_read) * bs;
   const int reserve = scheduler_->num_running() + (rest + bs - 1) / bs;
-  int restored = 0;
+  // Blocks to fill, and where their bytes are in the job (consecutive unless some block was
+  // computed meanwhile).
+  std::vector<BlockId> fill;
+  std::vector<int> from;
   for (int i = 0; i < num_read; ++i) {
     const BlockHash& hash = job->hashes()[i];
     if (std::optional<BlockId> cached = kv_->LookupCached(hash)) {  // computed meanwhile
@@ -381,36 +385,58 @@ void Engine::FinishRestore() {
     if (kv_->num_free_blocks() <= reserve) break;
     std::optional<BlockId> block = kv_->AllocateForRestore(id);
     if (!block.has_value()) break;
-    const Status written =
-        runner_->WriteKvBlocks(std::span<const BlockId>(&*block, 1), job->block(i));
-    if (!written.ok()) {  // the block stays unhashed (a plain block once unpinned)
-      LOG(ERROR) << "ssd cache: restoring a block failed: " << written.ToString();
-      break;
-    }
-    CHECK(kv_->CacheRestored(*block, hash)) << "restored block " << hash.ToHex() << " cached twice";
-    ++restored;
+    fill.push_back(*block);
+    from.push_back(i);
   }
+  if (fill.empty()) return;
+  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  std::span<const uint8_t> bytes =
+      std::span<const uint8_t>(job->block(from[0]).data(), fill.size() * block_bytes);
+  std::vector<uint8_t> gathered;
+  if (from.back() - from.front() + 1 != static_cast<int>(from.size())) {
+    gathered.resize(fill.size() * block_bytes);
+    for (size_t k = 0; k < from.size(); ++k) {
+      std::memcpy(gathered.data() + k * block_bytes, job->block(from[k]).data(), block_bytes);
+    }
+    bytes = gathered;
+  }
+  const Status written = runner_->WriteKvBlocks(fill, bytes);
+  if (!written.ok()) {  // the blocks stay unhashed (plain blocks once unpinned)
+    LOG(ERROR) << "ssd cache: restoring blocks failed: " << written.ToString();
+    return;
+  }
+  for (size_t k = 0; k < fill.size(); ++k) {
+    CHECK(kv_->CacheRestored(fill[k], job->hashes()[from[k]]))
+        << "restored block " << job->hashes()[from[k]].ToHex() << " cached twice";
+  }
+  const int restored = static_cast<int>(fill.size());
   ssd_->RecordRestore(restored);
   restore_tokens_ += static_cast<uint64_t>(restored) * static_cast<uint64_t>(bs);
 }
 
 void Engine::SpillNewBlocks() {
   std::vector<NewCachedBlock> fresh = kv_->TakeNewCached();
-  if (ssd_ == nullptr) return;
-  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  if (ssd_ == nullptr || fresh.empty()) return;
+  std::vector<BlockId> ids;
+  std::vector<KvSsdTier::SpillBlock> blocks;
   for (const NewCachedBlock& b : fresh) {
     if (ssd_->Has(b.hash)) continue;
-    std::vector<uint8_t> bytes(block_bytes);
-    const Status read = runner_->ReadKvBlocks(std::span<const BlockId>(&b.block, 1), bytes);
-    if (!read.ok()) {
-      if (!spill_warned_) {
-        LOG(ERROR) << "ssd cache: cannot copy a block out: " << read.ToString();
-      }
-      spill_warned_ = true;
-      return;
-    }
-    ssd_->Spill(b.hash, b.parent, std::move(bytes));
+    ids.push_back(b.block);
+    blocks.push_back({b.hash, b.parent});
   }
+  if (ids.empty()) return;
+  // One copy out of the pool for the step's blocks; the writer frees the buffer after the last.
+  auto bytes =
+      std::make_shared<std::vector<uint8_t>>(ids.size() * static_cast<size_t>(ssd_->block_bytes()));
+  const Status read = runner_->ReadKvBlocks(ids, *bytes);
+  if (!read.ok()) {
+    if (!spill_warned_) {
+      LOG(ERROR) << "ssd cache: cannot copy blocks out: " << read.ToString();
+    }
+    spill_warned_ = true;
+    return;
+  }
+  ssd_->Spill(blocks, std::move(bytes));
 }
 
 void Engine::ReportCachedTokens(const StepPlan& plan) {
@@ -733,6 +759,9 @@ EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.pending_rows += static_cast<int>(inbox_.size());
   s.submitted_rows = submitted_;
+  // The tier's counters move on its own threads (write-behind, readers) after the last step:
+  // read them now, not from the step-end snapshot, so an idle server reports its spills landing.
+  if (ssd_ != nullptr) s.ssd = ssd_->stats();
   return s;
 }
 

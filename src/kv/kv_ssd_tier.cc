@@ -74,24 +74,21 @@ bool KvSsdTier::Has(const BlockHash& hash) const {
   return store_->Contains(hash);
 }
 
-void KvSsdTier::Spill(const BlockHash& hash, const BlockHash& parent,
-                      std::vector<uint8_t> payload) {
-  CHECK_EQ(static_cast<int64_t>(payload.size()), block_bytes());
+void KvSsdTier::Spill(std::span<const SpillBlock> blocks,
+                      std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  const auto block_bytes = static_cast<size_t>(this->block_bytes());
+  CHECK_EQ(bytes->size(), blocks.size() * block_bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (spill_disabled_ || stop_) {
-      ++dropped_;
-      return;
-    }
-    if (!queued_.insert(hash).second) return;  // already queued
-    queued_bytes_ += static_cast<int64_t>(payload.size());
-    queue_.push_back({hash, parent, std::move(payload)});
-    // Drop the oldest spills (never the one being written: it left the queue) past the cap.
-    while (queued_bytes_ > config_.max_pending_bytes && queue_.size() > 1) {
-      queued_bytes_ -= static_cast<int64_t>(queue_.front().payload.size());
-      queued_.erase(queue_.front().hash);
-      queue_.pop_front();
-      ++dropped_;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (spill_disabled_ || stop_ ||
+          queued_bytes_ + static_cast<int64_t>(block_bytes) > config_.max_pending_bytes) {
+        ++dropped_;
+        continue;
+      }
+      if (!queued_.insert(blocks[i].hash).second) continue;  // already queued
+      queued_bytes_ += static_cast<int64_t>(block_bytes);
+      queue_.push_back({blocks[i].hash, blocks[i].parent, bytes, i * block_bytes});
     }
   }
   cv_.notify_one();
@@ -104,10 +101,13 @@ void KvSsdTier::WriterLoop() {
     if (stop_) return;
     Spilled s = std::move(queue_.front());
     queue_.pop_front();
-    queued_bytes_ -= static_cast<int64_t>(s.payload.size());
+    queued_bytes_ -= block_bytes();
     writing_ = true;
     lock.unlock();
-    Status written = store_->Write(s.hash, s.parent, s.payload);
+    Status written = store_->Write(
+        s.hash, s.parent,
+        std::span<const uint8_t>(*s.bytes).subspan(s.offset, static_cast<size_t>(block_bytes())));
+    s.bytes.reset();  // the last block of a Spill frees its buffer here, off the lock
     lock.lock();
     writing_ = false;
     queued_.erase(s.hash);

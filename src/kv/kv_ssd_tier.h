@@ -1,9 +1,10 @@
 // KvSsdTier: the SSD tier under the prefix cache (--ssd-cache DIR). A KvDiskStore plus the two
 // kinds of background IO the engine must never wait for:
 //
-//   write-behind   engine thread: Spill(hash, parent, bytes) ──► bounded queue ──► writer thread
-//                  (a full queue drops its oldest spill: a later miss, never a wrong answer; a
-//                  full disk turns spilling off with one warning)
+//   write-behind   engine thread: Spill(blocks, bytes) ──► bounded queue ──► writer thread
+//                  (a full queue refuses the newest spills: a later miss, never a wrong answer —
+//                  the newest, because blocks arrive in chain order and a chain is only usable
+//                  from its head; a full disk turns spilling off with one warning)
 //   restore        engine thread: StartRestore(chain) ──► reader threads read the blocks in
 //                  parallel into one host buffer ──► the engine polls done() and copies them up
 //
@@ -34,8 +35,8 @@ struct KvSsdTierConfig {
   std::string dir;
   int64_t max_bytes = 32'000'000'000;  // --ssd-cache-max: the store's LRU cap
   KvDiskFormat format;
-  // Spills queued for the writer, in payload bytes; past it the oldest spill is dropped.
-  int64_t max_pending_bytes = int64_t{256} << 20;
+  // Spills queued for the writer, in payload bytes; past it new spills are dropped.
+  int64_t max_pending_bytes = int64_t{1} << 30;
   int num_readers = 4;  // threads reading a restore's blocks in parallel
 
   Status Validate() const;
@@ -92,8 +93,13 @@ class KvSsdTier {
   // Whether the block is stored (what a restore can read).
   bool Contains(const BlockHash& hash) const { return store_->Contains(hash); }
 
-  // Queues a block for the writer (payload.size() == block_bytes()). Never blocks on IO.
-  void Spill(const BlockHash& hash, const BlockHash& parent, std::vector<uint8_t> payload);
+  // Queues blocks for the writer: block i's payload is bytes[i * block_bytes(), +block_bytes())
+  // (bytes->size() == blocks.size() * block_bytes()). Never blocks on IO.
+  struct SpillBlock {
+    BlockHash hash;
+    BlockHash parent;
+  };
+  void Spill(std::span<const SpillBlock> blocks, std::shared_ptr<const std::vector<uint8_t>> bytes);
   // Waits until every queued spill is written, or `timeout` passes; true when the queue drained.
   bool Flush(std::chrono::milliseconds timeout);
 
@@ -110,7 +116,8 @@ class KvSsdTier {
   struct Spilled {
     BlockHash hash;
     BlockHash parent;
-    std::vector<uint8_t> payload;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;  // shared by one Spill's blocks
+    size_t offset = 0;
   };
 
   KvSsdTier(const KvSsdTierConfig& config, std::unique_ptr<KvDiskStore> store);

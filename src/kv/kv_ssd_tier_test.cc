@@ -36,6 +36,18 @@ std::vector<uint8_t> Payload(uint64_t v) {
   return p;
 }
 
+// Spills blocks first..last (block v's parent is v - 1) in one call.
+void SpillRange(KvSsdTier& tier, uint64_t first, uint64_t last) {
+  std::vector<KvSsdTier::SpillBlock> blocks;
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  for (uint64_t v = first; v <= last; ++v) {
+    blocks.push_back({H(v), H(v - 1)});
+    const std::vector<uint8_t> p = Payload(v);
+    bytes->insert(bytes->end(), p.begin(), p.end());
+  }
+  tier.Spill(blocks, std::move(bytes));
+}
+
 class KvSsdTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,12 +64,13 @@ class KvSsdTierTest : public ::testing::Test {
 TEST_F(KvSsdTierTest, SpilledBlocksAreWrittenBehindAndRestoredInOrder) {
   auto tier = KvSsdTier::Open(TestConfig(dir_));
   ASSERT_TRUE(tier.ok()) << tier.status().ToString();
-  for (uint64_t v = 1; v <= 5; ++v) (*tier)->Spill(H(v), H(v - 1), Payload(v));
+  SpillRange(**tier, 1, 3);
+  SpillRange(**tier, 4, 5);
   for (uint64_t v = 1; v <= 5; ++v) EXPECT_TRUE((*tier)->Has(H(v)));  // queued or stored
   ASSERT_TRUE((*tier)->Flush(10s));
   EXPECT_EQ((*tier)->stats().store.writes, 5);
   EXPECT_EQ((*tier)->stats().pending_spills, 0);
-  (*tier)->Spill(H(3), H(2), Payload(3));  // already stored: not written again
+  SpillRange(**tier, 3, 3);  // already stored: not written again
   ASSERT_TRUE((*tier)->Flush(10s));
   EXPECT_EQ((*tier)->stats().store.writes, 5);
 
@@ -73,25 +86,25 @@ TEST_F(KvSsdTierTest, SpilledBlocksAreWrittenBehindAndRestoredInOrder) {
   EXPECT_TRUE((*tier)->StartRestore({})->done());
 }
 
-TEST_F(KvSsdTierTest, AFullQueueDropsItsOldestSpill) {
+TEST_F(KvSsdTierTest, AFullQueueRefusesTheNewestSpillsAndKeepsTheChainsHead) {
   KvSsdTierConfig c = TestConfig(dir_);
   c.max_pending_bytes = 256 * 4;  // four blocks
   auto tier = KvSsdTier::Open(c);
   ASSERT_TRUE(tier.ok());
-  // The writer takes one at a time, so 40 quick spills overflow a 4-block queue.
-  for (uint64_t v = 1; v <= 40; ++v) (*tier)->Spill(H(v), H(v - 1), Payload(v));
+  SpillRange(**tier, 1, 40);  // one call: the writer cannot have taken more than the queue held
   ASSERT_TRUE((*tier)->Flush(30s));
   const KvSsdTierStats s = (*tier)->stats();
-  EXPECT_GT(s.dropped_spills, 0);
-  EXPECT_EQ(s.store.writes + s.dropped_spills, 40);
-  EXPECT_TRUE((*tier)->Contains(H(40)));  // the newest always survives
+  EXPECT_EQ(s.store.writes, 4);
+  EXPECT_EQ(s.dropped_spills, 36);
+  for (uint64_t v = 1; v <= 4; ++v) EXPECT_TRUE((*tier)->Contains(H(v))) << v;
+  EXPECT_FALSE((*tier)->Contains(H(5)));
 }
 
 TEST_F(KvSsdTierTest, BlocksSurviveReopeningAndForeignFormatsAreQuarantined) {
   {
     auto tier = KvSsdTier::Open(TestConfig(dir_));
     ASSERT_TRUE(tier.ok());
-    (*tier)->Spill(H(7), H(0), Payload(7));
+    SpillRange(**tier, 7, 7);
     ASSERT_TRUE((*tier)->Flush(10s));
   }
   {

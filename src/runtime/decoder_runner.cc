@@ -58,54 +58,30 @@ KvBlockLayout DecoderRunner::kv_block_layout() const {
   return l;
 }
 
-namespace {
-
-// Runs fn(tensor_block_view, offset in the block's bytes) over a block's K and V rows, layer by
-// layer (the KvBlockLayout order).
-template <typename Fn>
-void ForEachKvPart(const std::vector<KvLayer>& kv, BlockId block, Fn&& fn) {
-  size_t offset = 0;
-  for (const KvLayer& layer : kv) {
-    for (const Tensor* t : {&layer.k, &layer.v}) {
-      const Tensor part = t->Slice(block, 1);
-      fn(part, offset);
-      offset += part.nbytes();
-    }
-  }
-}
-
-}  // namespace
-
 Status DecoderRunner::ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) {
-  const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);
-  if (bytes.size() != blocks.size() * block_bytes) {
-    return InvalidArgumentError("ReadKvBlocks: " + std::to_string(bytes.size()) + " bytes for " +
-                                std::to_string(blocks.size()) + " blocks");
-  }
-  Backend* be = model_->backend();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("ReadKvBlocks: bad block");
-    uint8_t* dst = bytes.data() + i * block_bytes;
-    ForEachKvPart(kv_, blocks[i],
-                  [&](const Tensor& part, size_t off) { be->CopyToHost(part, dst + off); });
-  }
-  return OkStatus();
+  return CopyKvBlocks(blocks, bytes.data(), bytes.size(), /*to_host=*/true);
 }
 
 Status DecoderRunner::WriteKvBlocks(std::span<const BlockId> blocks,
                                     std::span<const uint8_t> bytes) {
+  return CopyKvBlocks(blocks, const_cast<uint8_t*>(bytes.data()), bytes.size(),
+                      /*to_host=*/false);
+}
+
+Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* host, size_t size,
+                                   bool to_host) {
   const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);
-  if (bytes.size() != blocks.size() * block_bytes) {
-    return InvalidArgumentError("WriteKvBlocks: " + std::to_string(bytes.size()) + " bytes for " +
+  if (size != blocks.size() * block_bytes) {
+    return InvalidArgumentError("KV block copy: " + std::to_string(size) + " bytes for " +
                                 std::to_string(blocks.size()) + " blocks");
   }
-  Backend* be = model_->backend();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i] < 0 || blocks[i] >= num_blocks_) return InternalError("WriteKvBlocks: bad block");
-    const uint8_t* src = bytes.data() + i * block_bytes;
-    ForEachKvPart(kv_, blocks[i],
-                  [&](const Tensor& part, size_t off) { be->CopyFromHost(src + off, part); });
+  for (BlockId b : blocks) {
+    if (b < 0 || b >= num_blocks_) {
+      return InternalError("KV block copy: block " + std::to_string(b) + " out of [0, " +
+                           std::to_string(num_blocks_) + ")");
+    }
   }
+  model_->backend()->CopyKvBlocks(kv_, blocks, host, to_host);
   return OkStatus();
 }
 

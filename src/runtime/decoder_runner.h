@@ -70,6 +70,8 @@ class DecoderRunner final : public ModelRunner {
   StepAccelerator* step_accelerator() const { return accelerator_.get(); }
 
  private:
+  Status CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* host, size_t size, bool to_host);
+
   std::unique_ptr<Model> model_;
   int num_blocks_;
   int block_size_;

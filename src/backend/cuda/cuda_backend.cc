@@ -13,6 +13,7 @@
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/ktrace.cuh"
+#include "backend/cuda/kv_copy.cuh"
 #include "backend/cuda/logit_edits.cuh"
 #include "backend/cuda/logprob_rows.cuh"
 #include "backend/cuda/op_profiler.h"
@@ -279,6 +280,52 @@ std::shared_ptr<Buffer> CudaBackend::AllocHostStaging(size_t bytes) {
   void* p = nullptr;
   CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
   return std::make_shared<PinnedBuffer>(p, bytes);
+}
+
+void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                               void* host, bool to_host) {
+  if (blocks.empty() || kv.empty()) return;
+  size_t block_bytes = 0;
+  for (const KvLayer& layer : kv) {
+    CheckDevice(layer.k, "CopyKvBlocks", "k");
+    CheckDevice(layer.v, "CopyKvBlocks", "v");
+    for (const Tensor* t : {&layer.k, &layer.v}) {
+      CHECK_EQ(t->Slice(0, 1).nbytes() % 16, 0u) << "CopyKvBlocks: " << Describe(*t);
+      block_bytes += t->Slice(0, 1).nbytes();
+    }
+  }
+  constexpr size_t kBounceBytes = size_t{64} << 20;
+  const size_t per_launch = std::max<size_t>(1, kBounceBytes / block_bytes);
+  const size_t parts = 2 * kv.size();
+  if (kv_bounce_ == nullptr || kv_bounce_->size() < per_launch * block_bytes) {
+    kv_bounce_ = std::make_unique<cuda::PinnedHostBuffer>(per_launch * block_bytes);
+    kv_segments_ =
+        std::make_unique<cuda::PinnedHostBuffer>(per_launch * parts * sizeof(cuda::CopySegment));
+  }
+  auto* bounce = static_cast<uint8_t*>(kv_bounce_->data());
+  auto* segments = static_cast<cuda::CopySegment*>(kv_segments_->data());
+  auto* bytes = static_cast<uint8_t*>(host);
+  for (size_t first = 0; first < blocks.size(); first += per_launch) {
+    const size_t n = std::min(per_launch, blocks.size() - first);
+    if (!to_host) std::memcpy(bounce, bytes + first * block_bytes, n * block_bytes);
+    size_t seg = 0;
+    size_t offset = 0;
+    for (size_t i = 0; i < n; ++i) {
+      for (const KvLayer& layer : kv) {
+        for (const Tensor* t : {&layer.k, &layer.v}) {
+          const Tensor part = t->Slice(blocks[first + i], 1);
+          cuda::CopySegment& s = segments[seg++];
+          s.src = to_host ? part.data() : bounce + offset;
+          s.dst = to_host ? static_cast<void*>(bounce + offset) : part.data();
+          s.bytes = part.nbytes();
+          offset += part.nbytes();
+        }
+      }
+    }
+    cuda::LaunchCopySegments(segments, static_cast<int>(seg), stream());
+    Synchronize();  // the bounce and the segment table are reused by the next launch
+    if (to_host) std::memcpy(bytes + first * block_bytes, bounce, n * block_bytes);
+  }
 }
 
 void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {

@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
   void Synchronize() override;
   // Page-locked (cudaMallocHost).
   std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) override;
+  // Through a page-locked bounce buffer, up to 64 MiB of blocks a launch (kv_copy.cuh).
+  void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks, void* host,
+                    bool to_host) override;
 
   void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
@@ -206,6 +209,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::PinnedHostBuffer> mask_staging_;
   std::unique_ptr<cuda::CudaEvent> mask_staged_;
   std::vector<int32_t> mask_of_;
+  // CopyKvBlocks' bounce buffer and its segment table, page-locked, grown on demand.
+  std::unique_ptr<cuda::PinnedHostBuffer> kv_bounce_;
+  std::unique_ptr<cuda::PinnedHostBuffer> kv_segments_;
   std::vector<std::span<const uint32_t>> distinct_masks_;
   // `staging` grown to >= `bytes` once its last upload (`staged`) is done; its host pointer.
   static void* StagingFor(std::unique_ptr<cuda::PinnedHostBuffer>& staging,

@@ -95,6 +95,37 @@ TEST_F(CudaBackendTest, AllocUploadAndCopies) {
   EXPECT_EQ(dst, src);
 }
 
+// CopyKvBlocks (one launch over a page-locked bounce) against the default part-by-part copies of
+// the Backend interface, both ways, on a pool of three layers; more blocks than fit one bounce.
+TEST_F(CudaBackendTest, CopyKvBlocksMatchesPartByPartCopies) {
+  const int64_t num_blocks = 700, bs = 16, heads = 4, dim = 256;  // 192 KiB a block: 341 a launch
+  std::vector<KvLayer> kv(3);
+  std::mt19937 rng(7);
+  for (KvLayer& l : kv) {
+    for (Tensor* t : {&l.k, &l.v}) {
+      *t = gpu_->Alloc(DType::kBF16, Shape{num_blocks, bs, heads, dim});
+      std::vector<uint16_t> bits(static_cast<size_t>(t->numel()));
+      for (uint16_t& b : bits) b = static_cast<uint16_t>(rng());
+      gpu_->CopyFromHost(bits.data(), *t);
+    }
+  }
+  std::vector<int32_t> blocks;
+  for (int i = 0; i < 600; ++i) blocks.push_back((i * 37 + 11) % num_blocks);
+  const size_t block_bytes = 3 * 2 * bs * heads * dim * 2;
+  std::vector<uint8_t> fast(blocks.size() * block_bytes), slow(fast.size());
+  gpu_->CopyKvBlocks(kv, blocks, fast.data(), /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, slow.data(), /*to_host=*/true);
+  ASSERT_EQ(fast, slow);
+
+  // Back into other blocks (the first 600 ids, in reverse): read them again part by part.
+  std::vector<int32_t> targets(blocks.size());
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>(599 - i);
+  gpu_->CopyKvBlocks(kv, targets, fast.data(), /*to_host=*/false);
+  std::vector<uint8_t> again(fast.size());
+  gpu_->Backend::CopyKvBlocks(kv, targets, again.data(), /*to_host=*/true);
+  EXPECT_EQ(again, fast);
+}
+
 TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
   cuda::DeviceAllocator& a = gpu_->allocator();
   void* first;
