@@ -71,6 +71,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
     t.max_bytes = cfg.ssd_cache_max_bytes;
     t.max_pending_bytes = cfg.ssd_spill_queue_bytes;
     t.num_readers = cfg.ssd_readers;
+    t.staging_chunk_bytes = cfg.ssd_staging_chunk_bytes;
+    t.max_chunk_blocks = cfg.num_blocks;
+    ModelRunner* r = runner.get();
+    t.alloc_staging = [r](size_t bytes) { return r->AllocKvStaging(bytes); };
     t.format.model_fingerprint = cfg.model_fingerprint;
     t.format.kv_dtype = cfg.kv_dtype;
     t.format.tokenizer_hash = cfg.tokenizer_hash;
@@ -148,7 +152,10 @@ void Engine::Shutdown() {
   std::vector<RequestId> ids;
   for (const auto& [id, live] : live_) ids.push_back(id);
   for (RequestId id : ids) FinishRequest(id, FinishReason::kAbort);
-  if (restore_ != nullptr) restore_->Wait();  // its readers write into the job's buffer
+  if (restore_ != nullptr) {  // its readers write into the tier's staging slots
+    restore_->Cancel();
+    restore_->Wait();
+  }
   restore_.reset();
   if (ssd_ != nullptr && !ssd_->Flush(std::chrono::milliseconds(config_.ssd_flush_ms))) {
     LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills << " blocks still queued after "
@@ -324,11 +331,8 @@ bool Engine::Step() {
 void Engine::AdvanceRestore() {
   if (ssd_ == nullptr) return;
   if (restore_ != nullptr) {
-    if (!restore_->done()) {
-      if (scheduler_->num_running() > 0) return;  // keep stepping; poll again next step
-      restore_->Wait();                           // nothing runs: waiting stalls no one
-    }
-    FinishRestore();
+    PumpRestore();
+    if (restore_ != nullptr) return;  // still reading: its request stays held
   }
   const SchedRequest* front = scheduler_->FrontWaiting();
   if (front == nullptr || front->hidden != HiddenRows::kNone) return;
@@ -336,82 +340,100 @@ void Engine::AdvanceRestore() {
   if (live.restore_probed) return;
   live.restore_probed = true;
   const std::vector<BlockHash> hashes = kv_->PrefixHashes(front->tokens, front->extra_keys);
-  size_t first = 0;
-  while (first < hashes.size() && kv_->LookupCached(hashes[first]).has_value()) ++first;
-  size_t end = first;
-  while (end < hashes.size() && ssd_->Contains(hashes[end])) ++end;
-  if (end == first) return;
-  restore_id_ = front->id;
-  restore_first_ = static_cast<int>(first);
-  restore_ =
-      ssd_->StartRestore(std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(first),
-                                                hashes.begin() + static_cast<ptrdiff_t>(end)));
-  scheduler_->SetHeld(front->id, true);
-  if (scheduler_->num_running() == 0) {
-    restore_->Wait();
-    FinishRestore();
+  std::vector<BlockId> pool_part;
+  while (pool_part.size() < hashes.size()) {
+    std::optional<BlockId> cached = kv_->LookupCached(hashes[pool_part.size()]);
+    if (!cached.has_value()) break;
+    pool_part.push_back(*cached);
   }
+  size_t end = pool_part.size();
+  while (end < hashes.size() && ssd_->Contains(hashes[end])) ++end;
+  if (end == pool_part.size()) return;
+  // The pool's part of the prefix stays pinned (as the restored blocks will be) until the
+  // request's admission, so that the chain the restore extends is still there then.
+  kv_->Pin(front->id, pool_part);
+  restore_id_ = front->id;
+  restore_first_ = static_cast<int>(pool_part.size());
+  restore_landed_ = 0;
+  restore_ = ssd_->StartRestore(
+      std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(pool_part.size()),
+                             hashes.begin() + static_cast<ptrdiff_t>(end)));
+  scheduler_->SetHeld(front->id, true);
+  PumpRestore();
 }
 
-void Engine::FinishRestore() {
-  std::shared_ptr<KvRestoreJob> job = std::move(restore_);
+void Engine::PumpRestore() {
+  const SchedRequest* req = scheduler_->Find(restore_id_);
+  bool go_on = req != nullptr && !req->running;  // else it finished while its blocks were read
+  // Nothing runs: waiting for the reads stalls no one, and each chunk lands while the next ones
+  // are read. Otherwise only the chunks already read land, between steps.
+  const bool wait = scheduler_->num_running() == 0;
+  while (go_on) {
+    std::optional<KvRestoreJob::Chunk> chunk = restore_->Next(wait);
+    if (!chunk.has_value()) break;
+    go_on = LandRestored(*req, *chunk);
+  }
+  if (go_on && !restore_->ended()) return;
+  restore_->Cancel();
+  restore_->Wait();  // the reads in flight (at most the job's staging slots) write the slots
   restore_.reset();
-  const RequestId id = restore_id_;
-  const SchedRequest* req = scheduler_->Find(id);
-  if (req == nullptr || req->running) return;  // finished while its blocks were read
-  scheduler_->SetHeld(id, false);
-  const int num_read = job->num_read();
-  // The pool's part of the prefix, pinned so that this step's allocations cannot evict it before
-  // the request's admission. When some of it was evicted while the blocks were read, the restored
-  // chain no longer joins it: the request re-prefills from where its hit ends.
-  const PrefixHit pool_part = kv_->ComputedPrefix(req->tokens, req->extra_keys);
-  if (static_cast<int>(pool_part.blocks.size()) < restore_first_) return;
-  kv_->Pin(id, std::span<const BlockId>(pool_part.blocks).first(restore_first_));
+  ssd_->RecordRestore(restore_landed_);
+  if (req != nullptr && !req->running) scheduler_->SetHeld(restore_id_, false);
+}
+
+bool Engine::LandRestored(const SchedRequest& req, const KvRestoreJob::Chunk& chunk) {
+  const RequestId id = req.id;
   // Leave room for the running rows' next tokens and the rest of this request's prompt: a restore
   // must never make the running batch preempt.
   const int bs = config_.block_size;
-  const int rest = req->num_tokens() - (restore_first_ + num_read) * bs;
+  const int rest = req.num_tokens() - (restore_first_ + chunk.first + chunk.count) * bs;
   const int reserve = scheduler_->num_running() + (rest + bs - 1) / bs;
-  // Blocks to fill, and where their bytes are in the job (consecutive unless some block was
+  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  // Blocks to fill, and which of the chunk's blocks go there (consecutive unless some block was
   // computed meanwhile).
   std::vector<BlockId> fill;
   std::vector<int> from;
-  for (int i = 0; i < num_read; ++i) {
-    const BlockHash& hash = job->hashes()[i];
+  bool all = true;
+  for (int i = 0; i < chunk.count; ++i) {
+    const BlockHash& hash = restore_->hashes()[static_cast<size_t>(chunk.first + i)];
     if (std::optional<BlockId> cached = kv_->LookupCached(hash)) {  // computed meanwhile
       kv_->Pin(id, std::span<const BlockId>(&*cached, 1));
       continue;
     }
-    if (kv_->num_free_blocks() <= reserve) break;
-    std::optional<BlockId> block = kv_->AllocateForRestore(id);
-    if (!block.has_value()) break;
+    std::optional<BlockId> block;
+    if (kv_->num_free_blocks() > reserve) block = kv_->AllocateForRestore(id);
+    if (!block.has_value()) {
+      all = false;
+      break;
+    }
     fill.push_back(*block);
     from.push_back(i);
   }
-  if (fill.empty()) return;
-  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  if (fill.empty()) return all;
   std::span<const uint8_t> bytes =
-      std::span<const uint8_t>(job->block(from[0]).data(), fill.size() * block_bytes);
+      chunk.bytes.subspan(static_cast<size_t>(from[0]) * block_bytes, fill.size() * block_bytes);
   std::vector<uint8_t> gathered;
   if (from.back() - from.front() + 1 != static_cast<int>(from.size())) {
     gathered.resize(fill.size() * block_bytes);
     for (size_t k = 0; k < from.size(); ++k) {
-      std::memcpy(gathered.data() + k * block_bytes, job->block(from[k]).data(), block_bytes);
+      std::memcpy(gathered.data() + k * block_bytes,
+                  chunk.bytes.data() + static_cast<size_t>(from[k]) * block_bytes, block_bytes);
     }
     bytes = gathered;
   }
   const Status written = runner_->WriteKvBlocks(fill, bytes);
   if (!written.ok()) {  // the blocks stay unhashed (plain blocks once unpinned)
     LOG(ERROR) << "ssd cache: restoring blocks failed: " << written.ToString();
-    return;
+    return false;
   }
   for (size_t k = 0; k < fill.size(); ++k) {
-    CHECK(kv_->CacheRestored(fill[k], job->hashes()[from[k]]))
-        << "restored block " << job->hashes()[from[k]].ToHex() << " cached twice";
+    const BlockHash& hash = restore_->hashes()[static_cast<size_t>(chunk.first + from[k])];
+    CHECK(kv_->CacheRestored(fill[k], hash))
+        << "restored block " << hash.ToHex() << " cached twice";
   }
-  const int restored = static_cast<int>(fill.size());
-  ssd_->RecordRestore(restored);
-  restore_tokens_ += static_cast<uint64_t>(restored) * static_cast<uint64_t>(bs);
+  restore_landed_ += static_cast<int>(fill.size());
+  restore_tokens_ += static_cast<uint64_t>(fill.size()) * static_cast<uint64_t>(bs);
+  return all;
 }
 
 void Engine::SpillNewBlocks() {

@@ -182,12 +182,17 @@ class Engine {
   // leaving room for one more sampled token within max_tokens and the context.
   void JumpForward(RequestId id, Live& live);
 
-  // The SSD tier's two paths (no-ops without one). AdvanceRestore, before Schedule: finishes the
-  // restore in flight once read (waiting for it when nothing runs), then probes the front waiting
-  // request and starts its restore. SpillNewBlocks, after the scheduler's Update: copies the
+  // The SSD tier's two paths (no-ops without one). AdvanceRestore, before Schedule: lands what
+  // the restore in flight has read (PumpRestore), then probes the front waiting request and
+  // starts its restore. SpillNewBlocks, after the scheduler's Update: copies the
   // blocks that just entered the prefix cache out of the pool into the write-behind queue.
   void AdvanceRestore();
-  void FinishRestore();
+  // Lands the restore's chunks already read (or waits for each when nothing runs); ends the job
+  // once the chain is in, broke, or no longer fits, and releases its request.
+  void PumpRestore();
+  // Copies one chunk into freshly allocated pool blocks pinned for `req`; false when it could
+  // not all land (no room left beside the running rows, or the copy failed).
+  bool LandRestored(const SchedRequest& req, const KvRestoreJob::Chunk& chunk);
   void SpillNewBlocks();
 
   // The parts of Step, in order.
@@ -225,7 +230,8 @@ class Engine {
   std::unique_ptr<KvSsdTier> ssd_;         // null: no SSD tier
   std::shared_ptr<KvRestoreJob> restore_;  // the restore in flight, for restore_id_
   RequestId restore_id_{0};
-  int restore_first_ = 0;  // the prompt's block index where the restored chain starts
+  int restore_first_ = 0;   // the prompt's block index where the restored chain starts
+  int restore_landed_ = 0;  // blocks of it in the pool so far
   uint64_t restore_tokens_ = 0;
   bool spill_warned_ = false;
   uint64_t seed_base_ = 0;     // draws the seeds of unseeded requests

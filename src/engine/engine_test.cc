@@ -745,8 +745,10 @@ Request Greedy(Tokens prompt, int max_tokens) {
 TEST_F(EngineSsdTest, APromptComesBackFromDiskAfterARestart) {
   const Request r = Greedy(Prompt(0, 41, 7), 6);  // 10 full blocks may be cached (40 of 41)
   Result first;
+  EngineConfig config = WithSsd(BaseConfig(64));
+  config.ssd_staging_chunk_bytes = 1;  // one block a chunk: the restore lands in 10 pieces
   {
-    Made a = Make(WithSsd(BaseConfig(64)));
+    Made a = Make(config);
     first = RunAll(*a.engine, {r})[0];
     a.engine->Shutdown();  // flushes the write-behind queue
     const EngineStats s = a.engine->stats();
@@ -757,7 +759,7 @@ TEST_F(EngineSsdTest, APromptComesBackFromDiskAfterARestart) {
     EXPECT_GT(a.runner->kv_reads_, 0);
   }
   EXPECT_EQ(BlockFiles().size(), 11u);
-  Made b = Make(WithSsd(BaseConfig(64)));  // a fresh runner: its KV holds nothing
+  Made b = Make(config);  // a fresh runner: its KV holds nothing
   Result second = RunAll(*b.engine, {r})[0];
   EXPECT_EQ(second.tokens, first.tokens);
   EXPECT_EQ(second.cached_tokens, 40);
@@ -852,6 +854,7 @@ TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne
     for (const Request& r : work) want.push_back(RunAll(*big.engine, {r})[0]);
   }
   EngineConfig tiny = WithSsd(BaseConfig(24));
+  tiny.ssd_staging_chunk_bytes = 1;  // restores land block by block, between running steps
   tiny.max_num_seqs = 4;
   tiny.max_batched_tokens = 16;
   for (int round = 0; round < 2; ++round) {  // the second round starts from a fresh pool

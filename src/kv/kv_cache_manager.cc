@@ -64,6 +64,12 @@ void KvCacheManager::ReleaseAllPins() {
   while (!pins_.empty()) ReleasePins(pins_.begin()->first);
 }
 
+std::vector<RequestId> KvCacheManager::pinned_requests() const {
+  std::vector<RequestId> ids;
+  for (const auto& [id, blocks] : pins_) ids.push_back(id);
+  return ids;
+}
+
 int KvCacheManager::num_pinned_blocks() const {
   size_t n = 0;
   for (const auto& [id, blocks] : pins_) n += blocks.size();

@@ -89,11 +89,13 @@ class KvCacheManager {
   // Pins: references a waiting request holds on cached blocks so that the prefix it will hit at
   // admission cannot be evicted first (blocks restored from a tier below the pool, and the pool
   // blocks before them). Released when AllocateSlots admits the request (after taking its own
-  // references), by ReleasePins, or by Free. Pin takes one reference per block.
+  // references), by ReleasePins, or by Free (the scheduler also drops them under pressure). Pin
+  // takes one reference per block.
   void Pin(RequestId id, std::span<const BlockId> blocks);
   void ReleasePins(RequestId id);
   void ReleaseAllPins();
   int num_pinned_blocks() const;
+  std::vector<RequestId> pinned_requests() const;
 
   // A block for KV restored from a tier below the pool: allocated (as Allocate does, evicting the
   // least recently freed cached block) and pinned for `id`, not yet hashed. Fill it, then

@@ -68,6 +68,11 @@ Status DecoderRunner::WriteKvBlocks(std::span<const BlockId> blocks,
                       /*to_host=*/false);
 }
 
+std::shared_ptr<uint8_t> DecoderRunner::AllocKvStaging(size_t bytes) {
+  std::shared_ptr<Buffer> buffer = model_->backend()->AllocHostStaging(bytes);
+  return std::shared_ptr<uint8_t>(buffer, static_cast<uint8_t*>(buffer->data()));
+}
+
 Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* host, size_t size,
                                    bool to_host) {
   const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);

@@ -56,6 +56,7 @@ class DecoderRunner final : public ModelRunner {
   KvBlockLayout kv_block_layout() const override;
   Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) override;
   Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) override;
+  std::shared_ptr<uint8_t> AllocKvStaging(size_t bytes) override;
 
   const Model& model() const { return *model_; }
   int num_blocks() const { return num_blocks_; }

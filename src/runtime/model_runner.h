@@ -84,6 +84,12 @@ class ModelRunner {
     (void)bytes;
     return UnimplementedError("this model runner does not expose its KV cache");
   }
+  // Host memory that Read/WriteKvBlocks copy from and to fastest (page-locked on CUDA: the copy
+  // reads it directly); plain host memory by default. Not zero-filled.
+  virtual std::shared_ptr<uint8_t> AllocKvStaging(size_t bytes) {
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes],
+                                    std::default_delete<uint8_t[]>());
+  }
 
   // Rows of the logits; token ids are in [0, vocab_size()).
   virtual int vocab_size() const = 0;

@@ -179,6 +179,12 @@ StepPlan Scheduler::Schedule() {
     const int num_new = std::min(remaining, budget);
     bool self_preempted = false;
     while (!kv_->AllocateSlots(req.id, req.num_computed_tokens, num_new)) {
+      // A held request's pinned restore gives way before any running row does: its blocks stay
+      // cached, merely evictable (it re-prefills what gets evicted).
+      if (kv_->num_pinned_blocks() > 0) {
+        kv_->ReleaseAllPins();
+        continue;
+      }
       RequestId victim = PreemptNewest();
       plan.preempted.push_back(victim);
       if (victim == req.id) {
@@ -216,8 +222,12 @@ StepPlan Scheduler::Schedule() {
     budget -= num_new;
   }
 
-  // A pinned prefix not admitted now stays cached but evictable: pins never block a later step.
-  kv_->ReleaseAllPins();
+  // A pinned prefix not admitted now stays cached but evictable — unless its request is held
+  // (its restore still lands, over several steps): pins never block a later step's admissions.
+  for (RequestId id : kv_->pinned_requests()) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || !it->second.held) kv_->ReleasePins(id);
+  }
   for (const ScheduledSeq& seq : plan.seqs) {
     plan.num_tokens += static_cast<int>(seq.tokens.size());
     plan.num_logits += seq.num_logits;

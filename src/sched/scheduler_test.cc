@@ -121,13 +121,35 @@ TEST_F(SchedulerTest, AHeldRequestStopsAdmissionButNotTheRunningBatch) {
   EXPECT_EQ(sched_->Find(R(2))->num_cached_tokens, 4);
   EXPECT_EQ(kv_->num_pinned_blocks(), 0);
 
-  // Pins of a request that is not admitted are released by the Schedule anyway.
+  // A held request keeps its pins across steps (its restore lands over several); once it is no
+  // longer held, a Schedule that does not admit it releases them.
   ASSERT_TRUE(sched_->AddRequest(R(4), Range(300, 305), 2).ok());
   sched_->SetHeld(R(4), true);
   ASSERT_TRUE(kv_->AllocateForRestore(R(4)).has_value());
   Step();
+  EXPECT_EQ(kv_->num_pinned_blocks(), 1);
+  Step();
+  EXPECT_EQ(kv_->num_pinned_blocks(), 1);
+  EXPECT_TRUE(sched_->Finish(R(4)));  // and Finish frees them
   EXPECT_EQ(kv_->num_pinned_blocks(), 0);
-  EXPECT_TRUE(sched_->Finish(R(4)));
+  sched_->CheckIntegrity();
+}
+
+// Pins give way before any running row is preempted: a held request's restore must never cost
+// the running batch.
+TEST_F(SchedulerTest, PinsAreReleasedBeforeARunningRowIsPreempted) {
+  Init(4, Config(64, 8));  // 4 blocks of 4 tokens
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 4), 10).ok());
+  Step();  // R1: one full block
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(100, 110), 2).ok());
+  sched_->SetHeld(R(2), true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(kv_->AllocateForRestore(R(2)).has_value());
+  EXPECT_EQ(kv_->num_free_blocks(), 0);
+  StepPlan p = Step();  // R1 grows into a second block: the pins go, nothing is preempted
+  EXPECT_TRUE(p.preempted.empty());
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(kv_->num_pinned_blocks(), 0);
+  EXPECT_TRUE(sched_->Finish(R(2)));
   sched_->CheckIntegrity();
 }
 

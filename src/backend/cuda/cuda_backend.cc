@@ -302,12 +302,25 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
     kv_segments_ =
         std::make_unique<cuda::PinnedHostBuffer>(per_launch * parts * sizeof(cuda::CopySegment));
   }
-  auto* bounce = static_cast<uint8_t*>(kv_bounce_->data());
+  // Page-locked host memory (AllocHostStaging: the SSD tier's restore slots) is read and written
+  // by the kernel in place; other memory goes through the bounce buffer.
+  uint8_t* direct = nullptr;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, host) == cudaSuccess && attr.type == cudaMemoryTypeHost &&
+      attr.devicePointer != nullptr) {
+    direct = static_cast<uint8_t*>(attr.devicePointer);
+  } else {
+    (void)cudaGetLastError();  // an unregistered pointer is an answer, not an error
+  }
   auto* segments = static_cast<cuda::CopySegment*>(kv_segments_->data());
   auto* bytes = static_cast<uint8_t*>(host);
   for (size_t first = 0; first < blocks.size(); first += per_launch) {
     const size_t n = std::min(per_launch, blocks.size() - first);
-    if (!to_host) std::memcpy(bounce, bytes + first * block_bytes, n * block_bytes);
+    uint8_t* bounce = direct != nullptr ? direct + first * block_bytes
+                                        : static_cast<uint8_t*>(kv_bounce_->data());
+    if (!to_host && direct == nullptr) {
+      std::memcpy(bounce, bytes + first * block_bytes, n * block_bytes);
+    }
     size_t seg = 0;
     size_t offset = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -324,7 +337,8 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
     }
     cuda::LaunchCopySegments(segments, static_cast<int>(seg), stream());
     Synchronize();  // the bounce and the segment table are reused by the next launch
-    if (to_host) std::memcpy(bytes + first * block_bytes, bounce, n * block_bytes);
+    if (to_host && direct == nullptr)
+      std::memcpy(bytes + first * block_bytes, bounce, n * block_bytes);
   }
 }
 

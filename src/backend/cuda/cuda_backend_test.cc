@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -124,6 +125,18 @@ TEST_F(CudaBackendTest, CopyKvBlocksMatchesPartByPartCopies) {
   std::vector<uint8_t> again(fast.size());
   gpu_->Backend::CopyKvBlocks(kv, targets, again.data(), /*to_host=*/true);
   EXPECT_EQ(again, fast);
+
+  // From and to page-locked memory (AllocHostStaging): the kernel reads and writes it directly,
+  // no bounce; an offset into the allocation works as well as its start.
+  std::shared_ptr<Buffer> pinned = gpu_->AllocHostStaging(fast.size() + block_bytes);
+  uint8_t* at = static_cast<uint8_t*>(pinned->data()) + block_bytes;
+  gpu_->CopyKvBlocks(kv, blocks, at, /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, slow.data(), /*to_host=*/true);
+  ASSERT_EQ(std::vector<uint8_t>(at, at + fast.size()), slow);
+  std::reverse(at, at + fast.size());  // other bytes, back into the target blocks
+  gpu_->CopyKvBlocks(kv, targets, at, /*to_host=*/false);
+  gpu_->Backend::CopyKvBlocks(kv, targets, again.data(), /*to_host=*/true);
+  EXPECT_EQ(again, std::vector<uint8_t>(at, at + fast.size()));
 }
 
 TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
