@@ -2,6 +2,7 @@
 # Issue 24's restore figures: how long a long prompt takes to answer after a restart, when its
 # KV comes back from --ssd-cache, against re-prefilling it and against the disk's own read rate.
 # For each arm (ARMS: "name device config prompt_tokens [serve flags...]" separated by ';'):
+#   0. serve without --ssd-cache: the prompt's cold time without spilling (the copy-out cost);
 #   1. serve with --ssd-cache (an empty dir), a short warm-up request, then the prompt (random
 #      token ids, max_tokens 1): the cold time = a full prefill; again: the in-memory prefix hit;
 #   2. wait until /stats ssd_cache.pending_spills is 0, SIGTERM, sync, drop the page cache
@@ -59,11 +60,12 @@ ssd_stat() {  # ssd_stat FIELD
   curl -s "http://127.0.0.1:$port/stats" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['ssd_cache'].get('$1'))"
 }
-start() {  # start DEVICE CONFIG FLAGS...
-  local dev=$1 cfg=$2
+start() {  # start DEVICE CONFIG FLAGS... (with --ssd-cache unless NO_SSD=1)
+  local dev=$1 cfg=$2 ssd=(--ssd-cache "$work/cache" --ssd-cache-max 40)
   shift 2
+  [ "${NO_SSD:-0}" = 1 ] && ssd=()
   "$bin/loom" serve --device "$dev" --dummy-weights "$cfg" --port "$port" --no-open \
-    --ssd-cache "$work/cache" --ssd-cache-max 40 "$@" > "$work/serve.log" 2>&1 &
+    "${ssd[@]}" "$@" > "$work/serve.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 600); do
     curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && return 0
@@ -84,6 +86,11 @@ for arm in "${arms[@]}"; do
   flags=("${a[@]:4}")
   rm -rf "$work/cache"
   echo "== $name: $dev $cfg, $n-token prompt ${flags[*]}"
+  if NO_SSD=1 start "$dev" "$cfg" "${flags[@]}"; then  # the prefill's own time, no spills
+    ask 64 1 > /dev/null
+    echo "cold without --ssd-cache: $(ask "$n" 7 | cut -d' ' -f1) s"
+    stop
+  fi
   start "$dev" "$cfg" "${flags[@]}" || { echo "serve did not start"; continue; }
   ask 64 1 > /dev/null
   read -r cold cold_cached <<< "$(ask "$n" 7)"
