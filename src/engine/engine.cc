@@ -347,7 +347,7 @@ void Engine::AdvanceRestore() {
     pool_part.push_back(*cached);
   }
   size_t end = pool_part.size();
-  while (end < hashes.size() && ssd_->Contains(hashes[end])) ++end;
+  while (end < hashes.size() && ssd_->Discover(hashes[end])) ++end;
   if (end == pool_part.size()) return;
   // The pool's part of the prefix stays pinned (as the restored blocks will be) until the
   // request's admission, so that the chain the restore extends is still there then.

@@ -779,6 +779,24 @@ TEST_F(EngineSsdTest, APromptComesBackFromDiskAfterARestart) {
   EXPECT_EQ(b.engine->stats().ssd.restores, 1);
 }
 
+// Two engines on one --ssd-cache directory (two processes): what one spilled after the other
+// started is found on the other's lookup and restored.
+TEST_F(EngineSsdTest, AnotherEnginesBlocksAreFoundOnTheSharedDirectory) {
+  const Request r = Greedy(Prompt(0, 41, 8), 5);
+  Made reader = Make(WithSsd(BaseConfig(64)));  // opened first: its index is empty
+  Result first;
+  {
+    Made writer = Make(WithSsd(BaseConfig(64)));
+    first = RunAll(*writer.engine, {r})[0];
+  }  // shut down: its blocks are on disk
+  Result second = RunAll(*reader.engine, {r})[0];
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.cached_tokens, 40);
+  const EngineStats s = reader.engine->stats();
+  EXPECT_EQ(s.ssd.store.discovered, 10);
+  EXPECT_EQ(s.ssd.restored_blocks, 10);
+}
+
 TEST_F(EngineSsdTest, ACorruptBlockIsQuarantinedAndItsTokensRecomputed) {
   const Request r = Greedy(Prompt(0, 33, 4), 4);  // 8 blocks may be cached
   Result first;

@@ -429,6 +429,19 @@ bool KvDiskStore::Contains(const BlockHash& hash) const {
   return index_.contains(hash);
 }
 
+bool KvDiskStore::Discover(const BlockHash& hash) {
+  if (Contains(hash)) return true;
+  struct stat st {};
+  if (::stat(PathOf(hash).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const int64_t header = static_cast<int64_t>(st.st_size) - format_.block_bytes;
+  if (header <= 0 || header % 4096 != 0) return false;  // not a block of this format's size
+  std::lock_guard<std::mutex> lock(mu_);
+  InsertLocked(hash, st.st_size);
+  ++stats_.discovered;
+  EvictLocked();
+  return index_.contains(hash);
+}
+
 Status KvDiskStore::Write(const BlockHash& hash, const BlockHash& parent,
                           std::span<const uint8_t> payload) {
   if (static_cast<int64_t>(payload.size()) != format_.block_bytes) {

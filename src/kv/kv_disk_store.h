@@ -84,6 +84,7 @@ struct KvDiskStats {
   int64_t write_errors = 0;
   int64_t evictions = 0;    // files deleted to stay within max_bytes
   int64_t quarantined = 0;  // files moved to DIR/quarantine (at Open or on Read)
+  int64_t discovered = 0;   // files another process wrote, found after Open (Discover)
 };
 
 // Thread-safe: every method may be called from any thread (one mutex guards the index; file IO
@@ -103,6 +104,10 @@ class KvDiskStore {
 
   // Whether `hash` is in the index (its file may still vanish before a Read).
   bool Contains(const BlockHash& hash) const;
+  // Contains, or else whether another process sharing the directory wrote the block since the
+  // index was built: a file of the expected size under its name joins the index (its header and
+  // payload are checked when it is read, as every file's are). One stat when not indexed.
+  bool Discover(const BlockHash& hash);
 
   // Stores one block; payload.size() must equal format.block_bytes (else kInvalidArgument).
   // A block already indexed is not rewritten, only marked as recently used. After the write,

@@ -131,6 +131,32 @@ TEST_F(KvDiskStoreTest, ReopenFindsTheBlocks) {
   }
 }
 
+// Two processes on one directory: what one writes after the other opened is found by Discover
+// (Contains only knows the index built at Open), then read like any block; a file of another
+// size under a block's name is not taken.
+TEST_F(KvDiskStoreTest, DiscoverFindsBlocksAnotherStoreWroteSinceOpen) {
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a->Write(H(1), H(0), Payload(1)).ok());
+  EXPECT_FALSE(b->Contains(H(1)));
+  EXPECT_TRUE(b->Discover(H(1)));
+  EXPECT_TRUE(b->Contains(H(1)));
+  EXPECT_EQ(b->stats().discovered, 1);
+  EXPECT_EQ(b->stats().bytes, FileBytes());
+  std::vector<uint8_t> out(static_cast<size_t>(TestFormat().block_bytes));
+  ASSERT_TRUE(b->Read(H(1), out).ok());
+  EXPECT_EQ(out, Payload(1));
+  EXPECT_TRUE(b->Discover(H(1)));  // indexed now: no stat, not counted again
+  EXPECT_EQ(b->stats().discovered, 1);
+  EXPECT_FALSE(b->Discover(H(2)));
+
+  const std::string odd = b->PathOf(H(3));
+  fs::create_directories(fs::path(odd).parent_path());
+  std::ofstream(odd) << "not a block";
+  EXPECT_FALSE(b->Discover(H(3)));
+  EXPECT_EQ(b->stats().entries, 1);
+}
+
 TEST_F(KvDiskStoreTest, FlippedPayloadByteIsQuarantinedAndAbsent) {
   auto store = OpenStore();
   ASSERT_TRUE(store->Write(H(1), H(0), Payload(1)).ok());

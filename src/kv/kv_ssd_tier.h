@@ -133,6 +133,8 @@ class KvSsdTier {
   bool Has(const BlockHash& hash) const;
   // Whether the block is stored (what a restore can read).
   bool Contains(const BlockHash& hash) const { return store_->Contains(hash); }
+  // Contains, or a file another process sharing the directory wrote since (KvDiskStore::Discover).
+  bool Discover(const BlockHash& hash) { return store_->Discover(hash); }
 
   // Queues blocks for the writer: block i's payload is bytes[i * block_bytes(), +block_bytes())
   // (bytes->size() == blocks.size() * block_bytes()). Never blocks on IO.

@@ -96,6 +96,7 @@ ordered_json SsdCacheJson(const EngineStats& e, const EngineConfig& config) {
                       {"write_errors", d.write_errors},
                       {"evictions", d.evictions},
                       {"quarantined", d.quarantined},
+                      {"discovered", d.discovered},
                       {"pending_spills", e.ssd.pending_spills},
                       {"dropped_spills", e.ssd.dropped_spills},
                       {"spill_disabled", e.ssd.spill_disabled}};

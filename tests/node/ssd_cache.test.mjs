@@ -460,7 +460,7 @@ test('/stats ssd_cache and /metrics: shape with and without --ssd-cache', { skip
     const s = await startServer(['--ssd-cache', dir, '--ssd-cache-max', '0.5']);
     try {
       const numbers = ['entries', 'bytes', 'max_bytes', 'hits', 'misses', 'restores',
-        'restored_blocks', 'restore_tokens', 'writes', 'write_errors', 'evictions', 'quarantined',
+        'restored_blocks', 'restore_tokens', 'writes', 'write_errors', 'evictions', 'quarantined', 'discovered',
         'pending_spills', 'dropped_spills'];
       const st = await ssdStats(s.url);
       assert.deepEqual(Object.keys(st).sort(),
