@@ -86,9 +86,11 @@ for arm in "${arms[@]}"; do
   flags=("${a[@]:4}")
   rm -rf "$work/cache"
   echo "== $name: $dev $cfg, $n-token prompt ${flags[*]}"
+  plain=""
   if NO_SSD=1 start "$dev" "$cfg" "${flags[@]}"; then  # the prefill's own time, no spills
     ask 64 1 > /dev/null
-    echo "cold without --ssd-cache: $(ask "$n" 7 | cut -d' ' -f1) s"
+    plain=$(ask "$n" 7 | cut -d' ' -f1)
+    echo "cold without --ssd-cache: $plain s"
     stop
   fi
   start "$dev" "$cfg" "${flags[@]}" || { echo "serve did not start"; continue; }
@@ -109,7 +111,8 @@ for arm in "${arms[@]}"; do
     read -r t cached <<< "$(ask "$n" 7)"
     echo "restored ($pass page cache): ${t} s, cached_tokens $cached of $n;" \
       "restores $(ssd_stat restores), restored_blocks $(ssd_stat restored_blocks), misses $(ssd_stat misses)"
-    python3 -c "print(f'  re-prefill / restore = {$cold / $t:.1f}x')"
+    # the peer is the prefill without spills (the re-prefill a server without the tier does)
+    python3 -c "print(f'  re-prefill / restore = {${plain:-$cold} / $t:.1f}x')"
     stop
   done
   grep -iE "ssd|error" "$work/serve.log" | head -5
