@@ -10,9 +10,11 @@
 namespace loom {
 
 void Backend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
-                           void* host, bool to_host) {
-  auto* bytes = static_cast<uint8_t*>(host);
-  for (int32_t block : blocks) {
+                           std::span<uint8_t* const> hosts, bool to_host) {
+  CHECK_EQ(hosts.size(), blocks.size()) << "CopyKvBlocks: one host pointer a block";
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int32_t block = blocks[i];
+    uint8_t* bytes = hosts[i];
     for (const KvLayer& layer : kv) {
       for (const Tensor* t : {&layer.k, &layer.v}) {
         const Tensor part = t->Slice(block, 1);

@@ -132,11 +132,12 @@ class Backend {
   // Host memory that CopyToHost into is fastest (page-locked on CUDA: copied by DMA without a
   // staging pass), not zero-filled. The default is plain host memory.
   virtual std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) { return MakeHostBuffer(bytes); }
-  // Copies whole KV blocks between the paged pools `kv` and host memory `host`, block after block,
-  // each laid out layer by layer, K rows then V rows (ModelRunner's KvBlockLayout); to_host picks
-  // the direction. Synchronous. The default copies each part with CopyToHost / CopyFromHost.
+  // Copies whole KV blocks between the paged pools `kv` and host memory: block blocks[i] at
+  // hosts[i], laid out layer by layer, K rows then V rows (ModelRunner's KvBlockLayout); to_host
+  // picks the direction (from host, the bytes are only read). Synchronous. The default copies each
+  // part with CopyToHost / CopyFromHost.
   virtual void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
-                            void* host, bool to_host);
+                            std::span<uint8_t* const> hosts, bool to_host);
 
   // Fills `t` (f32, bf16 or f16, on this device) with HashUniform(seed, i, lo, scale) at element i
   // (base/hash_uniform.h), rounded to its dtype: random-weight models whose values every backend

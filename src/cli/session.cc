@@ -163,6 +163,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "reject requests whose prompt + max_tokens can never fit this many GB (0 = off)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--prompt-cache", prompt_cache_gb, "prefix cache (0 disables; on by default)");
+  app->add_option("--host-cache", host_cache_gb,
+                  "GB of host RAM (page-locked) keeping the prefix cache's KV blocks as they fill, "
+                  "copied back up when a prompt's prefix continues there (GPU only; default: off, "
+                  "or --ssd-cache-queue's size with --ssd-cache)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--ssd-cache", ssd_cache,
                   "keep the prefix cache's KV blocks in this directory too (written behind as "
                   "they fill, read back when a prompt's prefix continues there; survives "
@@ -390,6 +395,14 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.model_bytes = static_cast<int64_t>(model->weights().total_bytes);
   ec.max_model_len = context;
   ec.enable_prefix_cache = flags.prompt_cache_gb != 0;
+  if (use_cuda) {
+    double host_gb = flags.host_cache_gb;
+    if (host_gb < 0) host_gb = flags.ssd_cache.empty() ? 0 : flags.ssd_cache_queue_gb;
+    ec.host_cache_bytes = static_cast<int64_t>(host_gb * 1e9);
+  } else if (flags.host_cache_gb > 0) {
+    LOG(WARNING) << "--host-cache: the CPU backend's KV pool is host memory already (grow it with "
+                    "--kv-cache-gb); no host tier";
+  }
   ec.ssd_cache_dir = flags.ssd_cache;
   ec.ssd_cache_max_bytes = static_cast<int64_t>(flags.ssd_cache_max_gb * 1e9);
   ec.ssd_spill_queue_bytes = static_cast<int64_t>(flags.ssd_cache_queue_gb * 1e9);

@@ -40,7 +40,11 @@ struct ModelFlags {
   int max_batched_tokens = 2048;
   double kv_budget_gb = 0;
   double memory_budget_gb = 0;
-  double prompt_cache_gb = -1;    // -1 = on (bounded by the pool); 0 = off
+  double prompt_cache_gb = -1;  // -1 = on (bounded by the pool); 0 = off
+  // --host-cache GB: the host-RAM tier under the prefix cache (GPU only). -1 = auto: with
+  // --ssd-cache on a GPU, --ssd-cache-queue's size (the disk writer's page-locked buffer); else
+  // off.
+  double host_cache_gb = -1;
   std::string ssd_cache;          // --ssd-cache DIR: the SSD tier under the prefix cache ("" = off)
   double ssd_cache_max_gb = 32;   // --ssd-cache-max
   double ssd_cache_queue_gb = 1;  // --ssd-cache-queue

@@ -60,6 +60,22 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
                                   std::to_string(runner->vocab_size()) + ")");
     }
   }
+  std::unique_ptr<KvHostTier> host;
+  if (cfg.host_cache_bytes > 0) {
+    const KvBlockLayout layout = runner->kv_block_layout();
+    if (layout.block_bytes <= 0) {
+      return FailedPreconditionError(
+          "--host-cache: this model runner does not expose its KV cache");
+    }
+    KvHostTierConfig h;
+    h.capacity_bytes = cfg.host_cache_bytes;
+    h.block_bytes = layout.block_bytes;
+    ModelRunner* r = runner.get();
+    h.alloc = [r](size_t bytes) { return r->AllocKvStaging(bytes); };
+    StatusOr<std::unique_ptr<KvHostTier>> made = KvHostTier::Create(h);
+    if (!made.ok()) return made.status();
+    host = std::move(made).value();
+  }
   std::unique_ptr<KvSsdTier> ssd;
   if (!cfg.ssd_cache_dir.empty()) {
     const KvBlockLayout layout = runner->kv_block_layout();
@@ -91,6 +107,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
     ssd = std::move(opened).value();
   }
   auto engine = std::unique_ptr<Engine>(new Engine(cfg, std::move(runner)));
+  engine->host_ = std::move(host);
   engine->ssd_ = std::move(ssd);
   engine->PublishStats();
   return engine;
@@ -109,7 +126,7 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
   kv_cfg.enable_prefix_cache = config_.enable_prefix_cache;
   kv_cfg.root_hash =
       RootBlockHash(config_.model_fingerprint, config_.kv_dtype, config_.tokenizer_hash);
-  kv_cfg.track_new_cached = !config_.ssd_cache_dir.empty();
+  kv_cfg.track_new_cached = !config_.ssd_cache_dir.empty() || config_.host_cache_bytes > 0;
   kv_ = std::make_unique<KvCacheManager>(kv_cfg);
   if (config_.num_grammar_threads > 0) {
     grammar_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.num_grammar_threads));
@@ -157,6 +174,8 @@ void Engine::Shutdown() {
     restore_->Wait();
   }
   restore_.reset();
+  restore_host_.clear();
+  restoring_ = false;
   if (ssd_ != nullptr && !ssd_->Flush(std::chrono::milliseconds(config_.ssd_flush_ms))) {
     LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills << " blocks still queued after "
                  << config_.ssd_flush_ms << " ms: dropped (a later miss)";
@@ -329,10 +348,10 @@ bool Engine::Step() {
 }
 
 void Engine::AdvanceRestore() {
-  if (ssd_ == nullptr) return;
-  if (restore_ != nullptr) {
+  if (ssd_ == nullptr && host_ == nullptr) return;
+  if (restoring_) {
     PumpRestore();
-    if (restore_ != nullptr) return;  // still reading: its request stays held
+    if (restoring_) return;  // still landing: its request stays held
   }
   const SchedRequest* front = scheduler_->FrontWaiting();
   if (front == nullptr || front->hidden != HiddenRows::kNone) return;
@@ -346,56 +365,107 @@ void Engine::AdvanceRestore() {
     if (!cached.has_value()) break;
     pool_part.push_back(*cached);
   }
+  // The chain goes on in the host tier, then on disk. Host slots are held from here until they
+  // land (no spill evicts them meanwhile).
   size_t end = pool_part.size();
-  while (end < hashes.size() && ssd_->Discover(hashes[end])) ++end;
+  std::vector<std::shared_ptr<const uint8_t>> held;
+  while (host_ != nullptr && end < hashes.size()) {
+    std::optional<int> slot = host_->Find(hashes[end]);
+    if (!slot.has_value()) break;
+    held.push_back(host_->Hold(*slot));
+    ++end;
+  }
+  const size_t host_end = end;
+  while (ssd_ != nullptr && end < hashes.size() && ssd_->Discover(hashes[end])) ++end;
   if (end == pool_part.size()) return;
   // The pool's part of the prefix stays pinned (as the restored blocks will be) until the
   // request's admission, so that the chain the restore extends is still there then.
   kv_->Pin(front->id, pool_part);
+  restoring_ = true;
   restore_id_ = front->id;
   restore_first_ = static_cast<int>(pool_part.size());
+  restore_hashes_.assign(hashes.begin() + static_cast<ptrdiff_t>(pool_part.size()),
+                         hashes.begin() + static_cast<ptrdiff_t>(end));
+  restore_host_ = std::move(held);
+  restore_host_next_ = 0;
+  restore_host_landed_ = 0;
   restore_landed_ = 0;
-  restore_ = ssd_->StartRestore(
-      std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(pool_part.size()),
-                             hashes.begin() + static_cast<ptrdiff_t>(end)));
+  if (end > host_end) {  // read while the host part lands
+    restore_ =
+        ssd_->StartRestore(std::vector<BlockHash>(hashes.begin() + static_cast<ptrdiff_t>(host_end),
+                                                  hashes.begin() + static_cast<ptrdiff_t>(end)));
+  }
   scheduler_->SetHeld(front->id, true);
   PumpRestore();
 }
 
 void Engine::PumpRestore() {
   const SchedRequest* req = scheduler_->Find(restore_id_);
-  bool go_on = req != nullptr && !req->running;  // else it finished while its blocks were read
-  // Nothing runs: waiting for the reads stalls no one, and each chunk lands while the next ones
-  // are read. Otherwise only the chunks already read land, between steps.
+  bool go_on = req != nullptr && !req->running;  // else it finished while its blocks came up
+  // Nothing runs: landing everything now stalls no one. Otherwise a bounded batch of host blocks
+  // a step (a copy of ~64 MiB, a few ms), and only the disk chunks already read.
   const bool wait = scheduler_->num_running() == 0;
-  while (go_on) {
-    std::optional<KvRestoreJob::Chunk> chunk = restore_->Next(wait);
-    if (!chunk.has_value()) break;
-    go_on = LandRestored(*req, *chunk);
+  const size_t num_host = restore_host_.size();
+  if (go_on && restore_host_next_ < num_host) {
+    size_t n = num_host - restore_host_next_;
+    if (!wait) {
+      constexpr int64_t kHostBytesPerStep = int64_t{64} << 20;
+      n = std::min<size_t>(
+          n, static_cast<size_t>(std::max<int64_t>(1, kHostBytesPerStep / host_->block_bytes())));
+    }
+    std::vector<const uint8_t*> hosts(n);
+    for (size_t i = 0; i < n; ++i) hosts[i] = restore_host_[restore_host_next_ + i].get();
+    const int before = restore_host_landed_;
+    go_on = LandRestored(*req, static_cast<int>(restore_host_next_), hosts, &restore_host_landed_);
+    host_restore_tokens_ += static_cast<uint64_t>(restore_host_landed_ - before) *
+                            static_cast<uint64_t>(config_.block_size);
+    for (size_t i = 0; i < n; ++i) restore_host_[restore_host_next_ + i].reset();
+    restore_host_next_ += n;
+    if (go_on && restore_host_next_ < num_host) return;  // more next step
   }
-  if (go_on && !restore_->ended()) return;
-  restore_->Cancel();
-  restore_->Wait();  // the reads in flight (at most the job's staging slots) write the slots
-  restore_.reset();
-  ssd_->RecordRestore(restore_landed_);
+  if (go_on && restore_ != nullptr) {
+    const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+    while (go_on) {
+      std::optional<KvRestoreJob::Chunk> chunk = restore_->Next(wait);
+      if (!chunk.has_value()) break;
+      std::vector<const uint8_t*> hosts(static_cast<size_t>(chunk->count));
+      for (size_t i = 0; i < hosts.size(); ++i) hosts[i] = chunk->bytes.data() + i * block_bytes;
+      const int before = restore_landed_;
+      go_on =
+          LandRestored(*req, static_cast<int>(num_host) + chunk->first, hosts, &restore_landed_);
+      restore_tokens_ += static_cast<uint64_t>(restore_landed_ - before) *
+                         static_cast<uint64_t>(config_.block_size);
+    }
+    if (go_on && !restore_->ended()) return;
+  }
+  if (restore_ != nullptr) {
+    restore_->Cancel();
+    restore_->Wait();  // the reads in flight (at most the job's staging slots) write the slots
+    restore_.reset();
+    ssd_->RecordRestore(restore_landed_);
+  }
+  if (host_ != nullptr) host_->RecordRestore(restore_host_landed_);
+  restore_host_.clear();  // the holds of blocks that did not land
+  restoring_ = false;
   if (req != nullptr && !req->running) scheduler_->SetHeld(restore_id_, false);
 }
 
-bool Engine::LandRestored(const SchedRequest& req, const KvRestoreJob::Chunk& chunk) {
+bool Engine::LandRestored(const SchedRequest& req, int first, std::span<const uint8_t* const> hosts,
+                          int* landed) {
   const RequestId id = req.id;
+  const int count = static_cast<int>(hosts.size());
   // Leave room for the running rows' next tokens and the rest of this request's prompt: a restore
   // must never make the running batch preempt.
   const int bs = config_.block_size;
-  const int rest = req.num_tokens() - (restore_first_ + chunk.first + chunk.count) * bs;
+  const int rest = req.num_tokens() - (restore_first_ + first + count) * bs;
   const int reserve = scheduler_->num_running() + (rest + bs - 1) / bs;
-  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
-  // Blocks to fill, and which of the chunk's blocks go there (consecutive unless some block was
-  // computed meanwhile).
+  // Blocks to fill, and which of the given blocks go there (not those computed meanwhile).
   std::vector<BlockId> fill;
-  std::vector<int> from;
+  std::vector<const uint8_t*> from;
+  std::vector<int> index;  // of each filled block in hosts
   bool all = true;
-  for (int i = 0; i < chunk.count; ++i) {
-    const BlockHash& hash = restore_->hashes()[static_cast<size_t>(chunk.first + i)];
+  for (int i = 0; i < count; ++i) {
+    const BlockHash& hash = restore_hashes_[static_cast<size_t>(first + i)];
     if (std::optional<BlockId> cached = kv_->LookupCached(hash)) {  // computed meanwhile
       kv_->Pin(id, std::span<const BlockId>(&*cached, 1));
       continue;
@@ -407,58 +477,110 @@ bool Engine::LandRestored(const SchedRequest& req, const KvRestoreJob::Chunk& ch
       break;
     }
     fill.push_back(*block);
-    from.push_back(i);
+    from.push_back(hosts[static_cast<size_t>(i)]);
+    index.push_back(i);
   }
   if (fill.empty()) return all;
-  std::span<const uint8_t> bytes =
-      chunk.bytes.subspan(static_cast<size_t>(from[0]) * block_bytes, fill.size() * block_bytes);
-  std::vector<uint8_t> gathered;
-  if (from.back() - from.front() + 1 != static_cast<int>(from.size())) {
-    gathered.resize(fill.size() * block_bytes);
-    for (size_t k = 0; k < from.size(); ++k) {
-      std::memcpy(gathered.data() + k * block_bytes,
-                  chunk.bytes.data() + static_cast<size_t>(from[k]) * block_bytes, block_bytes);
-    }
-    bytes = gathered;
-  }
-  const Status written = runner_->WriteKvBlocks(fill, bytes);
+  const Status written = runner_->WriteKvBlocks(fill, from);
   if (!written.ok()) {  // the blocks stay unhashed (plain blocks once unpinned)
-    LOG(ERROR) << "ssd cache: restoring blocks failed: " << written.ToString();
+    LOG(ERROR) << "kv tiers: restoring blocks failed: " << written.ToString();
     return false;
   }
   for (size_t k = 0; k < fill.size(); ++k) {
-    const BlockHash& hash = restore_->hashes()[static_cast<size_t>(chunk.first + from[k])];
+    const BlockHash& hash = restore_hashes_[static_cast<size_t>(first + index[k])];
     CHECK(kv_->CacheRestored(fill[k], hash))
         << "restored block " << hash.ToHex() << " cached twice";
   }
-  restore_landed_ += static_cast<int>(fill.size());
-  restore_tokens_ += static_cast<uint64_t>(fill.size()) * static_cast<uint64_t>(bs);
+  *landed += static_cast<int>(fill.size());
   return all;
 }
 
 void Engine::SpillNewBlocks() {
   std::vector<NewCachedBlock> fresh = kv_->TakeNewCached();
-  if (ssd_ == nullptr || fresh.empty()) return;
+  if (fresh.empty()) return;
+  if (host_ != nullptr) {
+    SpillToHost(fresh);
+  } else if (ssd_ != nullptr) {
+    SpillToSsd(fresh);
+  }
+}
+
+void Engine::SpillToHost(const std::vector<NewCachedBlock>& fresh) {
+  std::vector<BlockId> ids;
+  std::vector<uint8_t*> at;
+  std::vector<int> slots;
+  std::vector<const NewCachedBlock*> which;
+  std::vector<NewCachedBlock> refused;  // every slot held (the SSD writer lags): straight down
+  for (const NewCachedBlock& b : fresh) {
+    if (host_->Contains(b.hash)) continue;
+    std::optional<int> slot = host_->Reserve();
+    if (!slot.has_value()) {
+      refused.push_back(b);
+      continue;
+    }
+    ids.push_back(b.block);
+    at.push_back(host_->data(*slot));
+    slots.push_back(*slot);
+    which.push_back(&b);
+  }
+  // One copy out of the pool for the step's blocks, into the slots (page-locked on CUDA: the copy
+  // kernel writes them in place).
+  const Status read = ids.empty() ? OkStatus() : runner_->ReadKvBlocks(ids, at);
+  if (!read.ok()) {
+    for (int slot : slots) host_->Unreserve(slot);
+    if (!spill_warned_) {
+      LOG(ERROR) << "kv tiers: cannot copy blocks out: " << read.ToString();
+    }
+    spill_warned_ = true;
+    return;
+  }
+  std::vector<KvSsdTier::SpillBlock> down;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (!host_->Publish(slots[k], which[k]->hash)) continue;
+    if (ssd_ != nullptr && !ssd_->Has(which[k]->hash)) {
+      down.push_back({which[k]->hash, which[k]->parent, host_->Hold(slots[k])});
+    }
+  }
+  if (!down.empty()) ssd_->Spill(down);
+  // After their parents (queued just above): the SSD tier refuses a block whose parent it lacks.
+  if (ssd_ != nullptr && !refused.empty()) SpillToSsd(refused);
+}
+
+void Engine::SpillToSsd(const std::vector<NewCachedBlock>& fresh) {
   std::vector<BlockId> ids;
   std::vector<KvSsdTier::SpillBlock> blocks;
   for (const NewCachedBlock& b : fresh) {
     if (ssd_->Has(b.hash)) continue;
     ids.push_back(b.block);
-    blocks.push_back({b.hash, b.parent});
+    blocks.push_back({b.hash, b.parent, nullptr});
+  }
+  // Copy out no more than the queue takes: the newest are refused (a chain is usable from its
+  // head), without a pointless copy.
+  const auto room = static_cast<size_t>(ssd_->QueueRoom());
+  if (ids.size() > room) {
+    ssd_->Refused(static_cast<int64_t>(ids.size() - room));
+    ids.resize(room);
+    blocks.resize(room);
   }
   if (ids.empty()) return;
-  // One copy out of the pool for the step's blocks; the writer frees the buffer after the last.
-  auto bytes =
-      std::make_shared<std::vector<uint8_t>>(ids.size() * static_cast<size_t>(ssd_->block_bytes()));
-  const Status read = runner_->ReadKvBlocks(ids, *bytes);
+  // One copy out of the pool for the step's blocks into one buffer; each block's bytes alias it,
+  // so the writer frees it after the last.
+  const auto block_bytes = static_cast<size_t>(ssd_->block_bytes());
+  auto bytes = std::make_shared<std::vector<uint8_t>>(ids.size() * block_bytes);
+  std::vector<uint8_t*> at(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) at[i] = bytes->data() + i * block_bytes;
+  const Status read = runner_->ReadKvBlocks(ids, at);
   if (!read.ok()) {
     if (!spill_warned_) {
-      LOG(ERROR) << "ssd cache: cannot copy blocks out: " << read.ToString();
+      LOG(ERROR) << "kv tiers: cannot copy blocks out: " << read.ToString();
     }
     spill_warned_ = true;
     return;
   }
-  ssd_->Spill(blocks, std::move(bytes));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i].bytes = std::shared_ptr<const uint8_t>(bytes, at[i]);
+  }
+  ssd_->Spill(blocks);
 }
 
 void Engine::ReportCachedTokens(const StepPlan& plan) {
@@ -763,6 +885,11 @@ void Engine::PublishStats() {
   s.jump_forward_tokens = jump_forward_tokens_;
   s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
+  if (host_ != nullptr) {
+    s.host_cache = true;
+    s.host = host_->stats();
+    s.host_restore_tokens = host_restore_tokens_;
+  }
   if (ssd_ != nullptr) {
     s.ssd_cache = true;
     s.ssd = ssd_->stats();
@@ -784,6 +911,7 @@ EngineStats Engine::stats() const {
   // The tier's counters move on its own threads (write-behind, readers) after the last step:
   // read them now, not from the step-end snapshot, so an idle server reports its spills landing.
   if (ssd_ != nullptr) s.ssd = ssd_->stats();
+  if (host_ != nullptr) s.host = host_->stats();  // holds drop as the writer goes
   return s;
 }
 

@@ -15,12 +15,16 @@
 // result does not depend on how the prompt was chunked or batched); the step that computes the
 // last prompt token finishes the request with its vector.
 //
-// With an SSD tier (EngineConfig::ssd_cache_dir, kv/kv_ssd_tier.h) every block entering the
-// prefix cache is copied out after its step and written behind; when the request at the front of
-// the waiting queue has a prefix that continues on disk past the pool's, it is held while the
-// reader threads fetch those blocks (running rows keep stepping; with none running the engine just
-// waits for them), then they are copied into fresh pool blocks and cached, pinned until the
-// Schedule that admits it, so its admission hits them like any cached prefix.
+// With a host-RAM tier (EngineConfig::host_cache_bytes, kv/kv_host_tier.h) and/or an SSD tier
+// (EngineConfig::ssd_cache_dir, kv/kv_ssd_tier.h) every block entering the prefix cache is copied
+// out after its step: into a host slot (held there while the SSD writer writes it behind), or,
+// without a host tier, into a buffer the SSD writer frees. When the request at the front of the
+// waiting queue has a prefix that continues past the pool's — in the host tier, then on disk — it
+// is held while those blocks come up: host blocks are copied into fresh pool blocks at once (a
+// bounded amount per step while other rows run), disk blocks once the reader threads fetched them
+// (running rows keep stepping; with none running the engine just waits for them). Landed blocks
+// are cached and pinned until the Schedule that admits the request, so its admission hits them
+// like any cached prefix.
 //
 // Failures are contained: a request's own problem (bad parameter at Submit, NaN logits, every
 // token masked) finishes that request with kError; a runner error fails the requests of that
@@ -46,6 +50,7 @@
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_host_tier.h"
 #include "kv/kv_ssd_tier.h"
 #include "runtime/model_runner.h"
 #include "sample/step_sampler.h"
@@ -84,7 +89,10 @@ struct EngineStats {
   uint64_t jump_forward_tokens = 0;    // of those, appended by jump-forward without sampling
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
-  bool ssd_cache = false;              // --ssd-cache is on: the fields below are live
+  bool host_cache = false;             // --host-cache is on: the fields below are live
+  KvHostTierStats host;
+  uint64_t host_restore_tokens = 0;  // prompt tokens whose KV came back from the host tier
+  bool ssd_cache = false;            // --ssd-cache is on: the fields below are live
   KvSsdTierStats ssd;
   uint64_t ssd_restore_tokens = 0;  // prompt tokens whose KV came back from the SSD tier
 };
@@ -182,18 +190,26 @@ class Engine {
   // leaving room for one more sampled token within max_tokens and the context.
   void JumpForward(RequestId id, Live& live);
 
-  // The SSD tier's two paths (no-ops without one). AdvanceRestore, before Schedule: lands what
-  // the restore in flight has read (PumpRestore), then probes the front waiting request and
-  // starts its restore. SpillNewBlocks, after the scheduler's Update: copies the
-  // blocks that just entered the prefix cache out of the pool into the write-behind queue.
+  // The tiers' two paths (no-ops without one). AdvanceRestore, before Schedule: lands what the
+  // restore in flight can (PumpRestore), then probes the front waiting request and starts its
+  // restore. SpillNewBlocks, after the scheduler's Update: copies the blocks that just entered the
+  // prefix cache out of the pool into the host tier and/or the SSD tier's write-behind queue.
   void AdvanceRestore();
-  // Lands the restore's chunks already read (or waits for each when nothing runs); ends the job
-  // once the chain is in, broke, or no longer fits, and releases its request.
+  // Lands the restore's host blocks (all when nothing runs, else a bounded batch a step), then
+  // the disk chunks already read (or waits for each when nothing runs); ends the restore once the
+  // chain is in, broke, or no longer fits, and releases its request.
   void PumpRestore();
-  // Copies one chunk into freshly allocated pool blocks pinned for `req`; false when it could
-  // not all land (no room left beside the running rows, or the copy failed).
-  bool LandRestored(const SchedRequest& req, const KvRestoreJob::Chunk& chunk);
+  // Copies blocks restore_hashes_[first, first + hosts.size()) from host memory (block i at
+  // hosts[i]) into freshly allocated pool blocks pinned for `req` and caches them; adds the blocks
+  // copied to *landed. False when they could not all land (no room left beside the running rows,
+  // or the copy failed).
+  bool LandRestored(const SchedRequest& req, int first, std::span<const uint8_t* const> hosts,
+                    int* landed);
   void SpillNewBlocks();
+  // SpillNewBlocks' two ways: through host-tier slots (held while the SSD writer writes them),
+  // or, without a host tier, through a buffer the SSD writer frees.
+  void SpillToHost(const std::vector<NewCachedBlock>& fresh);
+  void SpillToSsd(const std::vector<NewCachedBlock>& fresh);
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
@@ -225,13 +241,24 @@ class Engine {
   std::mutex masks_mu_;
   std::condition_variable masks_cv_;
   size_t masks_pending_ = 0;
-  std::vector<Live*> mask_rows_;           // this step's rows whose masks the workers compute
-  std::atomic<size_t> next_mask_row_{0};   // the next of mask_rows_ a worker takes
-  std::unique_ptr<KvSsdTier> ssd_;         // null: no SSD tier
-  std::shared_ptr<KvRestoreJob> restore_;  // the restore in flight, for restore_id_
+  std::vector<Live*> mask_rows_;          // this step's rows whose masks the workers compute
+  std::atomic<size_t> next_mask_row_{0};  // the next of mask_rows_ a worker takes
+  // The tiers (null: off). host_ is declared first so that it outlives the SSD writer's queue,
+  // which holds host slots.
+  std::unique_ptr<KvHostTier> host_;
+  std::unique_ptr<KvSsdTier> ssd_;
+  // The restore in flight, for restore_id_ (restoring_): the blocks of its prefix past the pool's
+  // part, the first restore_host_.size() held in the host tier, the rest read by restore_.
+  bool restoring_ = false;
   RequestId restore_id_{0};
-  int restore_first_ = 0;   // the prompt's block index where the restored chain starts
-  int restore_landed_ = 0;  // blocks of it in the pool so far
+  int restore_first_ = 0;  // the prompt's block index of restore_hashes_[0]
+  std::vector<BlockHash> restore_hashes_;
+  std::vector<std::shared_ptr<const uint8_t>> restore_host_;  // held; released as they land
+  size_t restore_host_next_ = 0;                              // the first of them not landed yet
+  std::shared_ptr<KvRestoreJob> restore_;                     // the disk part (null: none)
+  int restore_host_landed_ = 0;  // blocks copied up from each tier so far
+  int restore_landed_ = 0;
+  uint64_t host_restore_tokens_ = 0;
   uint64_t restore_tokens_ = 0;
   bool spill_warned_ = false;
   uint64_t seed_base_ = 0;     // draws the seeds of unseeded requests

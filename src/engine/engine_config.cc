@@ -33,6 +33,10 @@ Status EngineConfig::Validate() const {
                                 std::to_string(max_model_len));
   }
   if (kv_budget_bytes < 0) return InvalidArgumentError("--kv-budget must be >= 0");
+  if (host_cache_bytes < 0) return InvalidArgumentError("--host-cache must be >= 0");
+  if (host_cache_bytes > 0 && !enable_prefix_cache) {
+    return InvalidArgumentError("--host-cache needs the prefix cache (drop --prompt-cache-gb 0)");
+  }
   if (!ssd_cache_dir.empty()) {
     if (!enable_prefix_cache) {
       return InvalidArgumentError("--ssd-cache needs the prefix cache (drop --prompt-cache-gb 0)");

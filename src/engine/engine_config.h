@@ -52,6 +52,12 @@ struct EngineConfig {
   std::string kv_dtype = "f32";
   std::string tokenizer_hash;
 
+  // Host-RAM tier (--host-cache GB): every block entering the prefix cache is also copied into a
+  // host arena of this many bytes (page-locked on CUDA), least recently used evicted; a waiting
+  // request whose prefix continues there has it copied up before its first step. 0: off. Needs
+  // the prefix cache. With an SSD tier too, blocks reach the disk from their host slots.
+  int64_t host_cache_bytes = 0;
+
   // SSD tier (--ssd-cache DIR): every block entering the prefix cache is also written behind to
   // DIR, and a waiting request whose prefix continues there has it read back into the pool
   // before its first step (after a restart too). Empty: off. Needs the prefix cache.

@@ -113,20 +113,21 @@ class FakeRunner : public ModelRunner {
   KvBlockLayout kv_block_layout() const override {
     return {1, 1, 1, static_cast<int64_t>(block_size_ * sizeof(int))};
   }
-  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) override {
+  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts) override {
     const size_t bb = block_size_ * sizeof(int);
-    CHECK_EQ(bytes.size(), blocks.size() * bb);
+    CHECK_EQ(hosts.size(), blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i) {
-      std::memcpy(bytes.data() + i * bb, &kv_[blocks[i] * block_size_], bb);
+      std::memcpy(hosts[i], &kv_[blocks[i] * block_size_], bb);
     }
     ++kv_reads_;
     return OkStatus();
   }
-  Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) override {
+  Status WriteKvBlocks(std::span<const BlockId> blocks,
+                       std::span<const uint8_t* const> hosts) override {
     const size_t bb = block_size_ * sizeof(int);
-    CHECK_EQ(bytes.size(), blocks.size() * bb);
+    CHECK_EQ(hosts.size(), blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i) {
-      std::memcpy(&kv_[blocks[i] * block_size_], bytes.data() + i * bb, bb);
+      std::memcpy(&kv_[blocks[i] * block_size_], hosts[i], bb);
     }
     kv_writes_ += static_cast<int>(blocks.size());
     return OkStatus();
@@ -852,10 +853,9 @@ TEST_F(EngineSsdTest, ACorruptMiddleBlockEndsTheRestoredChainThere) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "quarantine"));
 }
 
-// Many requests sharing prefixes through a pool far smaller than their working set: what is
-// evicted comes back from disk, outputs match an unbounded pool without a tier, the integrity
-// walk (every step: BaseConfig) holds, and nothing is left referenced.
-TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne) {
+// 64 agents' requests with overlapping prefixes, and their outputs from an unbounded pool
+// without tiers.
+std::vector<Request> OverlappingWork() {
   std::vector<Request> work;
   for (int i = 0; i < 64; ++i) {
     Tokens p = Prompt(/*shared=*/8 + 4 * (i % 5), /*distinct=*/6 + i % 7, i % 9);
@@ -866,11 +866,22 @@ TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne
     }
     work.push_back(r);
   }
+  return work;
+}
+
+std::vector<Result> UnboundedResults(const std::vector<Request>& work) {
   std::vector<Result> want;
-  {
-    Made big = Make(BaseConfig(4096));
-    for (const Request& r : work) want.push_back(RunAll(*big.engine, {r})[0]);
-  }
+  Made big = Make(BaseConfig(4096));
+  for (const Request& r : work) want.push_back(RunAll(*big.engine, {r})[0]);
+  return want;
+}
+
+// Many requests sharing prefixes through a pool far smaller than their working set: what is
+// evicted comes back from disk, outputs match an unbounded pool without a tier, the integrity
+// walk (every step: BaseConfig) holds, and nothing is left referenced.
+TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne) {
+  const std::vector<Request> work = OverlappingWork();
+  const std::vector<Result> want = UnboundedResults(work);
   EngineConfig tiny = WithSsd(BaseConfig(24));
   tiny.ssd_staging_chunk_bytes = 1;  // restores land block by block, between running steps
   tiny.max_num_seqs = 4;
@@ -890,6 +901,89 @@ TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne
       EXPECT_GT(s.ssd_restore_tokens, 0u);
     }
   }
+}
+
+// The host-RAM tier alone (the fake runner's blocks are 16 bytes: 20 host slots) and under it
+// the SSD tier: the same 64 agents through a 24-block pool. What the pool evicted comes back from
+// host slots (and, with the disk under them, from the disk once the host tier evicted it too).
+TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughTinyPoolAndHostTierMatchAnUnboundedOne) {
+  const std::vector<Request> work = OverlappingWork();
+  const std::vector<Result> want = UnboundedResults(work);
+  for (const bool with_ssd : {false, true}) {
+    EngineConfig tiny = BaseConfig(24);
+    if (with_ssd) tiny = WithSsd(tiny);
+    tiny.host_cache_bytes = 20 * 16;
+    tiny.ssd_staging_chunk_bytes = 1;
+    tiny.max_num_seqs = 4;
+    tiny.max_batched_tokens = 16;
+    Made m = Make(tiny);
+    std::vector<Result> got = RunAll(*m.engine, work);
+    for (size_t i = 0; i < work.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "ssd " << with_ssd << " request " << i;
+    }
+    m.engine->Shutdown();
+    const EngineStats s = m.engine->stats();
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    ASSERT_TRUE(s.host_cache);
+    EXPECT_EQ(s.host.capacity_blocks, 20);
+    EXPECT_EQ(s.host.entries, 20);
+    EXPECT_EQ(s.host.held, 0) << "a hold leaked";
+    // The SSD writer may hold every slot for the whole run (each file is fsynced): then new
+    // blocks go straight down instead of evicting.
+    EXPECT_GT(s.host.evictions + (with_ssd ? s.host.refused : 0), 0);
+    EXPECT_GT(s.host.restores, 0);
+    EXPECT_GT(s.host_restore_tokens, 0u);
+    EXPECT_EQ(s.host_restore_tokens, static_cast<uint64_t>(s.host.restored_blocks) * 4);
+    EXPECT_EQ(s.ssd_cache, with_ssd);
+    if (with_ssd) {
+      EXPECT_EQ(s.ssd.pending_spills, 0);
+      // Every block reached the disk, through its host slot or straight down (a refused block
+      // may be refused again when recomputed: `refused` counts attempts).
+      EXPECT_GE(s.ssd.store.writes, s.host.inserts);
+      EXPECT_LE(s.ssd.store.writes, s.host.inserts + s.host.refused);
+      EXPECT_EQ(s.ssd.dropped_spills, 0);
+    }
+  }
+}
+
+// A prefix evicted from the pool comes back from the host tier in one go when nothing runs; after
+// a restart (an empty host tier) it comes from the disk, which the host slots wrote.
+TEST_F(EngineSsdTest, APrefixComesBackFromTheHostTierThenFromDiskAfterARestart) {
+  const Request r = Greedy(Prompt(0, 41, 3), 6);  // 10 full prompt blocks
+  EngineConfig config = WithSsd(BaseConfig(16));  // 16 blocks: the next prompt evicts r's
+  config.host_cache_bytes = 64 * 16;
+  Result first;
+  {
+    Made a = Make(config);
+    first = RunAll(*a.engine, {r})[0];
+    RunAll(*a.engine, {Greedy(Prompt(0, 41, 4), 6)});  // other tokens: evicts most of r's blocks
+    Result again = RunAll(*a.engine, {r})[0];
+    EXPECT_EQ(again.tokens, first.tokens);
+    EXPECT_EQ(again.cached_tokens, 40);
+    const EngineStats s = a.engine->stats();
+    EXPECT_EQ(s.host.restores, 1);
+    EXPECT_GT(s.host.restored_blocks, 0);
+    EXPECT_EQ(s.ssd.restores, 0);  // all of it was in host memory
+    EXPECT_EQ(s.prefix_cache_hit_tokens, 40u);
+  }
+  Made b = Make(config);
+  Result second = RunAll(*b.engine, {r})[0];
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.cached_tokens, 40);
+  const EngineStats s = b.engine->stats();
+  EXPECT_EQ(s.host.restores, 0);
+  EXPECT_EQ(s.ssd.restored_blocks, 10);
+  EXPECT_EQ(s.host.entries, 1);  // the output's new block (the restored ones came from disk)
+}
+
+TEST(EngineTest, AHostTierNeedsThePrefixCache) {
+  EngineConfig c = BaseConfig(16);
+  c.host_cache_bytes = 1024;
+  c.enable_prefix_cache = false;
+  EXPECT_FALSE(c.Validate().ok());
+  c.enable_prefix_cache = true;
+  c.host_cache_bytes = -1;
+  EXPECT_FALSE(c.Validate().ok());
 }
 
 TEST(EngineTest, StopsOnEosStopIdsAndMaxTokens) {

@@ -160,10 +160,8 @@ bool KvSsdTier::Has(const BlockHash& hash) const {
   return store_->Contains(hash);
 }
 
-void KvSsdTier::Spill(std::span<const SpillBlock> blocks,
-                      std::shared_ptr<const std::vector<uint8_t>> bytes) {
+void KvSsdTier::Spill(std::span<const SpillBlock> blocks) {
   const auto block_bytes = static_cast<size_t>(this->block_bytes());
-  CHECK_EQ(bytes->size(), blocks.size() * block_bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -181,10 +179,22 @@ void KvSsdTier::Spill(std::span<const SpillBlock> blocks,
       }
       if (!queued_.insert(blocks[i].hash).second) continue;  // already queued
       queued_bytes_ += static_cast<int64_t>(block_bytes);
-      queue_.push_back({blocks[i].hash, blocks[i].parent, bytes, i * block_bytes});
+      CHECK(blocks[i].bytes != nullptr) << "ssd tier: a spilled block without its bytes";
+      queue_.push_back(blocks[i]);
     }
   }
   cv_.notify_one();
+}
+
+int64_t KvSsdTier::QueueRoom() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spill_disabled_ || stop_) return 0;
+  return std::max<int64_t>(0, (config_.max_pending_bytes - queued_bytes_) / block_bytes());
+}
+
+void KvSsdTier::Refused(int64_t blocks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dropped_ += blocks;
 }
 
 void KvSsdTier::WriterLoop() {
@@ -192,15 +202,15 @@ void KvSsdTier::WriterLoop() {
   while (true) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    Spilled s = std::move(queue_.front());
+    SpillBlock s = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= block_bytes();
     writing_ = true;
     lock.unlock();
-    Status written = store_->Write(
-        s.hash, s.parent,
-        std::span<const uint8_t>(*s.bytes).subspan(s.offset, static_cast<size_t>(block_bytes())));
-    s.bytes.reset();  // the last block of a Spill frees its buffer here, off the lock
+    Status written =
+        store_->Write(s.hash, s.parent,
+                      std::span<const uint8_t>(s.bytes.get(), static_cast<size_t>(block_bytes())));
+    s.bytes.reset();  // frees (or unholds) the payload here, off the lock
     lock.lock();
     writing_ = false;
     queued_.erase(s.hash);

@@ -136,13 +136,19 @@ class KvSsdTier {
   // Contains, or a file another process sharing the directory wrote since (KvDiskStore::Discover).
   bool Discover(const BlockHash& hash) { return store_->Discover(hash); }
 
-  // Queues blocks for the writer: block i's payload is bytes[i * block_bytes(), +block_bytes())
-  // (bytes->size() == blocks.size() * block_bytes()). Never blocks on IO.
+  // Queues blocks for the writer. Never blocks on IO. Each block's block_bytes() payload stays
+  // alive (and unchanged) while its `bytes` pointer does: the writer drops it once written (a
+  // host-tier slot's Hold, or an alias into one buffer shared by a step's blocks).
   struct SpillBlock {
     BlockHash hash;
     BlockHash parent;
+    std::shared_ptr<const uint8_t> bytes;
   };
-  void Spill(std::span<const SpillBlock> blocks, std::shared_ptr<const std::vector<uint8_t>> bytes);
+  void Spill(std::span<const SpillBlock> blocks);
+  // How many more blocks the queue takes now (0 once spilling is off): the engine copies no more
+  // than that out of its pool. Refused counts blocks it did not offer, as dropped spills.
+  int64_t QueueRoom() const;
+  void Refused(int64_t blocks);
   // Waits until every queued spill is written, or `timeout` passes; true when the queue drained.
   bool Flush(std::chrono::milliseconds timeout);
 
@@ -157,13 +163,6 @@ class KvSsdTier {
   KvDiskStore& store() { return *store_; }
 
  private:
-  struct Spilled {
-    BlockHash hash;
-    BlockHash parent;
-    std::shared_ptr<const std::vector<uint8_t>> bytes;  // shared by one Spill's blocks
-    size_t offset = 0;
-  };
-
   friend class KvRestoreJob;
   KvSsdTier(const KvSsdTierConfig& config, std::unique_ptr<KvDiskStore> store);
   void WriterLoop();
@@ -179,7 +178,7 @@ class KvSsdTier {
   mutable std::mutex mu_;
   std::condition_variable cv_;       // the writer waits for spills or stop
   std::condition_variable drained_;  // Flush waits for an empty queue and an idle writer
-  std::deque<Spilled> queue_;        // guarded by mu_
+  std::deque<SpillBlock> queue_;     // guarded by mu_
   std::unordered_set<BlockHash, BlockHashHasher> queued_;  // hashes in queue_ or being written
   int64_t queued_bytes_ = 0;
   bool writing_ = false;

@@ -47,11 +47,14 @@ void SpillRange(KvSsdTier& tier, uint64_t first, uint64_t last) {
   std::vector<KvSsdTier::SpillBlock> blocks;
   auto bytes = std::make_shared<std::vector<uint8_t>>();
   for (uint64_t v = first; v <= last; ++v) {
-    blocks.push_back({H(v), H(v - 1)});
     const std::vector<uint8_t> p = Payload(v);
     bytes->insert(bytes->end(), p.begin(), p.end());
   }
-  tier.Spill(blocks, std::move(bytes));
+  for (uint64_t v = first; v <= last; ++v) {  // aliases into the one buffer
+    blocks.push_back(
+        {H(v), H(v - 1), std::shared_ptr<const uint8_t>(bytes, bytes->data() + (v - first) * 256)});
+  }
+  tier.Spill(blocks);
 }
 
 class KvSsdTierTest : public ::testing::Test {

@@ -58,14 +58,17 @@ KvBlockLayout DecoderRunner::kv_block_layout() const {
   return l;
 }
 
-Status DecoderRunner::ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) {
-  return CopyKvBlocks(blocks, bytes.data(), bytes.size(), /*to_host=*/true);
+Status DecoderRunner::ReadKvBlocks(std::span<const BlockId> blocks,
+                                   std::span<uint8_t* const> hosts) {
+  return CopyKvBlocks(blocks, hosts, /*to_host=*/true);
 }
 
 Status DecoderRunner::WriteKvBlocks(std::span<const BlockId> blocks,
-                                    std::span<const uint8_t> bytes) {
-  return CopyKvBlocks(blocks, const_cast<uint8_t*>(bytes.data()), bytes.size(),
-                      /*to_host=*/false);
+                                    std::span<const uint8_t* const> hosts) {
+  // The copy only reads them (Backend::CopyKvBlocks' to_host == false).
+  return CopyKvBlocks(
+      blocks, std::span<uint8_t* const>(const_cast<uint8_t* const*>(hosts.data()), hosts.size()),
+      /*to_host=*/false);
 }
 
 std::shared_ptr<uint8_t> DecoderRunner::AllocKvStaging(size_t bytes) {
@@ -73,12 +76,11 @@ std::shared_ptr<uint8_t> DecoderRunner::AllocKvStaging(size_t bytes) {
   return std::shared_ptr<uint8_t>(buffer, static_cast<uint8_t*>(buffer->data()));
 }
 
-Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* host, size_t size,
+Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts,
                                    bool to_host) {
-  const auto block_bytes = static_cast<size_t>(kv_block_layout().block_bytes);
-  if (size != blocks.size() * block_bytes) {
-    return InvalidArgumentError("KV block copy: " + std::to_string(size) + " bytes for " +
-                                std::to_string(blocks.size()) + " blocks");
+  if (hosts.size() != blocks.size()) {
+    return InvalidArgumentError("KV block copy: " + std::to_string(hosts.size()) +
+                                " host blocks for " + std::to_string(blocks.size()) + " blocks");
   }
   for (BlockId b : blocks) {
     if (b < 0 || b >= num_blocks_) {
@@ -86,7 +88,7 @@ Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* hos
                            std::to_string(num_blocks_) + ")");
     }
   }
-  model_->backend()->CopyKvBlocks(kv_, blocks, host, to_host);
+  model_->backend()->CopyKvBlocks(kv_, blocks, hosts, to_host);
   return OkStatus();
 }
 

@@ -54,8 +54,9 @@ class DecoderRunner final : public ModelRunner {
   int max_model_len() const override { return model_->config().max_position_embeddings; }
   int hidden_size() const override { return model_->config().hidden_size; }
   KvBlockLayout kv_block_layout() const override;
-  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) override;
-  Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) override;
+  Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts) override;
+  Status WriteKvBlocks(std::span<const BlockId> blocks,
+                       std::span<const uint8_t* const> hosts) override;
   std::shared_ptr<uint8_t> AllocKvStaging(size_t bytes) override;
 
   const Model& model() const { return *model_; }
@@ -71,7 +72,8 @@ class DecoderRunner final : public ModelRunner {
   StepAccelerator* step_accelerator() const { return accelerator_.get(); }
 
  private:
-  Status CopyKvBlocks(std::span<const BlockId> blocks, uint8_t* host, size_t size, bool to_host);
+  Status CopyKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts,
+                      bool to_host);
 
   std::unique_ptr<Model> model_;
   int num_blocks_;

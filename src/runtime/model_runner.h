@@ -70,18 +70,20 @@ class ModelRunner {
     return false;
   }
 
-  // The KV pools as host bytes, for the tiers below the pool (SSD). Called from the engine thread
-  // between steps: ReadKvBlocks sees the KV of every step executed so far, WriteKvBlocks lands
-  // before the next step reads it. `bytes` holds blocks.size() * block_bytes, block after block.
+  // The KV pools as host bytes, for the tiers below the pool (host RAM, SSD). Called from the
+  // engine thread between steps: ReadKvBlocks sees the KV of every step executed so far,
+  // WriteKvBlocks lands before the next step reads it. Block blocks[i]'s block_bytes are at
+  // hosts[i].
   virtual KvBlockLayout kv_block_layout() const { return {}; }
-  virtual Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t> bytes) {
+  virtual Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts) {
     (void)blocks;
-    (void)bytes;
+    (void)hosts;
     return UnimplementedError("this model runner does not expose its KV cache");
   }
-  virtual Status WriteKvBlocks(std::span<const BlockId> blocks, std::span<const uint8_t> bytes) {
+  virtual Status WriteKvBlocks(std::span<const BlockId> blocks,
+                               std::span<const uint8_t* const> hosts) {
     (void)blocks;
-    (void)bytes;
+    (void)hosts;
     return UnimplementedError("this model runner does not expose its KV cache");
   }
   // Host memory that Read/WriteKvBlocks copy from and to fastest (page-locked on CUDA: the copy

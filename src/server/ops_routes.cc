@@ -102,6 +102,24 @@ ordered_json SsdCacheJson(const EngineStats& e, const EngineConfig& config) {
                       {"spill_disabled", e.ssd.spill_disabled}};
 }
 
+// /stats "host_cache": the host-RAM tier's counters ({"enabled": false} without one).
+ordered_json HostCacheJson(const EngineStats& e) {
+  if (!e.host_cache) return ordered_json{{"enabled", false}};
+  const KvHostTierStats& h = e.host;
+  return ordered_json{{"enabled", true},
+                      {"entries", h.entries},
+                      {"bytes", h.bytes},
+                      {"max_bytes", h.capacity_bytes},
+                      {"hits", h.hits},
+                      {"restores", h.restores},
+                      {"restored_blocks", h.restored_blocks},
+                      {"restore_tokens", e.host_restore_tokens},
+                      {"inserts", h.inserts},
+                      {"evictions", h.evictions},
+                      {"held", h.held},
+                      {"refused", h.refused}};
+}
+
 }  // namespace
 
 ordered_json StatsJson(const ServerContext& ctx) {
@@ -132,6 +150,7 @@ ordered_json StatsJson(const ServerContext& ctx) {
                     {"hit_tokens", e.prefix_cache_hit_tokens},
                     {"query_tokens", e.prefix_cache_query_tokens},
                     {"evictions", e.prefix_cache_evictions}}},
+      {"host_cache", HostCacheJson(e)},
       {"ssd_cache", SsdCacheJson(e, ctx.engine->config())},
       {"kv",
        ordered_json{{"dtype", m.kv_dtype},

@@ -132,6 +132,18 @@ std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
        e.prefix_cache_query_tokens > 0
            ? static_cast<double>(e.prefix_cache_hit_tokens) / e.prefix_cache_query_tokens
            : 0.0);
+  if (e.host_cache) {
+    Line(&out, "loom_host_cache_blocks", "KV blocks kept in the --host-cache tier.", "gauge",
+         static_cast<double>(e.host.entries));
+    Line(&out, "loom_host_cache_bytes", "Bytes of KV kept in the --host-cache tier.", "gauge",
+         static_cast<double>(e.host.bytes));
+    Line(&out, "loom_host_cache_restored_tokens_total",
+         "Prompt tokens whose KV was copied back up from the host tier.", "counter",
+         static_cast<double>(e.host_restore_tokens));
+    Line(&out, "loom_host_cache_evictions_total",
+         "KV blocks evicted from the host tier for newer ones.", "counter",
+         static_cast<double>(e.host.evictions));
+  }
   if (e.ssd_cache) {
     Line(&out, "loom_ssd_cache_blocks", "KV blocks stored in the --ssd-cache directory.", "gauge",
          static_cast<double>(e.ssd.store.entries));

@@ -446,11 +446,15 @@ test('corrupt, truncated, future-version and foreign files are quarantined; answ
 });
 
 test('/stats ssd_cache and /metrics: shape with and without --ssd-cache', { skip, timeout: 60000 }, async () => {
-  const plain = await startServer([]);
+  // --host-cache on the CPU backend: no tier (its pool is host RAM already), said once in the log.
+  const plain = await startServer(['--host-cache', '0.5']);
   try {
-    assert.deepEqual((await getJson(`${plain.url}/stats`)).body.ssd_cache, { enabled: false });
+    const stats = (await getJson(`${plain.url}/stats`)).body;
+    assert.deepEqual(stats.ssd_cache, { enabled: false });
+    assert.deepEqual(stats.host_cache, { enabled: false });
     const metrics = await (await fetch(`${plain.url}/metrics`)).text();
-    assert.doesNotMatch(metrics, /loom_ssd_cache/);
+    assert.doesNotMatch(metrics, /loom_ssd_cache|loom_host_cache/);
+    assert.match(plain.log(), /--host-cache: the CPU backend's KV pool is host memory already/);
   } finally {
     assert.equal(await plain.stop(), 0, plain.log());
   }

@@ -283,7 +283,8 @@ std::shared_ptr<Buffer> CudaBackend::AllocHostStaging(size_t bytes) {
 }
 
 void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
-                               void* host, bool to_host) {
+                               std::span<uint8_t* const> hosts, bool to_host) {
+  CHECK_EQ(hosts.size(), blocks.size()) << "CopyKvBlocks: one host pointer a block";
   if (blocks.empty() || kv.empty()) return;
   size_t block_bytes = 0;
   for (const KvLayer& layer : kv) {
@@ -302,34 +303,40 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
     kv_segments_ =
         std::make_unique<cuda::PinnedHostBuffer>(per_launch * parts * sizeof(cuda::CopySegment));
   }
-  // Page-locked host memory (AllocHostStaging: the SSD tier's restore slots) is read and written
-  // by the kernel in place; other memory goes through the bounce buffer.
-  uint8_t* direct = nullptr;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, host) == cudaSuccess && attr.type == cudaMemoryTypeHost &&
-      attr.devicePointer != nullptr) {
-    direct = static_cast<uint8_t*>(attr.devicePointer);
-  } else {
-    (void)cudaGetLastError();  // an unregistered pointer is an answer, not an error
+  // Page-locked host memory (AllocHostStaging: the host tier's blocks, the SSD tier's restore
+  // slots) is read and written by the kernel in place (through its device address); other memory
+  // goes through the bounce buffer. One lookup per allocation run: consecutive blocks of one
+  // allocation share it.
+  std::vector<uint8_t*> device_view(blocks.size(), nullptr);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, hosts[i]) == cudaSuccess &&
+        attr.type == cudaMemoryTypeHost && attr.devicePointer != nullptr) {
+      device_view[i] = static_cast<uint8_t*>(attr.devicePointer);
+    } else {
+      (void)cudaGetLastError();  // an unregistered pointer is an answer, not an error
+    }
   }
   auto* segments = static_cast<cuda::CopySegment*>(kv_segments_->data());
-  auto* bytes = static_cast<uint8_t*>(host);
+  auto* bounce = static_cast<uint8_t*>(kv_bounce_->data());
   for (size_t first = 0; first < blocks.size(); first += per_launch) {
     const size_t n = std::min(per_launch, blocks.size() - first);
-    uint8_t* bounce = direct != nullptr ? direct + first * block_bytes
-                                        : static_cast<uint8_t*>(kv_bounce_->data());
-    if (!to_host && direct == nullptr) {
-      std::memcpy(bounce, bytes + first * block_bytes, n * block_bytes);
-    }
     size_t seg = 0;
-    size_t offset = 0;
-    for (size_t i = 0; i < n; ++i) {
+    size_t bounced = 0;  // blocks of this launch through the bounce buffer
+    for (size_t i = first; i < first + n; ++i) {
+      uint8_t* at = device_view[i];
+      if (at == nullptr) {
+        at = bounce + bounced * block_bytes;
+        if (!to_host) std::memcpy(at, hosts[i], block_bytes);
+        ++bounced;
+      }
+      size_t offset = 0;
       for (const KvLayer& layer : kv) {
         for (const Tensor* t : {&layer.k, &layer.v}) {
-          const Tensor part = t->Slice(blocks[first + i], 1);
+          const Tensor part = t->Slice(blocks[i], 1);
           cuda::CopySegment& s = segments[seg++];
-          s.src = to_host ? part.data() : bounce + offset;
-          s.dst = to_host ? static_cast<void*>(bounce + offset) : part.data();
+          s.src = to_host ? part.data() : at + offset;
+          s.dst = to_host ? static_cast<void*>(at + offset) : part.data();
           s.bytes = part.nbytes();
           offset += part.nbytes();
         }
@@ -337,8 +344,14 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
     }
     cuda::LaunchCopySegments(segments, static_cast<int>(seg), stream());
     Synchronize();  // the bounce and the segment table are reused by the next launch
-    if (to_host && direct == nullptr)
-      std::memcpy(bytes + first * block_bytes, bounce, n * block_bytes);
+    if (to_host && bounced > 0) {
+      size_t k = 0;
+      for (size_t i = first; i < first + n; ++i) {
+        if (device_view[i] != nullptr) continue;
+        std::memcpy(hosts[i], bounce + k * block_bytes, block_bytes);
+        ++k;
+      }
+    }
   }
 }
 

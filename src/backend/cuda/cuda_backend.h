@@ -92,9 +92,10 @@ class CudaBackend final : public Backend {
   void Synchronize() override;
   // Page-locked (cudaMallocHost).
   std::shared_ptr<Buffer> AllocHostStaging(size_t bytes) override;
-  // Through a page-locked bounce buffer, up to 64 MiB of blocks a launch (kv_copy.cuh).
-  void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks, void* host,
-                    bool to_host) override;
+  // One launch per up to 64 MiB of blocks (kv_copy.cuh): page-locked host blocks are read and
+  // written in place, others through a page-locked bounce buffer.
+  void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                    std::span<uint8_t* const> hosts, bool to_host) override;
 
   void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;

@@ -114,29 +114,50 @@ TEST_F(CudaBackendTest, CopyKvBlocksMatchesPartByPartCopies) {
   for (int i = 0; i < 600; ++i) blocks.push_back((i * 37 + 11) % num_blocks);
   const size_t block_bytes = 3 * 2 * bs * heads * dim * 2;
   std::vector<uint8_t> fast(blocks.size() * block_bytes), slow(fast.size());
-  gpu_->CopyKvBlocks(kv, blocks, fast.data(), /*to_host=*/true);
-  gpu_->Backend::CopyKvBlocks(kv, blocks, slow.data(), /*to_host=*/true);
+  // Each block's host pointer: block i at bytes + i * block_bytes.
+  const auto at_ = [&](uint8_t* bytes) {
+    std::vector<uint8_t*> p(blocks.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = bytes + i * block_bytes;
+    return p;
+  };
+  gpu_->CopyKvBlocks(kv, blocks, at_(fast.data()), /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, at_(slow.data()), /*to_host=*/true);
   ASSERT_EQ(fast, slow);
 
   // Back into other blocks (the first 600 ids, in reverse): read them again part by part.
   std::vector<int32_t> targets(blocks.size());
   for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>(599 - i);
-  gpu_->CopyKvBlocks(kv, targets, fast.data(), /*to_host=*/false);
+  gpu_->CopyKvBlocks(kv, targets, at_(fast.data()), /*to_host=*/false);
   std::vector<uint8_t> again(fast.size());
-  gpu_->Backend::CopyKvBlocks(kv, targets, again.data(), /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, targets, at_(again.data()), /*to_host=*/true);
   EXPECT_EQ(again, fast);
 
   // From and to page-locked memory (AllocHostStaging): the kernel reads and writes it directly,
   // no bounce; an offset into the allocation works as well as its start.
   std::shared_ptr<Buffer> pinned = gpu_->AllocHostStaging(fast.size() + block_bytes);
   uint8_t* at = static_cast<uint8_t*>(pinned->data()) + block_bytes;
-  gpu_->CopyKvBlocks(kv, blocks, at, /*to_host=*/true);
-  gpu_->Backend::CopyKvBlocks(kv, blocks, slow.data(), /*to_host=*/true);
+  gpu_->CopyKvBlocks(kv, blocks, at_(at), /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, at_(slow.data()), /*to_host=*/true);
   ASSERT_EQ(std::vector<uint8_t>(at, at + fast.size()), slow);
   std::reverse(at, at + fast.size());  // other bytes, back into the target blocks
-  gpu_->CopyKvBlocks(kv, targets, at, /*to_host=*/false);
-  gpu_->Backend::CopyKvBlocks(kv, targets, again.data(), /*to_host=*/true);
+  gpu_->CopyKvBlocks(kv, targets, at_(at), /*to_host=*/false);
+  gpu_->Backend::CopyKvBlocks(kv, targets, at_(again.data()), /*to_host=*/true);
   EXPECT_EQ(again, std::vector<uint8_t>(at, at + fast.size()));
+
+  // Blocks scattered over page-locked and plain memory in one call, in and out.
+  std::vector<uint8_t*> mixed = at_(at);
+  for (size_t i = 0; i < mixed.size(); i += 3) mixed[i] = fast.data() + i * block_bytes;
+  gpu_->CopyKvBlocks(kv, blocks, mixed, /*to_host=*/true);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, at_(slow.data()), /*to_host=*/true);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    ASSERT_EQ(std::memcmp(mixed[i], slow.data() + i * block_bytes, block_bytes), 0) << i;
+  }
+  for (size_t i = 0; i < mixed.size(); ++i) std::reverse(mixed[i], mixed[i] + block_bytes);
+  gpu_->CopyKvBlocks(kv, targets, mixed, /*to_host=*/false);
+  gpu_->Backend::CopyKvBlocks(kv, targets, at_(again.data()), /*to_host=*/true);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    ASSERT_EQ(std::memcmp(mixed[i], again.data() + i * block_bytes, block_bytes), 0) << i;
+  }
 }
 
 TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
