@@ -10,6 +10,11 @@
 #   3. restart on the same dir, a different warm-up request, the prompt again: the restored time
 #      and cached_tokens; then once more after a restart with the page cache warm.
 # Before the arms: dd of a 2 GiB file in the same filesystem, O_DIRECT and buffered-after-drop.
+# HOST_ARM="name config prompt_tokens kv_gb host_gb [flags...]" (CUDA): the host-RAM tier, no
+#   disk: prompt A cold, prompt B (as long: it evicts A from a pool of kv_gb), A again — its
+#   prefix copied up from host RAM; beside torch's page-locked host->device copy rate.
+# DECODE="config concurrency gen_tokens [flags...]" (CUDA): `loom bench` decode tok/s without
+#   tiers and with --ssd-cache (and the host tier it brings), alternated DECODE_ROUNDS times.
 # Here, first:
 #   BUILD=$PWD/build-cuda2 BINS="loom cuda_backend_test" bash tools/cuda/package_e2e.sh
 # then run(command="bash tools/cuda/run_ssd_restore_on_device.sh", carry=[".dev/cuda2-bin"]).
@@ -79,7 +84,7 @@ stop() {
   wait $pid 2> /dev/null
 }
 
-IFS=';' read -ra arms <<< "${ARMS:-h200-8b cuda bench/configs/llama-3.1-8b.json 16384 --max-model-len 20000}"
+IFS=";" read -ra arms <<< "${ARMS-h200-8b cuda bench/configs/llama-3.1-8b.json 16384 --max-model-len 20000}"
 for arm in "${arms[@]}"; do
   read -ra a <<< "$arm"
   name=${a[0]} dev=${a[1]} cfg=${a[2]} n=${a[3]}
@@ -118,3 +123,55 @@ for arm in "${arms[@]}"; do
   grep -iE "ssd|error" "$work/serve.log" | head -5
 done
 rm -rf "$work/cache"
+
+host_stat() {  # host_stat FIELD
+  curl -s "http://127.0.0.1:$port/stats" |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['host_cache'].get('$1'))"
+}
+if [ -n "${HOST_ARM:-}" ]; then
+  read -ra a <<< "$HOST_ARM"
+  name=${a[0]} cfg=${a[1]} n=${a[2]} kv=${a[3]} host=${a[4]}
+  flags=("${a[@]:5}")
+  echo "== host tier $name: $cfg, $n-token prompts, --kv-cache-gb $kv --host-cache $host ${flags[*]}"
+  python3 - <<'PY'
+import time, torch
+x = torch.empty(2 << 30, dtype=torch.uint8, pin_memory=True)
+y = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+best = 1e9
+for _ in range(5):
+    torch.cuda.synchronize(); t = time.perf_counter()
+    y.copy_(x, non_blocking=True); torch.cuda.synchronize()
+    best = min(best, time.perf_counter() - t)
+print(f"torch page-locked host->device copy of 2 GiB: {best * 1e3:.1f} ms, {2 * 2**30 / best / 1e9:.1f} GB/s")
+PY
+  if NO_SSD=1 start cuda "$cfg" --kv-cache-gb "$kv" --host-cache "$host" "${flags[@]}"; then
+    ask 64 1 > /dev/null
+    read -r cold _ <<< "$(ask "$n" 7)"
+    read -r other _ <<< "$(ask "$n" 8)"
+    read -r back cached <<< "$(ask "$n" 7)"
+    echo "A cold: $cold s; B cold: $other s; A again: $back s (cached $cached of $n)"
+    echo "host tier: restores $(host_stat restores), restored_blocks $(host_stat restored_blocks)," \
+      "entries $(host_stat entries), bytes $(host_stat bytes), evictions $(host_stat evictions)," \
+      "refused $(host_stat refused)"
+    python3 -c "print(f'  re-prefill / host restore = {$cold / $back:.1f}x')"
+    stop
+  fi
+fi
+
+if [ -n "${DECODE:-}" ]; then
+  read -ra a <<< "$DECODE"
+  cfg=${a[0]} conc=${a[1]} gen=${a[2]}
+  flags=("${a[@]:3}")
+  echo "== decode at concurrency $conc, $gen tokens: tiers off vs --ssd-cache ${flags[*]}"
+  for r in $(seq 1 "${DECODE_ROUNDS:-3}"); do
+    for arm in off on; do
+      tier=()
+      [ $arm = on ] && { rm -rf "$work/cache"; tier=(--ssd-cache "$work/cache"); }
+      echo "$arm: $("$bin/loom" bench --device cuda --dummy-weights "$cfg" --concurrency "$conc" \
+        --decode-prompt-tokens 512 --prompt-tokens 512 --gen-tokens "$gen" --repeat 1 --json \
+        "${tier[@]}" "${flags[@]}" 2> /dev/null |
+        python3 -c "import json,sys; d=json.load(sys.stdin); print(d['decode_tok_s'])")"
+    done
+  done
+  rm -rf "$work/cache"
+fi
