@@ -138,6 +138,16 @@ class Backend {
   // part with CopyToHost / CopyFromHost.
   virtual void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
                             std::span<uint8_t* const> hosts, bool to_host);
+  // CopyKvBlocks to the host without waiting for it: the blocks are read in order with the
+  // queued work (a later step's writes to them are not seen) and the host bytes are complete once
+  // WaitKvCopy(ticket) returns. The default copies synchronously (ticket 0).
+  virtual uint64_t StartKvCopyToHost(const std::vector<KvLayer>& kv,
+                                     std::span<const int32_t> blocks,
+                                     std::span<uint8_t* const> hosts) {
+    CopyKvBlocks(kv, blocks, hosts, /*to_host=*/true);
+    return 0;
+  }
+  virtual void WaitKvCopy(uint64_t ticket) { (void)ticket; }
 
   // Fills `t` (f32, bf16 or f16, on this device) with HashUniform(seed, i, lo, scale) at element i
   // (base/hash_uniform.h), rounded to its dtype: random-weight models whose values every backend

@@ -176,6 +176,7 @@ void Engine::Shutdown() {
   restore_.reset();
   restore_host_.clear();
   restoring_ = false;
+  FinishSpill();
   if (ssd_ != nullptr && !ssd_->Flush(std::chrono::milliseconds(config_.ssd_flush_ms))) {
     LOG(WARNING) << "ssd cache: " << ssd_->stats().pending_spills << " blocks still queued after "
                  << config_.ssd_flush_ms << " ms: dropped (a later miss)";
@@ -306,6 +307,7 @@ bool Engine::Step() {
   DrainInbox();
   AdvanceRestore();
   if (!scheduler_->HasWork()) {
+    FinishSpill();  // the last step's blocks reach the host tier (and the disk) while idle too
     CheckIfIdle();
     PublishStats();
     return false;
@@ -358,6 +360,7 @@ void Engine::AdvanceRestore() {
   Live& live = live_.at(front->id);
   if (live.restore_probed) return;
   live.restore_probed = true;
+  FinishSpill();  // the blocks of the last step findable in the host tier too
   const std::vector<BlockHash> hashes = kv_->PrefixHashes(front->tokens, front->extra_keys);
   std::vector<BlockId> pool_part;
   while (pool_part.size() < hashes.size()) {
@@ -496,6 +499,7 @@ bool Engine::LandRestored(const SchedRequest& req, int first, std::span<const ui
 }
 
 void Engine::SpillNewBlocks() {
+  FinishSpill();  // the previous step's copy: done by now, it overlapped this step
   std::vector<NewCachedBlock> fresh = kv_->TakeNewCached();
   if (fresh.empty()) return;
   if (host_ != nullptr) {
@@ -506,44 +510,53 @@ void Engine::SpillNewBlocks() {
 }
 
 void Engine::SpillToHost(const std::vector<NewCachedBlock>& fresh) {
+  PendingSpill p;
   std::vector<BlockId> ids;
   std::vector<uint8_t*> at;
-  std::vector<int> slots;
-  std::vector<const NewCachedBlock*> which;
-  std::vector<NewCachedBlock> refused;  // every slot held (the SSD writer lags): straight down
   for (const NewCachedBlock& b : fresh) {
     if (host_->Contains(b.hash)) continue;
     std::optional<int> slot = host_->Reserve();
-    if (!slot.has_value()) {
-      refused.push_back(b);
+    if (!slot.has_value()) {  // every slot held (the SSD writer lags): straight down
+      p.refused.push_back(b);
       continue;
     }
     ids.push_back(b.block);
     at.push_back(host_->data(*slot));
-    slots.push_back(*slot);
-    which.push_back(&b);
+    p.slots.push_back(*slot);
+    p.blocks.push_back(b);
   }
-  // One copy out of the pool for the step's blocks, into the slots (page-locked on CUDA: the copy
-  // kernel writes them in place).
-  const Status read = ids.empty() ? OkStatus() : runner_->ReadKvBlocks(ids, at);
-  if (!read.ok()) {
-    for (int slot : slots) host_->Unreserve(slot);
-    if (!spill_warned_) {
-      LOG(ERROR) << "kv tiers: cannot copy blocks out: " << read.ToString();
+  // One copy out of the pool for the step's blocks, into the slots (page-locked on CUDA: the
+  // copy engine fills them while the next step runs).
+  if (!ids.empty()) {
+    StatusOr<uint64_t> ticket = runner_->StartKvBlockReads(ids, at);
+    if (!ticket.ok()) {
+      for (int slot : p.slots) host_->Unreserve(slot);
+      if (!spill_warned_) {
+        LOG(ERROR) << "kv tiers: cannot copy blocks out: " << ticket.status().ToString();
+      }
+      spill_warned_ = true;
+      return;
     }
-    spill_warned_ = true;
-    return;
+    p.ticket = *ticket;
   }
+  pending_spill_ = std::move(p);
+}
+
+void Engine::FinishSpill() {
+  if (!pending_spill_.has_value()) return;
+  PendingSpill p = std::move(*pending_spill_);
+  pending_spill_.reset();
+  if (!p.slots.empty()) runner_->WaitKvBlockReads(p.ticket);
   std::vector<KvSsdTier::SpillBlock> down;
-  for (size_t k = 0; k < slots.size(); ++k) {
-    if (!host_->Publish(slots[k], which[k]->hash)) continue;
-    if (ssd_ != nullptr && !ssd_->Has(which[k]->hash)) {
-      down.push_back({which[k]->hash, which[k]->parent, host_->Hold(slots[k])});
+  for (size_t k = 0; k < p.slots.size(); ++k) {
+    if (!host_->Publish(p.slots[k], p.blocks[k].hash)) continue;
+    if (ssd_ != nullptr && !ssd_->Has(p.blocks[k].hash)) {
+      down.push_back({p.blocks[k].hash, p.blocks[k].parent, host_->Hold(p.slots[k])});
     }
   }
   if (!down.empty()) ssd_->Spill(down);
   // After their parents (queued just above): the SSD tier refuses a block whose parent it lacks.
-  if (ssd_ != nullptr && !refused.empty()) SpillToSsd(refused);
+  if (ssd_ != nullptr && !p.refused.empty()) SpillToSsd(p.refused);
 }
 
 void Engine::SpillToSsd(const std::vector<NewCachedBlock>& fresh) {

@@ -210,6 +210,10 @@ class Engine {
   // or, without a host tier, through a buffer the SSD writer frees.
   void SpillToHost(const std::vector<NewCachedBlock>& fresh);
   void SpillToSsd(const std::vector<NewCachedBlock>& fresh);
+  // Waits for the host-tier copy in flight (pending_spill_), then publishes its slots and queues
+  // them (and the blocks the host tier refused) for the SSD writer. Called at the next spill,
+  // before a restore probe, on going idle and at shutdown.
+  void FinishSpill();
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
@@ -247,6 +251,15 @@ class Engine {
   // which holds host slots.
   std::unique_ptr<KvHostTier> host_;
   std::unique_ptr<KvSsdTier> ssd_;
+  // The last step's blocks on their way into host slots (ModelRunner::StartKvBlockReads: the copy
+  // overlaps the next step); the slots stay reserved, unpublished, until FinishSpill.
+  struct PendingSpill {
+    uint64_t ticket = 0;
+    std::vector<int> slots;
+    std::vector<NewCachedBlock> blocks;   // slots[i] holds blocks[i]
+    std::vector<NewCachedBlock> refused;  // no slot: straight to the SSD tier after the others
+  };
+  std::optional<PendingSpill> pending_spill_;
   // The restore in flight, for restore_id_ (restoring_): the blocks of its prefix past the pool's
   // part, the first restore_host_.size() held in the host tier, the rest read by restore_.
   bool restoring_ = false;

@@ -122,6 +122,30 @@ class FakeRunner : public ModelRunner {
     ++kv_reads_;
     return OkStatus();
   }
+  // With async_reads_, as a GPU's copy engine: the blocks are read now, but their bytes land in
+  // host memory only at WaitKvBlockReads (until then the host blocks hold garbage).
+  StatusOr<uint64_t> StartKvBlockReads(std::span<const BlockId> blocks,
+                                       std::span<uint8_t* const> hosts) override {
+    if (!async_reads_) return ModelRunner::StartKvBlockReads(blocks, hosts);
+    const size_t bb = block_size_ * sizeof(int);
+    PendingRead& p = pending_reads_[++read_tickets_];
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      p.hosts.push_back(hosts[i]);
+      p.bytes.emplace_back(bb);
+      std::memcpy(p.bytes.back().data(), &kv_[blocks[i] * block_size_], bb);
+      std::memset(hosts[i], 0x5A, bb);
+    }
+    ++kv_reads_;
+    return read_tickets_;
+  }
+  void WaitKvBlockReads(uint64_t ticket) override {
+    auto it = pending_reads_.find(ticket);
+    if (it == pending_reads_.end()) return;
+    for (size_t i = 0; i < it->second.hosts.size(); ++i) {
+      std::memcpy(it->second.hosts[i], it->second.bytes[i].data(), it->second.bytes[i].size());
+    }
+    pending_reads_.erase(it);
+  }
   Status WriteKvBlocks(std::span<const BlockId> blocks,
                        std::span<const uint8_t* const> hosts) override {
     const size_t bb = block_size_ * sizeof(int);
@@ -141,6 +165,13 @@ class FakeRunner : public ModelRunner {
   int max_rows_ = 0;
   int max_step_tokens_ = 0;
   int fail_steps_ = 0;
+  struct PendingRead {
+    std::vector<uint8_t*> hosts;
+    std::vector<std::vector<uint8_t>> bytes;
+  };
+  bool async_reads_ = false;
+  uint64_t read_tickets_ = 0;
+  std::map<uint64_t, PendingRead> pending_reads_;
   int kv_reads_ = 0;   // ReadKvBlocks calls (spills)
   int kv_writes_ = 0;  // blocks written by WriteKvBlocks (restores)
   std::unique_ptr<CpuBackend> backend_;
@@ -909,7 +940,10 @@ TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughATinyPoolMatchAnUnboundedOne
 TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughTinyPoolAndHostTierMatchAnUnboundedOne) {
   const std::vector<Request> work = OverlappingWork();
   const std::vector<Result> want = UnboundedResults(work);
-  for (const bool with_ssd : {false, true}) {
+  // Each also with copies out that land a step later (async: a GPU's copy engine).
+  for (const auto& [with_ssd, async] : {std::pair{false, false}, std::pair{true, false},
+                                        std::pair{false, true}, std::pair{true, true}}) {
+    std::filesystem::remove_all(dir_);
     EngineConfig tiny = BaseConfig(24);
     if (with_ssd) tiny = WithSsd(tiny);
     tiny.host_cache_bytes = 20 * 16;
@@ -917,11 +951,14 @@ TEST_F(EngineSsdTest, ManyOverlappingPrefixesThroughTinyPoolAndHostTierMatchAnUn
     tiny.max_num_seqs = 4;
     tiny.max_batched_tokens = 16;
     Made m = Make(tiny);
+    m.runner->async_reads_ = async;
     std::vector<Result> got = RunAll(*m.engine, work);
     for (size_t i = 0; i < work.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, want[i].tokens) << "ssd " << with_ssd << " request " << i;
+      EXPECT_EQ(got[i].tokens, want[i].tokens)
+          << "ssd " << with_ssd << " async " << async << " request " << i;
     }
     m.engine->Shutdown();
+    EXPECT_TRUE(m.runner->pending_reads_.empty()) << "a copy out was never waited for";
     const EngineStats s = m.engine->stats();
     EXPECT_EQ(s.kv_blocks_used, 0);
     ASSERT_TRUE(s.host_cache);

@@ -76,8 +76,8 @@ std::shared_ptr<uint8_t> DecoderRunner::AllocKvStaging(size_t bytes) {
   return std::shared_ptr<uint8_t>(buffer, static_cast<uint8_t*>(buffer->data()));
 }
 
-Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts,
-                                   bool to_host) {
+Status DecoderRunner::CheckKvCopy(std::span<const BlockId> blocks,
+                                  std::span<uint8_t* const> hosts) const {
   if (hosts.size() != blocks.size()) {
     return InvalidArgumentError("KV block copy: " + std::to_string(hosts.size()) +
                                 " host blocks for " + std::to_string(blocks.size()) + " blocks");
@@ -88,9 +88,23 @@ Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, std::span<ui
                            std::to_string(num_blocks_) + ")");
     }
   }
+  return OkStatus();
+}
+
+Status DecoderRunner::CopyKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts,
+                                   bool to_host) {
+  RETURN_IF_ERROR(CheckKvCopy(blocks, hosts));
   model_->backend()->CopyKvBlocks(kv_, blocks, hosts, to_host);
   return OkStatus();
 }
+
+StatusOr<uint64_t> DecoderRunner::StartKvBlockReads(std::span<const BlockId> blocks,
+                                                    std::span<uint8_t* const> hosts) {
+  RETURN_IF_ERROR(CheckKvCopy(blocks, hosts));
+  return model_->backend()->StartKvCopyToHost(kv_, blocks, hosts);
+}
+
+void DecoderRunner::WaitKvBlockReads(uint64_t ticket) { model_->backend()->WaitKvCopy(ticket); }
 
 bool DecoderRunner::GreedyIds(const StepPlan& plan, std::span<int32_t> ids) {
   return accelerated_ && accelerator_->ArgmaxAndLookahead(plan, ids);

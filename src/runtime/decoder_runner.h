@@ -55,6 +55,9 @@ class DecoderRunner final : public ModelRunner {
   int hidden_size() const override { return model_->config().hidden_size; }
   KvBlockLayout kv_block_layout() const override;
   Status ReadKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts) override;
+  StatusOr<uint64_t> StartKvBlockReads(std::span<const BlockId> blocks,
+                                       std::span<uint8_t* const> hosts) override;
+  void WaitKvBlockReads(uint64_t ticket) override;
   Status WriteKvBlocks(std::span<const BlockId> blocks,
                        std::span<const uint8_t* const> hosts) override;
   std::shared_ptr<uint8_t> AllocKvStaging(size_t bytes) override;
@@ -74,6 +77,8 @@ class DecoderRunner final : public ModelRunner {
  private:
   Status CopyKvBlocks(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts,
                       bool to_host);
+  // The checks of a KV block copy: one host pointer a block, every block in the pool.
+  Status CheckKvCopy(std::span<const BlockId> blocks, std::span<uint8_t* const> hosts) const;
 
   std::unique_ptr<Model> model_;
   int num_blocks_;

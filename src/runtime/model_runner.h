@@ -80,6 +80,15 @@ class ModelRunner {
     (void)hosts;
     return UnimplementedError("this model runner does not expose its KV cache");
   }
+  // ReadKvBlocks without waiting: the blocks are read as of the steps executed so far (later
+  // steps' writes are not seen) and the bytes are at `hosts` once WaitKvBlockReads(*ticket)
+  // returns. The default reads synchronously (ticket 0).
+  virtual StatusOr<uint64_t> StartKvBlockReads(std::span<const BlockId> blocks,
+                                               std::span<uint8_t* const> hosts) {
+    RETURN_IF_ERROR(ReadKvBlocks(blocks, hosts));
+    return uint64_t{0};
+  }
+  virtual void WaitKvBlockReads(uint64_t ticket) { (void)ticket; }
   virtual Status WriteKvBlocks(std::span<const BlockId> blocks,
                                std::span<const uint8_t* const> hosts) {
     (void)blocks;

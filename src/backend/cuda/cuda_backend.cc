@@ -282,10 +282,23 @@ std::shared_ptr<Buffer> CudaBackend::AllocHostStaging(size_t bytes) {
   return std::make_shared<PinnedBuffer>(p, bytes);
 }
 
-void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
-                               std::span<uint8_t* const> hosts, bool to_host) {
-  CHECK_EQ(hosts.size(), blocks.size()) << "CopyKvBlocks: one host pointer a block";
-  if (blocks.empty() || kv.empty()) return;
+namespace {
+
+// The device address of page-locked host memory (read and written by kernels in place); null for
+// other memory.
+uint8_t* PinnedDeviceView(void* host) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, host) == cudaSuccess && attr.type == cudaMemoryTypeHost &&
+      attr.devicePointer != nullptr) {
+    return static_cast<uint8_t*>(attr.devicePointer);
+  }
+  (void)cudaGetLastError();  // an unregistered pointer is an answer, not an error
+  return nullptr;
+}
+
+}  // namespace
+
+size_t CudaBackend::KvBlockBytes(const std::vector<KvLayer>& kv) {
   size_t block_bytes = 0;
   for (const KvLayer& layer : kv) {
     CheckDevice(layer.k, "CopyKvBlocks", "k");
@@ -295,6 +308,14 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
       block_bytes += t->Slice(0, 1).nbytes();
     }
   }
+  return block_bytes;
+}
+
+void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                               std::span<uint8_t* const> hosts, bool to_host) {
+  CHECK_EQ(hosts.size(), blocks.size()) << "CopyKvBlocks: one host pointer a block";
+  if (blocks.empty() || kv.empty()) return;
+  const size_t block_bytes = KvBlockBytes(kv);
   constexpr size_t kBounceBytes = size_t{64} << 20;
   const size_t per_launch = std::max<size_t>(1, kBounceBytes / block_bytes);
   const size_t parts = 2 * kv.size();
@@ -308,15 +329,7 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
   // goes through the bounce buffer. One lookup per allocation run: consecutive blocks of one
   // allocation share it.
   std::vector<uint8_t*> device_view(blocks.size(), nullptr);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, hosts[i]) == cudaSuccess &&
-        attr.type == cudaMemoryTypeHost && attr.devicePointer != nullptr) {
-      device_view[i] = static_cast<uint8_t*>(attr.devicePointer);
-    } else {
-      (void)cudaGetLastError();  // an unregistered pointer is an answer, not an error
-    }
-  }
+  for (size_t i = 0; i < blocks.size(); ++i) device_view[i] = PinnedDeviceView(hosts[i]);
   auto* segments = static_cast<cuda::CopySegment*>(kv_segments_->data());
   auto* bounce = static_cast<uint8_t*>(kv_bounce_->data());
   for (size_t first = 0; first < blocks.size(); first += per_launch) {
@@ -353,6 +366,96 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
       }
     }
   }
+}
+
+uint64_t CudaBackend::StartKvCopyToHost(const std::vector<KvLayer>& kv,
+                                        std::span<const int32_t> blocks,
+                                        std::span<uint8_t* const> hosts) {
+  CHECK_EQ(hosts.size(), blocks.size()) << "StartKvCopyToHost: one host pointer a block";
+  if (blocks.empty() || kv.empty()) return 0;
+  for (uint8_t* host : hosts) {
+    if (PinnedDeviceView(host) == nullptr) {  // the copy engine needs page-locked memory
+      CopyKvBlocks(kv, blocks, hosts, /*to_host=*/true);
+      return 0;
+    }
+  }
+  const size_t block_bytes = KvBlockBytes(kv);
+  const int parts = static_cast<int>(2 * kv.size());
+  if (kv_stage_block_bytes_ != block_bytes) {  // first use (one KV layout per backend in practice)
+    for (const KvStageBatch& b : kv_stage_batches_) b.done->Synchronize();
+    kv_stage_batches_.clear();
+    constexpr size_t kStageBytes = size_t{256} << 20;
+    kv_stage_slots_ = static_cast<int>(std::max<size_t>(1, kStageBytes / block_bytes));
+    kv_stage_ =
+        Alloc(DType::kBF16,
+              Shape{static_cast<int64_t>(static_cast<size_t>(kv_stage_slots_) * block_bytes / 2)});
+    kv_stage_segments_ = std::make_unique<cuda::PinnedHostBuffer>(
+        static_cast<size_t>(kv_stage_slots_ * parts) * sizeof(cuda::CopySegment));
+    kv_copy_stream_ = std::make_unique<cuda::CudaStream>();
+    kv_gathered_ = std::make_unique<cuda::CudaEvent>();
+    kv_stage_block_bytes_ = block_bytes;
+    kv_stage_head_ = 0;
+  }
+  const uint64_t ticket = ++kv_copy_tickets_;
+  auto* stage = static_cast<uint8_t*>(kv_stage_.data());
+  auto* segments = static_cast<cuda::CopySegment*>(kv_stage_segments_->data());
+  for (size_t first = 0; first < blocks.size();) {
+    const int n = static_cast<int>(std::min<size_t>(kv_stage_slots_, blocks.size() - first));
+    if (kv_stage_head_ + n > kv_stage_slots_) kv_stage_head_ = 0;
+    const int head = kv_stage_head_;
+    // Slots still in flight in [head, head + n): their copies read those slots (and their gather
+    // segments) until done. Only when the copies lag a whole ring behind does this wait.
+    std::erase_if(kv_stage_batches_, [&](const KvStageBatch& b) {
+      if (b.first >= head + n || head >= b.first + b.count) return false;
+      b.done->Synchronize();
+      return true;
+    });
+    cuda::CopySegment* seg = segments + static_cast<size_t>(head * parts);
+    for (int i = 0; i < n; ++i) {
+      uint8_t* at = stage + static_cast<size_t>(head + i) * block_bytes;
+      for (const KvLayer& layer : kv) {
+        for (const Tensor* t : {&layer.k, &layer.v}) {
+          const Tensor part = t->Slice(blocks[first + static_cast<size_t>(i)], 1);
+          *seg++ = {part.data(), at, part.nbytes()};
+          at += part.nbytes();
+        }
+      }
+    }
+    cuda::LaunchCopySegments(segments + static_cast<size_t>(head * parts), n * parts, stream());
+    kv_gathered_->Record(stream());
+    CUDA_CHECK(cudaStreamWaitEvent(kv_copy_stream_->get(), kv_gathered_->get(), 0));
+    // One copy per run of host blocks that are consecutive in memory.
+    for (int i = 0; i < n;) {
+      int run = 1;
+      while (i + run < n &&
+             hosts[first + static_cast<size_t>(i + run)] ==
+                 hosts[first + static_cast<size_t>(i)] + static_cast<size_t>(run) * block_bytes) {
+        ++run;
+      }
+      CUDA_CHECK(cudaMemcpyAsync(hosts[first + static_cast<size_t>(i)],
+                                 stage + static_cast<size_t>(head + i) * block_bytes,
+                                 static_cast<size_t>(run) * block_bytes, cudaMemcpyDeviceToHost,
+                                 kv_copy_stream_->get()));
+      i += run;
+    }
+    KvStageBatch batch{head, n, ticket, std::make_unique<cuda::CudaEvent>()};
+    batch.done->Record(kv_copy_stream_->get());
+    kv_stage_batches_.push_back(std::move(batch));
+    kv_stage_head_ = head + n;
+    first += static_cast<size_t>(n);
+  }
+  return ticket;
+}
+
+void CudaBackend::WaitKvCopy(uint64_t ticket) {
+  if (ticket == 0) return;
+  // The side stream runs its copies in order: every batch of a ticket <= `ticket` is done once
+  // the last of them is.
+  std::erase_if(kv_stage_batches_, [&](const KvStageBatch& b) {
+    if (b.ticket > ticket) return false;
+    b.done->Synchronize();
+    return true;
+  });
 }
 
 void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {

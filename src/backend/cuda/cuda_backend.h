@@ -96,6 +96,12 @@ class CudaBackend final : public Backend {
   // written in place, others through a page-locked bounce buffer.
   void CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
                     std::span<uint8_t* const> hosts, bool to_host) override;
+  // Into page-locked host memory: a gather of the blocks into a device staging ring on the
+  // compute stream (in order with the steps), then the copy engine on a side stream, overlapping
+  // the next steps. Other host memory: CopyKvBlocks (ticket 0).
+  uint64_t StartKvCopyToHost(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                             std::span<uint8_t* const> hosts) override;
+  void WaitKvCopy(uint64_t ticket) override;
 
   void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
@@ -213,6 +219,26 @@ class CudaBackend final : public Backend {
   // CopyKvBlocks' bounce buffer and its segment table, page-locked, grown on demand.
   std::unique_ptr<cuda::PinnedHostBuffer> kv_bounce_;
   std::unique_ptr<cuda::PinnedHostBuffer> kv_segments_;
+  // The bytes of one block across the pools of `kv` (CHECKs they are on this device, 16-aligned).
+  size_t KvBlockBytes(const std::vector<KvLayer>& kv);
+  // StartKvCopyToHost's staging ring of kv_stage_slots_ blocks on the device, its gather
+  // segments (page-locked, kv_parts_ a slot), the side stream, and the batches in flight (a slot
+  // range each, done when its event is).
+  struct KvStageBatch {
+    int first = 0;
+    int count = 0;
+    uint64_t ticket = 0;
+    std::unique_ptr<cuda::CudaEvent> done;
+  };
+  Tensor kv_stage_;
+  std::unique_ptr<cuda::PinnedHostBuffer> kv_stage_segments_;
+  std::unique_ptr<cuda::CudaStream> kv_copy_stream_;
+  std::unique_ptr<cuda::CudaEvent> kv_gathered_;
+  std::vector<KvStageBatch> kv_stage_batches_;
+  size_t kv_stage_block_bytes_ = 0;
+  int kv_stage_slots_ = 0;
+  int kv_stage_head_ = 0;
+  uint64_t kv_copy_tickets_ = 0;
   std::vector<std::span<const uint32_t>> distinct_masks_;
   // `staging` grown to >= `bytes` once its last upload (`staged`) is done; its host pointer.
   static void* StagingFor(std::unique_ptr<cuda::PinnedHostBuffer>& staging,

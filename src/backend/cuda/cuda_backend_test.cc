@@ -160,6 +160,68 @@ TEST_F(CudaBackendTest, CopyKvBlocksMatchesPartByPartCopies) {
   }
 }
 
+// StartKvCopyToHost: the bytes are the blocks as of the call even when the pools are overwritten
+// right after it (in stream order), across three calls in flight at once that wrap the device
+// staging ring (1,365 slots of 192 KiB), and match CopyKvBlocks; plain host memory is copied at
+// once (ticket 0).
+TEST_F(CudaBackendTest, StartKvCopyToHostSeesTheBlocksAsOfTheCall) {
+  const int64_t num_blocks = 700, bs = 16, heads = 4, dim = 256;
+  std::vector<KvLayer> kv(3);
+  std::mt19937 rng(11);
+  const auto randomize = [&] {
+    for (KvLayer& l : kv) {
+      for (Tensor* t : {&l.k, &l.v}) {
+        std::vector<uint16_t> bits(static_cast<size_t>(t->numel()));
+        for (uint16_t& b : bits) b = static_cast<uint16_t>(rng());
+        gpu_->CopyFromHost(bits.data(), *t);
+      }
+    }
+  };
+  for (KvLayer& l : kv) {
+    for (Tensor* t : {&l.k, &l.v})
+      *t = gpu_->Alloc(DType::kBF16, Shape{num_blocks, bs, heads, dim});
+  }
+  const size_t block_bytes = 3 * 2 * bs * heads * dim * 2;
+  std::vector<int32_t> blocks;
+  for (int i = 0; i < 600; ++i) blocks.push_back((i * 37 + 11) % num_blocks);
+  std::shared_ptr<Buffer> pinned = gpu_->AllocHostStaging(3 * blocks.size() * block_bytes);
+  std::vector<std::vector<uint8_t>> want(3, std::vector<uint8_t>(blocks.size() * block_bytes));
+  std::vector<uint64_t> tickets;
+  for (int call = 0; call < 3; ++call) {
+    randomize();
+    std::vector<uint8_t*> want_at(blocks.size()), at(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      want_at[i] = want[call].data() + i * block_bytes;
+      // Host blocks in reverse order: no two consecutive in memory.
+      at[i] = static_cast<uint8_t*>(pinned->data()) +
+              (static_cast<size_t>(call) * blocks.size() + blocks.size() - 1 - i) * block_bytes;
+    }
+    gpu_->CopyKvBlocks(kv, blocks, want_at, /*to_host=*/true);
+    tickets.push_back(gpu_->StartKvCopyToHost(kv, blocks, at));
+    EXPECT_GT(tickets.back(), 0u);
+  }
+  randomize();  // after the last call, before any wait
+  gpu_->WaitKvCopy(tickets.back());
+  for (int call = 0; call < 3; ++call) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const uint8_t* got =
+          static_cast<uint8_t*>(pinned->data()) +
+          (static_cast<size_t>(call) * blocks.size() + blocks.size() - 1 - i) * block_bytes;
+      ASSERT_EQ(std::memcmp(got, want[call].data() + i * block_bytes, block_bytes), 0)
+          << "call " << call << " block " << i;
+    }
+  }
+  std::vector<uint8_t> plain(blocks.size() * block_bytes), slow(plain.size());
+  std::vector<uint8_t*> plain_at(blocks.size()), slow_at(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    plain_at[i] = plain.data() + i * block_bytes;
+    slow_at[i] = slow.data() + i * block_bytes;
+  }
+  EXPECT_EQ(gpu_->StartKvCopyToHost(kv, blocks, plain_at), 0u);
+  gpu_->Backend::CopyKvBlocks(kv, blocks, slow_at, /*to_host=*/true);
+  EXPECT_EQ(plain, slow);
+}
+
 TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {
   cuda::DeviceAllocator& a = gpu_->allocator();
   void* first;
