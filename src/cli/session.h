@@ -47,7 +47,7 @@ struct ModelFlags {
   double host_cache_gb = -1;
   std::string ssd_cache;          // --ssd-cache DIR: the SSD tier under the prefix cache ("" = off)
   double ssd_cache_max_gb = 32;   // --ssd-cache-max
-  double ssd_cache_queue_gb = 1;  // --ssd-cache-queue
+  double ssd_cache_queue_gb = 4;  // --ssd-cache-queue
   int max_model_len = 0;          // 0 = the model's
   std::string chat_template;      // file overriding the model's template
   // --tokenizer DIR: the tokenizer (and chat template) from this HF directory instead of the

@@ -63,7 +63,7 @@ struct EngineConfig {
   // before its first step (after a restart too). Empty: off. Needs the prefix cache.
   std::string ssd_cache_dir;
   int64_t ssd_cache_max_bytes = 32'000'000'000;         // --ssd-cache-max (decimal GB x 1e9)
-  int64_t ssd_spill_queue_bytes = 1'000'000'000;        // --ssd-cache-queue: write-behind cap
+  int64_t ssd_spill_queue_bytes = 4'000'000'000;        // --ssd-cache-queue: write-behind cap
   int ssd_readers = 4;                                  // threads reading a restore
   int64_t ssd_staging_chunk_bytes = int64_t{32} << 20;  // a restore lands in chunks of this
   int ssd_flush_ms = 10'000;  // Shutdown waits this long for queued spills to reach the disk
