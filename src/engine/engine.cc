@@ -382,12 +382,18 @@ void Engine::AdvanceRestore() {
   while (ssd_ != nullptr && end < hashes.size() && ssd_->Discover(hashes[end])) ++end;
   if (end == pool_part.size()) return;
   // The pool's part of the prefix stays pinned (as the restored blocks will be) until the
-  // request's admission, so that the chain the restore extends is still there then.
+  // request's admission, so that the chain the restore extends is still there then; so do the
+  // blocks of the chain past a gap that are still in the pool (the restore's allocations must not
+  // evict them).
+  const size_t head = pool_part.size();
+  for (size_t i = head; i < end; ++i) {
+    if (std::optional<BlockId> cached = kv_->LookupCached(hashes[i])) pool_part.push_back(*cached);
+  }
   kv_->Pin(front->id, pool_part);
   restoring_ = true;
   restore_id_ = front->id;
-  restore_first_ = static_cast<int>(pool_part.size());
-  restore_hashes_.assign(hashes.begin() + static_cast<ptrdiff_t>(pool_part.size()),
+  restore_first_ = static_cast<int>(head);
+  restore_hashes_.assign(hashes.begin() + static_cast<ptrdiff_t>(head),
                          hashes.begin() + static_cast<ptrdiff_t>(end));
   restore_host_ = std::move(held);
   restore_host_next_ = 0;
