@@ -101,6 +101,11 @@ const std::vector<Field>& Fields() {
         "fused q|k|v and gate|up weights and fused ops (norm into GEMV, rope + KV store); 0: "
         "separate weights, unfused ops"},
        &T::cuda_fuse},
+      {{"kv_copy_engine", "1",
+        "KV blocks copied into page-locked host memory (the host tier) go through a device "
+        "staging ring and the copy engine, overlapping the next step; 0: one kernel writing "
+        "host memory in place, synchronously"},
+       &T::kv_copy_engine},
       {{"graph_lookahead", "1",
         "greedy decode steps of at most N rows queue the next step before their ids reach the "
         "host (0..4096; 0: off)"},

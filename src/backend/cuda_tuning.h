@@ -29,6 +29,9 @@
 //   cublaslt_tune         1        time cuBLASLt's first N heuristic candidates, keep the fastest
 //   cuda_pdl              1        programmatic dependent launch on the decode kernels (0: off)
 //   cuda_fuse             1        fused weights (q|k|v, gate|up) and fused ops (0: unfused)
+//   kv_copy_engine        1        KV blocks into page-locked host memory through a device
+//                                  staging ring and the copy engine, overlapping the next step
+//                                  (0: a kernel writing host memory in place, synchronously)
 //   graph_lookahead       1        greedy decode steps of <= N rows queue the next step (0: off)
 //   graph_tail            1        the batch-1 graph ends with argmax + input advance
 //   graph_tail_fused      1        that tail as one kernel (0: three kernels)
@@ -69,6 +72,8 @@ struct CudaTuning {
   // ---- launches and fusion (launch.cuh, CudaBackend::prefers_fused_ops) ----
   bool cuda_pdl = true;
   bool cuda_fuse = true;
+  // ---- KV tiers (CudaBackend::StartKvCopyToHost) ----
+  bool kv_copy_engine = true;
   // ---- decode graphs (CudaGraphOptions; CudaBackend ignores these) ----
   int graph_lookahead = 1;  // 0..4096 rows
   bool graph_tail = true;

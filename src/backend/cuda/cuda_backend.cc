@@ -368,34 +368,38 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
   }
 }
 
+void CudaBackend::EnsureKvStage(size_t block_bytes, int parts) {
+  if (kv_stage_block_bytes_ == block_bytes) return;  // one KV layout per backend in practice
+  for (const KvStageBatch& b : kv_stage_batches_) b.done->Synchronize();
+  kv_stage_batches_.clear();
+  constexpr size_t kStageBytes = size_t{256} << 20;
+  kv_stage_slots_ = static_cast<int>(std::max<size_t>(1, kStageBytes / block_bytes));
+  kv_stage_ =
+      Alloc(DType::kBF16,
+            Shape{static_cast<int64_t>(static_cast<size_t>(kv_stage_slots_) * block_bytes / 2)});
+  kv_stage_segments_ = std::make_unique<cuda::PinnedHostBuffer>(
+      static_cast<size_t>(kv_stage_slots_ * parts) * sizeof(cuda::CopySegment));
+  kv_copy_stream_ = std::make_unique<cuda::CudaStream>();
+  kv_gathered_ = std::make_unique<cuda::CudaEvent>();
+  kv_stage_block_bytes_ = block_bytes;
+  kv_stage_head_ = 0;
+}
+
 uint64_t CudaBackend::StartKvCopyToHost(const std::vector<KvLayer>& kv,
                                         std::span<const int32_t> blocks,
                                         std::span<uint8_t* const> hosts) {
   CHECK_EQ(hosts.size(), blocks.size()) << "StartKvCopyToHost: one host pointer a block";
   if (blocks.empty() || kv.empty()) return 0;
   for (uint8_t* host : hosts) {
-    if (PinnedDeviceView(host) == nullptr) {  // the copy engine needs page-locked memory
+    // The copy engine needs page-locked memory; kv_copy_engine = 0: the kernel, synchronously.
+    if (!options_.tuning.kv_copy_engine || PinnedDeviceView(host) == nullptr) {
       CopyKvBlocks(kv, blocks, hosts, /*to_host=*/true);
       return 0;
     }
   }
   const size_t block_bytes = KvBlockBytes(kv);
   const int parts = static_cast<int>(2 * kv.size());
-  if (kv_stage_block_bytes_ != block_bytes) {  // first use (one KV layout per backend in practice)
-    for (const KvStageBatch& b : kv_stage_batches_) b.done->Synchronize();
-    kv_stage_batches_.clear();
-    constexpr size_t kStageBytes = size_t{256} << 20;
-    kv_stage_slots_ = static_cast<int>(std::max<size_t>(1, kStageBytes / block_bytes));
-    kv_stage_ =
-        Alloc(DType::kBF16,
-              Shape{static_cast<int64_t>(static_cast<size_t>(kv_stage_slots_) * block_bytes / 2)});
-    kv_stage_segments_ = std::make_unique<cuda::PinnedHostBuffer>(
-        static_cast<size_t>(kv_stage_slots_ * parts) * sizeof(cuda::CopySegment));
-    kv_copy_stream_ = std::make_unique<cuda::CudaStream>();
-    kv_gathered_ = std::make_unique<cuda::CudaEvent>();
-    kv_stage_block_bytes_ = block_bytes;
-    kv_stage_head_ = 0;
-  }
+  EnsureKvStage(block_bytes, parts);
   const uint64_t ticket = ++kv_copy_tickets_;
   auto* stage = static_cast<uint8_t*>(kv_stage_.data());
   auto* segments = static_cast<cuda::CopySegment*>(kv_stage_segments_->data());

@@ -221,6 +221,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::PinnedHostBuffer> kv_segments_;
   // The bytes of one block across the pools of `kv` (CHECKs they are on this device, 16-aligned).
   size_t KvBlockBytes(const std::vector<KvLayer>& kv);
+  // Allocates the staging ring (and its side stream) for blocks of `block_bytes` in `parts` parts.
+  void EnsureKvStage(size_t block_bytes, int parts);
   // StartKvCopyToHost's staging ring of kv_stage_slots_ blocks on the device, its gather
   // segments (page-locked, kv_parts_ a slot), the side stream, and the batches in flight (a slot
   // range each, done when its event is).
