@@ -6,7 +6,8 @@
 // its safetensors header's element count, config.json) and the Qwen3 template's known markup.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -72,6 +73,9 @@ function headerParams(file) {
 }
 
 const loom = (...args) => spawnSync(LOOM_BIN, args, { encoding: 'utf8' });
+// While a server's connections idle in this process, a blocking spawnSync would keep undici from
+// seeing the server close one at its keep-alive timeout, and the next fetch would reuse it.
+const loomAsync = (...args) => promisify(execFile)(LOOM_BIN, args, { encoding: 'utf8' });
 
 test('loom list --json describes the cached models and the broken ones', { skip }, () => {
   const r = loom('list', '--json', '--models-dir', modelsDir);
@@ -200,7 +204,7 @@ test('serve ORG/NAME: /v1/models lists the id and the model card', { skip }, asy
   assert.equal(m.owned_by, 'loom');
   assert.equal(typeof m.created, 'number');
   assert.equal(m.max_model_len, 512);
-  const listed = JSON.parse(loom('list', '--json').stdout).models.find((x) => x.id === 'loom/default');
+  const listed = JSON.parse((await loomAsync('list', '--json')).stdout).models.find((x) => x.id === 'loom/default');
   assert.deepEqual(m.loom, listed);  // the same card `loom list` prints
   // The model is the one loaded: a completion runs under the id.
   const r = await postJson(`${server.url}/v1/completions`, { model: 'loom/default', prompt: 'In the beginning', max_tokens: 4 });
