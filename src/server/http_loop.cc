@@ -231,6 +231,10 @@ class HttpLoop::Impl {
   void Done(Connection& c) {
     if (callbacks_.on_done) callbacks_.on_done(c.req, c.body_bytes, c.res);
   }
+  // The Keep-Alive: timeout=N hint of each response (whole seconds of keep_alive_timeout).
+  int KeepAliveHintSeconds() const {
+    return static_cast<int>(options_.keep_alive_timeout.count() / 1000);
+  }
 
   HttpLoop* owner_;
   HttpLoopOptions options_;
@@ -546,7 +550,7 @@ void HttpLoop::Impl::StartResponse(Connection& c) {
   }
   if (c.res.stream != nullptr) {
     if (!c.chunked_out) c.keep_alive = false;  // HTTP/1.0: the close ends the body
-    c.out += SerializeResponseHead(c.res, c.keep_alive, c.chunked_out);
+    c.out += SerializeResponseHead(c.res, c.keep_alive, c.chunked_out, KeepAliveHintSeconds());
     c.stream = std::move(c.res.stream);
     c.phase = Phase::kStream;
     c.stream->SetWakeup(MakeWake(c));
@@ -554,7 +558,7 @@ void HttpLoop::Impl::StartResponse(Connection& c) {
     c.last_write_progress = Clock::now();
     return PumpStream(c);
   }
-  c.out += SerializeResponseHead(c.res, c.keep_alive, c.chunked_out);
+  c.out += SerializeResponseHead(c.res, c.keep_alive, c.chunked_out, KeepAliveHintSeconds());
   if (!c.head_method) c.out += c.res.body;
   c.phase = Phase::kWrite;
   c.last_write_progress = Clock::now();

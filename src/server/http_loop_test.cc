@@ -118,12 +118,14 @@ TEST(HttpLoopTest, AnswersKeepsAliveAndAnswersPipelinedRequestsInOrder) {
   EXPECT_EQ(CountOf(got, "HTTP/1.1 200 OK"), 2) << got;
   EXPECT_LT(got.find("POST /a [hi]"), got.find("GET /b []")) << got;
   EXPECT_NE(got.find("Content-Length: 12\r\n"), std::string::npos) << got;
+  EXPECT_EQ(CountOf(got, "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"), 2) << got;
   // Still open for a third.
   Send(c, "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n");
   bool closed = false;
   const std::string last = Read(c, "", 5s, &closed);
   EXPECT_NE(last.find("GET /c []"), std::string::npos) << last;
   EXPECT_NE(last.find("Connection: close"), std::string::npos) << last;
+  EXPECT_EQ(last.find("Keep-Alive:"), std::string::npos) << last;
   EXPECT_TRUE(closed);
 }
 

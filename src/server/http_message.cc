@@ -100,13 +100,14 @@ const char* HttpReasonPhrase(int status) {
   return "";
 }
 
-std::string SerializeResponseHead(const HttpResponse& res, bool keep_alive, bool chunked) {
+std::string SerializeResponseHead(const HttpResponse& res, bool keep_alive, bool chunked,
+                                  int keep_alive_timeout_s) {
   std::string out = "HTTP/1.1 " + std::to_string(res.status) + " ";
   out += HttpReasonPhrase(res.status);
   out += "\r\n";
   for (const auto& [name, value] : res.headers) {
     if (EqualsIgnoreCase(name, "Content-Length") || EqualsIgnoreCase(name, "Connection") ||
-        EqualsIgnoreCase(name, "Transfer-Encoding")) {
+        EqualsIgnoreCase(name, "Transfer-Encoding") || EqualsIgnoreCase(name, "Keep-Alive")) {
       continue;  // ours to set
     }
     out += name;
@@ -120,6 +121,9 @@ std::string SerializeResponseHead(const HttpResponse& res, bool keep_alive, bool
     out += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
   }
   out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  if (keep_alive && keep_alive_timeout_s > 0) {
+    out += "Keep-Alive: timeout=" + std::to_string(keep_alive_timeout_s) + "\r\n";
+  }
   out += "\r\n";
   return out;
 }

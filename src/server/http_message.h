@@ -117,8 +117,11 @@ const char* HttpReasonPhrase(int status);
 
 // The status line and headers of `res` for the wire, ending with the blank line. Adds
 // Content-Length (a whole body) or Transfer-Encoding: chunked (a stream on HTTP/1.1), and
-// Connection: close / keep-alive as `keep_alive` says. A stream without `chunked` (HTTP/1.0)
-// is delimited by the connection's close.
-std::string SerializeResponseHead(const HttpResponse& res, bool keep_alive, bool chunked);
+// Connection: close / keep-alive as `keep_alive` says, with Keep-Alive: timeout=N when
+// `keep_alive_timeout_s` > 0 (clients that read it, like node's fetch, close an idle connection
+// before the server does instead of reusing one the server is closing). A stream without
+// `chunked` (HTTP/1.0) is delimited by the connection's close.
+std::string SerializeResponseHead(const HttpResponse& res, bool keep_alive, bool chunked,
+                                  int keep_alive_timeout_s = 0);
 
 }  // namespace loom
