@@ -148,6 +148,11 @@ class Backend {
     return 0;
   }
   virtual void WaitKvCopy(uint64_t ticket) { (void)ticket; }
+  // Whether WaitKvCopy(ticket) would return at once (does not wait).
+  virtual bool KvCopyDone(uint64_t ticket) {
+    (void)ticket;
+    return true;
+  }
 
   // Fills `t` (f32, bf16 or f16, on this device) with HashUniform(seed, i, lo, scale) at element i
   // (base/hash_uniform.h), rounded to its dtype: random-weight models whose values every backend

@@ -181,6 +181,12 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "prompt outruns a 1.7 GB/s disk by ~2 GB); past it new blocks are not written "
                   "(a later miss)")
       ->check(CLI::PositiveNumber);
+  app->add_option("--ssd-demote-idle", ssd_demote_idle_s,
+                  "after this many seconds idle, the --ssd-cache writer gets the prefix cache's "
+                  "blocks whose spill it dropped (a full queue), so that they survive a restart "
+                  "(0 = never)")
+      ->type_name("SEC")
+      ->check(CLI::Range(0.0, 1e6));
   app->add_option("--max-model-len", max_model_len, "context length cap (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--chat-template", chat_template,
@@ -407,6 +413,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.ssd_cache_dir = flags.ssd_cache;
   ec.ssd_cache_max_bytes = static_cast<int64_t>(flags.ssd_cache_max_gb * 1e9);
   ec.ssd_spill_queue_bytes = static_cast<int64_t>(flags.ssd_cache_queue_gb * 1e9);
+  ec.ssd_demote_idle_ms = static_cast<int64_t>(flags.ssd_demote_idle_s * 1000);
   ec.model_fingerprint = model->info().fingerprint;
   ec.kv_dtype = std::string(DTypeName(kv_dtype));
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());

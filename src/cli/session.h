@@ -48,8 +48,9 @@ struct ModelFlags {
   std::string ssd_cache;          // --ssd-cache DIR: the SSD tier under the prefix cache ("" = off)
   double ssd_cache_max_gb = 32;   // --ssd-cache-max
   double ssd_cache_queue_gb = 4;  // --ssd-cache-queue
-  int max_model_len = 0;          // 0 = the model's
-  std::string chat_template;      // file overriding the model's template
+  double ssd_demote_idle_s = 300;  // --ssd-demote-idle (0 = never)
+  int max_model_len = 0;           // 0 = the model's
+  std::string chat_template;       // file overriding the model's template
   // --tokenizer DIR: the tokenizer (and chat template) from this HF directory instead of the
   // model's; with --dummy-weights it gives the random model a real text side (protocol tests).
   std::string tokenizer;

@@ -238,9 +238,14 @@ void Engine::Loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] {
+      const auto ready = [this] {
         return stop_ || !inbox_.empty() || !aborts_.empty() || scheduler_->HasWork();
-      });
+      };
+      if (const auto wake = IdleWake()) {
+        cv_.wait_until(lock, *wake, ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
       if (stop_) return;
     }
     Step();
@@ -307,12 +312,25 @@ bool Engine::Step() {
   DrainInbox();
   AdvanceRestore();
   if (!scheduler_->HasWork()) {
-    FinishSpill();  // the last step's blocks reach the host tier (and the disk) while idle too
+    const auto now = std::chrono::steady_clock::now();
+    if (!idle_) {
+      idle_ = true;
+      idle_since_ = now;
+      demote_due_ = ssd_ != nullptr && config_.ssd_demote_idle_ms > 0;
+      demote_missing_ = -1;
+    }
+    // The last step's blocks reach the host tier (and the disk) while idle too, once their copy
+    // has landed: Loop polls until then.
+    FinishSpill(/*wait=*/false);
+    if (demote_due_ && now >= idle_since_ + std::chrono::milliseconds(config_.ssd_demote_idle_ms)) {
+      DemoteIdle();
+    }
     CheckIfIdle();
     PublishStats();
     return false;
   }
   idle_checked_ = false;
+  idle_ = false;
   const StepPlan plan = scheduler_->Schedule();
   CHECK(!plan.empty()) << "requests are queued but none can run: admission let in a request "
                           "that can never fit";
@@ -360,7 +378,8 @@ void Engine::AdvanceRestore() {
   Live& live = live_.at(front->id);
   if (live.restore_probed) return;
   live.restore_probed = true;
-  FinishSpill();  // the blocks of the last step findable in the host tier too
+  // A copy still in flight is of blocks still in the pool: the lookup below finds them there.
+  FinishSpill(/*wait=*/false);
   const std::vector<BlockHash> hashes = kv_->PrefixHashes(front->tokens, front->extra_keys);
   std::vector<BlockId> pool_part;
   while (pool_part.size() < hashes.size()) {
@@ -395,6 +414,7 @@ void Engine::AdvanceRestore() {
   restore_first_ = static_cast<int>(head);
   restore_hashes_.assign(hashes.begin() + static_cast<ptrdiff_t>(head),
                          hashes.begin() + static_cast<ptrdiff_t>(end));
+  restore_parent_ = head == 0 ? kv_->root_hash() : hashes[head - 1];
   restore_host_ = std::move(held);
   restore_host_next_ = 0;
   restore_host_landed_ = 0;
@@ -496,9 +516,10 @@ bool Engine::LandRestored(const SchedRequest& req, int first, std::span<const ui
     return false;
   }
   for (size_t k = 0; k < fill.size(); ++k) {
-    const BlockHash& hash = restore_hashes_[static_cast<size_t>(first + index[k])];
-    CHECK(kv_->CacheRestored(fill[k], hash))
-        << "restored block " << hash.ToHex() << " cached twice";
+    const size_t at = static_cast<size_t>(first + index[k]);
+    const BlockHash& parent = at == 0 ? restore_parent_ : restore_hashes_[at - 1];
+    CHECK(kv_->CacheRestored(fill[k], restore_hashes_[at], parent))
+        << "restored block " << restore_hashes_[at].ToHex() << " cached twice";
   }
   *landed += static_cast<int>(fill.size());
   return all;
@@ -548,8 +569,12 @@ void Engine::SpillToHost(const std::vector<NewCachedBlock>& fresh) {
   pending_spill_ = std::move(p);
 }
 
-void Engine::FinishSpill() {
-  if (!pending_spill_.has_value()) return;
+bool Engine::FinishSpill(bool wait) {
+  if (!pending_spill_.has_value()) return true;
+  if (!wait && !pending_spill_->slots.empty() &&
+      !runner_->KvBlockReadsDone(pending_spill_->ticket)) {
+    return false;
+  }
   PendingSpill p = std::move(*pending_spill_);
   pending_spill_.reset();
   if (!p.slots.empty()) runner_->WaitKvBlockReads(p.ticket);
@@ -563,6 +588,41 @@ void Engine::FinishSpill() {
   if (!down.empty()) ssd_->Spill(down);
   // After their parents (queued just above): the SSD tier refuses a block whose parent it lacks.
   if (ssd_ != nullptr && !p.refused.empty()) SpillToSsd(p.refused);
+  return true;
+}
+
+std::optional<std::chrono::steady_clock::time_point> Engine::IdleWake() const {
+  if (!idle_) return std::nullopt;  // Step has not seen the engine idle yet: it runs first
+  const auto now = std::chrono::steady_clock::now();
+  if (pending_spill_.has_value()) return now + std::chrono::milliseconds(1);
+  if (!demote_due_) return std::nullopt;
+  const auto due = idle_since_ + std::chrono::milliseconds(config_.ssd_demote_idle_ms);
+  return due > now ? due : now + std::chrono::milliseconds(10);  // past due: the writer drains
+}
+
+void Engine::DemoteIdle() {
+  if (!FinishSpill(/*wait=*/false)) return;  // the last copy out first
+  std::vector<NewCachedBlock> down;
+  for (const NewCachedBlock& b : kv_->CachedFreeBlocks()) {
+    if (!ssd_->Has(b.hash)) down.push_back(b);
+  }
+  const auto missing = static_cast<int64_t>(down.size());
+  // Done when nothing is missing, or when the last call's blocks did not reach the disk or its
+  // queue (the disk is full, their parents are gone): no retrying those all idle spell long.
+  if (missing == 0 || (demote_missing_ >= 0 && missing >= demote_missing_)) {
+    demote_due_ = false;
+    return;
+  }
+  const auto room = static_cast<size_t>(std::max<int64_t>(ssd_->QueueRoom(), 0));
+  if (room == 0) return;  // the writer is behind: again in a moment
+  if (down.size() > room) {
+    down.resize(room);
+    demote_missing_ = missing;  // the rest at a later call
+  } else {
+    demote_due_ = false;
+  }
+  SpillToSsd(down);
+  demoted_blocks_ += down.size();
 }
 
 void Engine::SpillToSsd(const std::vector<NewCachedBlock>& fresh) {
@@ -913,6 +973,7 @@ void Engine::PublishStats() {
     s.ssd_cache = true;
     s.ssd = ssd_->stats();
     s.ssd_restore_tokens = restore_tokens_;
+    s.ssd_demoted_blocks = demoted_blocks_;
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;

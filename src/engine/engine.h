@@ -95,6 +95,7 @@ struct EngineStats {
   bool ssd_cache = false;            // --ssd-cache is on: the fields below are live
   KvSsdTierStats ssd;
   uint64_t ssd_restore_tokens = 0;  // prompt tokens whose KV came back from the SSD tier
+  uint64_t ssd_demoted_blocks = 0;  // pool blocks queued for the disk by idle demotion
 };
 
 class Engine {
@@ -211,9 +212,19 @@ class Engine {
   void SpillToHost(const std::vector<NewCachedBlock>& fresh);
   void SpillToSsd(const std::vector<NewCachedBlock>& fresh);
   // Waits for the host-tier copy in flight (pending_spill_), then publishes its slots and queues
-  // them (and the blocks the host tier refused) for the SSD writer. Called at the next spill,
-  // before a restore probe, on going idle and at shutdown.
-  void FinishSpill();
+  // them (and the blocks the host tier refused) for the SSD writer. Called at the next spill and
+  // at shutdown; on going idle and before a restore probe with `wait` false: only a copy already
+  // landed is finished (a request arriving just after a long prefill does not wait for that
+  // prefill's copy out: its blocks are still in the pool). Returns whether none is in flight.
+  bool FinishSpill(bool wait = true);
+  // Idle demotion (config.ssd_demote_idle_ms): once the engine has been idle that long, the
+  // prefix cache's blocks in the pool that are not on disk (their spill was dropped: a full
+  // queue, a refused parent) are queued for the SSD writer, parents first, as much as its queue
+  // takes; called again while some are left and the last call made progress.
+  void DemoteIdle();
+  // When Loop must wake while idle with nothing submitted (a copy out to poll, a demotion due);
+  // nullopt: only a submission wakes it.
+  std::optional<std::chrono::steady_clock::time_point> IdleWake() const;
 
   // The parts of Step, in order.
   // Tells each request's stream, on its first step, how many prompt tokens came from the cache.
@@ -260,12 +271,21 @@ class Engine {
     std::vector<NewCachedBlock> refused;  // no slot: straight to the SSD tier after the others
   };
   std::optional<PendingSpill> pending_spill_;
+  // Idle since idle_since_ (engine thread); demote_due_: DemoteIdle still to run in this idle
+  // spell; demote_missing_: the blocks missing from the disk at its last call, which left some
+  // for a later one (-1: none yet).
+  bool idle_ = false;
+  std::chrono::steady_clock::time_point idle_since_;
+  bool demote_due_ = false;
+  int64_t demote_missing_ = -1;
+  uint64_t demoted_blocks_ = 0;
   // The restore in flight, for restore_id_ (restoring_): the blocks of its prefix past the pool's
   // part, the first restore_host_.size() held in the host tier, the rest read by restore_.
   bool restoring_ = false;
   RequestId restore_id_{0};
   int restore_first_ = 0;  // the prompt's block index of restore_hashes_[0]
   std::vector<BlockHash> restore_hashes_;
+  BlockHash restore_parent_;  // the chain's hash before restore_hashes_[0]
   std::vector<std::shared_ptr<const uint8_t>> restore_host_;  // held; released as they land
   size_t restore_host_next_ = 0;                              // the first of them not landed yet
   std::shared_ptr<KvRestoreJob> restore_;                     // the disk part (null: none)

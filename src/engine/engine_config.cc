@@ -42,8 +42,10 @@ Status EngineConfig::Validate() const {
       return InvalidArgumentError("--ssd-cache needs the prefix cache (drop --prompt-cache-gb 0)");
     }
     if (ssd_cache_max_bytes <= 0) return InvalidArgumentError("--ssd-cache-max must be > 0");
-    if (ssd_spill_queue_bytes <= 0 || ssd_readers < 1 || ssd_readers > 64 || ssd_flush_ms < 0) {
-      return InvalidArgumentError("ssd cache: bad spill queue, reader count or flush time");
+    if (ssd_spill_queue_bytes <= 0 || ssd_readers < 1 || ssd_readers > 64 || ssd_flush_ms < 0 ||
+        ssd_demote_idle_ms < 0) {
+      return InvalidArgumentError(
+          "ssd cache: bad spill queue, reader count, flush time or idle demotion time");
     }
   }
   if (memory_budget_bytes < 0) return InvalidArgumentError("--memory-budget must be >= 0");

@@ -67,6 +67,9 @@ struct EngineConfig {
   int ssd_readers = 4;                                  // threads reading a restore
   int64_t ssd_staging_chunk_bytes = int64_t{32} << 20;  // a restore lands in chunks of this
   int ssd_flush_ms = 10'000;  // Shutdown waits this long for queued spills to reach the disk
+  // --ssd-demote-idle: after this long idle, the pool's cached blocks not on disk yet (dropped
+  // spills) are written (0: never).
+  int64_t ssd_demote_idle_ms = 0;
 
   std::vector<TokenId> eos_token_ids;  // stop every request unless ignore_eos
 

@@ -129,6 +129,7 @@ class FakeRunner : public ModelRunner {
     if (!async_reads_) return ModelRunner::StartKvBlockReads(blocks, hosts);
     const size_t bb = block_size_ * sizeof(int);
     PendingRead& p = pending_reads_[++read_tickets_];
+    p.step = num_steps_;
     for (size_t i = 0; i < blocks.size(); ++i) {
       p.hosts.push_back(hosts[i]);
       p.bytes.emplace_back(bb);
@@ -138,9 +139,17 @@ class FakeRunner : public ModelRunner {
     ++kv_reads_;
     return read_tickets_;
   }
+  // A copy has landed once a step ran after it started (it overlapped that step) or after
+  // `read_polls_` polls; a wait before then counts as an early one.
+  bool KvBlockReadsDone(uint64_t ticket) override {
+    auto it = pending_reads_.find(ticket);
+    return it == pending_reads_.end() || num_steps_ > it->second.step ||
+           ++it->second.polls >= read_polls_;
+  }
   void WaitKvBlockReads(uint64_t ticket) override {
     auto it = pending_reads_.find(ticket);
     if (it == pending_reads_.end()) return;
+    if (num_steps_ == it->second.step && it->second.polls < read_polls_) ++early_waits_;
     for (size_t i = 0; i < it->second.hosts.size(); ++i) {
       std::memcpy(it->second.hosts[i], it->second.bytes[i].data(), it->second.bytes[i].size());
     }
@@ -168,8 +177,12 @@ class FakeRunner : public ModelRunner {
   struct PendingRead {
     std::vector<uint8_t*> hosts;
     std::vector<std::vector<uint8_t>> bytes;
+    int step = 0;  // num_steps_ when started
+    int polls = 0;
   };
   bool async_reads_ = false;
+  int read_polls_ = 2;
+  int early_waits_ = 0;  // WaitKvBlockReads before the copy would have landed
   uint64_t read_tickets_ = 0;
   std::map<uint64_t, PendingRead> pending_reads_;
   int kv_reads_ = 0;   // ReadKvBlocks calls (spills)
@@ -1011,6 +1024,73 @@ TEST_F(EngineSsdTest, APrefixComesBackFromTheHostTierThenFromDiskAfterARestart) 
   EXPECT_EQ(s.host.restores, 0);
   EXPECT_EQ(s.ssd.restored_blocks, 10);
   EXPECT_EQ(s.host.entries, 1);  // the output's new block (the restored ones came from disk)
+}
+
+// With copies out that land later (a GPU's copy engine), going idle and the next request's
+// restore probe do not wait for the last step's copy: it is polled while idle and finished once
+// it has landed; a request arriving before then takes the blocks from the pool.
+TEST_F(EngineSsdTest, GoingIdleAndTheNextProbeDoNotWaitForTheLastCopyOut) {
+  EngineConfig config = BaseConfig(64);
+  config.host_cache_bytes = 64 * 16;
+  const Request a = Greedy(Prompt(0, 41, 5), 1);  // one step: its 10 full blocks copied out
+  Tokens longer = a.prompt;
+  longer.insert(longer.end(), {3, 9, 27});
+  const Request b = Greedy(longer, 1);  // one step too: its new block's copy is the last
+  const Result want_b = RunSolo(b);
+  Made m = Make(config);
+  m.runner->async_reads_ = true;
+  m.runner->read_polls_ = 3;
+  RunAll(*m.engine, {a});
+  EXPECT_EQ(m.runner->pending_reads_.size(), 1u) << "going idle waited for the copy out";
+  EXPECT_EQ(m.engine->stats().host.entries, 0);    // not published before it lands
+  const Result got_b = RunAll(*m.engine, {b})[0];  // its probe polls (2), its step waits
+  EXPECT_EQ(got_b.tokens, want_b.tokens);
+  EXPECT_EQ(got_b.cached_tokens, 40);  // from the pool
+  EXPECT_EQ(m.runner->early_waits_, 0) << "a wait before a copy landed (idle or the probe)";
+  EXPECT_EQ(m.engine->stats().host.restores, 0);
+  // Idle steps poll b's last copy until it lands, then publish it.
+  const int64_t before = m.engine->stats().host.entries;
+  int polls = 0;
+  while (!m.runner->pending_reads_.empty() && polls < 10) {
+    EXPECT_FALSE(m.engine->Step());
+    ++polls;
+  }
+  EXPECT_TRUE(m.runner->pending_reads_.empty());
+  EXPECT_GT(polls, 1);
+  EXPECT_GT(m.engine->stats().host.entries, before);
+  EXPECT_EQ(m.runner->early_waits_, 0);
+}
+
+// A disk writer whose queue holds two blocks drops 8 of a prompt's 10: without idle demotion a
+// restart finds 2 blocks; with it, the idle engine writes the other 8 from the pool (as the
+// queue drains) and a restart finds all 10.
+TEST_F(EngineSsdTest, IdleDemotionWritesTheBlocksTheWriterDropped) {
+  const Request r = Greedy(Prompt(0, 41, 9), 1);  // one step: 10 full blocks
+  for (const bool demote : {false, true}) {
+    std::filesystem::remove_all(dir_);
+    EngineConfig config = WithSsd(BaseConfig(64));
+    config.ssd_spill_queue_bytes = 2 * 16;
+    config.ssd_demote_idle_ms = demote ? 1 : 0;
+    Result first;
+    {
+      Made a = Make(config);
+      first = RunAll(*a.engine, {r})[0];
+      EXPECT_EQ(a.engine->stats().ssd.dropped_spills, 8);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (demote && a.engine->stats().ssd_demoted_blocks < 8 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        EXPECT_FALSE(a.engine->Step());
+      }
+      EXPECT_EQ(a.engine->stats().ssd_demoted_blocks, demote ? 8u : 0u);
+    }  // shut down: the queue is flushed
+    EngineConfig roomy = config;
+    roomy.ssd_spill_queue_bytes = 1 << 20;
+    Made b = Make(roomy);
+    const Result again = RunAll(*b.engine, {r})[0];
+    EXPECT_EQ(again.tokens, first.tokens);
+    EXPECT_EQ(again.cached_tokens, demote ? 40 : 8) << "demote " << demote;
+  }
 }
 
 TEST(EngineTest, AHostTierNeedsThePrefixCache) {

@@ -100,7 +100,7 @@ std::optional<BlockId> BlockPool::LookupCached(const BlockHash& hash) const {
   return it->second;
 }
 
-bool BlockPool::CacheBlock(BlockId block, const BlockHash& hash) {
+bool BlockPool::CacheBlock(BlockId block, const BlockHash& hash, const BlockHash& parent) {
   CheckValid(block);
   Block& b = blocks_[block];
   CHECK_GT(b.ref_count, 0) << "caching free block " << block;
@@ -108,7 +108,13 @@ bool BlockPool::CacheBlock(BlockId block, const BlockHash& hash) {
   auto [it, inserted] = cached_.emplace(hash, block);
   if (!inserted) return false;
   b.hash = hash;
+  b.parent = parent;
   return true;
+}
+
+const BlockHash& BlockPool::block_parent(BlockId block) const {
+  CheckValid(block);
+  return blocks_[block].parent;
 }
 
 const std::optional<BlockHash>& BlockPool::block_hash(BlockId block) const {

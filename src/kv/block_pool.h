@@ -53,13 +53,16 @@ class BlockPool {
   // The block registered under `hash`, if any.
   std::optional<BlockId> LookupCached(const BlockHash& hash) const;
 
-  // Registers an in-use, full, computed block under `hash`. Returns false and changes nothing
-  // when another block already holds `hash` (two requests computed the same block): that block
-  // stays unhashed and is recycled as a plain block when freed. Precondition: `block` is in use
-  // and has no hash yet.
-  bool CacheBlock(BlockId block, const BlockHash& hash);
+  // Registers an in-use, full, computed block under `hash`, whose chain's previous block hashes
+  // to `parent` (kept for the tiers below the pool, which store chains). Returns false and
+  // changes nothing when another block already holds `hash` (two requests computed the same
+  // block): that block stays unhashed and is recycled as a plain block when freed. Precondition:
+  // `block` is in use and has no hash yet.
+  bool CacheBlock(BlockId block, const BlockHash& hash, const BlockHash& parent = {});
 
   const std::optional<BlockHash>& block_hash(BlockId block) const;
+  // The `parent` CacheBlock was given (meaningful only while block_hash is set).
+  const BlockHash& block_parent(BlockId block) const;
   int ref_count(BlockId block) const;
 
   // The free queue from front (next evicted) to back. For tests and debugging: O(num_free).
@@ -74,6 +77,7 @@ class BlockPool {
   struct Block {
     int ref_count = 0;
     std::optional<BlockHash> hash;
+    BlockHash parent;
     // Links of the intrusive free queue; kNone at the ends or when not in the queue.
     BlockId prev = kNone;
     BlockId next = kNone;

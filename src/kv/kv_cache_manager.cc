@@ -1,6 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "base/check.h"
 
@@ -89,6 +90,33 @@ std::vector<NewCachedBlock> KvCacheManager::TakeNewCached() {
   return out;
 }
 
+std::vector<NewCachedBlock> KvCacheManager::CachedFreeBlocks() const {
+  std::vector<NewCachedBlock> found;
+  std::unordered_map<BlockHash, size_t, BlockHashHasher> index;  // hash -> position in found
+  for (BlockId b : pool_.FreeQueue()) {
+    if (!pool_.block_hash(b).has_value()) continue;
+    index.emplace(*pool_.block_hash(b), found.size());
+    found.push_back({b, *pool_.block_hash(b), pool_.block_parent(b)});
+  }
+  // Depth-first through the parents: each block after the ones it continues.
+  std::vector<NewCachedBlock> out;
+  out.reserve(found.size());
+  std::vector<bool> placed(found.size(), false);
+  std::vector<size_t> chain;
+  for (size_t i = 0; i < found.size(); ++i) {
+    for (size_t at = i; !placed[at];) {
+      chain.push_back(at);
+      placed[at] = true;
+      auto parent = index.find(found[at].parent);
+      if (parent == index.end()) break;
+      at = parent->second;
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) out.push_back(found[*it]);
+    chain.clear();
+  }
+  return out;
+}
+
 bool KvCacheManager::AllocateSlots(RequestId id, int num_computed_tokens, int num_new_tokens,
                                    const PrefixHit& hit, bool record_prefix_query) {
   CHECK_GE(num_computed_tokens, 0);
@@ -149,7 +177,7 @@ void KvCacheManager::CommitComputed(RequestId id, std::span<const TokenId> token
         HashBlock(req.last_hash, tokens.subspan(static_cast<size_t>(i) * bs, bs), extra_keys);
     // false: another block already holds this content; ours stays a plain block. The chain
     // continues from the content hash either way.
-    if (pool_.CacheBlock(req.table[i], h) && config_.track_new_cached) {
+    if (pool_.CacheBlock(req.table[i], h, req.last_hash) && config_.track_new_cached) {
       new_cached_.push_back({req.table[i], h, req.last_hash});
     }
     req.last_hash = h;

@@ -68,6 +68,7 @@ class KvCacheManager {
   explicit KvCacheManager(const KvCacheConfig& config);
 
   int block_size() const { return config_.block_size; }
+  const BlockHash& root_hash() const { return config_.root_hash; }
   int num_blocks() const { return pool_.num_blocks(); }
   int num_free_blocks() const { return pool_.num_free_blocks(); }
   const BlockPool& pool() const { return pool_; }
@@ -103,11 +104,16 @@ class KvCacheManager {
   std::optional<BlockId> AllocateForRestore(RequestId id);
   // Enters a filled restore block under `hash`. Returns false when `hash` is already cached
   // (the block stays a plain block; ComputedPrefix finds the other one).
-  bool CacheRestored(BlockId block, const BlockHash& hash) { return pool_.CacheBlock(block, hash); }
+  bool CacheRestored(BlockId block, const BlockHash& hash, const BlockHash& parent) {
+    return pool_.CacheBlock(block, hash, parent);
+  }
 
   // The blocks entered into the prefix cache since the last call (config.track_new_cached), in
   // the order they were computed.
   std::vector<NewCachedBlock> TakeNewCached();
+  // The hashed blocks in the free queue (no request holds them), each after its parent when
+  // that is among them too, least recently freed chains first. O(num_free).
+  std::vector<NewCachedBlock> CachedFreeBlocks() const;
 
   // Grows the request's block table to cover num_computed_tokens + hit.num_tokens +
   // num_new_tokens tokens. `hit` (from ComputedPrefix, just before) may only be non-empty when the

@@ -253,8 +253,8 @@ TEST(KvCacheManagerTest, RestoredBlocksJoinTheChainOnlyOnceCached) {
     restored.push_back(*b);
   }
   EXPECT_EQ(kv.ComputedPrefix(a, "").num_tokens, 0);  // not cached before it is filled
-  EXPECT_TRUE(kv.CacheRestored(restored[0], hashes[0]));
-  EXPECT_TRUE(kv.CacheRestored(restored[1], hashes[1]));
+  EXPECT_TRUE(kv.CacheRestored(restored[0], hashes[0], kv.root_hash()));
+  EXPECT_TRUE(kv.CacheRestored(restored[1], hashes[1], hashes[0]));
   EXPECT_EQ(kv.ComputedPrefix(a, "").blocks, restored);
   kv.CheckIntegrity();
   // Unadmitted: the pins go, the blocks stay cached and free (reusable, evictable).
@@ -290,6 +290,27 @@ TEST(KvCacheManagerTest, NewCachedBlocksAreReportedOnceWithTheirParents) {
   // The same prompt again: its blocks are hits, not new.
   AdmitAndCompute(kv, kB, a);
   EXPECT_TRUE(kv.TakeNewCached().empty());
+}
+
+// Free() queues a request's blocks last first; the free chain still comes parents first, and
+// blocks a request holds are not listed.
+TEST(KvCacheManagerTest, CachedFreeBlocksComeParentsFirstWithTheirParents) {
+  KvCacheManager kv = MakeManager(16);
+  const Tokens a = Range(0, 13);  // 3 full blocks
+  AdmitAndCompute(kv, kA, a);
+  AdmitAndCompute(kv, kB, Range(100, 109));  // 2 full blocks, held
+  const Ids a_table = Table(kv, kA);
+  kv.Free(kA);
+  const std::vector<BlockHash> hashes = kv.PrefixHashes(a, "");
+  const std::vector<NewCachedBlock> free = kv.CachedFreeBlocks();
+  ASSERT_EQ(free.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(free[i].block, a_table[i]);
+    EXPECT_EQ(free[i].hash, hashes[i]);
+    EXPECT_EQ(free[i].parent, i == 0 ? kv.root_hash() : hashes[i - 1]);
+  }
+  kv.Free(kB);
+  EXPECT_EQ(kv.CachedFreeBlocks().size(), 5u);
 }
 
 }  // namespace loom

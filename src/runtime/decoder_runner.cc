@@ -106,6 +106,10 @@ StatusOr<uint64_t> DecoderRunner::StartKvBlockReads(std::span<const BlockId> blo
 
 void DecoderRunner::WaitKvBlockReads(uint64_t ticket) { model_->backend()->WaitKvCopy(ticket); }
 
+bool DecoderRunner::KvBlockReadsDone(uint64_t ticket) {
+  return model_->backend()->KvCopyDone(ticket);
+}
+
 bool DecoderRunner::GreedyIds(const StepPlan& plan, std::span<int32_t> ids) {
   return accelerated_ && accelerator_->ArgmaxAndLookahead(plan, ids);
 }

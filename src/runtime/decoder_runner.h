@@ -58,6 +58,7 @@ class DecoderRunner final : public ModelRunner {
   StatusOr<uint64_t> StartKvBlockReads(std::span<const BlockId> blocks,
                                        std::span<uint8_t* const> hosts) override;
   void WaitKvBlockReads(uint64_t ticket) override;
+  bool KvBlockReadsDone(uint64_t ticket) override;
   Status WriteKvBlocks(std::span<const BlockId> blocks,
                        std::span<const uint8_t* const> hosts) override;
   std::shared_ptr<uint8_t> AllocKvStaging(size_t bytes) override;

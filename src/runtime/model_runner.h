@@ -89,6 +89,11 @@ class ModelRunner {
     return uint64_t{0};
   }
   virtual void WaitKvBlockReads(uint64_t ticket) { (void)ticket; }
+  // Whether WaitKvBlockReads(ticket) would return at once (does not wait).
+  virtual bool KvBlockReadsDone(uint64_t ticket) {
+    (void)ticket;
+    return true;
+  }
   virtual Status WriteKvBlocks(std::span<const BlockId> blocks,
                                std::span<const uint8_t* const> hosts) {
     (void)blocks;

@@ -111,7 +111,7 @@ TEST_F(SchedulerTest, AHeldRequestStopsAdmissionButNotTheRunningBatch) {
   std::optional<BlockId> pinned = kv_->AllocateForRestore(R(2));
   ASSERT_TRUE(pinned.has_value());
   const std::vector<BlockHash> hashes = kv_->PrefixHashes(Range(100, 110), "");
-  ASSERT_TRUE(kv_->CacheRestored(*pinned, hashes[0]));
+  ASSERT_TRUE(kv_->CacheRestored(*pinned, hashes[0], kv_->root_hash()));
   sched_->SetHeld(R(2), false);
   StepPlan admitted = Step();
   ASSERT_EQ(admitted.seqs.size(), 3u);

@@ -98,6 +98,7 @@ ordered_json SsdCacheJson(const EngineStats& e, const EngineConfig& config) {
                       {"quarantined", d.quarantined},
                       {"discovered", d.discovered},
                       {"pending_spills", e.ssd.pending_spills},
+                      {"demoted_blocks", e.ssd_demoted_blocks},
                       {"dropped_spills", e.ssd.dropped_spills},
                       {"spill_disabled", e.ssd.spill_disabled}};
 }

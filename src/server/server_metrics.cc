@@ -154,6 +154,9 @@ std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
          static_cast<double>(e.ssd_restore_tokens));
     Line(&out, "loom_ssd_cache_writes_total", "KV blocks written to the SSD tier.", "counter",
          static_cast<double>(e.ssd.store.writes));
+    Line(&out, "loom_ssd_cache_demoted_blocks_total",
+         "KV blocks queued for the SSD tier by idle demotion (their first spill was dropped).",
+         "counter", static_cast<double>(e.ssd_demoted_blocks));
     Line(&out, "loom_ssd_cache_dropped_spills_total",
          "KV blocks not written to the SSD tier (full queue or full disk).", "counter",
          static_cast<double>(e.ssd.dropped_spills));

@@ -465,7 +465,7 @@ test('/stats ssd_cache and /metrics: shape with and without --ssd-cache', { skip
     try {
       const numbers = ['entries', 'bytes', 'max_bytes', 'hits', 'misses', 'restores',
         'restored_blocks', 'restore_tokens', 'writes', 'write_errors', 'evictions', 'quarantined', 'discovered',
-        'pending_spills', 'dropped_spills'];
+        'pending_spills', 'demoted_blocks', 'dropped_spills'];
       const st = await ssdStats(s.url);
       assert.deepEqual(Object.keys(st).sort(),
         ['enabled', 'dir', 'spill_disabled', ...numbers].sort());
@@ -490,7 +490,7 @@ test('/stats ssd_cache and /metrics: shape with and without --ssd-cache', { skip
       const metrics = await (await fetch(`${s.url}/metrics`)).text();
       assert.match(metrics, new RegExp(`^loom_ssd_cache_blocks ${blocks}$`, 'm'));
       for (const name of ['loom_ssd_cache_bytes', 'loom_ssd_cache_restored_tokens_total',
-        'loom_ssd_cache_writes_total', 'loom_ssd_cache_dropped_spills_total',
+        'loom_ssd_cache_writes_total', 'loom_ssd_cache_demoted_blocks_total', 'loom_ssd_cache_dropped_spills_total',
         'loom_ssd_cache_quarantined_total', 'loom_ssd_cache_pending_spills']) {
         assert.match(metrics, new RegExp(`^${name} \\d`, 'm'), name);
       }

@@ -462,6 +462,15 @@ void CudaBackend::WaitKvCopy(uint64_t ticket) {
   });
 }
 
+bool CudaBackend::KvCopyDone(uint64_t ticket) {
+  if (ticket == 0) return true;
+  // In order on the side stream: the ticket's last batch done means all of its batches are.
+  for (auto it = kv_stage_batches_.rbegin(); it != kv_stage_batches_.rend(); ++it) {
+    if (it->ticket <= ticket) return it->done->Done();
+  }
+  return true;
+}
+
 void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
   CheckDevice(dst, "CopyFromHost", "dst");
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));

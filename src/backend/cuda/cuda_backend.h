@@ -102,6 +102,7 @@ class CudaBackend final : public Backend {
   uint64_t StartKvCopyToHost(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
                              std::span<uint8_t* const> hosts) override;
   void WaitKvCopy(uint64_t ticket) override;
+  bool KvCopyDone(uint64_t ticket) override;
 
   void Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) override;
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;

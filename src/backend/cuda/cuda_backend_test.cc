@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -201,7 +202,13 @@ TEST_F(CudaBackendTest, StartKvCopyToHostSeesTheBlocksAsOfTheCall) {
     EXPECT_GT(tickets.back(), 0u);
   }
   randomize();  // after the last call, before any wait
-  gpu_->WaitKvCopy(tickets.back());
+  // Polled, not waited for: done means landed, for every earlier ticket too.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gpu_->KvCopyDone(tickets.back()) && std::chrono::steady_clock::now() < deadline) {
+  }
+  ASSERT_TRUE(gpu_->KvCopyDone(tickets.back()));
+  for (uint64_t t : tickets) EXPECT_TRUE(gpu_->KvCopyDone(t));
+  EXPECT_TRUE(gpu_->KvCopyDone(0));
   for (int call = 0; call < 3; ++call) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const uint8_t* got =
@@ -220,6 +227,7 @@ TEST_F(CudaBackendTest, StartKvCopyToHostSeesTheBlocksAsOfTheCall) {
   EXPECT_EQ(gpu_->StartKvCopyToHost(kv, blocks, plain_at), 0u);
   gpu_->Backend::CopyKvBlocks(kv, blocks, slow_at, /*to_host=*/true);
   EXPECT_EQ(plain, slow);
+  gpu_->WaitKvCopy(tickets.back());  // landed already: returns at once
 }
 
 TEST_F(CudaBackendTest, AllocatorReusesFreedBlocks) {

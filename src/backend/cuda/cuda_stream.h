@@ -42,6 +42,13 @@ class CudaEvent {
   cudaEvent_t get() const { return event_; }
   void Record(cudaStream_t s) const { CUDA_CHECK(cudaEventRecord(event_, s)); }
   void Synchronize() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
+  // Whether the work before the recorded point has completed (does not wait).
+  bool Done() const {
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaErrorNotReady) return false;
+    CUDA_CHECK(e);
+    return true;
+  }
   // Milliseconds from `start` to this event (both recorded and completed).
   float MillisSince(const CudaEvent& start) const {
     float ms = 0.f;
