@@ -106,6 +106,11 @@ const std::vector<Field>& Fields() {
         "staging ring and the copy engine, overlapping the next step; 0: one kernel writing "
         "host memory in place, synchronously"},
        &T::kv_copy_engine},
+      {{"kv_upload_engine", "0",
+        "KV blocks copied up from page-locked host memory (host-tier and SSD restores) go "
+        "through the copy engine into the device staging ring, then a kernel scatters them "
+        "into the pool; 0: one kernel reading host memory in place"},
+       &T::kv_upload_engine},
       {{"graph_lookahead", "1",
         "greedy decode steps of at most N rows queue the next step before their ids reach the "
         "host (0..4096; 0: off)"},

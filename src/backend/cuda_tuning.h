@@ -32,6 +32,9 @@
 //   kv_copy_engine        1        KV blocks into page-locked host memory through a device
 //                                  staging ring and the copy engine, overlapping the next step
 //                                  (0: a kernel writing host memory in place, synchronously)
+//   kv_upload_engine      0        KV blocks copied up from page-locked host memory by the copy
+//                                  engine into the staging ring, then scattered by a kernel
+//                                  (0: a kernel reading host memory in place)
 //   graph_lookahead       1        greedy decode steps of <= N rows queue the next step (0: off)
 //   graph_tail            1        the batch-1 graph ends with argmax + input advance
 //   graph_tail_fused      1        that tail as one kernel (0: three kernels)
@@ -74,6 +77,7 @@ struct CudaTuning {
   bool cuda_fuse = true;
   // ---- KV tiers (CudaBackend::StartKvCopyToHost) ----
   bool kv_copy_engine = true;
+  bool kv_upload_engine = false;
   // ---- decode graphs (CudaGraphOptions; CudaBackend ignores these) ----
   int graph_lookahead = 1;  // 0..4096 rows
   bool graph_tail = true;

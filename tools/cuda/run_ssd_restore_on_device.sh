@@ -12,7 +12,8 @@
 # Before the arms: dd of a 2 GiB file in the same filesystem, O_DIRECT and buffered-after-drop.
 # HOST_ARM="name config prompt_tokens kv_gb host_gb [flags...]" (CUDA): the host-RAM tier, no
 #   disk: prompt A cold, prompt B (as long: it evicts A from a pool of kv_gb), A again — its
-#   prefix copied up from host RAM; beside torch's page-locked host->device copy rate.
+#   prefix copied up from host RAM — and A once more (an in-memory hit: the rest of the time);
+#   beside torch's page-locked host->device copy rate.
 # DECODE="config concurrency gen_tokens [flags...]" (CUDA): `loom bench` decode tok/s without
 #   tiers and with --ssd-cache (and the host tier it brings), alternated DECODE_ROUNDS times.
 # Here, first:
@@ -149,11 +150,15 @@ PY
     read -r cold _ <<< "$(ask "$n" 7)"
     read -r other _ <<< "$(ask "$n" 8)"
     read -r back cached <<< "$(ask "$n" 7)"
-    echo "A cold: $cold s; B cold: $other s; A again: $back s (cached $cached of $n)"
-    echo "host tier: restores $(host_stat restores), restored_blocks $(host_stat restored_blocks)," \
-      "entries $(host_stat entries), bytes $(host_stat bytes), evictions $(host_stat evictions)," \
+    read -r hit _ <<< "$(ask "$n" 7)"  # all of A in the pool now: the in-memory hit
+    echo "A cold: $cold s; B cold: $other s; A again: $back s (cached $cached of $n); A hit: $hit s"
+    restored=$(host_stat restored_blocks) entries=$(host_stat entries) bytes=$(host_stat bytes)
+    echo "host tier: restores $(host_stat restores), restored_blocks $restored," \
+      "entries $entries, bytes $bytes, evictions $(host_stat evictions)," \
       "refused $(host_stat refused)"
     python3 -c "print(f'  re-prefill / host restore = {$cold / $back:.1f}x')"
+    python3 -c "gb = $restored * $bytes / $entries / 1e9; dt = $back - $hit
+print(f'  host part: {gb:.2f} GB in {dt * 1e3:.0f} ms over the hit = {gb / dt:.1f} GB/s')"
     stop
   fi
 fi

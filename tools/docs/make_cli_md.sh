@@ -154,7 +154,8 @@ a malformed one fails at startup naming the variable.
 | `cublaslt_tune` | `1` | time cuBLASLt's first N heuristic candidates per GEMM shape on the real operands (eager steps only) and keep the fastest, 1..64; `1`: the heuristic's pick |
 | `cuda_pdl` | `1` | launch the decode chain's kernels with programmatic dependent launch; `0`: plain stream order (A/B, debugging) |
 | `cuda_fuse` | `1` | fused q\|k\|v and gate\|up weights and fused ops (norm into the GEMV, rope + KV store); `0`: separate weights, unfused ops |
-| `kv_copy_engine` | `1` | KV blocks copied into page-locked host memory (`--host-cache`) go through a device staging ring and the copy engine, overlapping the next step; `0`: one kernel writing host memory in place, synchronously (restores always read host memory in place) |
+| `kv_copy_engine` | `1` | KV blocks copied into page-locked host memory (`--host-cache`) go through a device staging ring and the copy engine, overlapping the next step; `0`: one kernel writing host memory in place, synchronously |
+| `kv_upload_engine` | `0` | KV blocks copied up from page-locked host memory (host-tier and SSD restores) go through the copy engine into the staging ring, then a kernel scatters them into the pool; `0`: one kernel reading host memory in place |
 | `graph_lookahead` | `1` | greedy decode steps of at most N rows queue the next step before their ids reach the host, 0..4096; `0`: off |
 | `graph_tail` | `1` | the batch-1 decode graph ends with the argmax and the lookahead's input advance; `0`: they run after the graph |
 | `graph_tail_fused` | `1` | that batch-1 tail as one kernel; `0`: argmax, combine and advance as three kernels |

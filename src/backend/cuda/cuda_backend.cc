@@ -315,6 +315,12 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
                                std::span<uint8_t* const> hosts, bool to_host) {
   CHECK_EQ(hosts.size(), blocks.size()) << "CopyKvBlocks: one host pointer a block";
   if (blocks.empty() || kv.empty()) return;
+  if (!to_host && options_.tuning.kv_upload_engine &&
+      std::all_of(hosts.begin(), hosts.end(),
+                  [&](uint8_t* h) { return PinnedDeviceView(h) != nullptr; })) {
+    UploadKvBlocks(kv, blocks, hosts);
+    return;
+  }
   const size_t block_bytes = KvBlockBytes(kv);
   constexpr size_t kBounceBytes = size_t{64} << 20;
   const size_t per_launch = std::max<size_t>(1, kBounceBytes / block_bytes);
@@ -368,6 +374,20 @@ void CudaBackend::CopyKvBlocks(const std::vector<KvLayer>& kv, std::span<const i
   }
 }
 
+namespace {
+
+// How many of the first `n` host blocks (at most) follow each other in memory from hosts[0].
+int HostRun(std::span<uint8_t* const> hosts, int n, size_t block_bytes) {
+  int run = 1;
+  while (run < n &&
+         hosts[static_cast<size_t>(run)] == hosts[0] + static_cast<size_t>(run) * block_bytes) {
+    ++run;
+  }
+  return run;
+}
+
+}  // namespace
+
 void CudaBackend::EnsureKvStage(size_t block_bytes, int parts) {
   if (kv_stage_block_bytes_ == block_bytes) return;  // one KV layout per backend in practice
   for (const KvStageBatch& b : kv_stage_batches_) b.done->Synchronize();
@@ -380,6 +400,7 @@ void CudaBackend::EnsureKvStage(size_t block_bytes, int parts) {
   kv_stage_segments_ = std::make_unique<cuda::PinnedHostBuffer>(
       static_cast<size_t>(kv_stage_slots_ * parts) * sizeof(cuda::CopySegment));
   kv_copy_stream_ = std::make_unique<cuda::CudaStream>();
+  kv_upload_stream_ = std::make_unique<cuda::CudaStream>();
   kv_gathered_ = std::make_unique<cuda::CudaEvent>();
   kv_stage_block_bytes_ = block_bytes;
   kv_stage_head_ = 0;
@@ -405,15 +426,7 @@ uint64_t CudaBackend::StartKvCopyToHost(const std::vector<KvLayer>& kv,
   auto* segments = static_cast<cuda::CopySegment*>(kv_stage_segments_->data());
   for (size_t first = 0; first < blocks.size();) {
     const int n = static_cast<int>(std::min<size_t>(kv_stage_slots_, blocks.size() - first));
-    if (kv_stage_head_ + n > kv_stage_slots_) kv_stage_head_ = 0;
-    const int head = kv_stage_head_;
-    // Slots still in flight in [head, head + n): their copies read those slots (and their gather
-    // segments) until done. Only when the copies lag a whole ring behind does this wait.
-    std::erase_if(kv_stage_batches_, [&](const KvStageBatch& b) {
-      if (b.first >= head + n || head >= b.first + b.count) return false;
-      b.done->Synchronize();
-      return true;
-    });
+    const int head = TakeKvStageSlots(n);
     cuda::CopySegment* seg = segments + static_cast<size_t>(head * parts);
     for (int i = 0; i < n; ++i) {
       uint8_t* at = stage + static_cast<size_t>(head + i) * block_bytes;
@@ -430,12 +443,7 @@ uint64_t CudaBackend::StartKvCopyToHost(const std::vector<KvLayer>& kv,
     CUDA_CHECK(cudaStreamWaitEvent(kv_copy_stream_->get(), kv_gathered_->get(), 0));
     // One copy per run of host blocks that are consecutive in memory.
     for (int i = 0; i < n;) {
-      int run = 1;
-      while (i + run < n &&
-             hosts[first + static_cast<size_t>(i + run)] ==
-                 hosts[first + static_cast<size_t>(i)] + static_cast<size_t>(run) * block_bytes) {
-        ++run;
-      }
+      const int run = HostRun(hosts.subspan(first + static_cast<size_t>(i)), n - i, block_bytes);
       CUDA_CHECK(cudaMemcpyAsync(hosts[first + static_cast<size_t>(i)],
                                  stage + static_cast<size_t>(head + i) * block_bytes,
                                  static_cast<size_t>(run) * block_bytes, cudaMemcpyDeviceToHost,
@@ -445,10 +453,70 @@ uint64_t CudaBackend::StartKvCopyToHost(const std::vector<KvLayer>& kv,
     KvStageBatch batch{head, n, ticket, std::make_unique<cuda::CudaEvent>()};
     batch.done->Record(kv_copy_stream_->get());
     kv_stage_batches_.push_back(std::move(batch));
-    kv_stage_head_ = head + n;
     first += static_cast<size_t>(n);
   }
   return ticket;
+}
+
+int CudaBackend::TakeKvStageSlots(int n) {
+  CHECK_LE(n, kv_stage_slots_);
+  if (kv_stage_head_ + n > kv_stage_slots_) kv_stage_head_ = 0;
+  const int head = kv_stage_head_;
+  // Slots still in flight in [head, head + n): their copies read those slots (and their
+  // segments) until done. Only when the copies lag a whole ring behind does this wait.
+  std::erase_if(kv_stage_batches_, [&](const KvStageBatch& b) {
+    if (b.first >= head + n || head >= b.first + b.count) return false;
+    b.done->Synchronize();
+    return true;
+  });
+  kv_stage_head_ = head + n;
+  return head;
+}
+
+void CudaBackend::UploadKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                                 std::span<uint8_t* const> hosts) {
+  const size_t block_bytes = KvBlockBytes(kv);
+  const int parts = static_cast<int>(2 * kv.size());
+  EnsureKvStage(block_bytes, parts);
+  auto* stage = static_cast<uint8_t*>(kv_stage_.data());
+  auto* segments = static_cast<cuda::CopySegment*>(kv_stage_segments_->data());
+  // Half a ring a chunk: the copy engine fills one half while the kernel scatters the other.
+  const int chunk = std::max(1, kv_stage_slots_ / 2);
+  cuda::CudaEvent landed;
+  for (size_t first = 0; first < blocks.size();) {
+    const int n = static_cast<int>(std::min<size_t>(chunk, blocks.size() - first));
+    const int head = TakeKvStageSlots(n);
+    // One copy per run of host blocks that are consecutive in memory.
+    for (int i = 0; i < n;) {
+      const int run = HostRun(hosts.subspan(first + static_cast<size_t>(i)), n - i, block_bytes);
+      CUDA_CHECK(cudaMemcpyAsync(stage + static_cast<size_t>(head + i) * block_bytes,
+                                 hosts[first + static_cast<size_t>(i)],
+                                 static_cast<size_t>(run) * block_bytes, cudaMemcpyHostToDevice,
+                                 kv_upload_stream_->get()));
+      i += run;
+    }
+    landed.Record(kv_upload_stream_->get());
+    CUDA_CHECK(cudaStreamWaitEvent(stream(), landed.get(), 0));
+    cuda::CopySegment* seg = segments + static_cast<size_t>(head * parts);
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* at = stage + static_cast<size_t>(head + i) * block_bytes;
+      for (const KvLayer& layer : kv) {
+        for (const Tensor* t : {&layer.k, &layer.v}) {
+          const Tensor part = t->Slice(blocks[first + static_cast<size_t>(i)], 1);
+          *seg++ = {at, part.data(), part.nbytes()};
+          at += part.nbytes();
+        }
+      }
+    }
+    cuda::LaunchCopySegments(segments + static_cast<size_t>(head * parts), n * parts, stream());
+    // The slots (and their segments) are free again once the scatter has run.
+    KvStageBatch batch{head, n, ++kv_copy_tickets_, std::make_unique<cuda::CudaEvent>()};
+    batch.done->Record(stream());
+    kv_stage_batches_.push_back(std::move(batch));
+    first += static_cast<size_t>(n);
+  }
+  // The host bytes are read: the caller may hand the host blocks to other copies.
+  kv_upload_stream_->Synchronize();
 }
 
 void CudaBackend::WaitKvCopy(uint64_t ticket) {

@@ -222,8 +222,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::PinnedHostBuffer> kv_segments_;
   // The bytes of one block across the pools of `kv` (CHECKs they are on this device, 16-aligned).
   size_t KvBlockBytes(const std::vector<KvLayer>& kv);
-  // Allocates the staging ring (and its side stream) for blocks of `block_bytes` in `parts` parts.
+  // Allocates the staging ring (and its side streams) for blocks of `block_bytes` in `parts` parts.
   void EnsureKvStage(size_t block_bytes, int parts);
+  // The first slot of `n` free ones in the staging ring (waiting for the batches still using
+  // them), from kv_stage_head_ on, wrapping to 0.
+  int TakeKvStageSlots(int n);
+  // CopyKvBlocks into the pools from page-locked `hosts` through the staging ring
+  // (kv_upload_engine): the copy engine brings runs of consecutive host blocks into the ring on
+  // kv_upload_stream_, a kernel on the compute stream scatters each chunk into the pools; returns
+  // once the host bytes are read.
+  void UploadKvBlocks(const std::vector<KvLayer>& kv, std::span<const int32_t> blocks,
+                      std::span<uint8_t* const> hosts);
   // StartKvCopyToHost's staging ring of kv_stage_slots_ blocks on the device, its gather
   // segments (page-locked, kv_parts_ a slot), the side stream, and the batches in flight (a slot
   // range each, done when its event is).
@@ -236,6 +245,7 @@ class CudaBackend final : public Backend {
   Tensor kv_stage_;
   std::unique_ptr<cuda::PinnedHostBuffer> kv_stage_segments_;
   std::unique_ptr<cuda::CudaStream> kv_copy_stream_;
+  std::unique_ptr<cuda::CudaStream> kv_upload_stream_;
   std::unique_ptr<cuda::CudaEvent> kv_gathered_;
   std::vector<KvStageBatch> kv_stage_batches_;
   size_t kv_stage_block_bytes_ = 0;

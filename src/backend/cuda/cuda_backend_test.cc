@@ -161,6 +161,58 @@ TEST_F(CudaBackendTest, CopyKvBlocksMatchesPartByPartCopies) {
   }
 }
 
+// kv_upload_engine: copies up from page-locked memory go through the staging ring (the copy
+// engine, then a scatter kernel), chunk by chunk (682 slots of 192 KiB a chunk), sharing the ring
+// with copies out in flight; the pools end as the in-place kernel leaves them.
+TEST_F(CudaBackendTest, UploadThroughTheStagingRingMatchesTheKernelInPlace) {
+  CudaBackendOptions o;
+  o.tuning.kv_upload_engine = true;
+  StatusOr<std::unique_ptr<CudaBackend>> made = CudaBackend::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  CudaBackend& up = **made;
+  const int64_t num_blocks = 1500, bs = 16, heads = 4, dim = 256;
+  std::vector<KvLayer> kv(3);
+  for (KvLayer& l : kv) {
+    for (Tensor* t : {&l.k, &l.v}) *t = up.Alloc(DType::kBF16, Shape{num_blocks, bs, heads, dim});
+  }
+  const size_t block_bytes = 3 * 2 * bs * heads * dim * 2;
+  const size_t n = 1400;
+  std::shared_ptr<Buffer> pinned = up.AllocHostStaging(n * block_bytes);
+  auto* base = static_cast<uint8_t*>(pinned->data());
+  std::mt19937 rng(11);
+  for (size_t i = 0; i < n * block_bytes; ++i) base[i] = static_cast<uint8_t>(rng());
+  // Runs of consecutive host blocks broken every 7th block (its bytes come from further on).
+  std::vector<uint8_t*> hosts(n);
+  for (size_t i = 0; i < n; ++i) hosts[i] = base + (i % 7 == 6 ? n - 1 - i : i) * block_bytes;
+  std::vector<int32_t> targets(n);
+  for (size_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>((i * 13 + 5) % num_blocks);
+  // A copy out of other blocks in flight in the same ring.
+  std::vector<int32_t> others = {1499, 1498, 1497};
+  std::vector<uint8_t> out_want(others.size() * block_bytes);
+  std::vector<uint8_t*> out_want_at(others.size());
+  for (size_t i = 0; i < others.size(); ++i) out_want_at[i] = out_want.data() + i * block_bytes;
+  up.Backend::CopyKvBlocks(kv, others, out_want_at, /*to_host=*/true);
+  std::shared_ptr<Buffer> out = up.AllocHostStaging(others.size() * block_bytes);
+  std::vector<uint8_t*> out_at(others.size());
+  for (size_t i = 0; i < others.size(); ++i) {
+    out_at[i] = static_cast<uint8_t*>(out->data()) + i * block_bytes;
+  }
+  const uint64_t ticket = up.StartKvCopyToHost(kv, others, out_at);
+  for (int round = 0; round < 2; ++round) {  // twice: the second wraps the ring
+    up.CopyKvBlocks(kv, targets, hosts, /*to_host=*/false);
+    std::vector<uint8_t> got(block_bytes);
+    for (size_t i = 0; i < n; i += 97) {
+      uint8_t* at = got.data();
+      up.Backend::CopyKvBlocks(kv, std::span<const int32_t>(&targets[i], 1),
+                               std::span<uint8_t* const>(&at, 1), /*to_host=*/true);
+      ASSERT_EQ(std::memcmp(got.data(), hosts[i], block_bytes), 0) << "round " << round << " " << i;
+    }
+    std::reverse(base, base + n * block_bytes);
+  }
+  up.WaitKvCopy(ticket);
+  EXPECT_EQ(std::memcmp(out->data(), out_want.data(), out_want.size()), 0);
+}
+
 // StartKvCopyToHost: the bytes are the blocks as of the call even when the pools are overwritten
 // right after it (in stream order), across three calls in flight at once that wrap the device
 // staging ring (1,365 slots of 192 KiB), and match CopyKvBlocks; plain host memory is copied at
