@@ -1020,10 +1020,21 @@ TEST_F(EngineSsdTest, APrefixComesBackFromTheHostTierThenFromDiskAfterARestart) 
   Result second = RunAll(*b.engine, {r})[0];
   EXPECT_EQ(second.tokens, first.tokens);
   EXPECT_EQ(second.cached_tokens, 40);
-  const EngineStats s = b.engine->stats();
+  EngineStats s = b.engine->stats();
   EXPECT_EQ(s.host.restores, 0);
   EXPECT_EQ(s.ssd.restored_blocks, 10);
-  EXPECT_EQ(s.host.entries, 1);  // the output's new block (the restored ones came from disk)
+  // The blocks restored from disk are kept in host RAM too (and the output's new block): once
+  // the pool evicts them again, they come back from there, not from the disk.
+  EXPECT_EQ(s.host.entries, 11);
+  EXPECT_EQ(s.ssd.store.writes, 0);                  // nothing written again
+  RunAll(*b.engine, {Greedy(Prompt(0, 41, 5), 6)});  // not on disk: evicts r's blocks again
+  Result third = RunAll(*b.engine, {r})[0];
+  EXPECT_EQ(third.tokens, first.tokens);
+  EXPECT_EQ(third.cached_tokens, 40);
+  s = b.engine->stats();
+  EXPECT_EQ(s.host.restores, 1);
+  EXPECT_GT(s.host.restored_blocks, 0);
+  EXPECT_EQ(s.ssd.restores, 1);  // the one after the restart only
 }
 
 // With copies out that land later (a GPU's copy engine), going idle and the next request's

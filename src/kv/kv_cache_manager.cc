@@ -90,6 +90,12 @@ std::vector<NewCachedBlock> KvCacheManager::TakeNewCached() {
   return out;
 }
 
+bool KvCacheManager::CacheRestored(BlockId block, const BlockHash& hash, const BlockHash& parent) {
+  if (!pool_.CacheBlock(block, hash, parent)) return false;
+  if (config_.track_new_cached) new_cached_.push_back({block, hash, parent});
+  return true;
+}
+
 std::vector<NewCachedBlock> KvCacheManager::CachedFreeBlocks() const {
   std::vector<NewCachedBlock> found;
   std::unordered_map<BlockHash, size_t, BlockHashHasher> index;  // hash -> position in found

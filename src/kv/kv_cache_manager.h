@@ -32,8 +32,8 @@ struct KvCacheConfig {
   int block_size = 16;  // tokens per block (> 0)
   bool enable_prefix_cache = true;
   BlockHash root_hash;  // RootBlockHash(model fingerprint, KV dtype, tokenizer hash)
-  // Record every block CommitComputed enters into the prefix cache (TakeNewCached), for a tier
-  // below the pool that keeps a copy of each (the SSD tier's write-behind).
+  // Record every block CommitComputed or CacheRestored enters into the prefix cache
+  // (TakeNewCached), for the tiers below the pool that keep a copy of each (write-through).
   bool track_new_cached = false;
 };
 
@@ -102,14 +102,13 @@ class KvCacheManager {
   // least recently freed cached block) and pinned for `id`, not yet hashed. Fill it, then
   // CacheRestored. nullopt when no block is free.
   std::optional<BlockId> AllocateForRestore(RequestId id);
-  // Enters a filled restore block under `hash`. Returns false when `hash` is already cached
-  // (the block stays a plain block; ComputedPrefix finds the other one).
-  bool CacheRestored(BlockId block, const BlockHash& hash, const BlockHash& parent) {
-    return pool_.CacheBlock(block, hash, parent);
-  }
+  // Enters a filled restore block under `hash` (reported by TakeNewCached too: a tier that
+  // lacks it, say host RAM after a restore from disk, may keep a copy). Returns false when `hash`
+  // is already cached (the block stays a plain block; ComputedPrefix finds the other one).
+  bool CacheRestored(BlockId block, const BlockHash& hash, const BlockHash& parent);
 
   // The blocks entered into the prefix cache since the last call (config.track_new_cached), in
-  // the order they were computed.
+  // the order they were computed or restored.
   std::vector<NewCachedBlock> TakeNewCached();
   // The hashed blocks in the free queue (no request holds them), each after its parent when
   // that is among them too, least recently freed chains first. O(num_free).

@@ -290,6 +290,17 @@ TEST(KvCacheManagerTest, NewCachedBlocksAreReportedOnceWithTheirParents) {
   // The same prompt again: its blocks are hits, not new.
   AdmitAndCompute(kv, kB, a);
   EXPECT_TRUE(kv.TakeNewCached().empty());
+  // A block restored from a tier below is reported too (another tier may lack it).
+  const std::vector<BlockHash> other = kv.PrefixHashes(Range(50, 55), "");
+  std::optional<BlockId> restored = kv.AllocateForRestore(kC);
+  ASSERT_TRUE(restored.has_value());
+  ASSERT_TRUE(kv.CacheRestored(*restored, other[0], cfg.root_hash));
+  fresh = kv.TakeNewCached();
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].block, *restored);
+  EXPECT_EQ(fresh[0].hash, other[0]);
+  EXPECT_EQ(fresh[0].parent, cfg.root_hash);
+  kv.Free(kC);
 }
 
 // Free() queues a request's blocks last first; the free chain still comes parents first, and
