@@ -824,7 +824,6 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     results[i] = &*last;
   }
   scheduler_->Update(plan, accepted);
-  SpillNewBlocks();
 
   // Emit and check the stop conditions.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -863,6 +862,9 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     }
     if (config_.jump_forward && live.grammar != nullptr) JumpForward(id, live);
   }
+  // After the tokens are out (the copy out is not on their way). A finished request's blocks are
+  // free now but keep their bytes: nothing is allocated before the copy is queued.
+  SpillNewBlocks();
 }
 
 void Engine::JumpForward(RequestId id, Live& live) {
