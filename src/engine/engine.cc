@@ -318,6 +318,7 @@ bool Engine::Step() {
       idle_since_ = now;
       demote_due_ = ssd_ != nullptr && config_.ssd_demote_idle_ms > 0;
       demote_missing_ = -1;
+      demote_listed_ = false;
     }
     // The last step's blocks reach the host tier (and the disk) while idle too, once their copy
     // has landed: Loop polls until then.
@@ -602,24 +603,31 @@ std::optional<std::chrono::steady_clock::time_point> Engine::IdleWake() const {
 
 void Engine::DemoteIdle() {
   if (!FinishSpill(/*wait=*/false)) return;  // the last copy out first
-  std::vector<NewCachedBlock> down;
-  for (const NewCachedBlock& b : kv_->CachedFreeBlocks()) {
-    if (!ssd_->Has(b.hash)) down.push_back(b);
+  // The pool's blocks are walked once an idle spell (nothing allocates while idle: the list
+  // stays true); the retries while the writer drains only drop what has gone down since.
+  if (!demote_listed_) {
+    demote_list_ = kv_->CachedFreeBlocks();
+    demote_listed_ = true;
   }
-  const auto missing = static_cast<int64_t>(down.size());
+  std::erase_if(demote_list_, [&](const NewCachedBlock& b) { return ssd_->Has(b.hash); });
+  const auto missing = static_cast<int64_t>(demote_list_.size());
   // Done when nothing is missing, or when the last call's blocks did not reach the disk or its
   // queue (the disk is full, their parents are gone): no retrying those all idle spell long.
   if (missing == 0 || (demote_missing_ >= 0 && missing >= demote_missing_)) {
     demote_due_ = false;
+    demote_list_.clear();
     return;
   }
   const auto room = static_cast<size_t>(std::max<int64_t>(ssd_->QueueRoom(), 0));
   if (room == 0) return;  // the writer is behind: again in a moment
-  if (down.size() > room) {
-    down.resize(room);
+  std::vector<NewCachedBlock> down(
+      demote_list_.begin(),
+      demote_list_.begin() + static_cast<ptrdiff_t>(std::min(room, demote_list_.size())));
+  if (down.size() < demote_list_.size()) {
     demote_missing_ = missing;  // the rest at a later call
   } else {
     demote_due_ = false;
+    demote_list_.clear();
   }
   SpillToSsd(down);
   demoted_blocks_ += down.size();

@@ -278,6 +278,8 @@ class Engine {
   std::chrono::steady_clock::time_point idle_since_;
   bool demote_due_ = false;
   int64_t demote_missing_ = -1;
+  bool demote_listed_ = false;               // demote_list_ is this idle spell's
+  std::vector<NewCachedBlock> demote_list_;  // the pool's cached blocks not yet seen on disk
   uint64_t demoted_blocks_ = 0;
   // The restore in flight, for restore_id_ (restoring_): the blocks of its prefix past the pool's
   // part, the first restore_host_.size() held in the host tier, the rest read by restore_.
