@@ -13,6 +13,13 @@ carries that vocabulary instead (tokenizer.ggml.model = "gpt2", pre "llama-bpe")
 `llama-server` detokenizes what it generates, as `loom serve --tokenizer DIR` does on the same
 shapes: the served-throughput peer of issue 23.
 
+With --quant q8_0 or q4_k_m the projection, embedding and output matrices are quantized instead:
+random codes in valid GGUF blocks whose f16 scales are set so values are of HF's initializer size
+(nothing is quantized from floats; speed does not depend on values). q4_k_m follows llama.cpp's
+Q4_K_M recipe (llama_tensor_get_type): output.weight and the attn_v / ffn_down of the first and
+last eighth of the layers and of every third layer between in Q6_K, the rest Q4_K; q8_0 is all
+Q8_0. The quantized-weights peer of issue 25.
+
 Needs numpy and llama.cpp's gguf-py (on PYTHONPATH: the llama.cpp checkout's gguf-py folder).
 
   python3 bench/random_gguf.py bench/configs/llama-3.1-8b.json /tmp/llama-3.1-8b-f16.gguf
@@ -45,6 +52,37 @@ def tensors(c):
         ]
     out += [("output_norm.weight", (d,), np.float32), ("output.weight", (v, d), np.float16)]
     return out
+
+
+# GGUF block layouts (ggml-common.h): bytes a block, elements a block, where the f16 scales sit
+# and the values they get (scale fields are overwritten; every other byte is a random code).
+BLOCKS = {
+    "Q8_0": (34, 32, [(0, 2.7e-4)]),
+    "Q4_K": (144, 256, [(0, 1.0e-4), (2, 1.0e-4)]),
+    "Q6_K": (210, 256, [(208, 6.2e-5)]),
+}
+
+
+def quant_type(name, layer, n_layers, quant):
+    """The GGML type of a matrix under --quant (None: keep F16)."""
+    if quant == "q8_0":
+        return "Q8_0"
+    if name == "output.weight":
+        return "Q6_K"
+    if name.endswith(("attn_v.weight", "ffn_down.weight")):
+        more = layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+        return "Q6_K" if more else "Q4_K"
+    return "Q4_K"
+
+
+def random_blocks(pool, qtype, rows, cols):
+    """rows x (cols / block elems) random blocks of qtype as a uint8 [rows, row bytes] array."""
+    size, elems, scales = BLOCKS[qtype]
+    nb = rows * cols // elems
+    blocks = pool[: nb * size].reshape(nb, size).copy()
+    for off, value in scales:
+        blocks[:, off : off + 2] = np.frombuffer(np.float16(value).tobytes(), dtype=np.uint8)
+    return blocks.reshape(rows, cols // elems * size)
 
 
 def add_bpe_vocab(w, tokenizer_dir, vocab_size, config):
@@ -84,6 +122,7 @@ def main():
     ap.add_argument("config")
     ap.add_argument("out")
     ap.add_argument("--tokenizer", help="directory of a BPE tokenizer.json to carry as the vocabulary")
+    ap.add_argument("--quant", choices=["q8_0", "q4_k_m"], help="quantized matrices (random codes)")
     args = ap.parse_args()
     with open(args.config) as fh:
         c = json.load(fh)
@@ -106,28 +145,44 @@ def main():
     w.add_rope_freq_base(c.get("rope_theta", 10000.0))
     w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-5))
     w.add_vocab_size(c["vocab_size"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type({None: gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                     "q4_k_m": gguf.LlamaFileType.MOSTLY_Q4_K_M}[args.quant])
     if args.tokenizer:
         add_bpe_vocab(w, args.tokenizer, c["vocab_size"], c)
     else:
         w.add_tokenizer_model("none")
 
     specs = tensors(c)
+    n_layers = c["num_hidden_layers"]
     largest = max(int(np.prod(s)) for _, s, t in specs if t == np.float16)
     pool = (np.random.default_rng(0).standard_normal(largest, dtype=np.float32) * 0.02).astype(
         np.float16)
+    codes = np.random.default_rng(1).integers(0, 256, size=largest * 9 // 8, dtype=np.uint8)
     ones = np.ones(d, dtype=np.float32)
+    plan = []  # (name, GGML type or None, shape)
     for name, shape, dtype in specs:
-        n = int(np.prod(shape))
-        w.add_tensor_info(name, shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
+        layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
+        q = quant_type(name, layer, n_layers, args.quant) if args.quant and dtype == np.float16 else None
+        if q is not None:
+            size, elems, _ = BLOCKS[q]
+            byte_shape = (shape[0], shape[1] // elems * size)
+            w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), byte_shape[0] * byte_shape[1],
+                              raw_dtype=gguf.GGMLQuantizationType[q])
+        else:
+            w.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        plan.append((name, q, shape, dtype))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
-    for name, shape, dtype in specs:
-        n = int(np.prod(shape))
-        w.write_tensor_data(ones if dtype == np.float32 else pool[:n].reshape(shape))
+    total = 0
+    for name, q, shape, dtype in plan:
+        if q is not None:
+            data = random_blocks(codes, q, *shape)
+        else:
+            data = ones if dtype == np.float32 else pool[: int(np.prod(shape))].reshape(shape)
+        w.write_tensor_data(data)
+        total += data.nbytes
     w.close()
-    total = sum(int(np.prod(s)) * np.dtype(t).itemsize for _, s, t in specs)
     print(f"{args.out}: {len(specs)} tensors, {total / 1e9:.2f} GB")
 
 

@@ -55,7 +55,7 @@ Shape Backend::ConcatRowsShape(const std::vector<Tensor>& parts) {
   int64_t rows = 0;
   for (const Tensor& p : parts) {
     CHECK(p.defined() && p.dtype() == first.dtype() && p.ndim() == first.ndim() &&
-          (vectors || p.cols() == first.cols()) && !GetDTypeInfo(p.dtype()).quantized)
+          (vectors || p.cols() == first.cols()))
         << "ConcatRows: " << (p.defined() ? p.DebugString() : "undefined") << " vs "
         << first.DebugString();
     rows += vectors ? p.numel() : p.rows();

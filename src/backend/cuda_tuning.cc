@@ -93,6 +93,17 @@ const std::vector<Field>& Fields() {
        &T::cublaslt_tune,
        1,
        64},
+      {{"quant_weights", "1",
+        "GGUF q8_0 / q4_0 / q4_K / q6_K weights stay quantized on the GPU (quant_gemv.cuh); 0: "
+        "dequantized to bf16 at load"},
+       &T::quant_weights},
+      {{"quant_gemv_rows", "8",
+        "MatMuls of quantized weights with at most N rows take the quantized GEMV (0..8); more "
+        "rows dequantize the weight in chunks for cuBLASLt"},
+       nullptr,
+       &T::quant_gemv_rows,
+       0,
+       8},
       {{"cuda_pdl", "1",
         "launch the decode chain's kernels with programmatic dependent launch (launch.cuh); 0: "
         "plain stream order (A/B, debugging)"},

@@ -27,6 +27,10 @@
 //   gemv_rope             1        batch-1 qkv rope + KV store in the streamed GEMV's epilogue
 //   gemv_queue            1        logits GEMV's last row groups from a work queue (0: static)
 //   cublaslt_tune         1        time cuBLASLt's first N heuristic candidates, keep the fastest
+//   quant_weights         1        GGUF q8_0/q4_0/q4_K/q6_K weights stay quantized on the GPU
+//                                  (0: dequantized to bf16 at load)
+//   quant_gemv_rows       8        MatMuls of quantized weights with <= N rows take the
+//                                  quantized GEMV; more rows dequantize chunks for cuBLASLt
 //   cuda_pdl              1        programmatic dependent launch on the decode kernels (0: off)
 //   cuda_fuse             1        fused weights (q|k|v, gate|up) and fused ops (0: unfused)
 //   kv_copy_engine        1        KV blocks into page-locked host memory through a device
@@ -72,6 +76,9 @@ struct CudaTuning {
   bool gemv_rope = true;
   bool gemv_queue = true;
   int cublaslt_tune = 1;  // 1..64 candidates (1: cuBLASLt's heuristic pick)
+  // ---- quantized weights (quant_gemv.cuh) ----
+  bool quant_weights = true;
+  int quant_gemv_rows = 8;  // 0..8
   // ---- launches and fusion (launch.cuh, CudaBackend::prefers_fused_ops) ----
   bool cuda_pdl = true;
   bool cuda_fuse = true;

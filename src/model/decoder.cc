@@ -66,9 +66,13 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
 
   // Activations for this step ([n, ...], act dtype; every op overwrites its output in full).
   // A layer's projections are fused (wqkv, w_gate_up: Phi-3, or FuseProjections on backends that
-  // prefer it) or separate; both layouts may not mix within a model.
-  const LayerWeights& l0 = weights_.layers.front();
-  const bool fused_qkv = l0.wqkv.defined(), fused_gate_up = l0.w_gate_up.defined();
+  // prefer it) or separate; layers may differ (a GGUF file's q / k / v of different quant types
+  // stay separate).
+  bool any_fused_qkv = false, any_split_qkv = false, any_split_gate_up = false;
+  for (const LayerWeights& l : weights_.layers) {
+    (l.wqkv.defined() ? any_fused_qkv : any_split_qkv) = true;
+    any_split_gate_up |= !l.w_gate_up.defined();
+  }
   auto scratch = [&](int64_t cols) { return be.AllocScratch(act, Shape{n, cols}); };
   Tensor x = scratch(d);  // residual stream
   Tensor h = scratch(d);  // normed input of a sub-block
@@ -76,10 +80,10 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   Tensor attn = scratch(q_dim);
   Tensor o = scratch(d);
   Tensor gate = scratch(f);  // the MLP's activation, act(gate) * up
-  Tensor k = fused_qkv ? Tensor() : scratch(kv_dim);
-  Tensor v = fused_qkv ? Tensor() : scratch(kv_dim);
-  Tensor qkv = fused_qkv ? scratch(q_dim + 2 * kv_dim) : Tensor();
-  Tensor up = fused_gate_up ? Tensor() : scratch(f);
+  Tensor k = any_split_qkv ? scratch(kv_dim) : Tensor();
+  Tensor v = any_split_qkv ? scratch(kv_dim) : Tensor();
+  Tensor qkv = any_fused_qkv ? scratch(q_dim + 2 * kv_dim) : Tensor();
+  Tensor up = any_split_gate_up ? scratch(f) : Tensor();
   const Backend::GatedAct gated_act =
       c.activation == Activation::kSilu ? Backend::GatedAct::kSilu : Backend::GatedAct::kGeluTanh;
 
@@ -126,7 +130,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     const RopeTable& rope = sliding ? rope_local_ : rope_global_;
 
     // Attention: q, and this step's k / v rows into the cache.
-    if (fused_qkv) {
+    if (l.wqkv.defined()) {
       Backend::QkvLayout layout;
       layout.num_heads = c.num_heads;
       layout.num_kv_heads = c.num_kv_heads;
@@ -171,6 +175,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     add_projection(attn, l.wo, l.bo, l.post_attn_norm, "attn_out" + li);
 
     // MLP: gate = act(x W_gate) * (x W_up), then x += gate W_down.
+    const bool fused_gate_up = l.w_gate_up.defined();
     if (fused_gate_up && fold) {
       be.RmsNormMatMulGated(x, norm_spec(l.ffn_norm), l.w_gate_up, gated_act, gate);
     } else if (fused_gate_up) {

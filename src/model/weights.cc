@@ -182,7 +182,9 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
 
 void FuseProjections(Weights* weights, Backend* backend) {
   for (LayerWeights& l : weights->layers) {
-    if (!l.wqkv.defined() && l.wq.defined()) {
+    // Parts of different types (a GGUF file's quant mix) stay separate.
+    if (!l.wqkv.defined() && l.wq.defined() && l.wk.dtype() == l.wq.dtype() &&
+        l.wv.dtype() == l.wq.dtype()) {
       l.wqkv = backend->ConcatRows({l.wq, l.wk, l.wv});
       if (l.bq.defined() || l.bk.defined() || l.bv.defined()) {
         CHECK(l.bq.defined() && l.bk.defined() && l.bv.defined())
@@ -191,7 +193,7 @@ void FuseProjections(Weights* weights, Backend* backend) {
       }
       l.wq = l.wk = l.wv = l.bq = l.bk = l.bv = Tensor();
     }
-    if (!l.w_gate_up.defined() && l.w_gate.defined()) {
+    if (!l.w_gate_up.defined() && l.w_gate.defined() && l.w_up.dtype() == l.w_gate.dtype()) {
       l.w_gate_up = backend->FuseGateUp(l.w_gate, l.w_up);
       l.w_gate = l.w_up = Tensor();
     } else if (l.w_gate_up.defined() && !l.w_gate.defined()) {  // fused in the checkpoint

@@ -62,9 +62,9 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype,
-                                          bool accumulate, const void* x, const void* w,
-                                          void* out) {
-  const Key key{n, m, k, static_cast<int>(out_dtype), accumulate};
+                                          bool accumulate, int64_t ldc, const void* x,
+                                          const void* w, void* out) {
+  const Key key{n, m, k, static_cast<int>(out_dtype), accumulate, ldc};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
@@ -76,13 +76,13 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  // A = W stored col-major as k x m (ld k); B = X stored col-major as k x n; C = m x n (ld m).
+  // A = W stored col-major as k x m (ld k); B = X stored col-major as k x n; C = m x n (ld ldc).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, static_cast<uint64_t>(k),
                                           static_cast<uint64_t>(m), k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, static_cast<uint64_t>(k),
                                           static_cast<uint64_t>(n), k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, out_t, static_cast<uint64_t>(m),
-                                          static_cast<uint64_t>(n), m));
+                                          static_cast<uint64_t>(n), ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -157,10 +157,11 @@ CublasLtGemm::Plan& CublasLtGemm::GetPlan(int64_t n, int64_t m, int64_t k, DType
 }
 
 void CublasLtGemm::Run(const void* x, const void* w, void* out, DType out_dtype, int64_t n,
-                       int64_t m, int64_t k, bool accumulate) {
+                       int64_t m, int64_t k, bool accumulate, int64_t ldc) {
   CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16) << DTypeName(out_dtype);
+  CHECK(ldc == 0 || ldc >= m) << "cuBLASLt: ldc " << ldc << " < m " << m;
   if (n == 0 || m == 0) return;
-  Plan& p = GetPlan(n, m, k, out_dtype, accumulate, x, w, out);
+  Plan& p = GetPlan(n, m, k, out_dtype, accumulate, ldc == 0 ? m : ldc, x, w, out);
   const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c,
                               &p.algo, workspace_.data(), kWorkspaceBytes, stream_));

@@ -35,17 +35,18 @@ class CublasLtGemm {
 
   // out = x @ w^T, or out += x @ w^T when `accumulate` (beta = 1: one rounding of the f32 sum
   // plus the old value). x [n, k] bf16, w [m, k] bf16, out [n, m] bf16 or f32 (device pointers,
-  // 16-byte aligned for the fast kernels). Enqueued on the stream.
+  // 16-byte aligned for the fast kernels). Enqueued on the stream. ldc: the distance between
+  // out's rows in elements (0: m; larger writes m columns of a wider matrix).
   void Run(const void* x, const void* w, void* out, DType out_dtype, int64_t n, int64_t m,
-           int64_t k, bool accumulate = false);
+           int64_t k, bool accumulate = false, int64_t ldc = 0);
 
   size_t num_cached_plans() const { return plans_.size(); }
 
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;
-  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, bool accumulate, const void* x,
-                const void* w, void* out);
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int64_t>;
+  Plan& GetPlan(int64_t n, int64_t m, int64_t k, DType out_dtype, bool accumulate, int64_t ldc,
+                const void* x, const void* w, void* out);
 
   DeviceAllocator& allocator_;  // the backend's; outlives this
   cudaStream_t stream_;

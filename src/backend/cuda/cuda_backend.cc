@@ -19,6 +19,8 @@
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
+#include "backend/cuda/quant_gemv.cuh"
+#include "backend/cuda/quant_layout.h"
 #include "backend/cuda/rms_norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/rows.cuh"
@@ -45,6 +47,15 @@ void CheckAct(const Tensor& t, const char* op, const char* what) {
   CheckDevice(t, op, what);
   CHECK(t.dtype() == DType::kBF16) << op << ": " << what << " must be bf16, got " << Describe(t);
 }
+
+// A MatMul weight: bf16, or GGUF-quantized in the device layout (Upload, quant_layout.h).
+void CheckWeight(const Tensor& t, const char* op, const char* what) {
+  CheckDevice(t, op, what);
+  CHECK(t.dtype() == DType::kBF16 || cuda::KeepsQuantized(t.dtype()))
+      << op << ": " << what << " must be bf16 or q8_0/q4_0/q4_K/q6_K, got " << Describe(t);
+}
+
+bool Quantized(const Tensor& w) { return cuda::KeepsQuantized(w.dtype()); }
 
 void CheckFloat(const Tensor& t, const char* op, const char* what) {
   CheckDevice(t, op, what);
@@ -239,6 +250,24 @@ Tensor CudaBackend::Upload(const Tensor& host) {
     return raw_copy(f);
   }
   if (src == DType::kBF16) return raw_copy(host);
+  if (quantized && options_.tuning.quant_weights && cuda::KeepsQuantized(src) && host.ndim() == 2 &&
+      host.cols() % cuda::QuantRowMultiple(src) == 0) {
+    // Kept quantized: rows repacked into the device layout (quant_layout.h), chunk by chunk.
+    Tensor out(src, host.shape(), allocator_->NewBuffer(host.nbytes()));
+    const int64_t rows = host.rows(), cols = host.cols();
+    const size_t rb = host.row_bytes();
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{64} << 20) / static_cast<int64_t>(rb));
+    std::vector<uint8_t> packed(rb * static_cast<size_t>(std::min(rows, chunk_rows)));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+      const int64_t nr = std::min(chunk_rows, rows - r0);
+      cuda::RepackRows(src, static_cast<const char*>(host.data()) + r0 * rb, packed.data(), nr,
+                       cols);
+      // From pageable memory: returns once the source is staged, so `packed` may be reused.
+      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out.data()) + r0 * rb, packed.data(),
+                                 rb * static_cast<size_t>(nr), cudaMemcpyHostToDevice, stream()));
+    }
+    return out;
+  }
 
   // f32 / f16 / quantized -> bf16, converted on the device chunk by chunk.
   Tensor out(DType::kBF16, host.shape(),
@@ -548,10 +577,17 @@ void CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
 void CudaBackend::Embed(const Tensor& table, const Tensor& ids, float scale, const Tensor& out) {
   LOOM_PROFILE_OP("embed " + Sh(out), 0);
   CheckAct(out, "Embed", "out");
-  CheckFloat(table, "Embed", "table");
   CheckI32(ids, out.rows(), "Embed", "ids");
   CHECK_EQ(table.cols(), out.cols())
       << "Embed: table " << Describe(table) << " out " << Describe(out);
+  if (Quantized(table)) {
+    CheckDevice(table, "Embed", "table");
+    cuda::LaunchDequantRows(table.dtype(), table.data(), table.rows(), table.cols(),
+                            ids.data_as<const int32_t>(), 0, out.rows(), scale, out.data(),
+                            stream());
+    return;
+  }
+  CheckFloat(table, "Embed", "table");
   cuda::LaunchEmbed(table.data(), table.dtype(), table.rows(), ids.data_as<const int32_t>(),
                     out.rows(), out.cols(), scale, out.data(), stream());
 }
@@ -562,12 +598,14 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& bias, c
                       std::to_string(x.cols()) + (out.dtype() == DType::kF32 ? " ->f32" : ""),
                   w.nbytes() + x.nbytes() + out.nbytes());
   CheckAct(x, "MatMul", "x");
-  CheckAct(w, "MatMul", "w (Upload converts weights to bf16)");
+  CheckWeight(w, "MatMul", "w");
   CheckFloat(out, "MatMul", "out");
   const int64_t n = x.rows(), k = x.cols(), m = w.rows();
   CHECK(w.cols() == k && out.rows() == n && out.cols() == m)
       << "MatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
-  if (UseGemv(x, w)) {
+  if (Quantized(w)) {
+    QuantMatMul(x, w, out, cuda::GemvEpilogue::kNone, nullptr);
+  } else if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream(),
                                pdl(), cuda::GemvEpilogue::kNone, nullptr,
                                options_.tuning.gemv_stream, GemvQueue());
@@ -601,12 +639,14 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
         "matmul_add n=" + std::to_string(n) + " m=" + std::to_string(m) + " k=" + std::to_string(k),
         w.nbytes() + x.nbytes() + 2 * acc.nbytes());
     CheckAct(x, "MatMulAdd", "x");
-    CheckAct(w, "MatMulAdd", "w");
+    CheckWeight(w, "MatMulAdd", "w");
     CheckAct(acc, "MatMulAdd", "acc");
     CHECK(w.cols() == k && acc.rows() == n && acc.cols() == m)
         << "MatMulAdd: x " << Describe(x) << " w " << Describe(w) << " acc " << Describe(acc);
     if (!bias.defined()) {  // one launch: the GEMV's epilogue or cuBLASLt's beta = 1
-      if (UseGemv(x, w)) {
+      if (Quantized(w)) {
+        QuantMatMul(x, w, acc, cuda::GemvEpilogue::kAddTo, nullptr);
+      } else if (UseGemv(x, w)) {
         cuda::LaunchSmallBatchGemm(x.data(), w.data(), acc.data(), DType::kBF16, n, m, k, stream(),
                                    pdl(), cuda::GemvEpilogue::kAddTo, nullptr,
                                    options_.tuning.gemv_stream);
@@ -620,6 +660,7 @@ void CudaBackend::MatMulAdd(const Tensor& x, const Tensor& w, const Tensor& bias
 }
 
 bool CudaBackend::UseGemv(const Tensor& x, const Tensor& w) const {
+  if (Quantized(w)) return UseQuantGemv(x, w, false);
   return x.rows() <= options_.small_batch_gemm_rows &&
          cuda::SmallBatchGemmApplies(x.data(), w.data(), x.rows(), x.cols());
 }
@@ -629,8 +670,11 @@ bool CudaBackend::GemvNormFor(const Tensor& x, const NormSpec& norm, const Tenso
                               cuda::GemvNorm* out) const {
   // 16-byte aligned norm weights: the streamed GEMV loads them as float4.
   if (!UseGemv(x, w) || norm.w.dtype() != DType::kF32 || norm.w.numel() != x.cols() ||
-      reinterpret_cast<uintptr_t>(norm.w.data()) % 16 != 0 ||
-      !cuda::SmallBatchGemmNormApplies(x.data(), w.data(), x.rows(), x.cols())) {
+      reinterpret_cast<uintptr_t>(norm.w.data()) % 16 != 0) {
+    return false;
+  }
+  if (Quantized(w) ? !UseQuantGemv(x, w, true)
+                   : !cuda::SmallBatchGemmNormApplies(x.data(), w.data(), x.rows(), x.cols())) {
     return false;
   }
   out->w = norm.w.data_as<const float>();
@@ -648,10 +692,11 @@ void CudaBackend::RmsNormMatMul(const Tensor& x, const NormSpec& norm, const Ten
     LOOM_PROFILE_OP(
         "rmsnorm_matmul(gemv) m=" + std::to_string(w.rows()) + " k=" + std::to_string(x.cols()),
         w.nbytes() + x.nbytes() + out.nbytes());
-    CheckAct(w, "RmsNormMatMul", "w");
+    CheckWeight(w, "RmsNormMatMul", "w");
     CheckFloat(out, "RmsNormMatMul", "out");
     CHECK(w.cols() == x.cols() && out.rows() == x.rows() && out.cols() == w.rows())
         << "RmsNormMatMul: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
+    if (Quantized(w)) return QuantMatMul(x, w, out, cuda::GemvEpilogue::kNone, &gn);
     cuda::LaunchSmallBatchGemm(x.data(), w.data(), out.data(), out.dtype(), x.rows(), w.rows(),
                                x.cols(), stream(), pdl(), cuda::GemvEpilogue::kNone, &gn,
                                options_.tuning.gemv_stream, GemvQueue());
@@ -667,12 +712,18 @@ void CudaBackend::RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, cons
     LOOM_PROFILE_OP("rmsnorm_matmul_gated(gemv) m=" + std::to_string(w_gate_up.rows()) +
                         " k=" + std::to_string(x.cols()),
                     w_gate_up.nbytes() + x.nbytes() + out.nbytes());
-    CheckAct(w_gate_up, "RmsNormMatMulGated", "w_gate_up");
+    CheckWeight(w_gate_up, "RmsNormMatMulGated", "w_gate_up");
     CheckAct(out, "RmsNormMatMulGated", "out");
     CHECK(w_gate_up.cols() == x.cols() && w_gate_up.rows() == 2 * out.cols() &&
           out.rows() == x.rows())
         << "RmsNormMatMulGated: x " << Describe(x) << " w " << Describe(w_gate_up) << " out "
         << Describe(out);
+    if (Quantized(w_gate_up)) {
+      return QuantMatMul(x, w_gate_up, out,
+                         act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul
+                                                    : cuda::GemvEpilogue::kSiluMul,
+                         &gn);
+    }
     cuda::LaunchSmallBatchGemm(x.data(), w_gate_up.data(), out.data(), DType::kBF16, x.rows(),
                                w_gate_up.rows(), x.cols(), stream(), pdl(),
                                act == GatedAct::kGeluTanh ? cuda::GemvEpilogue::kGeluTanhMul
@@ -749,7 +800,7 @@ void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, con
                                       const Tensor& qkv, const Tensor& q_out) {
   cuda::GemvNorm gn;
   if (x.rows() == 1 && !bias.defined() && options_.tuning.gemv_stream &&
-      options_.tuning.gemv_rope && GemvNormFor(x, norm, w_qkv, &gn)) {
+      options_.tuning.gemv_rope && !Quantized(w_qkv) && GemvNormFor(x, norm, w_qkv, &gn)) {
     CheckAct(w_qkv, "RmsNormQkvRopeStore", "w_qkv");
     CHECK_EQ(w_qkv.cols(), x.cols())
         << "RmsNormQkvRopeStore: x " << Describe(x) << " w " << Describe(w_qkv);
@@ -768,13 +819,13 @@ void CudaBackend::RmsNormQkvRopeStore(const Tensor& x, const NormSpec& norm, con
 }
 
 Tensor CudaBackend::FuseGateUp(const Tensor& w_gate, const Tensor& w_up) {
-  CheckAct(w_gate, "FuseGateUp", "w_gate");
-  CheckAct(w_up, "FuseGateUp", "w_up");
-  CHECK(w_gate.ndim() == 2 && w_up.shape() == w_gate.shape())
+  CheckWeight(w_gate, "FuseGateUp", "w_gate");
+  CheckWeight(w_up, "FuseGateUp", "w_up");
+  CHECK(w_gate.ndim() == 2 && w_up.shape() == w_gate.shape() && w_up.dtype() == w_gate.dtype())
       << "FuseGateUp: " << Describe(w_gate) << " / " << Describe(w_up);
   const int64_t f = w_gate.rows();
-  const size_t rb = w_gate.row_bytes();
-  Tensor out(DType::kBF16, Shape{2 * f, w_gate.cols()}, allocator_->NewBuffer(2 * rb * f));
+  const size_t rb = w_gate.row_bytes();  // rows keep their bytes in the quantized layout too
+  Tensor out(w_gate.dtype(), Shape{2 * f, w_gate.cols()}, allocator_->NewBuffer(2 * rb * f));
   char* dst = static_cast<char*>(out.data());
   CUDA_CHECK(
       cudaMemcpy2DAsync(dst, 2 * rb, w_gate.data(), rb, rb, f, cudaMemcpyDeviceToDevice, stream()));
@@ -790,12 +841,16 @@ void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, co
           " k=" + std::to_string(x.cols()),
       w.nbytes() + x.nbytes() + out.nbytes());
   CheckAct(x, "MatMulGated", "x");
-  CheckAct(w, "MatMulGated", "w_gate_up");
+  CheckWeight(w, "MatMulGated", "w_gate_up");
   CheckAct(out, "MatMulGated", "out");
   const int64_t n = x.rows(), k = x.cols(), f = out.cols();
   CHECK(w.cols() == k && w.rows() == 2 * f && out.rows() == n)
       << "MatMulGated: x " << Describe(x) << " w " << Describe(w) << " out " << Describe(out);
   const bool gelu = act == GatedAct::kGeluTanh;
+  if (Quantized(w)) {
+    return QuantMatMul(
+        x, w, out, gelu ? cuda::GemvEpilogue::kGeluTanhMul : cuda::GemvEpilogue::kSiluMul, nullptr);
+  }
   if (UseGemv(x, w)) {
     cuda::LaunchSmallBatchGemm(
         x.data(), w.data(), out.data(), DType::kBF16, n, 2 * f, k, stream(), pdl(),
@@ -806,6 +861,48 @@ void CudaBackend::MatMulGated(const Tensor& x, const Tensor& w, GatedAct act, co
   Tensor gate_up = AllocScratch(DType::kBF16, Shape{n, 2 * f});
   gemm_->Run(x.data(), w.data(), gate_up.data(), DType::kBF16, n, 2 * f, k);
   cuda::LaunchGatedAct(gate_up.data(), out.data(), n, f, gelu, stream(), pdl());
+}
+
+bool CudaBackend::UseQuantGemv(const Tensor& x, const Tensor& w, bool norm) const {
+  return x.rows() <= options_.tuning.quant_gemv_rows &&
+         cuda::QuantGemvApplies(w.dtype(), x.data(), w.data(), x.rows(), x.cols(), norm);
+}
+
+void CudaBackend::QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out,
+                              cuda::GemvEpilogue epilogue, const cuda::GemvNorm* norm) {
+  const int64_t n = x.rows(), k = x.cols(), m = w.rows();
+  const bool gated =
+      epilogue == cuda::GemvEpilogue::kSiluMul || epilogue == cuda::GemvEpilogue::kGeluTanhMul;
+  if (norm != nullptr || UseQuantGemv(x, w, false)) {
+    LOOM_PROFILE_OP("matmul_q(gemv) n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                        " k=" + std::to_string(k) + " " + std::string(DTypeName(w.dtype())),
+                    w.nbytes() + x.nbytes() + out.nbytes());
+    cuda::LaunchQuantGemv(w.dtype(), x.data(), w.data(), out.data(), out.dtype(), n, m, k, stream(),
+                          pdl(), epilogue, norm);
+    return;
+  }
+  LOOM_PROFILE_OP("matmul_q(dequant) n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                      " k=" + std::to_string(k) + " " + std::string(DTypeName(w.dtype())),
+                  w.nbytes() + x.nbytes() + out.nbytes() + 4 * m * k);
+  // Gated: the (gate, up) pairs' products into scratch, then the activation.
+  Tensor gate_up;
+  if (gated) gate_up = AllocScratch(DType::kBF16, Shape{n, m});
+  const Tensor& dst = gated ? gate_up : out;
+  // The weight dequantized a chunk of rows at a time into bf16 scratch (at most ~64 MB), each
+  // chunk's columns of the product by cuBLASLt.
+  const int64_t chunk = std::min<int64_t>(m, std::max<int64_t>(256, (int64_t{32} << 20) / k));
+  Tensor wb = AllocScratch(DType::kBF16, Shape{chunk, k});
+  const size_t out_elem = dst.dtype() == DType::kF32 ? 4 : 2;
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t rows = std::min(chunk, m - r0);
+    cuda::LaunchDequantRows(w.dtype(), w.data(), m, k, nullptr, r0, rows, 1.f, wb.data(), stream());
+    gemm_->Run(x.data(), wb.data(), static_cast<char*>(dst.data()) + r0 * out_elem, dst.dtype(), n,
+               rows, k, epilogue == cuda::GemvEpilogue::kAddTo, m);
+  }
+  if (gated) {
+    cuda::LaunchGatedAct(gate_up.data(), out.data(), n, m / 2,
+                         epilogue == cuda::GemvEpilogue::kGeluTanhMul, stream(), pdl());
+  }
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {

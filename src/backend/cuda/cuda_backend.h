@@ -12,7 +12,8 @@
 //     cuBLAS writes f32 from its f32 accumulators) and CopyToHost gives floats.
 //
 // Ops: x/activations bf16; MatMul weights bf16 (as Upload leaves them), out bf16 or f32 (cuBLASLt,
-// or small_batch_gemm.cuh for decode-sized batches); RmsNorm
+// or small_batch_gemm.cuh for decode-sized batches), or quantized (quant_gemv.cuh: a quantized
+// GEMV for decode-sized batches, else dequantized chunks for cuBLASLt); Embed tables too; RmsNorm
 // weights f32 or bf16; SoftCap/Scale/Add/GatherRows also on f32 tensors (logits); KV pools bf16.
 // Attention: paged_attention.cuh (GQA grouping, split-KV, causal + sliding window + softcap).
 //
@@ -181,8 +182,17 @@ class CudaBackend final : public Backend {
 
  private:
   CudaBackend(const CudaBackendOptions& options, const cudaDeviceProp& prop);
-  // Whether x @ w^T takes the small-batch GEMV (at most small_batch_gemm_rows rows, aligned).
+  // Whether x @ w^T takes the small-batch GEMV (at most small_batch_gemm_rows rows, aligned),
+  // or for a quantized w the quantized one (UseQuantGemv without a norm).
   bool UseGemv(const Tensor& x, const Tensor& w) const;
+  // Whether x @ w^T for a quantized w takes the quantized GEMV (at most
+  // tuning.quant_gemv_rows rows; `norm`: with the RMSNorm prologue).
+  bool UseQuantGemv(const Tensor& x, const Tensor& w, bool norm) const;
+  // x @ w^T for a quantized w (quant_gemv.cuh) under `epilogue` into out: the quantized GEMV
+  // (always when `norm` is given: the caller checked UseQuantGemv(x, w, true)), or the weight
+  // dequantized chunk by chunk into bf16 scratch for cuBLASLt.
+  void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, cuda::GemvEpilogue epilogue,
+                   const cuda::GemvNorm* norm);
   // The QkvRopeStore kernel's arguments (checks shapes and dtypes).
   cuda::QkvRopeStoreArgs RopeStoreArgs(int64_t qkv_cols, int64_t n, const Tensor& positions,
                                        const RopeTable& rope, const QkvLayout& layout,

@@ -67,27 +67,7 @@ TEST_F(CudaBackendTest, AllocUploadAndCopies) {
   std::vector<int32_t> ib(3);
   gpu_->CopyToHost(ids, ib.data());
   EXPECT_EQ(ib, (std::vector<int32_t>{5, -1, 7}));
-  // q8_0 / q4_K -> bf16 of the dequantized values.
-  for (DType qt : {DType::kQ8_0, DType::kQ4_K}) {
-    const int64_t rows = 3, cols = 512;
-    std::vector<float> v(rows * cols);
-    for (float& x : v) x = dist(rng);
-    Tensor q = HostTensor(qt, Shape{rows, cols});
-    for (int64_t r = 0; r < rows; ++r) {
-      QuantizeRow(qt, v.data() + r * cols, static_cast<char*>(q.data()) + r * q.row_bytes(), cols);
-    }
-    std::vector<float> deq(rows * cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(qt, static_cast<const char*>(q.data()) + r * q.row_bytes(),
-                    deq.data() + r * cols, cols);
-    }
-    Tensor g = gpu_->Upload(q);
-    ASSERT_EQ(g.dtype(), DType::kBF16);
-    back = GpuValues(*gpu_, g);
-    for (size_t i = 0; i < deq.size(); ++i) {
-      ASSERT_EQ(back[i], Bf16ToF32(F32ToBf16(deq[i]))) << DTypeName(qt) << " " << i;
-    }
-  }
+  // Quantized weights: cuda_quant_test.cc.
   // CopyFromHost / CopyToHost round trip of raw bytes.
   std::vector<uint16_t> src(15), dst(15);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 977);
@@ -433,7 +413,9 @@ TEST_F(CudaBackendTest, StreamGemvWorkQueueWritesEveryRowOnEveryLaunch) {
   }
 }
 
-TEST_F(CudaBackendTest, MatMulQuantizedWeightsDequantizedOnUpload) {
+// f32 / f16 weights (converted to bf16 on upload) and GGUF quantized ones (kept quantized; n = 17
+// takes the dequantized chunks through cuBLASLt) against the CPU backend's kernels.
+TEST_F(CudaBackendTest, MatMulConvertedAndQuantizedWeights) {
   std::mt19937 rng(4);
   std::normal_distribution<float> dist(0.f, 0.05f);
   const int64_t n = 17, m = 96, k = 512;

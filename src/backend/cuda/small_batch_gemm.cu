@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 #include "backend/cuda/stream_gemv.cuh"
@@ -10,55 +11,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 4;
-
-// out[r, col] for the column sum `v` of row r under epilogue Epi (kNone / kAddTo).
-template <typename Out, GemvEpilogue Epi>
-__device__ __forceinline__ void StoreColumn(Out* out, int64_t index, float v) {
-  if constexpr (Epi == GemvEpilogue::kAddTo) {
-    out[index] = FromF32<Out>(ToF32(out[index]) + v);  // this warp owns out[index]
-  } else {
-    out[index] = FromF32<Out>(v);
-  }
-}
-
-// The epilogue when a column's sum needs other warps: split columns (S > 1) or gated pairs.
-// Column sums meet in shared memory: warp c * S + p holds part p of the block's column c.
-template <int N, int S, typename Out, GemvEpilogue Epi>
-__device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out* out, int64_t m,
-                                                     int64_t col, int lane, int warp, int part) {
-  constexpr int kCols = kWarps / S;
-  __shared__ float partial[kWarps][N];
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    const float sum = WarpSum(acc[r]);
-    if (lane == 0) partial[warp][r] = sum;
-  }
-  __syncthreads();
-  auto column_sum = [&](int c, int r) {
-    float sum = 0.f;
-#pragma unroll
-    for (int p = 0; p < S; ++p) sum += partial[c * S + p][r];
-    return sum;
-  };
-  if constexpr (Epi == GemvEpilogue::kNone || Epi == GemvEpilogue::kAddTo) {
-    if (part == 0 && lane == 0 && col < m) {
-#pragma unroll
-      for (int r = 0; r < N; ++r) StoreColumn<Out, Epi>(out, r * m + col, column_sum(warp / S, r));
-    }
-  } else {
-    static_assert(kCols % 2 == 0, "a (gate, up) pair must sit in one block");
-    const int t = static_cast<int>(threadIdx.x);
-    if (t < kCols / 2 * N) {
-      const int pair = t / N, r = t % N;
-      const int64_t gate_col = blockIdx.x * int64_t{kCols} + 2 * pair;
-      if (gate_col + 1 < m) {
-        const float g = column_sum(2 * pair, r), u = column_sum(2 * pair + 1, r);
-        const float v = Epi == GemvEpilogue::kSiluMul ? SiluMulOp{}(g, u) : GeluTanhMulOp{}(g, u);
-        out[r * (m / 2) + gate_col / 2] = FromF32<Out>(v);
-      }
-    }
-  }
-}
 
 // The input prologue (n = 1): the block normalizes x (RMSNorm with `norm`) into shared memory
 // as bf16, as a materialized RmsNorm output would be rounded, and returns it as the GEMV's x.
@@ -163,7 +115,8 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0 && col < m) StoreColumn<Out, Epi>(out, r * m + col, sum);
     }
   } else {
-    SharedMemoryEpilogue<N, S, Out, Epi>(acc, out, m, col, lane, warp, part);
+    SharedMemoryEpilogue<kWarps, N, S, Out, Epi>(acc, out, m, blockIdx.x * int64_t{kCols}, N, lane,
+                                                 warp);
   }
 }
 

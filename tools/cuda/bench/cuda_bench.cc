@@ -3,6 +3,8 @@
 //
 //   cuda_bench [context_tokens=512] [timed_steps=20]
 //   cuda_bench gemv      (the batch-1 GEMV table only)
+//   cuda_bench qgemv     (GEMVs over GGUF quantized weights: quant_gemv.cuh, n = 1, 4, 8, and
+//                         the dequantize + cuBLASLt path at n = 64)
 //
 // Prints: the measured device-to-device copy bandwidth; per-shape batch-1 GEMM bandwidth;
 // decode steps of batch 1, 8 and 64 (each sequence has `context_tokens` random tokens in the
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/quant_layout.h"
 #include "bench_model.h"
 #include "runtime/forward_batch.h"
 
@@ -89,13 +93,79 @@ void GemvBench(CudaBackend& be) {
   be.set_stream_gemv(true);
 }
 
+// Random codes in valid blocks (f16 scales set to small finite values, so no value is NaN);
+// speed does not depend on values.
+Tensor RandomQuantWeight(CudaBackend& be, DType dt, int64_t m, int64_t k, uint64_t seed) {
+  Tensor h = HostTensor(dt, Shape{m, k});
+  auto* p = static_cast<uint8_t*>(h.data());
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i + 8 <= h.nbytes(); i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::memcpy(p + i, &x, 8);
+  }
+  const DTypeInfo& info = GetDTypeInfo(dt);
+  const uint16_t small = F32ToF16(1e-4f);
+  for (size_t b = 0; b < h.nbytes() / info.block_bytes; ++b) {
+    uint8_t* blk = p + b * info.block_bytes;
+    if (dt == DType::kQ6_K) {
+      std::memcpy(blk + 208, &small, 2);
+    } else {
+      std::memcpy(blk, &small, 2);
+      if (dt == DType::kQ4_K) std::memcpy(blk + 2, &small, 2);
+    }
+  }
+  return be.Upload(h);
+}
+
+void QuantGemvBench(CudaBackend& be) {
+  struct Shape2 {
+    const char* name;
+    int64_t m, k;
+  };
+  std::printf("\nquantized GEMV (back to back, 4 weight copies; GB/s of the quantized bytes):\n");
+  for (DType dt : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+    for (Shape2 s :
+         {Shape2{"8B q/o 4096x4096", 4096, 4096}, Shape2{"8B k/v 1024x4096", 1024, 4096},
+          Shape2{"8B gate_up 28672x4096", 28672, 4096}, Shape2{"8B down 4096x14336", 4096, 14336},
+          Shape2{"8B lm_head 128256x4096", 128256, 4096}}) {
+      const int copies = 4;
+      std::vector<Tensor> ws;
+      for (int i = 0; i < copies; ++i) ws.push_back(RandomQuantWeight(be, dt, s.m, s.k, i + 1));
+      const double bytes = static_cast<double>(ws[0].nbytes());
+      std::printf("  %-5s %-24s", std::string(DTypeName(dt)).c_str(), s.name);
+      for (int64_t n : {1, 4, 8, 64}) {
+        CudaTuning t = be.tuning();
+        t.quant_gemv_rows = 8;
+        be.set_tuning(t);
+        Tensor x = be.Alloc(DType::kBF16, Shape{n, s.k});
+        be.FillUniform(x, 1, -1.f, 2.f);
+        Tensor out = be.Alloc(DType::kBF16, Shape{n, s.m});
+        for (int i = 0; i < copies; ++i) be.MatMul(x, ws[static_cast<size_t>(i)], Tensor(), out);
+        cuda::CudaEvent start, stop;
+        start.Record(be.stream());
+        const int reps = n == 64 ? 8 : 40;
+        for (int i = 0; i < reps; ++i) {
+          be.MatMul(x, ws[static_cast<size_t>(i % copies)], Tensor(), out);
+        }
+        stop.Record(be.stream());
+        stop.Synchronize();
+        const double us = stop.MillisSince(start) * 1e3 / reps;
+        std::printf("  n=%lld %7.1f us %5.0f GB/s", static_cast<long long>(n), us,
+                    bytes / (us * 1e3));
+      }
+      std::printf("\n");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom
 
 int main(int argc, char** argv) {
   using namespace loom;
   const bool gemv_only = argc > 1 && std::string(argv[1]) == "gemv";
-  const int context = argc > 1 && !gemv_only ? std::atoi(argv[1]) : 512;
+  const bool qgemv_only = argc > 1 && std::string(argv[1]) == "qgemv";
+  const int context = argc > 1 && !gemv_only && !qgemv_only ? std::atoi(argv[1]) : 512;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const int warmup = 3;
   if (CudaBackend::DeviceCount() == 0) {
@@ -108,6 +178,10 @@ int main(int argc, char** argv) {
   std::printf("device: %s\n", be.name().c_str());
   const double copy_bw = MeasureCopyBandwidth(be);
   std::printf("device-to-device copy: %.2f TB/s (read + write)\n", copy_bw / 1e12);
+  if (qgemv_only) {
+    QuantGemvBench(be);
+    return 0;
+  }
   GemvBench(be);
   if (gemv_only) return 0;
 
