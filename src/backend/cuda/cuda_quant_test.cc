@@ -113,8 +113,8 @@ TEST_F(CudaQuantTest, DequantizedRowsAreDequantizeRowBitForBit) {
   std::mt19937 rng(2);
   for (DType dt : kFormats) {
     const bool k_quant = cuda::QuantRowMultiple(dt) == 256;
-    for (int64_t k : k_quant ? std::vector<int64_t>{256, 768, 4096}
-                             : std::vector<int64_t>{224, 256, 4096}) {
+    for (int64_t k :
+         k_quant ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{224, 256, 4096}) {
       const int64_t rows = 37;
       QuantWeight w = MakeWeight(dt, rows, k, rng);
       Tensor table = gpu_->Upload(w.host);
@@ -128,8 +128,7 @@ TEST_F(CudaQuantTest, DequantizedRowsAreDequantizeRowBitForBit) {
         for (size_t i = 0; i < ids.size(); ++i) {
           const bool valid = ids[i] >= 0 && ids[i] < rows;
           for (int64_t j = 0; j < k; ++j) {
-            const float want =
-                valid ? Bf16ToF32(F32ToBf16(w.values[ids[i] * k + j] * scale)) : 0.f;
+            const float want = valid ? Bf16ToF32(F32ToBf16(w.values[ids[i] * k + j] * scale)) : 0.f;
             ASSERT_EQ(got[i * k + j], want)
                 << DTypeName(dt) << " k " << k << " id " << ids[i] << " col " << j;
           }
@@ -165,8 +164,8 @@ TEST_F(CudaQuantTest, MatMulOpsMatchTheDequantizedProduct) {
     for (int64_t k : {256, 2048}) {
       for (int64_t m : {96, 4400}) {
         for (int64_t n : {1, 2, 3, 8, 17}) {
-          const std::string what = std::string(DTypeName(dt)) + " n " + std::to_string(n) +
-                                    " m " + std::to_string(m) + " k " + std::to_string(k);
+          const std::string what = std::string(DTypeName(dt)) + " n " + std::to_string(n) + " m " +
+                                   std::to_string(m) + " k " + std::to_string(k);
           QuantWeight w = MakeWeight(dt, m, k, rng);
           const std::vector<float> xv = RandBf16(rng, n * k);
           Tensor gw = gpu_->Upload(w.host);
@@ -210,9 +209,9 @@ TEST_F(CudaQuantTest, MatMulOpsMatchTheDequantizedProduct) {
             Tensor normed = gpu_->Alloc(DType::kF32, Shape{n, m});
             Poison(*gpu_, normed);
             gpu_->RmsNormMatMul(gx, norm, gw, Tensor(), normed);
-            EXPECT_LT(NormalizedError(GpuValues(*gpu_, normed),
-                                      ToFloat(Product(xn, w.values, n, m, k))),
-                      kTolQuantGemv)
+            EXPECT_LT(
+                NormalizedError(GpuValues(*gpu_, normed), ToFloat(Product(xn, w.values, n, m, k))),
+                kTolQuantGemv)
                 << "RmsNormMatMul " << what;
             const std::vector<double> gate_n = Product(
                 xn, std::vector<float>(w.values.begin(), w.values.begin() + f * k), n, f, k);

@@ -24,8 +24,7 @@ __device__ __forceinline__ void StoreColumn(Out* out, int64_t index, float v) {
 // not stored. Every thread of the block calls this (it synchronizes).
 template <int kWarps, int N, int S, typename Out, GemvEpilogue Epi>
 __device__ __forceinline__ void SharedMemoryEpilogue(const float (&acc)[N], Out* out, int64_t m,
-                                                     int64_t first_col, int n, int lane,
-                                                     int warp) {
+                                                     int64_t first_col, int n, int lane, int warp) {
   constexpr int kCols = kWarps / S;
   __shared__ float partial[kWarps][N];
 #pragma unroll

@@ -66,8 +66,8 @@ __device__ __forceinline__ int Dot16(const uint4& a, const int4& x, int s) {
 __device__ __forceinline__ int DotNib(const uint4& a, const int8_t* xq) {
   const int4 lo = *reinterpret_cast<const int4*>(xq);
   const int4 hi = *reinterpret_cast<const int4*>(xq + 16);
-  const uint4 l = make_uint4(a.x & kLowNibbles, a.y & kLowNibbles, a.z & kLowNibbles,
-                             a.w & kLowNibbles);
+  const uint4 l =
+      make_uint4(a.x & kLowNibbles, a.y & kLowNibbles, a.z & kLowNibbles, a.w & kLowNibbles);
   const uint4 h = make_uint4((a.x >> 4) & kLowNibbles, (a.y >> 4) & kLowNibbles,
                              (a.z >> 4) & kLowNibbles, (a.w >> 4) & kLowNibbles);
   return Dot16(h, hi, Dot16(l, lo, 0));
@@ -224,7 +224,8 @@ struct Unit<DType::kQ6_K> {
       const uint32_t lo = Lo(words[j], hw[0], j), hi = HiCodes(words[j], hw[1], j);
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        y[4 * j + b] = __fmul_rn(d0, static_cast<float>(static_cast<int>((lo >> (8 * b)) & 63u) - 32));
+        y[4 * j + b] =
+            __fmul_rn(d0, static_cast<float>(static_cast<int>((lo >> (8 * b)) & 63u) - 32));
         y[16 + 4 * j + b] =
             __fmul_rn(d1, static_cast<float>(static_cast<int>((hi >> (8 * b)) & 63u) - 32));
       }
@@ -330,8 +331,8 @@ __device__ __forceinline__ void Epilogue(const float (&acc)[N], void* out, bool 
       break;
     case GemvEpilogue::kSiluMul:
       if constexpr (S <= 4) {
-        SharedMemoryEpilogue<kWarps, N, S, Bf, GemvEpilogue::kSiluMul>(
-            acc, static_cast<Bf*>(out), m, first_col, n, lane, warp);
+        SharedMemoryEpilogue<kWarps, N, S, Bf, GemvEpilogue::kSiluMul>(acc, static_cast<Bf*>(out),
+                                                                       m, first_col, n, lane, warp);
       }
       break;
     case GemvEpilogue::kGeluTanhMul:
@@ -505,8 +506,7 @@ int TemplateRows(int64_t n) { return n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8; }
 
 template <DType F>
 void LaunchDequantF(const void* w, int64_t w_rows, int64_t k, const int32_t* rows,
-                    int64_t first_row, int64_t count, float scale, void* out,
-                    cudaStream_t stream) {
+                    int64_t first_row, int64_t count, float scale, void* out, cudaStream_t stream) {
   constexpr int E = Unit<F>::kElems;
   const int64_t units = k / E;
   const int threads = units < 128 ? 32 * static_cast<int>((units + 31) / 32) : 128;
@@ -540,8 +540,7 @@ void LaunchQuantGemv(DType wt, const void* x, const void* w, void* out, DType ou
       << "QuantGemv: " << DTypeName(wt) << " n " << n << " k " << k;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
       << "QuantGemv: out " << DTypeName(out_dtype);
-  const bool gated =
-      epilogue == GemvEpilogue::kSiluMul || epilogue == GemvEpilogue::kGeluTanhMul;
+  const bool gated = epilogue == GemvEpilogue::kSiluMul || epilogue == GemvEpilogue::kGeluTanhMul;
   CHECK(!gated || m % 2 == 0) << "QuantGemv gated: m " << m;
   const Args a{x,
                w,

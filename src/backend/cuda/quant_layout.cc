@@ -52,7 +52,8 @@ int Q6KCode(const BlockQ6_K& b, int e) {
 }
 void SetQ6KCode(BlockQ6_K& b, int e, int v) {
   const Q6KPos p = Q6KAt(e);
-  b.ql[p.ql] = static_cast<uint8_t>((b.ql[p.ql] & ~(0xF << p.ql_shift)) | ((v & 0xF) << p.ql_shift));
+  b.ql[p.ql] =
+      static_cast<uint8_t>((b.ql[p.ql] & ~(0xF << p.ql_shift)) | ((v & 0xF) << p.ql_shift));
   b.qh[p.qh] = static_cast<uint8_t>((b.qh[p.qh] & ~(3 << p.qh_shift)) | ((v >> 4) << p.qh_shift));
 }
 
@@ -90,7 +91,7 @@ void ConvertRow(DType dtype, uint8_t* blocks, uint8_t* planes, int64_t k, bool t
       uint8_t* meta = planes + k / 2;
       for (int64_t j = 0; j < s; ++j) {
         uint8_t* nib = planes + 128 * j;
-        if (to_planes) {  // byte-wise (a model's load goes through here)
+        if (to_planes) {                 // byte-wise (a model's load goes through here)
           for (int p = 0; p < 4; ++p) {  // groups 2p (low nibbles) and 2p + 1 (high) of qs[32p..]
             const uint8_t* q = b[j].qs + 32 * p;
             for (int i = 0; i < 16; ++i) {
@@ -134,8 +135,7 @@ void ConvertRow(DType dtype, uint8_t* blocks, uint8_t* planes, int64_t k, bool t
   }
 }
 
-void ConvertRows(DType dtype, const void* src, void* dst, int64_t rows, int64_t k,
-                 bool to_planes) {
+void ConvertRows(DType dtype, const void* src, void* dst, int64_t rows, int64_t k, bool to_planes) {
   CHECK(KeepsQuantized(dtype) && k % QuantRowMultiple(dtype) == 0)
       << "quant_layout: " << DTypeName(dtype) << " rows of " << k;
   const size_t rb = RowBytes(dtype, k);
