@@ -3,6 +3,8 @@
 // reference) computes exactly what the unfused decoder did.
 #include "backend/backend.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/hash_uniform.h"
@@ -148,6 +150,32 @@ void Backend::MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act
     SiluMul(out, up, out);
   } else {
     GeluTanhMul(out, up, out);
+  }
+}
+
+void Backend::RouteExperts(const float* logits, int num_experts, int top_k, bool norm_topk_prob,
+                           int32_t* ids, float* weights) {
+  CHECK(top_k >= 1 && top_k <= num_experts)
+      << "RouteExperts: top_k " << top_k << " of " << num_experts;
+  float max = logits[0];
+  for (int e = 1; e < num_experts; ++e) max = std::max(max, logits[e]);
+  float sum = 0.f;
+  for (int e = 0; e < num_experts; ++e) sum += std::exp(logits[e] - max);
+  // Selection by logit (softmax is monotonic), ties to the lower index.
+  for (int j = 0; j < top_k; ++j) {
+    int best = -1;
+    for (int e = 0; e < num_experts; ++e) {
+      bool taken = false;
+      for (int t = 0; t < j; ++t) taken |= ids[t] == e;
+      if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+    }
+    ids[j] = best;
+    weights[j] = std::exp(logits[best] - max) / sum;
+  }
+  if (norm_topk_prob) {
+    float chosen = 0.f;
+    for (int j = 0; j < top_k; ++j) chosen += weights[j];
+    for (int j = 0; j < top_k; ++j) weights[j] /= chosen;
   }
 }
 

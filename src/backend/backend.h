@@ -274,6 +274,44 @@ class Backend {
   virtual void RmsNormMatMulGated(const Tensor& x, const NormSpec& norm, const Tensor& w_gate_up,
                                   GatedAct act, const Tensor& out);
 
+  // ---- mixture of experts (optional: has_moe()) ----
+  // One sparse MLP layer. Expert e's weights are slice e of the 3-D tensors (any weight dtype):
+  // gate / up [E, f, hidden], down [E, hidden, f]; router [E, hidden]. The shared expert
+  // (Qwen2-MoE; undefined elsewhere): shared_gate / shared_up [fs, hidden], shared_down
+  // [hidden, fs], shared_router [1, hidden].
+  struct MoeWeights {
+    Tensor router, gate, up, down;
+    Tensor shared_gate, shared_up, shared_down, shared_router;
+  };
+  struct MoeParams {
+    int top_k = 0;
+    bool norm_topk_prob = false;  // renormalize the chosen experts' probabilities to sum to 1
+    GatedAct act = GatedAct::kSilu;
+  };
+  // Whether MoeMlp is implemented.
+  virtual bool has_moe() const { return false; }
+  // out = sum over row i's experts e of p_e * down_e(act(x_i gate_e^T) * (x_i up_e^T)), where
+  // p = softmax(x_i router^T) and the experts are its top_k entries (RouteExperts); plus
+  // sigmoid(x_i shared_router^T) * shared MLP(x_i) with a shared expert. Every row is computed
+  // whatever else the step holds (no capacity, no token dropped).
+  //   x [n, hidden]; out [n, hidden] (act dtype); router_logits [n, E] (act dtype) receives
+  //   x router^T; expert_ids [n, top_k] i32 receives each row's experts, most probable first.
+  virtual void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
+                      const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) {
+    (void)x;
+    (void)w;
+    (void)params;
+    (void)router_logits;
+    (void)expert_ids;
+    (void)out;
+    CHECK(false) << name() << " has no MoeMlp";
+  }
+  // The routing every backend implements: the top_k entries of softmax(logits[0 .. E)) (f32, as
+  // transformers computes it), the larger first and equal ones by lower index, into ids[0 ..
+  // top_k) and their probabilities (renormalized to sum 1 when norm_topk_prob) into weights.
+  static void RouteExperts(const float* logits, int num_experts, int top_k, bool norm_topk_prob,
+                           int32_t* ids, float* weights);
+
   // ---- sampling (optional: lets a device backend return token ids instead of logits) ----
   // Whether EditLogits is implemented.
   virtual bool has_edit_logits() const { return false; }

@@ -86,6 +86,16 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   Tensor up = any_split_gate_up ? scratch(f) : Tensor();
   const Backend::GatedAct gated_act =
       c.activation == Activation::kSilu ? Backend::GatedAct::kSilu : Backend::GatedAct::kGeluTanh;
+  // Sparse layers: the router's logits and each row's experts (visible to the sink).
+  Tensor router_logits, expert_ids;
+  Backend::MoeParams moe_params;
+  if (c.num_experts > 0) {
+    router_logits = scratch(c.num_experts);
+    expert_ids = be.AllocScratch(DType::kI32, Shape{n, c.num_experts_per_tok});
+    moe_params.top_k = c.num_experts_per_tok;
+    moe_params.norm_topk_prob = c.moe_norm_topk_prob;
+    moe_params.act = gated_act;
+  }
 
   // On backends that prefer fused ops (CUDA) and with no sink, each sub-block's input norm is
   // folded into the projection that reads it (RmsNormMatMul*) and each output projection adds
@@ -174,8 +184,19 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     be.Attention(q, layer_kv, meta, ap, attn);
     add_projection(attn, l.wo, l.bo, l.post_attn_norm, "attn_out" + li);
 
-    // MLP: gate = act(x W_gate) * (x W_up), then x += gate W_down.
+    // MLP: gate = act(x W_gate) * (x W_up), then x += gate W_down; or the experts' sum.
     const bool fused_gate_up = l.w_gate_up.defined();
+    if (c.is_moe(i)) {
+      norm_x(l.ffn_norm, "ffn_norm" + li);
+      be.MoeMlp(h, l.moe, moe_params, router_logits, expert_ids, o);
+      emit("router" + li, router_logits);
+      emit("experts" + li, expert_ids);
+      if (c.sandwich_norm) be.RmsNorm(o, l.post_ffn_norm, c.rms_norm_eps, norm_offset, o);
+      emit("ffn_out" + li, o);
+      be.Add(x, o, x);
+      emit("hidden" + li, x);
+      continue;
+    }
     if (fused_gate_up && fold) {
       be.RmsNormMatMulGated(x, norm_spec(l.ffn_norm), l.w_gate_up, gated_act, gate);
     } else if (fused_gate_up) {

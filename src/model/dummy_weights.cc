@@ -36,6 +36,13 @@ class Filler {
     return scale_ == DummyScale::kHf ? Matrix(rows, cols)
                                      : Make(matrix_dtype_, Shape{rows, cols}, -1.f, 2.f);
   }
+  // [experts, rows, cols], each expert's matrix as Matrix(rows, cols) draws it.
+  Tensor Stacked(int64_t experts, int64_t rows, int64_t cols) {
+    const float std_dev =
+        scale_ == DummyScale::kHf ? kStd : 1.f / std::sqrt(static_cast<float>(cols));
+    const float a = std_dev * std::sqrt(3.f);
+    return Make(matrix_dtype_, Shape{experts, rows, cols}, -a, 2 * a);
+  }
   Tensor Norm(int64_t d, bool plus_one) {
     return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f)
                     : Make(DType::kF32, Shape{d}, 0.9f, 0.2f);
@@ -76,6 +83,8 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
                                                 uint64_t seed, std::string origin,
                                                 DummyScale scale) {
   CHECK_OK(c.Validate());
+  CHECK(c.num_experts == 0 || backend->has_moe())
+      << "dummy weights: " << backend->name() << " has no MoE layers";
   CHECK(weight_dtype == DType::kBF16 || weight_dtype == DType::kF16 || weight_dtype == DType::kF32)
       << "dummy weights: unsupported weight dtype " << DTypeName(weight_dtype);
   Filler f(backend, weight_dtype, seed, scale);
@@ -87,7 +96,8 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
   w.final_norm = f.Norm(d, p1);
   w.lm_head = c.tie_word_embeddings ? w.embed : f.Matrix(c.vocab_size, d);
   w.layers.resize(static_cast<size_t>(c.num_layers));
-  for (auto& l : w.layers) {
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
     l.attn_norm = f.Norm(d, p1);
     if (c.fused_qkv) {
       l.wqkv = f.Matrix(q_dim + 2 * kv_dim, d);
@@ -112,6 +122,20 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
       l.post_ffn_norm = f.Norm(d, p1);
     }
     l.ffn_norm = f.Norm(d, p1);
+    if (c.is_moe(i)) {
+      const int64_t e = c.num_experts, fe = c.moe_intermediate_size;
+      l.moe.router = f.Matrix(e, d);
+      l.moe.gate = f.Stacked(e, fe, d);
+      l.moe.up = f.Stacked(e, fe, d);
+      l.moe.down = f.Stacked(e, d, fe);
+      if (const int64_t fs = c.shared_expert_intermediate_size; fs > 0) {
+        l.moe.shared_gate = f.Matrix(fs, d);
+        l.moe.shared_up = f.Matrix(fs, d);
+        l.moe.shared_down = f.Matrix(d, fs);
+        l.moe.shared_router = f.Matrix(1, d);
+      }
+      continue;
+    }
     if (c.fused_gate_up) {
       l.w_gate_up = f.Matrix(2 * ff, d);
     } else {
@@ -157,6 +181,10 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
   RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(path));
+  if (cfg.num_experts > 0 && !backend->has_moe()) {
+    return UnimplementedError(path + ": a mixture-of-experts model; the " + backend->name() +
+                              " backend has no MoE layers yet: run it with --device cpu");
+  }
   return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
 }
 

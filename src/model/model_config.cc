@@ -40,6 +40,22 @@ Status ModelConfig::Validate() const {
   for (int w : layer_window) {
     if (w < 0) return InvalidArgumentError("sliding_window must be >= 0");
   }
+  if (num_experts < 0) return InvalidArgumentError("num_experts must be >= 0");
+  if (num_experts > 0) {
+    if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts) {
+      return InvalidArgumentError("num_experts_per_tok " + std::to_string(num_experts_per_tok) +
+                                  " must be in [1, num_experts=" + std::to_string(num_experts) +
+                                  "]");
+    }
+    RETURN_IF_ERROR(positive(moe_intermediate_size, "moe_intermediate_size"));
+    if (shared_expert_intermediate_size < 0) {
+      return InvalidArgumentError("shared_expert_intermediate_size must be >= 0");
+    }
+    if (static_cast<int>(layer_moe.size()) != num_layers) {
+      return InvalidArgumentError("layer_moe has " + std::to_string(layer_moe.size()) +
+                                  " entries for " + std::to_string(num_layers) + " layers");
+    }
+  }
   for (const RopeConfig* r : {&rope, &rope_local}) {
     if (!(r->theta > 0.f)) return InvalidArgumentError("rope_theta must be > 0");
     if (r->type != RopeType::kDefault && !(r->factor > 0.f)) {

@@ -31,8 +31,8 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  std::string
-      arch;  // registry key: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"
+  std::string arch;  // registry key: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
+                     // "phi3", "qwen2_moe", "qwen3_moe", "mixtral"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -65,12 +65,25 @@ struct ModelConfig {
   // Per layer: 0 = global attention, else the sliding window in tokens.
   std::vector<int> layer_window;
 
+  // Mixture of experts (num_experts == 0: every layer's MLP is dense). A sparse layer routes each
+  // token to its top num_experts_per_tok experts by softmax of the router logits (no token is
+  // dropped) and sums the experts' gated MLPs, weighted by those probabilities (renormalized over
+  // the chosen ones when moe_norm_topk_prob); Qwen2-MoE adds a shared expert every token takes,
+  // scaled by sigmoid(x . shared_expert_gate).
+  int num_experts = 0;
+  int num_experts_per_tok = 0;
+  int moe_intermediate_size = 0;  // each expert's MLP width
+  bool moe_norm_topk_prob = false;
+  int shared_expert_intermediate_size = 0;  // 0: no shared expert
+  std::vector<bool> layer_moe;              // per layer: sparse (true) or dense MLP
+
   std::vector<int> eos_token_ids;
   int bos_token_id = -1;
 
   // Checks ranges and consistency; errors name the field.
   Status Validate() const;
   bool is_sliding(int layer) const { return layer_window[static_cast<size_t>(layer)] > 0; }
+  bool is_moe(int layer) const { return num_experts > 0 && layer_moe[static_cast<size_t>(layer)]; }
   float softmax_scale() const;
 };
 

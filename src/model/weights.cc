@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace loom {
@@ -40,6 +41,87 @@ class Loader {
     std::string name = Name(naming_, hf, gguf, layer);
     if (!source_.Has(name)) return Tensor();
     return Fetch(name, rows, cols);
+  }
+
+  // A stacked expert weight [num_experts, rows, cols]: the GGUF tensor `gguf` (3-D already), or
+  // from a Hugging Face checkpoint either one tensor per expert,
+  // `<prefix>.experts.<e>.<name>.weight` for each of `names` (the checkpoints' own layout:
+  // gate_proj / w1 ...), or transformers 5's stacked `<prefix>.experts.<fused>` where `fused_half`
+  // picks rows [0, rows) (0) or [rows, 2 rows) (1) of its [E, 2 rows, cols] gate_up_proj (-1: the
+  // tensor as is).
+  struct ExpertNames {
+    std::vector<std::string> prefixes;  // "mlp", "block_sparse_moe"
+    std::vector<std::string> names;     // "gate_proj", "w1"
+    std::string fused;                  // "gate_up_proj" / "down_proj"
+    int fused_half = -1;
+    std::string gguf;  // "ffn_gate_exps.weight"
+  };
+  StatusOr<Tensor> Experts(const ExpertNames& n, int layer, int64_t num_experts, int64_t rows,
+                           int64_t cols) {
+    const Shape want{num_experts, rows, cols};
+    if (naming_ == TensorNaming::kGguf) {
+      std::string name = Name(naming_, "", n.gguf, layer);
+      if (!source_.Has(name)) {
+        return NotFoundError(source_.Describe() + ": missing tensor '" + name + "'");
+      }
+      ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+      read_bytes_ += static_cast<int64_t>(t.nbytes());
+      RETURN_IF_ERROR(CheckShape(name, t, want));
+      return UploadStacked(t);
+    }
+    std::string tried;
+    for (const std::string& prefix : n.prefixes) {
+      const std::string base = Name(naming_, prefix + ".experts.", "", layer);
+      for (const std::string& part : n.names) {
+        std::string first = base + "0." + part + ".weight";
+        tried += (tried.empty() ? "'" : ", '") + first + "'";
+        if (!source_.Has(first)) continue;
+        std::vector<Tensor> parts;
+        for (int64_t e = 0; e < num_experts; ++e) {
+          std::string name = base + std::to_string(e) + "." + part + ".weight";
+          if (!source_.Has(name)) {
+            return NotFoundError(source_.Describe() + ": missing tensor '" + name + "'");
+          }
+          ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+          read_bytes_ += static_cast<int64_t>(t.nbytes());
+          RETURN_IF_ERROR(CheckShape(name, t, Shape{rows, cols}));
+          if (!parts.empty() && t.dtype() != parts[0].dtype()) {
+            return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' is " +
+                                        std::string(DTypeName(t.dtype())) + ", expert 0's is " +
+                                        std::string(DTypeName(parts[0].dtype())));
+          }
+          parts.push_back(std::move(t));
+        }
+        Tensor stacked = HostTensor(parts[0].dtype(), want);
+        for (size_t e = 0; e < parts.size(); ++e) {
+          std::memcpy(static_cast<char*>(stacked.data()) + e * parts[e].nbytes(), parts[e].data(),
+                      parts[e].nbytes());
+        }
+        return UploadStacked(stacked);
+      }
+      std::string fused = base + n.fused;
+      tried += ", '" + fused + "'";
+      if (!source_.Has(fused)) continue;
+      ASSIGN_OR_RETURN(Tensor t, source_.Get(fused));
+      if (n.fused_half < 0) {
+        read_bytes_ += static_cast<int64_t>(t.nbytes());
+        RETURN_IF_ERROR(CheckShape(fused, t, want));
+        return UploadStacked(t);
+      }
+      read_bytes_ += static_cast<int64_t>(t.nbytes()) / 2;  // each half is read once
+      RETURN_IF_ERROR(CheckShape(fused, t, Shape{num_experts, 2 * rows, cols}));
+      Tensor half = HostTensor(t.dtype(), want);
+      const size_t bytes = static_cast<size_t>(rows) * t.row_bytes();
+      for (int64_t e = 0; e < num_experts; ++e) {
+        std::memcpy(static_cast<char*>(half.data()) + static_cast<size_t>(e) * bytes,
+                    static_cast<const char*>(t.data()) +
+                        (2 * static_cast<size_t>(e) + static_cast<size_t>(n.fused_half)) * bytes,
+                    bytes);
+      }
+      return UploadStacked(half);
+    }
+    return NotFoundError(source_.Describe() + ": missing the experts of layer " +
+                         std::to_string(layer) + " (looked for " + tried + ")");
   }
 
   size_t total_bytes() const { return total_bytes_; }
@@ -85,6 +167,23 @@ class Loader {
     return backend_->UploadWeight(t);
   }
 
+  Status CheckShape(const std::string& name, const Tensor& t, const Shape& want) const {
+    if (t.shape() == want) return OkStatus();
+    return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' has shape " +
+                                t.shape().ToString() + ", expected " + want.ToString());
+  }
+
+  Tensor UploadStacked(const Tensor& t) {
+    total_bytes_ += t.nbytes();
+    if (t.nbytes() > largest_) {
+      largest_ = t.nbytes();
+      main_dtype_ = t.dtype();
+    }
+    Tensor uploaded = backend_->UploadWeight(t);
+    if (progress_) progress_(read_bytes_, std::max(expected_bytes_, read_bytes_));
+    return uploaded;
+  }
+
   static Tensor ToF32(const Tensor& t) {
     if (t.dtype() == DType::kF32) return t;
     Tensor out = HostTensor(DType::kF32, t.shape());
@@ -109,9 +208,47 @@ class Loader {
 
 }  // namespace
 
+// A sparse layer's router, experts and shared expert. Router names: Qwen's `mlp.gate`, Mixtral's
+// `block_sparse_moe.gate` (or `mlp.gate` as transformers 5 renames it), GGUF's ffn_gate_inp.
+Status LoadMoe(Loader& L, const ModelConfig& cfg, int i, Backend::MoeWeights* m) {
+  const int64_t d = cfg.hidden_size, fe = cfg.moe_intermediate_size, e = cfg.num_experts;
+  const std::vector<std::string> prefixes = {"mlp", "block_sparse_moe"};
+  ASSIGN_OR_RETURN(m->router, L.Optional("mlp.gate.weight", "ffn_gate_inp.weight", i, e, d));
+  if (!m->router.defined()) {
+    ASSIGN_OR_RETURN(m->router,
+                     L.Required("block_sparse_moe.gate.weight", "ffn_gate_inp.weight", i, e, d));
+  }
+  ASSIGN_OR_RETURN(
+      m->gate, L.Experts({prefixes, {"gate_proj", "w1"}, "gate_up_proj", 0, "ffn_gate_exps.weight"},
+                         i, e, fe, d));
+  ASSIGN_OR_RETURN(
+      m->up, L.Experts({prefixes, {"up_proj", "w3"}, "gate_up_proj", 1, "ffn_up_exps.weight"}, i, e,
+                       fe, d));
+  ASSIGN_OR_RETURN(
+      m->down, L.Experts({prefixes, {"down_proj", "w2"}, "down_proj", -1, "ffn_down_exps.weight"},
+                         i, e, d, fe));
+  if (const int64_t fs = cfg.shared_expert_intermediate_size; fs > 0) {
+    ASSIGN_OR_RETURN(m->shared_gate, L.Required("mlp.shared_expert.gate_proj.weight",
+                                                "ffn_gate_shexp.weight", i, fs, d));
+    ASSIGN_OR_RETURN(m->shared_up, L.Required("mlp.shared_expert.up_proj.weight",
+                                              "ffn_up_shexp.weight", i, fs, d));
+    ASSIGN_OR_RETURN(m->shared_down, L.Required("mlp.shared_expert.down_proj.weight",
+                                                "ffn_down_shexp.weight", i, d, fs));
+    ASSIGN_OR_RETURN(m->shared_router, L.Required("mlp.shared_expert_gate.weight",
+                                                  "ffn_gate_inp_shexp.weight", i, 1, d));
+  }
+  return OkStatus();
+}
+
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
                               TensorNaming naming, Backend* backend, const ProgressFn& progress) {
   RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(source.Describe()));
+  if (cfg.num_experts > 0 && !backend->has_moe()) {
+    return UnimplementedError(source.Describe() + ": a mixture-of-experts model (" + cfg.arch +
+                              ", " + std::to_string(cfg.num_experts) + " experts); the " +
+                              backend->name() +
+                              " backend has no MoE layers yet: run it with --device cpu");
+  }
   Loader L(source, naming, backend, progress);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;
@@ -165,14 +302,18 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
       ASSIGN_OR_RETURN(l.ffn_norm,
                        L.Required("post_attention_layernorm.weight", "ffn_norm.weight", i, d, 0));
     }
-    if (cfg.fused_gate_up) {
+    if (cfg.is_moe(i)) {
+      RETURN_IF_ERROR(LoadMoe(L, cfg, i, &l.moe));
+    } else if (cfg.fused_gate_up) {
       ASSIGN_OR_RETURN(l.w_gate_up,
                        L.Required("mlp.gate_up_proj.weight", "ffn_up.weight", i, 2 * f, d));
     } else {
       ASSIGN_OR_RETURN(l.w_gate, L.Required("mlp.gate_proj.weight", "ffn_gate.weight", i, f, d));
       ASSIGN_OR_RETURN(l.w_up, L.Required("mlp.up_proj.weight", "ffn_up.weight", i, f, d));
     }
-    ASSIGN_OR_RETURN(l.w_down, L.Required("mlp.down_proj.weight", "ffn_down.weight", i, d, f));
+    if (!cfg.is_moe(i)) {
+      ASSIGN_OR_RETURN(l.w_down, L.Required("mlp.down_proj.weight", "ffn_down.weight", i, d, f));
+    }
   }
   w.total_bytes = L.total_bytes();
   w.dtype = L.main_dtype();

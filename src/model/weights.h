@@ -28,6 +28,10 @@ struct LayerWeights {
   Tensor w_gate_up;       // [2F, hidden]                   fused: gate rows first (Phi-3), or
                           //                                FuseProjections' backend layout
   Tensor w_down;          // [hidden, F]
+  // A sparse (MoE) layer's MLP instead of the dense one above (ModelConfig::is_moe): the router
+  // [E, hidden] and the experts stacked, [E, Fe, hidden] gate and up, [E, hidden, Fe] down; the
+  // shared expert (Qwen2-MoE) [Fs, hidden] x2, [hidden, Fs] and its gate [1, hidden].
+  Backend::MoeWeights moe;
 };
 
 struct Weights {

@@ -249,12 +249,15 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
   try {
     const stats = async () => (await request(q, 'GET', '/stats')).body;
     const json = { 'Content-Type': 'application/json' };
-    // n: 32 is 32 rows: one runs (--batch 1), 31 wait, so the queue stays full for a while (the
-    // demo model writes 480 tokens in well under a second). The refused requests are sent while
-    // at least 16 still wait, so that a loaded machine's slow poll cannot see the queue drain
-    // below the cap before they arrive.
-    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 480, ignore_eos: true, n: 32 });
-    const running = [request(q, 'POST', '/v1/completions', json, long)];
+    // n: 32 is 32 rows of 16k tokens: one runs (--batch 1), 31 wait, so the queue stays full
+    // for far longer than any loaded machine takes between the poll below and the refused
+    // requests (with 480-token rows a CI run once saw it drain in that gap). The request is
+    // dropped by closing its connection once the refusals are checked, which aborts its rows.
+    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 16000, ignore_eos: true, n: 32 });
+    const longReq = http.request({ host: '127.0.0.1', port: q.port, method: 'POST', path: '/v1/completions',
+      headers: json, agent: false });
+    longReq.on('error', () => { /* destroyed below */ });
+    longReq.end(long);
     let s;
     for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
       s = await stats();
@@ -277,7 +280,7 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
     assert.equal(refused[1].body.error.type, 'rate_limit_error');
     // Routes that queue nothing still answer.
     assert.equal((await request(q, 'POST', '/tokenize', json, JSON.stringify({ content: 'hi' }))).status, 200);
-    for (const r of await Promise.all(running)) assert.equal(r.status, 200, JSON.stringify(r.body));
+    longReq.destroy();
     for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
       s = await stats();
       if (s.batch.active_rows === 0 && s.batch.pending_rows === 0 && s.kv.blocks_used === 0) break;

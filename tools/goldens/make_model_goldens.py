@@ -15,6 +15,7 @@ f32 reduction order.
 """
 import json
 import os
+import re
 import sys
 
 import torch
@@ -73,6 +74,21 @@ ARCHS = {
     # transformers 5 keeps partial_rotary_factor inside rope_parameters.
     "phi3": ("phi3", dict(sliding_window=8, pad_token_id=0),
              rope(10000.0, partial_rotary_factor=0.5), None),
+    # Mixtures of experts: 8 experts, 2 a token. Qwen3-MoE with one dense layer (mlp_only_layers)
+    # between sparse ones; Qwen2-MoE adds the sigmoid-gated shared expert and keeps the top-k
+    # weights unnormalized; Mixtral's experts are intermediate_size wide.
+    "qwen3_moe": ("qwen3_moe", dict(use_sliding_window=False, num_experts=8, num_experts_per_tok=2,
+                                    moe_intermediate_size=32, norm_topk_prob=True,
+                                    decoder_sparse_step=1, mlp_only_layers=[1]),
+                  rope(1000000.0), None),
+    "qwen2_moe": ("qwen2_moe", dict(use_sliding_window=False, num_experts=8,
+                                    num_experts_per_tok=2, moe_intermediate_size=32,
+                                    shared_expert_intermediate_size=48, norm_topk_prob=False,
+                                    decoder_sparse_step=1, mlp_only_layers=[]),
+                  rope(1000000.0), None),
+    "mixtral": ("mixtral", dict(num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
+                                intermediate_size=48),
+                rope(1000000.0), None),
 }
 
 SEQ_LENS = [1, 7, 70]
@@ -101,7 +117,11 @@ def make_config(model_type, overrides, rope_global, rope_local):
 def randomize(model, gen, plus_one_norms):
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1 and "norm" in name:
+            if re.search(r"\.(gate|router)\.weight$", name):
+                # MoE routers: wide enough logits that each token's top-k is decisive (the
+                # golden records the margin between the k-th and the next expert).
+                p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 1 and "norm" in name:
                 center = 0.0 if plus_one_norms else 1.0
                 p.copy_(center + 0.1 * torch.randn(p.shape, generator=gen))
             elif p.dim() == 1:  # biases
@@ -112,6 +132,39 @@ def randomize(model, gen, plus_one_norms):
 
 def dump_f32(path, t):
     t.detach().to(torch.float32).contiguous().numpy().tofile(path)
+
+
+def record_routers(model):
+    """Forward hooks on every MoE router (`mlp.gate` / `block_sparse_moe.gate`): their inputs'
+    router logits, by layer. Returns None for dense models."""
+    found = {"hooks": [], "logits": {}}
+    for name, mod in model.named_modules():
+        m = re.search(r"layers\.(\d+)\.(mlp|block_sparse_moe)\.(gate|router)$", name)
+        if not m:
+            continue
+        layer = int(m.group(1))
+        weight = mod.weight
+
+        def hook(mod, args, output, layer=layer, weight=weight):
+            x = args[0].reshape(-1, args[0].shape[-1])
+            found["logits"][layer] = torch.nn.functional.linear(x, weight).detach().clone()
+        found["hooks"].append(mod.register_forward_hook(hook))
+    return found if found["hooks"] else None
+
+
+def dump_routing(out, routers, cfg):
+    """router_<layer>.f32 [n, E] and each token's top-k experts (descending weight), with the
+    smallest gap between the k-th and the (k+1)-th router logit over all tokens."""
+    k = cfg.num_experts_per_tok
+    layers = []
+    for layer in sorted(routers["logits"]):
+        logits = routers["logits"][layer]
+        dump_f32(os.path.join(out, f"router_{layer}.f32"), logits)
+        top = torch.topk(logits, k + 1, dim=-1)
+        gap = float((top.values[:, k - 1] - top.values[:, k]).min())
+        layers.append({"layer": layer, "file": f"router_{layer}.f32", "shape": list(logits.shape),
+                       "top_k": top.indices[:, :k].tolist(), "min_gap": gap})
+    return {"seq": 2, "k": k, "layers": layers}
 
 
 def main():
@@ -141,7 +194,12 @@ def main():
                 ids = torch.randint(3, VOCAB, (n,), generator=seq_gen)
                 ids[0] = 1  # BOS
                 golden["sequences"].append(ids.tolist())
+                routers = record_routers(model) if k == 2 else None
                 res = model(ids[None, :], output_hidden_states=(k == 1))
+                if routers:
+                    golden["experts"] = dump_routing(out, routers, model.config)
+                    for hook in routers["hooks"]:
+                        hook.remove()
                 logits = res.logits[0]
                 dump_f32(os.path.join(out, f"logits_{k}.f32"), logits)
                 golden["logits"].append({"file": f"logits_{k}.f32", "shape": list(logits.shape)})
@@ -164,6 +222,10 @@ def main():
                 golden["attention_scaling"] = float(getattr(rotary, "attention_scaling", 1.0))
         with open(os.path.join(out, "golden.json"), "w") as f:
             json.dump(golden, f)
+        from safetensors import safe_open
+        with safe_open(os.path.join(out, "model.safetensors"), "pt") as st:
+            print(name, "tensors:", sorted((k, list(st.get_slice(k).get_shape()))
+                                          for k in st.keys() if "layers.0." in k or "layers" not in k))
         print(name, "ok", json.dumps(json.load(open(os.path.join(out, "config.json"))))[:600])
 
 

@@ -3,11 +3,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <vector>
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/elementwise.h"
@@ -292,6 +294,112 @@ void CpuBackend::CopyColumns(const Tensor& src, int64_t src_col, const Tensor& d
         static_cast<const char*>(src.data()) +
             (static_cast<size_t>(i * src.cols() + src_col)) * elem,
         static_cast<size_t>(num_cols) * elem);
+  }
+}
+
+namespace {
+
+// Expert e's matrix of a stacked [E, rows, cols] weight.
+Tensor ExpertMatrix(const Tensor& stacked, int64_t e) {
+  return stacked.Slice(e, 1).Reshape(Shape{stacked.dim(1), stacked.dim(2)});
+}
+
+}  // namespace
+
+// Routing on the host, then, expert by expert in index order, one gathered GEMM per projection
+// over the rows routed to it (prefill rows share each expert's weight stream) and a weighted add
+// into the rows' outputs: a row's sum runs over its experts in index order whatever else the step
+// holds, as transformers' index_add_ loop does.
+void CpuBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
+                        const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) {
+  const int64_t n = x.rows(), hidden = x.cols();
+  const int64_t num_experts = w.router.rows();
+  const int k = params.top_k;
+  CheckF32(x, "MoeMlp", "x");
+  CheckF32(out, "MoeMlp", "out");
+  CheckF32(router_logits, "MoeMlp", "router_logits");
+  CheckI32(expert_ids, n * k, "MoeMlp", "expert_ids");
+  CHECK(out.rows() == n && out.cols() == hidden && router_logits.rows() == n &&
+        router_logits.cols() == num_experts)
+      << "MoeMlp: x " << x.DebugString() << " out " << out.DebugString() << " router_logits "
+      << router_logits.DebugString();
+  for (const Tensor* t : {&w.gate, &w.up, &w.down}) {
+    CHECK(t->ndim() == 3 && t->dim(0) == num_experts)
+        << "MoeMlp: expert weights must be [" << num_experts << ", rows, cols], got "
+        << t->DebugString();
+  }
+  const int64_t f = w.gate.dim(1);
+  CHECK(w.gate.dim(2) == hidden && w.up.dim(1) == f && w.up.dim(2) == hidden &&
+        w.down.dim(1) == hidden && w.down.dim(2) == f)
+      << "MoeMlp: gate " << w.gate.DebugString() << " up " << w.up.DebugString() << " down "
+      << w.down.DebugString();
+  auto gated = [&](const Tensor& g, const Tensor& u) {
+    if (params.act == GatedAct::kSilu) {
+      SiluMul(g, u, g);
+    } else {
+      GeluTanhMul(g, u, g);
+    }
+  };
+
+  MatMul(x, w.router, Tensor(), router_logits);
+  const float* logits = router_logits.data_as<const float>();
+  int32_t* ids = expert_ids.data_as<int32_t>();
+  std::vector<float> probs(static_cast<size_t>(n * k));
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(num_experts));
+  std::vector<std::vector<float>> row_probs(static_cast<size_t>(num_experts));
+  for (int64_t i = 0; i < n; ++i) {
+    RouteExperts(logits + i * num_experts, static_cast<int>(num_experts), k, params.norm_topk_prob,
+                 ids + i * k, probs.data() + i * k);
+    for (int j = 0; j < k; ++j) {
+      rows[static_cast<size_t>(ids[i * k + j])].push_back(static_cast<int32_t>(i));
+      row_probs[static_cast<size_t>(ids[i * k + j])].push_back(
+          probs[static_cast<size_t>(i * k + j)]);
+    }
+  }
+
+  float* op = out.data_as<float>();
+  std::fill(op, op + n * hidden, 0.f);
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const std::vector<int32_t>& r = rows[static_cast<size_t>(e)];
+    const auto c = static_cast<int64_t>(r.size());
+    if (c == 0) continue;
+    Tensor idx = HostTensor(DType::kI32, Shape{c});
+    std::copy(r.begin(), r.end(), idx.data_as<int32_t>());
+    Tensor xe = HostTensor(DType::kF32, Shape{c, hidden});
+    GatherRows(x, idx, xe);
+    Tensor g = HostTensor(DType::kF32, Shape{c, f});
+    Tensor u = HostTensor(DType::kF32, Shape{c, f});
+    MatMul(xe, ExpertMatrix(w.gate, e), Tensor(), g);
+    MatMul(xe, ExpertMatrix(w.up, e), Tensor(), u);
+    gated(g, u);
+    Tensor y = xe;  // [c, hidden], no longer needed as input
+    MatMul(g, ExpertMatrix(w.down, e), Tensor(), y);
+    const float* yp = y.data_as<const float>();
+    for (int64_t j = 0; j < c; ++j) {
+      const float p = row_probs[static_cast<size_t>(e)][static_cast<size_t>(j)];
+      float* dst = op + static_cast<int64_t>(r[static_cast<size_t>(j)]) * hidden;
+      for (int64_t col = 0; col < hidden; ++col) dst[col] += p * yp[j * hidden + col];
+    }
+  }
+
+  if (w.shared_gate.defined()) {
+    const int64_t fs = w.shared_gate.rows();
+    Tensor g = HostTensor(DType::kF32, Shape{n, fs});
+    Tensor u = HostTensor(DType::kF32, Shape{n, fs});
+    MatMul(x, w.shared_gate, Tensor(), g);
+    MatMul(x, w.shared_up, Tensor(), u);
+    gated(g, u);
+    Tensor y = HostTensor(DType::kF32, Shape{n, hidden});
+    MatMul(g, w.shared_down, Tensor(), y);
+    Tensor s = HostTensor(DType::kF32, Shape{n, 1});
+    MatMul(x, w.shared_router, Tensor(), s);
+    const float* yp = y.data_as<const float>();
+    const float* sp = s.data_as<const float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float scale = 1.f / (1.f + std::exp(-sp[i]));
+      for (int64_t col = 0; col < hidden; ++col)
+        op[i * hidden + col] += scale * yp[i * hidden + col];
+    }
   }
 }
 

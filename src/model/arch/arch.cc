@@ -1,5 +1,6 @@
 #include "model/arch/arch.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/gguf_config.h"
@@ -10,7 +11,8 @@ using nlohmann::json;
 
 const std::vector<const ArchSpec*>& AllArchs() {
   static const std::vector<const ArchSpec*> kAll = {
-      &kLlamaArch, &kMistralArch, &kQwen2Arch, &kQwen3Arch, &kGemma2Arch, &kGemma3Arch, &kPhi3Arch};
+      &kLlamaArch,  &kMistralArch, &kQwen2Arch,    &kQwen3Arch,    &kGemma2Arch,
+      &kGemma3Arch, &kPhi3Arch,    &kQwen2MoeArch, &kQwen3MoeArch, &kMixtralArch};
   return kAll;
 }
 
@@ -152,6 +154,40 @@ int SlidingWindowOrZero(const json& c) {
   auto it = c.find("sliding_window");
   if (it == c.end() || !it->is_number_integer()) return 0;
   return it->get<int>();
+}
+
+Status ParseMoe(const json& c, const char* experts_key, const char* width_key, bool default_norm,
+                ModelConfig* cfg) {
+  ASSIGN_OR_RETURN(cfg->num_experts, GetInt(c, experts_key));
+  ASSIGN_OR_RETURN(cfg->num_experts_per_tok, GetInt(c, "num_experts_per_tok"));
+  ASSIGN_OR_RETURN(cfg->moe_intermediate_size, GetInt(c, width_key));
+  cfg->moe_norm_topk_prob = default_norm;
+  if (auto it = c.find("norm_topk_prob"); it != c.end() && it->is_boolean()) {
+    cfg->moe_norm_topk_prob = it->get<bool>();
+  }
+  int step = 1;
+  if (auto it = c.find("decoder_sparse_step"); it != c.end() && !it->is_null()) {
+    ASSIGN_OR_RETURN(step, GetInt(c, "decoder_sparse_step"));
+  }
+  if (step < 1) return InvalidArgumentError("config.json: 'decoder_sparse_step' must be >= 1");
+  std::vector<int> dense_layers;
+  if (auto it = c.find("mlp_only_layers"); it != c.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      return InvalidArgumentError("config.json: 'mlp_only_layers' must be a list of layers");
+    }
+    for (const json& v : *it) {
+      if (!v.is_number_integer()) {
+        return InvalidArgumentError("config.json: 'mlp_only_layers' must hold layer indices");
+      }
+      dense_layers.push_back(v.get<int>());
+    }
+  }
+  cfg->layer_moe.assign(static_cast<size_t>(cfg->num_layers), false);
+  for (int i = 0; i < cfg->num_layers; ++i) {
+    const bool dense = std::find(dense_layers.begin(), dense_layers.end(), i) != dense_layers.end();
+    cfg->layer_moe[static_cast<size_t>(i)] = !dense && (i + 1) % step == 0;
+  }
+  return OkStatus();
 }
 
 Status ParseCommon(const json& c, ModelConfig* cfg, bool default_tie) {

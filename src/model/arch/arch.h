@@ -45,6 +45,13 @@ template <typename F>
 void SetLayerWindows(const nlohmann::json& c, int window, ModelConfig* cfg, F sliding);
 StatusOr<Activation> ParseActivation(const nlohmann::json& c);
 int SlidingWindowOrZero(const nlohmann::json& c);
+// The mixture-of-experts fields: the expert count under `experts_key` ("num_experts" for Qwen,
+// "num_local_experts" for Mixtral), num_experts_per_tok, the expert width under `width_key`,
+// norm_topk_prob (default `default_norm`), and which layers are sparse: every
+// decoder_sparse_step-th (default 1) layer not listed in mlp_only_layers (Qwen's keys; absent
+// elsewhere, so every layer).
+Status ParseMoe(const nlohmann::json& c, const char* experts_key, const char* width_key,
+                bool default_norm, ModelConfig* cfg);
 // Gemma 2 / 3 as llama.cpp reads them from GGUF: norms, GeGLU, embedding scale and the softmax
 // scale, which GGUF does not store: 1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 27B
 // models, recognized by their layer count `layers_27b` (llama.cpp's rule).
@@ -58,6 +65,9 @@ extern const ArchSpec kQwen3Arch;
 extern const ArchSpec kGemma2Arch;
 extern const ArchSpec kGemma3Arch;
 extern const ArchSpec kPhi3Arch;
+extern const ArchSpec kQwen2MoeArch;
+extern const ArchSpec kQwen3MoeArch;
+extern const ArchSpec kMixtralArch;
 
 template <typename F>
 void arch_util::SetLayerWindows(const nlohmann::json& c, int window, ModelConfig* cfg, F sliding) {

@@ -1,0 +1,57 @@
+// The mixture-of-experts families: Qwen2-MoE, Qwen3-MoE and Mixtral. Their attention is that of
+// their dense relatives (Qwen2's q/k/v biases, Qwen3's q/k norms, Mistral's plain one); their MLPs
+// are sparse: see ModelConfig's MoE fields.
+#include "model/arch/arch.h"
+
+namespace loom {
+namespace {
+
+// Qwen's sliding-window keys, as in qwen2.cc / qwen3.cc.
+void QwenWindows(const nlohmann::json& c, ModelConfig* cfg) {
+  bool use_sw = c.value("use_sliding_window", false);
+  int window = use_sw ? arch_util::SlidingWindowOrZero(c) : 0;
+  int max_window_layers = c.value("max_window_layers", cfg->num_layers);
+  arch_util::SetLayerWindows(c, window, cfg,
+                             [&](int i) { return window > 0 && i >= max_window_layers; });
+}
+
+Status Qwen2MoeFromHf(const nlohmann::json& c, ModelConfig* cfg) {
+  cfg->arch = "qwen2_moe";
+  RETURN_IF_ERROR(arch_util::ParseCommon(c, cfg, /*default_tie=*/false));
+  cfg->attention_bias = c.value("qkv_bias", true);
+  QwenWindows(c, cfg);
+  RETURN_IF_ERROR(arch_util::ParseMoe(c, "num_experts", "moe_intermediate_size",
+                                      /*default_norm=*/false, cfg));
+  cfg->shared_expert_intermediate_size = c.value("shared_expert_intermediate_size", 0);
+  return OkStatus();
+}
+
+Status Qwen3MoeFromHf(const nlohmann::json& c, ModelConfig* cfg) {
+  cfg->arch = "qwen3_moe";
+  RETURN_IF_ERROR(arch_util::ParseCommon(c, cfg, /*default_tie=*/false));
+  cfg->qk_norm = true;
+  QwenWindows(c, cfg);
+  return arch_util::ParseMoe(c, "num_experts", "moe_intermediate_size", /*default_norm=*/false,
+                             cfg);
+}
+
+// Mixtral: Mistral's attention, every layer sparse, experts intermediate_size wide, top-k
+// weights always renormalized.
+Status MixtralFromHf(const nlohmann::json& c, ModelConfig* cfg) {
+  cfg->arch = "mixtral";
+  RETURN_IF_ERROR(arch_util::ParseCommon(c, cfg, /*default_tie=*/false));
+  int window = arch_util::SlidingWindowOrZero(c);
+  arch_util::SetLayerWindows(c, window, cfg, [&](int) { return window > 0; });
+  return arch_util::ParseMoe(c, "num_local_experts", "intermediate_size", /*default_norm=*/true,
+                             cfg);
+}
+
+}  // namespace
+
+const ArchSpec kQwen2MoeArch = {
+    "qwen2_moe", {"Qwen2MoeForCausalLM"}, {"qwen2_moe"}, "", &Qwen2MoeFromHf};
+const ArchSpec kQwen3MoeArch = {
+    "qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, "", &Qwen3MoeFromHf};
+const ArchSpec kMixtralArch = {"mixtral", {"MixtralForCausalLM"}, {"mixtral"}, "", &MixtralFromHf};
+
+}  // namespace loom
