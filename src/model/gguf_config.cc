@@ -157,6 +157,17 @@ StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   }
   cfg.rope_local = cfg.rope;
   cfg.layer_window.assign(static_cast<size_t>(std::max(cfg.num_layers, 0)), 0);
+  // Mixture of experts (llama.cpp: every layer sparse; the expert width defaults to the FFN's, as
+  // Mixtral's "llama" files leave it; whether top-k weights are renormalized is the arch's).
+  ASSIGN_OR_RETURN(cfg.num_experts, keys.Int("expert_count", 0));
+  if (cfg.num_experts > 0) {
+    ASSIGN_OR_RETURN(cfg.num_experts_per_tok, keys.RequiredInt("expert_used_count"));
+    ASSIGN_OR_RETURN(cfg.moe_intermediate_size,
+                     keys.Int("expert_feed_forward_length", cfg.intermediate_size));
+    ASSIGN_OR_RETURN(cfg.shared_expert_intermediate_size,
+                     keys.Int("expert_shared_feed_forward_length", 0));
+    cfg.layer_moe.assign(static_cast<size_t>(std::max(cfg.num_layers, 0)), true);
+  }
   cfg.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
 
   const GgufTensorInfo* embd = file.FindTensor("token_embd.weight");

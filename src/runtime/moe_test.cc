@@ -18,6 +18,7 @@
 #include <set>
 
 #include "backend/cpu/cpu_backend.h"
+#include "io/io_test_util.h"
 #include "model/arch/arch.h"
 #include "model/dummy_weights.h"
 #include "model/weights.h"
@@ -268,8 +269,14 @@ TEST(MoeConfigTest, SparseLayersFromTheConfig) {
   EXPECT_NE(s.message().find("moe_intermediate_size"), std::string::npos) << s.ToString();
 }
 
-// Every tensor of the tiny config, named the Hugging Face way, experts per expert or stacked.
+// Every tensor of the tiny config, named the Hugging Face way (Qwen3-MoE's, or Mixtral's
+// block_sparse_moe / w1 w3 w2 when cfg.arch is "mixtral"), experts per expert or stacked as
+// transformers 5 stacks them (under `mlp.`).
 MapSource TinyCheckpoint(const ModelConfig& cfg, bool stacked_experts) {
+  const bool mixtral = cfg.arch == "mixtral";
+  const std::string moe = mixtral ? "block_sparse_moe." : "mlp.";
+  const std::string gate_name = mixtral ? "w1" : "gate_proj", up_name = mixtral ? "w3" : "up_proj",
+                    down_name = mixtral ? "w2" : "down_proj";
   MapSource src;
   uint32_t seed = 100;
   auto add = [&](const std::string& name, Shape shape) {
@@ -288,8 +295,10 @@ MapSource TinyCheckpoint(const ModelConfig& cfg, bool stacked_experts) {
     add(p + "self_attn.k_proj.weight", Shape{cfg.num_kv_heads * hd, d});
     add(p + "self_attn.v_proj.weight", Shape{cfg.num_kv_heads * hd, d});
     add(p + "self_attn.o_proj.weight", Shape{d, cfg.num_heads * hd});
-    add(p + "self_attn.q_norm.weight", Shape{hd});
-    add(p + "self_attn.k_norm.weight", Shape{hd});
+    if (cfg.qk_norm) {
+      add(p + "self_attn.q_norm.weight", Shape{hd});
+      add(p + "self_attn.k_norm.weight", Shape{hd});
+    }
     if (!cfg.is_moe(i)) {
       add(p + "mlp.gate_proj.weight", Shape{cfg.intermediate_size, d});
       add(p + "mlp.up_proj.weight", Shape{cfg.intermediate_size, d});
@@ -297,28 +306,32 @@ MapSource TinyCheckpoint(const ModelConfig& cfg, bool stacked_experts) {
       continue;
     }
     const int64_t e = cfg.num_experts, f = cfg.moe_intermediate_size;
-    add(p + "mlp.gate.weight", Shape{e, d});
+    add(p + moe + "gate.weight", Shape{e, d});
     // Per-expert tensors first (same seeds either way), then stacked from them if asked.
     for (int64_t x = 0; x < e; ++x) {
-      const std::string q = p + "mlp.experts." + std::to_string(x) + ".";
-      add(q + "gate_proj.weight", Shape{f, d});
-      add(q + "up_proj.weight", Shape{f, d});
-      add(q + "down_proj.weight", Shape{d, f});
+      const std::string q = p + moe + "experts." + std::to_string(x) + ".";
+      add(q + gate_name + ".weight", Shape{f, d});
+      add(q + up_name + ".weight", Shape{f, d});
+      add(q + down_name + ".weight", Shape{d, f});
     }
     if (stacked_experts) {
       Tensor gate_up = HostTensor(DType::kF32, Shape{e, 2 * f, d});
       Tensor down = HostTensor(DType::kF32, Shape{e, d, f});
       for (int64_t x = 0; x < e; ++x) {
-        const std::string q = p + "mlp.experts." + std::to_string(x) + ".";
+        const std::string q = p + moe + "experts." + std::to_string(x) + ".";
         const size_t mat = static_cast<size_t>(f * d);
         float* gu = gate_up.data_as<float>() + 2 * mat * static_cast<size_t>(x);
-        std::copy_n(src.tensors[q + "gate_proj.weight"].data_as<const float>(), mat, gu);
-        std::copy_n(src.tensors[q + "up_proj.weight"].data_as<const float>(), mat, gu + mat);
-        std::copy_n(src.tensors[q + "down_proj.weight"].data_as<const float>(), mat,
+        std::copy_n(src.tensors[q + gate_name + ".weight"].data_as<const float>(), mat, gu);
+        std::copy_n(src.tensors[q + up_name + ".weight"].data_as<const float>(), mat, gu + mat);
+        std::copy_n(src.tensors[q + down_name + ".weight"].data_as<const float>(), mat,
                     down.data_as<float>() + mat * static_cast<size_t>(x));
-        for (const char* part : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
-          src.tensors.erase(q + part);
+        for (const std::string& part : {gate_name, up_name, down_name}) {
+          src.tensors.erase(q + part + ".weight");
         }
+      }
+      if (mixtral) {  // transformers 5 names Mixtral's MoE block `mlp` too
+        src.tensors[p + "mlp.gate.weight"] = src.tensors[p + moe + "gate.weight"];
+        src.tensors.erase(p + moe + "gate.weight");
       }
       src.tensors[p + "mlp.experts.gate_up_proj"] = gate_up;
       src.tensors[p + "mlp.experts.down_proj"] = down;
@@ -378,6 +391,68 @@ TEST(MoeLoadTest, PerExpertAndStackedCheckpointsLoadTheSameExperts) {
   EXPECT_NE(m.status().message().find("'model.layers.1.mlp.experts.down_proj' has shape"),
             std::string::npos)
       << m.status().ToString();
+}
+
+nlohmann::json TinyMixtralJson() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 64,
+    "hidden_size": 32, "intermediate_size": 24, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+    "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "sliding_window": null})");
+}
+
+// The checkpoint as a Hugging Face directory (config.json + model.safetensors, f32).
+void WriteHfDir(const std::string& dir, const nlohmann::json& config, const MapSource& src) {
+  std::vector<testing::StTensor> tensors;
+  for (const auto& [name, t] : src.tensors) {
+    std::vector<int64_t> shape;
+    for (int i = 0; i < t.ndim(); ++i) shape.push_back(t.dim(i));
+    tensors.push_back(
+        {name, "F32", shape, std::string(static_cast<const char*>(t.data()), t.nbytes())});
+  }
+  testing::WriteBytes(dir + "/model.safetensors", testing::MakeSafetensors(tensors));
+  testing::WriteBytes(dir + "/config.json", config.dump());
+}
+
+// The same weights through the safetensors loader and through a GGUF file written the way
+// llama.cpp's converter writes it (qwen3moe; Mixtral as a "llama" file with experts, q/k rows
+// permuted): one config, one set of logits.
+TEST(MoeLoadTest, GgufConversionsServeTheSameLogits) {
+  nlohmann::json qwen = TinyQwen3MoeJson();
+  qwen["mlp_only_layers"] = nlohmann::json::array();  // llama.cpp: every layer sparse
+  for (const nlohmann::json& j : {qwen, TinyMixtralJson()}) {
+    for (bool stacked : {false, true}) {
+      SCOPED_TRACE(j["model_type"].get<std::string>() + (stacked ? " stacked" : " per expert"));
+      CpuBackend be(2);
+      ModelConfig cfg = ParseConfig(j);
+      const std::string dir = testing::ScratchDir();
+      WriteHfDir(dir, j, TinyCheckpoint(cfg, stacked));
+      auto gguf = ConvertHfToGguf(dir);
+      ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+      const std::string gguf_path = dir + "/model.gguf";
+      ASSERT_TRUE(gguf->WriteFile(gguf_path).ok());
+      auto hf_model = LoadModel(dir, &be);
+      auto gguf_model = LoadModel(gguf_path, &be);
+      ASSERT_TRUE(hf_model.ok()) << hf_model.status().ToString();
+      ASSERT_TRUE(gguf_model.ok()) << gguf_model.status().ToString();
+      const ModelConfig& gc = (*gguf_model)->config();
+      EXPECT_EQ(gc.num_experts, 4);
+      EXPECT_EQ(gc.num_experts_per_tok, 2);
+      EXPECT_EQ(gc.moe_intermediate_size, cfg.moe_intermediate_size);
+      EXPECT_TRUE(gc.moe_norm_topk_prob);
+      EXPECT_EQ(gc.layer_moe, cfg.layer_moe);
+      std::vector<int32_t> ids = {1, 9, 33, 2, 60, 17, 17, 40, 5};
+      std::vector<int32_t> blocks = {0};
+      auto logits = [&](const Model& m) {
+        std::vector<KvLayer> kv = m.AllocateKv(4, 16, DType::kF32);
+        return golden::ForwardLogits(m, kv, {SeqSlice{ids, 0, blocks, true}}, 16, true);
+      };
+      std::vector<float> a = logits(**hf_model), b = logits(**gguf_model);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << "logit " << i;
+    }
+  }
 }
 
 // A sparse model's promise of every model: a row's logits do not depend on the step around it.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numbers>
 
@@ -62,7 +63,10 @@ json SlidingRope(const json& c) {
 
 // gguf.MODEL_ARCH name of an HF model_type.
 StatusOr<std::string> GgufArchOf(const std::string& model_type) {
-  if (model_type == "llama" || model_type == "mistral") return std::string("llama");
+  if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
+    return std::string("llama");
+  }
+  if (model_type == "qwen3_moe") return std::string("qwen3moe");
   if (model_type == "qwen2" || model_type == "qwen3" || model_type == "gemma2" ||
       model_type == "phi3") {
     return model_type;
@@ -134,6 +138,8 @@ StatusOr<std::string> GgufTensorName(const std::string& arch, const std::string&
         {"mlp.up_proj", "ffn_up"},
         {"mlp.down_proj", "ffn_down"},
         {"mlp.gate_up_proj", "ffn_up"},  // Phi-3: gate rows then up rows, split by llama.cpp
+        {"mlp.gate", "ffn_gate_inp"},    // MoE routers (Qwen; Mixtral below)
+        {"block_sparse_moe.gate", "ffn_gate_inp"},
     };
     std::vector<std::pair<std::string, std::string>> table = kCommon;
     // Gemma's sandwich norm after attention; everyone else's norm before the MLP.
@@ -269,7 +275,7 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
           "rope_freqs.weight", DType::kF32, Shape{static_cast<int64_t>(f.size())},
           std::string_view(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float)));
     }
-  } else if (arch == "qwen2" || arch == "qwen3") {
+  } else if (arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe") {
     if (c.value("use_sliding_window", false)) {
       return UnimplementedError(config_path + ": qwen sliding windows have no GGUF key");
     }
@@ -326,7 +332,80 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
     w.SetU32(a + "attention.sliding_window", static_cast<uint32_t>(IntOr(c, "sliding_window", 0)));
   }
 
+  // Mixtures of experts (TextModel / Qwen2MoeModel.set_gguf_parameters); llama.cpp makes every
+  // layer sparse, and renormalizes the top-k weights of qwen3moe and of Mixtral.
+  const int n_expert = IntOr(c, "num_local_experts", IntOr(c, "num_experts", 0));
+  if (n_expert > 0) {
+    w.SetU32(a + "expert_count", static_cast<uint32_t>(n_expert));
+    w.SetU32(a + "expert_used_count", static_cast<uint32_t>(IntOr(c, "num_experts_per_tok", 0)));
+    if (arch == "qwen3moe") {
+      w.SetU32(a + "expert_feed_forward_length",
+               static_cast<uint32_t>(IntOr(c, "moe_intermediate_size", 0)));
+      const json* dense = FindNonNull(c, "mlp_only_layers");
+      if ((dense != nullptr && !dense->empty()) || IntOr(c, "decoder_sparse_step", 1) != 1) {
+        return UnimplementedError(config_path +
+                                  ": dense layers between sparse ones have no GGUF key");
+      }
+      if (!c.value("norm_topk_prob", false)) {
+        return UnimplementedError(config_path + ": llama.cpp's qwen3moe always renormalizes");
+      }
+    }
+  }
+  // Experts by layer and projection ("gate" / "up" / "down"), stacked once all are read: the HF
+  // checkpoints' per-expert tensors, or transformers 5's stacked gate_up_proj / down_proj.
+  std::map<std::pair<int, std::string>, std::vector<Tensor>> experts;
+  auto expert_part = [&](const std::string& hf, int* layer, std::string* kind, int* index) -> bool {
+    const std::string prefix = "model.layers.";
+    if (hf.rfind(prefix, 0) != 0) return false;
+    const size_t dot = hf.find('.', prefix.size());
+    *layer = std::stoi(hf.substr(prefix.size(), dot - prefix.size()));
+    std::string rest = hf.substr(dot + 1);
+    for (const char* p : {"mlp.experts.", "block_sparse_moe.experts."}) {
+      if (rest.rfind(p, 0) != 0) continue;
+      rest = rest.substr(std::strlen(p));
+      if (rest == "gate_up_proj" || rest == "down_proj") {
+        *index = -1;
+        *kind = rest;
+        return true;
+      }
+      const size_t d2 = rest.find('.');
+      *index = std::stoi(rest.substr(0, d2));
+      const std::string part = rest.substr(d2 + 1);
+      if (part == "gate_proj.weight" || part == "w1.weight") *kind = "gate";
+      if (part == "up_proj.weight" || part == "w3.weight") *kind = "up";
+      if (part == "down_proj.weight" || part == "w2.weight") *kind = "down";
+      return !kind->empty();
+    }
+    return false;
+  };
+
   for (const std::string& hf : st.names()) {
+    int layer = 0, index = 0;
+    std::string kind;
+    if (expert_part(hf, &layer, &kind, &index)) {
+      ASSIGN_OR_RETURN(Tensor t, st.GetTensor(hf));
+      if (index < 0 && kind == "down_proj") {
+        experts[{layer, "down"}] = {t};
+      } else if (index < 0) {  // [E, 2F, H]: gate rows then up rows of each expert
+        const int64_t e = t.dim(0), f = t.dim(1) / 2, h = t.dim(2);
+        const size_t bytes = static_cast<size_t>(f) * t.row_bytes();
+        for (int half = 0; half < 2; ++half) {
+          Tensor part = HostTensor(t.dtype(), Shape{e, f, h});
+          for (int64_t x = 0; x < e; ++x) {
+            std::memcpy(static_cast<char*>(part.data()) + static_cast<size_t>(x) * bytes,
+                        static_cast<const char*>(t.data()) +
+                            (2 * static_cast<size_t>(x) + static_cast<size_t>(half)) * bytes,
+                        bytes);
+          }
+          experts[{layer, half == 0 ? "gate" : "up"}] = {part};
+        }
+      } else {
+        std::vector<Tensor>& v = experts[{layer, kind}];
+        if (v.size() <= static_cast<size_t>(index)) v.resize(static_cast<size_t>(index) + 1);
+        v[static_cast<size_t>(index)] = t;
+      }
+      continue;
+    }
     ASSIGN_OR_RETURN(std::string name, GgufTensorName(arch, hf));
     if (name.empty()) continue;
     ASSIGN_OR_RETURN(Tensor t, st.GetTensor(hf));
@@ -347,6 +426,25 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
       }
     }
     w.AddTensor(name, t);
+  }
+  for (const auto& [key, parts] : experts) {
+    const std::string name =
+        "blk." + std::to_string(key.first) + ".ffn_" + key.second + "_exps.weight";
+    if (parts.size() == 1 && parts[0].ndim() == 3) {
+      w.AddTensor(name, parts[0]);
+      continue;
+    }
+    std::string bytes;
+    for (size_t x = 0; x < parts.size(); ++x) {
+      if (!parts[x].defined() || parts[x].shape() != parts[0].shape() ||
+          parts[x].dtype() != parts[0].dtype()) {
+        return InvalidArgumentError(dir + ": expert " + std::to_string(x) + " of " + name +
+                                    " is missing or differs from expert 0");
+      }
+      bytes.append(static_cast<const char*>(parts[x].data()), parts[x].nbytes());
+    }
+    w.AddTensor(name, parts[0].dtype(),
+                Shape{static_cast<int64_t>(parts.size()), parts[0].dim(0), parts[0].dim(1)}, bytes);
   }
   return w;
 }

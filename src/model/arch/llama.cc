@@ -12,11 +12,14 @@ Status LlamaFromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// Mixtral GGUFs are "llama" files with expert_count (model/gguf_config.cc reads it).
 // llama.cpp's converter permutes q/k rows so that rope rotates adjacent pairs; Llama 3.1's scaling
 // arrives as rope_freqs.weight (read by gguf_config.cc). Mistral GGUFs are "llama" too, and like
 // llama.cpp we apply no sliding window to them.
 Status LlamaFromGguf(const GgufArchKeys&, ModelConfig* cfg) {
   cfg->rope_interleaved = true;
+  // Mixtral is a "llama" file with experts; llama.cpp renormalizes its top-k weights.
+  cfg->moe_norm_topk_prob = true;
   return OkStatus();
 }
 

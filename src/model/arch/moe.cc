@@ -2,6 +2,7 @@
 // their dense relatives (Qwen2's q/k/v biases, Qwen3's q/k norms, Mistral's plain one); their MLPs
 // are sparse: see ModelConfig's MoE fields.
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -46,12 +47,24 @@ Status MixtralFromHf(const nlohmann::json& c, ModelConfig* cfg) {
                              cfg);
 }
 
+// GGUF "qwen3moe": Qwen3's q/k norms; llama.cpp renormalizes the top-k weights (as
+// Qwen3-MoE's configs ask) and makes every layer sparse.
+Status Qwen3MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
+  if (cfg->num_experts <= 0) {
+    return InvalidArgumentError(keys.file().path() + ": a qwen3moe file without " + keys.arch() +
+                                ".expert_count");
+  }
+  cfg->qk_norm = true;
+  cfg->moe_norm_topk_prob = true;
+  return OkStatus();
+}
+
 }  // namespace
 
 const ArchSpec kQwen2MoeArch = {
     "qwen2_moe", {"Qwen2MoeForCausalLM"}, {"qwen2_moe"}, "", &Qwen2MoeFromHf};
-const ArchSpec kQwen3MoeArch = {
-    "qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, "", &Qwen3MoeFromHf};
+const ArchSpec kQwen3MoeArch = {"qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"},
+                                "qwen3moe",  &Qwen3MoeFromHf,         &Qwen3MoeFromGguf};
 const ArchSpec kMixtralArch = {"mixtral", {"MixtralForCausalLM"}, {"mixtral"}, "", &MixtralFromHf};
 
 }  // namespace loom
