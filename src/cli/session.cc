@@ -225,6 +225,18 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                 "the call markup of a tool) without sampling it, computed with the next token; "
                 "the forced text is spelled longest token first, its last token left to the "
                 "model; not for rows asking logprobs");
+  app->add_option("--draft-kind", draft_kind,
+                  "speculative decoding: none, or ngram (each row's draft is what followed the "
+                  "last earlier occurrence of its last --ngram-max .. --ngram-min tokens in its "
+                  "prompt and output; verified in the row's next step, lossless)")
+      ->check(CLI::IsMember({"none", "ngram"}));
+  app->add_option("--num-draft-tokens", num_draft_tokens,
+                  "speculative decoding: most draft tokens a row verifies per step (ngram: 10)")
+      ->check(CLI::Range(1, 64));
+  app->add_option("--ngram-max", ngram_max, "n-gram drafts: longest suffix looked up (3)")
+      ->check(CLI::Range(1, 64));
+  app->add_option("--ngram-min", ngram_min, "n-gram drafts: shortest suffix looked up (1)")
+      ->check(CLI::Range(1, 64));
   app->add_option("--cpu-isa", cpu_isa,
                   "CPU: cap the dot-product kernels at this instruction set (A/B runs; default "
                   "auto, the best the CPU has; LOOM_CPU_ISA when not given)")
@@ -425,6 +437,11 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
                            : use_cuda                 ? std::clamp(threads / 2, 1, 8)
                                                       : 0;
   ec.jump_forward = flags.jump_forward;
+  if (flags.draft_kind == "ngram") {
+    ec.num_draft_tokens = flags.num_draft_tokens > 0 ? flags.num_draft_tokens : 10;
+    ec.ngram.ngram_min = flags.ngram_min;
+    ec.ngram.ngram_max = flags.ngram_max;
+  }
   ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,

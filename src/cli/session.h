@@ -59,10 +59,13 @@ struct ModelFlags {
   // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;
-  bool cuda_graphs = true;        // CUDA: replay decode-only steps from CUDA graphs
-  bool device_sampling = true;    // CUDA: greedy argmax and plain draws on the device (ids, not
-                                  // logits)
-  bool jump_forward = false;      // --jump-forward
+  bool cuda_graphs = true;          // CUDA: replay decode-only steps from CUDA graphs
+  bool device_sampling = true;      // CUDA: greedy argmax and plain draws on the device (ids, not
+                                    // logits)
+  bool jump_forward = false;        // --jump-forward
+  std::string draft_kind = "none";  // --draft-kind
+  int num_draft_tokens = -1;        // --num-draft-tokens (-1: the kind's default)
+  int ngram_min = 1, ngram_max = 3;
   int grammar_threads = -1;       // --grammar-threads: -1 = auto (CUDA: half of --threads, <= 8)
   bool mmap_weights = false;      // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations

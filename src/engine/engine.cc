@@ -712,13 +712,23 @@ void Engine::FailStep(const StepPlan& plan, const Status& error) {
   }
 }
 
-std::vector<StepRow> Engine::Rows(const StepPlan& plan) const {
+std::vector<StepRow> Engine::Rows(const StepPlan& plan) {
   std::vector<StepRow> rows;
   rows.reserve(static_cast<size_t>(plan.num_logits));
+  verify_tokens_.clear();
+  for (const ScheduledSeq& seq : plan.seqs)
+    if (seq.num_logits > 1) verify_tokens_.emplace_back();
+  size_t verify = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
     const SchedRequest* req = scheduler_->Find(seq.request_id);
     const Live& live = live_.at(seq.request_id);
-    const std::span<const TokenId> tokens = req->tokens;
+    std::span<const TokenId> tokens = req->tokens;
+    if (seq.num_logits > 1) {  // draft row j follows the pending token and drafts [0, j)
+      std::vector<TokenId>& t = verify_tokens_[verify++];
+      t.assign(req->tokens.begin(), req->tokens.end());
+      t.insert(t.end(), seq.tokens.begin() + 1, seq.tokens.end());
+      tokens = t;
+    }
     const int end = seq.start_pos + static_cast<int>(seq.tokens.size());  // after the last token
     for (int j = 0; j < seq.num_logits; ++j) {
       // The row of the token at end - num_logits + j: what it samples follows tokens[0, upto).
@@ -805,74 +815,117 @@ void Engine::WaitGrammarMasks() {
 }
 
 void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled) {
-  // Without drafts to verify, a seq accepts its last row's token; a failed row fails its request.
-  std::vector<TokenId> tokens(plan.seqs.size(), 0);
+  // A seq accepts its last row's token; a seq verifying drafts (num_logits = 1 + k) accepts its
+  // rows' tokens while each equals the draft it scores, then the first that does not (or the
+  // token after the last draft). A failed row fails its request.
+  std::vector<std::vector<TokenId>> tokens(plan.seqs.size());
   std::vector<std::span<const TokenId>> accepted(plan.seqs.size());
-  std::vector<SampleResult*> results(plan.seqs.size(), nullptr);
+  std::vector<std::vector<SampleResult*>> results(plan.seqs.size());
   size_t row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& seq = plan.seqs[i];
     if (seq.num_logits == 0) continue;
+    const size_t first = row;
     row += static_cast<size_t>(seq.num_logits);
-    StatusOr<SampleResult>& last = sampled[row - 1];
-    if (!last.ok()) {
-      FinishRequest(seq.request_id, FinishReason::kError,
-                    last.status().WithContext("sampling failed"));
+    const int drafts = seq.num_logits - 1;
+    const TokenId* draft = seq.tokens.data() + seq.tokens.size() - static_cast<size_t>(drafts);
+    Status failed;
+    for (int j = 0; j <= drafts; ++j) {
+      StatusOr<SampleResult>& r = sampled[first + static_cast<size_t>(j)];
+      if (!r.ok()) {
+        failed = r.status();
+        break;
+      }
+      tokens[i].push_back(r->token);
+      results[i].push_back(&*r);
+      if (j < drafts && r->token != draft[j]) break;
+    }
+    if (!failed.ok()) {
+      FinishRequest(seq.request_id, FinishReason::kError, failed.WithContext("sampling failed"));
+      results[i].clear();
       continue;
     }
     Live& live = live_.at(seq.request_id);
     if (!live.grammar_error.ok()) {
       FinishRequest(seq.request_id, FinishReason::kError, live.grammar_error);
+      results[i].clear();
       continue;
     }
-    // The grammar takes the token with the next mask (AdvanceGrammar), off this thread.
-    if (live.grammar != nullptr) live.grammar_pending = last->token;
-    tokens[i] = last->token;
-    accepted[i] = std::span<const TokenId>(&tokens[i], 1);
-    results[i] = &*last;
+    if (drafts > 0) {
+      draft_tokens_ += static_cast<uint64_t>(drafts);
+      accepted_draft_tokens_ += tokens[i].size() - 1;
+    }
+    // The grammar takes the token with the next mask (AdvanceGrammar), off this thread. (Rows
+    // under a grammar are never given drafts.)
+    if (live.grammar != nullptr) live.grammar_pending = tokens[i].back();
+    accepted[i] = tokens[i];
   }
   scheduler_->Update(plan, accepted);
 
-  // Emit and check the stop conditions.
+  // Emit and check the stop conditions, token by token.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    if (results[i] == nullptr) continue;
+    if (results[i].empty()) continue;
     const RequestId id = plan.seqs[i].request_id;
     Live& live = live_.at(id);
-    const SamplingParams& p = live.params;
-    const TokenId t = results[i]->token;
-    if (live.budget.has_value() && !live.budget->done()) {
-      const SchedRequest* req = scheduler_->Find(id);
-      live.budget->Accept(std::span<const TokenId>(req->tokens)
-                              .subspan(static_cast<size_t>(req->num_prompt_tokens)));
+    const int outputs_before =
+        scheduler_->Find(id)->num_output_tokens() - static_cast<int>(results[i].size());
+    bool finished = false;
+    for (size_t m = 0; m < results[i].size() && !finished; ++m) {
+      finished = EmitToken(id, live, *results[i][m], outputs_before + static_cast<int>(m) + 1);
     }
-    if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
-      if (live.grammar != nullptr) {  // the grammar takes the last token too: is the end valid?
-        live.mask_needed = false;
-        AdvanceGrammar(live);
-      }
-      if (!live.grammar_error.ok()) {
-        FinishRequest(id, FinishReason::kError, live.grammar_error);
-      } else {
-        FinishRequest(id, FinishReason::kStop, OkStatus(), t);
-      }
-      continue;
-    }
-    TokenOutput out;
-    out.token = t;
-    out.logprob = results[i]->logprob;
-    out.top_logprobs = std::move(results[i]->top_logprobs);
-    live.stream->Push(std::move(out));
-    ++generated_tokens_;
-    const SchedRequest* req = scheduler_->Find(id);
-    if (req->num_output_tokens() >= p.max_tokens || req->num_tokens() >= config_.max_model_len) {
-      FinishRequest(id, FinishReason::kLength);
-      continue;
-    }
+    if (finished) continue;
     if (config_.jump_forward && live.grammar != nullptr) JumpForward(id, live);
+    if (config_.num_draft_tokens > 0) ProposeDraft(id, live);
   }
   // After the tokens are out (the copy out is not on their way). A finished request's blocks are
   // free now but keep their bytes: nothing is allocated before the copy is queued.
   SpillNewBlocks();
+}
+
+// One accepted token of `id`: the stop conditions, the stream, the length limits (the request
+// then has num_output_tokens outputs up to this one). Returns whether it finished the request.
+bool Engine::EmitToken(RequestId id, Live& live, SampleResult& result, int num_output_tokens) {
+  const SamplingParams& p = live.params;
+  const TokenId t = result.token;
+  if (live.budget.has_value() && !live.budget->done()) {
+    const SchedRequest* req = scheduler_->Find(id);
+    live.budget->Accept(
+        std::span<const TokenId>(req->tokens).subspan(static_cast<size_t>(req->num_prompt_tokens)));
+  }
+  if ((!p.ignore_eos && Contains(config_.eos_token_ids, t)) || Contains(p.stop_token_ids, t)) {
+    if (live.grammar != nullptr) {  // the grammar takes the last token too: is the end valid?
+      live.mask_needed = false;
+      AdvanceGrammar(live);
+    }
+    if (!live.grammar_error.ok()) {
+      FinishRequest(id, FinishReason::kError, live.grammar_error);
+    } else {
+      FinishRequest(id, FinishReason::kStop, OkStatus(), t);
+    }
+    return true;
+  }
+  TokenOutput out;
+  out.token = t;
+  out.logprob = result.logprob;
+  out.top_logprobs = std::move(result.top_logprobs);
+  live.stream->Push(std::move(out));
+  ++generated_tokens_;
+  const SchedRequest* req = scheduler_->Find(id);
+  if (num_output_tokens >= p.max_tokens ||
+      req->num_prompt_tokens + num_output_tokens >= config_.max_model_len) {
+    FinishRequest(id, FinishReason::kLength);
+    return true;
+  }
+  return false;
+}
+
+void Engine::ProposeDraft(RequestId id, const Live& live) {
+  // Rows whose next token is decided elsewhere (grammar masks, a reasoning budget's forcing)
+  // take no drafts.
+  if (live.grammar != nullptr || (live.budget.has_value() && !live.budget->done())) return;
+  const SchedRequest* req = scheduler_->Find(id);
+  if (req == nullptr || req->num_tokens() - req->num_computed_tokens != 1) return;
+  scheduler_->SetDraft(id, ProposeNgram(req->tokens, config_.ngram, config_.num_draft_tokens));
 }
 
 void Engine::JumpForward(RequestId id, Live& live) {
@@ -972,6 +1025,8 @@ void Engine::PublishStats() {
   s.computed_tokens = computed_tokens_;
   s.generated_tokens = generated_tokens_;
   s.jump_forward_tokens = jump_forward_tokens_;
+  s.draft_tokens = draft_tokens_;
+  s.accepted_draft_tokens = accepted_draft_tokens_;
   s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
   if (host_ != nullptr) {

@@ -87,6 +87,8 @@ struct EngineStats {
   uint64_t computed_tokens = 0;        // tokens whose KV the runner wrote
   uint64_t generated_tokens = 0;       // tokens sampled and emitted (jump-forward's too)
   uint64_t jump_forward_tokens = 0;    // of those, appended by jump-forward without sampling
+  uint64_t draft_tokens = 0;           // speculative tokens verified (--draft-kind)
+  uint64_t accepted_draft_tokens = 0;  // of those, accepted
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
   bool host_cache = false;             // --host-cache is on: the fields below are live
@@ -235,7 +237,10 @@ class Engine {
   void FailStep(const StepPlan& plan, const Status& error);
   // The StepSampler's view of each logits row of `plan` (views into live_ and the scheduler's
   // token lists: valid until Commit).
-  std::vector<StepRow> Rows(const StepPlan& plan) const;
+  std::vector<StepRow> Rows(const StepPlan& plan);
+  // --draft-kind: the draft of a row that just emitted `live`'s tokens and decodes next.
+  void ProposeDraft(RequestId id, const Live& live);
+  bool EmitToken(RequestId id, Live& live, SampleResult& result, int num_output_tokens);
   // Records the step's results: failed rows finish their requests, accepted tokens go to the
   // scheduler and the streams, EOS / stop ids / length finish requests.
   void Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& sampled);
@@ -304,6 +309,10 @@ class Engine {
   uint64_t computed_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
   uint64_t jump_forward_tokens_ = 0;
+  uint64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
+  // Rows(): per verify seq of the step, its request's tokens followed by its drafts (what the
+  // draft rows' sampling contexts point into), valid until the next Rows().
+  std::vector<std::vector<TokenId>> verify_tokens_;
   // When the previous step's Execute started (config.step_trace).
   std::chrono::steady_clock::time_point prev_exec_start_;
 

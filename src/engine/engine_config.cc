@@ -5,6 +5,15 @@
 namespace loom {
 
 Status EngineConfig::Validate() const {
+  if (num_draft_tokens < 0 || num_draft_tokens > 64) {
+    return InvalidArgumentError("--num-draft-tokens must be in [0, 64], got " +
+                                std::to_string(num_draft_tokens));
+  }
+  if (ngram.ngram_min < 1 || ngram.ngram_max < ngram.ngram_min) {
+    return InvalidArgumentError("--ngram-min (" + std::to_string(ngram.ngram_min) +
+                                ") must be >= 1 and <= --ngram-max (" +
+                                std::to_string(ngram.ngram_max) + ")");
+  }
   if (num_blocks < 1) {
     return InvalidArgumentError("the KV pool needs at least 1 block, got " +
                                 std::to_string(num_blocks) + " (raise --kv-cache-gb)");

@@ -8,6 +8,7 @@
 
 #include "base/ids.h"
 #include "base/status.h"
+#include "spec/ngram_proposer.h"
 
 namespace loom {
 
@@ -39,6 +40,14 @@ struct EngineConfig {
   // budget. Off by default: the forced text is spelled longest token first, which need not be
   // the model's own spelling.
   bool jump_forward = false;
+
+  // Speculative decoding (--draft-kind ngram): after a decoding row's token, its own tokens are
+  // searched for the last n-gram's earlier occurrence (spec/ngram_proposer.h) and up to
+  // num_draft_tokens of what followed are verified by the row's next step (1 + k logits rows;
+  // accepted while each row's token equals the draft, so the output is the one without
+  // speculation, greedy or sampled). 0: off. Not for rows under a grammar or a reasoning budget.
+  int num_draft_tokens = 0;  // --num-draft-tokens (with --draft-kind ngram)
+  NgramConfig ngram;         // --ngram-min / --ngram-max
 
   // Admission.
   int64_t kv_budget_bytes = 0;      // --kv-budget (decimal GB x 1e9); 0 = off

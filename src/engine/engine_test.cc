@@ -88,20 +88,31 @@ class FakeRunner : public ModelRunner {
     }
     std::vector<float> logits;
     for (const ScheduledSeq& seq : plan.seqs) {
-      if (seq.num_logits == 0) continue;
-      CHECK_EQ(seq.num_logits, 1);
-      const int len = seq.start_pos + static_cast<int>(seq.tokens.size());
-      uint64_t h = 0x1234;
-      TokenId first = -1;
-      for (int pos = 0; pos < len; ++pos) {
-        const int t = kv_[seq.block_table[pos / block_size_] * block_size_ + pos % block_size_];
-        if (t < 0) return InternalError("read an unwritten KV slot");
-        if (pos == 0) first = t;
-        h = Mix(h ^ static_cast<uint64_t>(t));
-      }
-      for (int v = 0; v < vocab_; ++v) {
-        const double u = static_cast<double>(Mix(h ^ (v * 0x51ED27ull)) >> 11) * 0x1.0p-53;
-        logits.push_back(first == kPoison ? NAN : static_cast<float>(u * 8.0 - 4.0));
+      // Row r scores what follows the history up to its token (drafts: step_plan.h).
+      for (int r = 0; r < seq.num_logits; ++r) {
+        const int len =
+            seq.start_pos + static_cast<int>(seq.tokens.size()) - seq.num_logits + r + 1;
+        uint64_t h = 0x1234;
+        TokenId first = -1;
+        std::vector<TokenId> history;
+        for (int pos = 0; pos < len; ++pos) {
+          const int t = kv_[seq.block_table[pos / block_size_] * block_size_ + pos % block_size_];
+          if (t < 0) return InternalError("read an unwritten KV slot");
+          if (pos == 0) first = t;
+          h = Mix(h ^ static_cast<uint64_t>(t));
+          history.push_back(t);
+        }
+        // copy_bias_: an "induction head" favouring the token that followed the last earlier
+        // occurrence of the current one, so that outputs repeat their context (drafts pay).
+        TokenId copied = -1;
+        for (int pos = len - 2; copy_bias_ > 0 && pos >= 0 && copied < 0; --pos) {
+          if (history[pos] == history.back()) copied = history[pos + 1];
+        }
+        for (int v = 0; v < vocab_; ++v) {
+          const double u = static_cast<double>(Mix(h ^ (v * 0x51ED27ull)) >> 11) * 0x1.0p-53;
+          const float bias = v == copied ? copy_bias_ : 0.f;
+          logits.push_back(first == kPoison ? NAN : static_cast<float>(u * 8.0 - 4.0) + bias);
+        }
       }
     }
     return logits;
@@ -166,6 +177,7 @@ class FakeRunner : public ModelRunner {
     return OkStatus();
   }
 
+  float copy_bias_ = 0.f;
   int block_size_;
   int max_len_;
   int vocab_;
@@ -354,6 +366,51 @@ TEST(EngineTest, OutputsAreTheSameAloneBatchedPreemptedAndCached) {
     }
   }
   EXPECT_GE(seq.engine->stats().prefix_cache_hits, 4u);
+}
+
+// Speculative decoding (n-gram drafts) changes nothing in the output: every sampling setting
+// of the workload, alone and in a tight batch with chunked prefill and preemption, gives the
+// tokens, logprobs and finish of the run without drafts, while drafts are both accepted and
+// rejected (the fake model copies its context, so n-grams match).
+TEST(EngineTest, NgramSpeculationIsLossless) {
+  std::vector<Request> work = Workload();
+  for (int i = 0; i < 3; ++i) {  // greedy rows with long outputs over repetitive prompts
+    Request r;
+    r.prompt = Prompt(/*shared=*/9, /*distinct=*/6, 20 + i);
+    r.prompt.insert(r.prompt.end(), r.prompt.begin(), r.prompt.end());
+    r.params.temperature = 0;
+    r.params.max_tokens = 40;
+    r.params.num_logprobs = i == 0 ? 1 : -1;
+    work.push_back(r);
+  }
+  for (Request& r : work) r.params.max_tokens += 20;
+  auto run = [&](EngineConfig cfg) {
+    Made m = Make(cfg);
+    m.runner->copy_bias_ = 6.f;
+    std::vector<Result> out = RunAll(*m.engine, work);
+    const EngineStats s = m.engine->stats();
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    return std::make_pair(out, s);
+  };
+  EngineConfig plain = BaseConfig(64);
+  EngineConfig spec = plain;
+  spec.num_draft_tokens = 4;
+  const auto [want, plain_stats] = run(plain);
+  EXPECT_EQ(plain_stats.draft_tokens, 0u);
+  const auto [got, s] = run(spec);
+  for (size_t i = 0; i < work.size(); ++i) ExpectSame(got[i], want[i], i);
+  EXPECT_GT(s.accepted_draft_tokens, 20u);
+  EXPECT_LT(s.accepted_draft_tokens, s.draft_tokens);
+  EXPECT_LT(s.steps, plain_stats.steps);  // accepted drafts saved steps
+
+  EngineConfig tight = spec;
+  tight.num_blocks = 28;
+  tight.max_batched_tokens = 9;
+  tight.max_num_seqs = 4;
+  const auto [batched, ts] = run(tight);
+  for (size_t i = 0; i < work.size(); ++i) ExpectSame(batched[i], want[i], i);
+  EXPECT_GT(ts.preemptions, 0u);
+  EXPECT_GT(ts.accepted_draft_tokens, 0u);
 }
 
 // A grammar over the fake model's 32 tokens: 0 is EOS, 1-10 the digits, 11-26 a-p, and a few

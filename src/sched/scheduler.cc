@@ -156,6 +156,7 @@ RequestId Scheduler::PreemptNewest() {
   SchedRequest& req = requests_.at(victim);
   kv_->Free(victim);
   req.num_computed_tokens = 0;
+  req.draft.clear();
   req.running = false;
   ++req.num_preemptions;
   running_projected_kv_bytes_ -= req.projected_kv_bytes;
@@ -176,7 +177,21 @@ StepPlan Scheduler::Schedule() {
     SchedRequest& req = requests_.at(running_[i]);
     const int remaining = req.num_tokens() - req.num_computed_tokens;
     CHECK_GT(remaining, 0) << req.id << " is running with nothing to compute";
-    const int num_new = std::min(remaining, budget);
+    // A decode with a draft verifies as much of it as the budget, max_new_tokens (every draft and
+    // the token after them must fit) and the context allow.
+    int drafts = 0;
+    if (remaining == 1 && !req.draft.empty()) {
+      drafts = std::min({static_cast<int>(req.draft.size()), budget - 1,
+                         req.max_new_tokens - req.num_output_tokens() - 1,
+                         config_.max_model_len - req.num_tokens() - 1});
+      drafts = std::max(drafts, 0);
+    }
+    int num_new = std::min(remaining, budget) + drafts;
+    // Drafts never preempt anyone: without room for them the decode goes alone.
+    if (drafts > 0 && !kv_->AllocateSlots(req.id, req.num_computed_tokens, num_new)) {
+      num_new -= drafts;
+      drafts = 0;
+    }
     bool self_preempted = false;
     while (!kv_->AllocateSlots(req.id, req.num_computed_tokens, num_new)) {
       // A held request's pinned restore gives way before any running row does: its blocks stay
@@ -193,7 +208,12 @@ StepPlan Scheduler::Schedule() {
       }
     }
     if (self_preempted) break;  // it was the newest: nothing after it is running
-    plan.seqs.push_back(MakeSeq(req, num_new));
+    ScheduledSeq seq = MakeSeq(req, num_new - drafts);
+    seq.tokens.insert(seq.tokens.end(), req.draft.begin(), req.draft.begin() + drafts);
+    seq.num_logits += drafts;
+    if (drafts > 0) seq.last_by_length = false;  // several tokens may come: no step ahead
+    req.draft.clear();
+    plan.seqs.push_back(std::move(seq));
     budget -= num_new;
   }
 
@@ -246,11 +266,18 @@ void Scheduler::Update(const StepPlan& plan, std::span<const std::span<const Tok
     SchedRequest& req = it->second;
     CHECK(req.running) << req.id << " updated while not running";
     CHECK_EQ(req.num_computed_tokens, seq.start_pos) << req.id;
-    req.num_computed_tokens += static_cast<int>(seq.tokens.size());
+    if (seq.num_logits > 1) {  // drafts verified: the pending token and the accepted drafts
+      CHECK(!accepted[i].empty()) << req.id << ": a verified seq accepts at least one token";
+      req.num_computed_tokens += static_cast<int>(seq.tokens.size()) - seq.num_logits +
+                                 static_cast<int>(accepted[i].size());
+    } else {
+      req.num_computed_tokens += static_cast<int>(seq.tokens.size());
+    }
+    // (Accepted drafts are computed tokens: they join the request's tokens before the commit.)
+    req.tokens.insert(req.tokens.end(), accepted[i].begin(), accepted[i].end());
     if (req.hidden == HiddenRows::kNone) {  // prompt-only blocks stay out of the prefix cache
       kv_->CommitComputed(req.id, req.tokens, req.num_computed_tokens, req.extra_keys);
     }
-    req.tokens.insert(req.tokens.end(), accepted[i].begin(), accepted[i].end());
   }
 }
 
@@ -260,6 +287,11 @@ void Scheduler::AppendTokens(RequestId id, std::span<const TokenId> tokens) {
   SchedRequest& req = it->second;
   CHECK_LE(req.num_output_tokens() + static_cast<int>(tokens.size()), req.max_new_tokens) << id;
   req.tokens.insert(req.tokens.end(), tokens.begin(), tokens.end());
+}
+
+void Scheduler::SetDraft(RequestId id, std::vector<TokenId> draft) {
+  auto it = requests_.find(id);
+  if (it != requests_.end()) it->second.draft = std::move(draft);
 }
 
 bool Scheduler::Finish(RequestId id) {

@@ -15,6 +15,12 @@
 //   Update():    after the runner ran the plan: num_computed_tokens += scheduled tokens, newly
 //                full blocks enter the prefix cache, sampled tokens are appended.
 //
+// Speculative decoding: a decoding request given a draft (SetDraft) is scheduled as its pending
+// token followed by the draft, with 1 + k logits rows (step_plan.h, "verify"). Update then counts
+// as computed only the pending token and the drafts that were accepted (the rows' tokens matched
+// them): the KV slots of rejected drafts lie past num_computed_tokens and are overwritten by the
+// next step; their blocks stay in the table (never hashed: only computed tokens enter the cache).
+//
 // A prompt-only request (SchedRequest::hidden != kNone: an embedding) is scheduled like a prompt,
 // chunked the same way, but asks for hidden rows instead of logits, generates nothing
 // (max_new_tokens 0) and bypasses the prefix cache: it neither reuses cached blocks (mean pooling
@@ -68,6 +74,9 @@ struct SchedRequest {
   // Waiting for a restore from a tier below the pool (Engine): admission stops at it, as at any
   // request that does not fit yet; running requests keep stepping.
   bool held = false;
+  // Speculative tokens to verify with the next decode (SetDraft): scheduled after the pending
+  // token, as far as budget, max_new_tokens and the context allow; cleared by Schedule().
+  std::vector<TokenId> draft;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -96,7 +105,10 @@ class Scheduler {
   StepPlan Schedule();
 
   // Records that `plan` was executed: every scheduled token's KV is computed, and accepted[i]
-  // (at most plan.seqs[i].num_logits tokens) is appended to plan.seqs[i]'s request. Seqs of
+  // (at most plan.seqs[i].num_logits tokens) is appended to plan.seqs[i]'s request. For a seq with
+  // k drafts (num_logits = 1 + k), accepted[i] is the drafts that matched followed by one more
+  // token (the first mismatch's, or the token after the last draft): only the pending token and
+  // those drafts count as computed. Seqs of
   // requests finished since Schedule() are skipped. A prompt-only request whose prompt is now
   // computed stays running until the caller Finish()es it (before CheckIntegrity).
   // Precondition: accepted.size() == plan.seqs.size().
@@ -107,6 +119,10 @@ class Scheduler {
   // and the last one's logits. Precondition: the request is known and its output stays within
   // max_new_tokens.
   void AppendTokens(RequestId id, std::span<const TokenId> tokens);
+
+  // Sets the draft a running request's next decode verifies (see SchedRequest::draft); an empty
+  // draft clears it. No-op for an unknown id.
+  void SetDraft(RequestId id, std::vector<TokenId> draft);
 
   // Removes a request (completed, aborted or failed) wherever it is, freeing its blocks.
   // Returns false for an unknown id.

@@ -177,6 +177,63 @@ TEST_F(SchedulerTest, UpdateAppendsSeveralAcceptedTokens) {
   EXPECT_EQ(p2.seqs[0].block_table, (Ids{0, 1}));
 }
 
+// A decode with a draft is its pending token and the draft, 1 + k logits rows; only the pending
+// token and the accepted drafts count as computed, and the token after them is pending next.
+// Drafts are cut to max_new_tokens, the context and the budget, and never preempt anyone.
+TEST_F(SchedulerTest, DraftsAreVerifiedAndOnlyTheAcceptedOnesComputed) {
+  Init(16, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(1), Range(0, 6), 8).ok());
+  Step();  // prefill: output 1000 pending
+  sched_->SetDraft(R(1), {50, 51, 52});
+  StepPlan p = sched_->Schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].tokens, (Tokens{1000, 50, 51, 52}));
+  EXPECT_EQ(p.seqs[0].start_pos, 6);
+  EXPECT_EQ(p.seqs[0].num_logits, 4);
+  EXPECT_EQ(p.num_logits, 4);
+  EXPECT_EQ(p.num_tokens, 4);
+  EXPECT_FALSE(p.seqs[0].last_by_length);
+  EXPECT_EQ(p.seqs[0].block_table.size(), 3u);  // covers position 9
+  // 50 accepted, 51 rejected: the row scoring 51 gave 77.
+  const Tokens accepted = {50, 77};
+  sched_->Update(p, std::vector<std::span<const TokenId>>{accepted});
+  sched_->CheckIntegrity();
+  const SchedRequest* req = sched_->Find(R(1));
+  EXPECT_EQ(req->num_computed_tokens, 8);  // 6 prompt + 1000 + 50
+  EXPECT_EQ(req->tokens, (Tokens{0, 1, 2, 3, 4, 5, 1000, 50, 77}));
+  EXPECT_TRUE(req->draft.empty());
+  StepPlan next = sched_->Schedule();  // no draft set: a plain decode of 77
+  ASSERT_EQ(next.seqs.size(), 1u);
+  EXPECT_EQ(next.seqs[0].tokens, (Tokens{77}));
+  EXPECT_EQ(next.seqs[0].start_pos, 8);
+  EXPECT_EQ(next.seqs[0].num_logits, 1);
+  const TokenId t = 78;
+  sched_->Update(next, std::vector<std::span<const TokenId>>{std::span<const TokenId>(&t, 1)});
+  // Output so far: 1000 50 77 78 (4 of 8): at most 3 drafts leave room for the token after them.
+  sched_->SetDraft(R(1), {1, 2, 3, 4, 5, 6});
+  StepPlan capped = sched_->Schedule();
+  EXPECT_EQ(capped.seqs[0].tokens, (Tokens{78, 1, 2, 3}));
+  const Tokens all = {1, 2, 3, 9};
+  sched_->Update(capped, std::vector<std::span<const TokenId>>{all});
+  EXPECT_EQ(sched_->Find(R(1))->num_output_tokens(), 8);
+  EXPECT_EQ(sched_->Find(R(1))->num_computed_tokens, 13);
+  EXPECT_TRUE(sched_->Finish(R(1)));
+  sched_->CheckIntegrity();
+  EXPECT_EQ(kv_->stats().num_used_blocks, 0);
+
+  // A draft the pool has no room for is dropped; the decode runs alone, nobody is preempted.
+  Init(3, Config(64, 8));
+  ASSERT_TRUE(sched_->AddRequest(R(2), Range(0, 7), 4).ok());
+  ASSERT_TRUE(sched_->AddRequest(R(3), Range(100, 103), 2).ok());
+  Step();  // both prefilled: R2 holds 2 blocks (7 + 1 pending), R3 one
+  sched_->SetDraft(R(2), {5, 6, 7, 8});
+  StepPlan tight = sched_->Schedule();
+  ASSERT_EQ(tight.seqs.size(), 2u);
+  EXPECT_TRUE(tight.preempted.empty());
+  EXPECT_EQ(tight.seqs[0].tokens.size(), 1u);
+  EXPECT_EQ(tight.seqs[0].num_logits, 1);
+}
+
 // Jump-forward's tokens, appended while waiting (forced at admission) and while running, are
 // computed by the next step with the tokens before them, and only the last one is scored.
 TEST_F(SchedulerTest, AppendedTokensAreComputedWithTheNextStep) {

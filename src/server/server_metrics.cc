@@ -170,6 +170,10 @@ std::string ServerMetrics::RenderPrometheus(const EngineStats& e) const {
        static_cast<double>(e.preemptions));
   Line(&out, "loom_engine_steps_total", "Engine steps run.", "counter",
        static_cast<double>(e.steps));
+  Line(&out, "loom_spec_draft_tokens_total", "Speculative draft tokens verified.", "counter",
+       static_cast<double>(e.draft_tokens));
+  Line(&out, "loom_spec_accepted_tokens_total", "Speculative draft tokens accepted.", "counter",
+       static_cast<double>(e.accepted_draft_tokens));
   return out;
 }
 

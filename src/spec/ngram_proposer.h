@@ -1,8 +1,8 @@
 // The n-gram proposer of speculative decoding (prompt lookup): the request's own tokens (prompt and
 // output) are searched for an earlier occurrence of their last n tokens, longest n first
 // (ngram_max down to ngram_min), the most recent occurrence followed by a full draft first; the
-// tokens that followed it are the draft. No weights, no device work: agents editing code repeat long stretches of their
-// context, which this finds. Pure function of the tokens, deterministic.
+// tokens that followed it are the draft. No weights, no device work: agents editing code repeat
+// long stretches of their context, which this finds. Pure function of the tokens, deterministic.
 #pragma once
 
 #include <span>

@@ -249,11 +249,12 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
   try {
     const stats = async () => (await request(q, 'GET', '/stats')).body;
     const json = { 'Content-Type': 'application/json' };
-    // n: 32 is 32 rows of 16k tokens: one runs (--batch 1), 31 wait, so the queue stays full
-    // for far longer than any loaded machine takes between the poll below and the refused
-    // requests (with 480-token rows a CI run once saw it drain in that gap). The request is
-    // dropped by closing its connection once the refusals are checked, which aborts its rows.
-    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 16000, ignore_eos: true, n: 32 });
+    // n: 128 is 128 rows of 480 tokens: one runs (--batch 1), 127 wait. The refused requests
+    // are sent once at least 100 wait, so the queue would have to drain 98 rows (~47k tokens)
+    // in the gap between the poll and their arrival to let them in (with n: 32 and 16 waiting, a
+    // loaded CI machine once saw it drain). The request is dropped by closing its connection once
+    // the refusals are checked, which aborts its rows.
+    const long = JSON.stringify({ prompt: 'In the beginning', max_tokens: 480, ignore_eos: true, n: 128 });
     const longReq = http.request({ host: '127.0.0.1', port: q.port, method: 'POST', path: '/v1/completions',
       headers: json, agent: false });
     longReq.on('error', () => { /* destroyed below */ });
@@ -261,11 +262,11 @@ test('--max-queued-requests: 429 with Retry-After beyond the queue cap, no KV bl
     let s;
     for (const deadline = Date.now() + 10000; Date.now() < deadline;) {
       s = await stats();
-      // All 32 rows submitted (a fresh server), so that submitted_rows cannot grow later.
-      if (s.batch.pending_rows >= 16 && s.batch.submitted_rows >= 32) break;
+      // All 128 rows submitted (a fresh server), so that submitted_rows cannot grow later.
+      if (s.batch.pending_rows >= 100 && s.batch.submitted_rows >= 128) break;
       await new Promise((r) => setTimeout(r, 5));
     }
-    assert.ok(s.batch.pending_rows >= 16 && s.batch.submitted_rows >= 32, JSON.stringify(s.batch));
+    assert.ok(s.batch.pending_rows >= 100 && s.batch.submitted_rows >= 128, JSON.stringify(s.batch));
     const before = s.batch.submitted_rows;
     const refused = await Promise.all([
       request(q, 'POST', '/v1/completions', json, COMPLETION),
