@@ -854,6 +854,12 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     if (drafts > 0) {
       draft_tokens_ += static_cast<uint64_t>(drafts);
       accepted_draft_tokens_ += tokens[i].size() - 1;
+      if (tokens[i].size() == 1) {  // nothing accepted: back off
+        live.spec_backoff = std::clamp(2 * live.spec_backoff, 1, kMaxSpecBackoff);
+        live.spec_skip = live.spec_backoff;
+      } else {
+        live.spec_backoff = 0;
+      }
     }
     // The grammar takes the token with the next mask (AdvanceGrammar), off this thread. (Rows
     // under a grammar are never given drafts.)
@@ -919,12 +925,16 @@ bool Engine::EmitToken(RequestId id, Live& live, SampleResult& result, int num_o
   return false;
 }
 
-void Engine::ProposeDraft(RequestId id, const Live& live) {
+void Engine::ProposeDraft(RequestId id, Live& live) {
   // Rows whose next token is decided elsewhere (grammar masks, a reasoning budget's forcing)
   // take no drafts.
   if (live.grammar != nullptr || (live.budget.has_value() && !live.budget->done())) return;
   const SchedRequest* req = scheduler_->Find(id);
   if (req == nullptr || req->num_tokens() - req->num_computed_tokens != 1) return;
+  if (live.spec_skip > 0) {
+    --live.spec_skip;
+    return;
+  }
   scheduler_->SetDraft(id, ProposeNgram(req->tokens, config_.ngram, config_.num_draft_tokens));
 }
 

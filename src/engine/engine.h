@@ -154,6 +154,11 @@ class Engine {
     bool mask_needed = false;  // this step's row is sampled (not forced): it needs its mask
     Status grammar_error;      // the grammar refused a committed token: the request fails
     std::optional<ReasoningBudgetTracker> budget;  // none: no reasoning budget
+    // Speculation back-off: after a round whose drafts were all rejected the row skips drafting
+    // for spec_backoff decode steps, doubling (up to kMaxSpecBackoff) while rounds keep failing;
+    // a round with an accepted draft resets it. Bounds what useless drafts cost a row.
+    int spec_backoff = 0;
+    int spec_skip = 0;
     // Embedding requests: how to pool, and the pool so far (the sum of the rows seen for mean,
     // the row itself for last / cls), in double for the mean's sum.
     std::optional<Pooling> pooling;
@@ -239,7 +244,7 @@ class Engine {
   // token lists: valid until Commit).
   std::vector<StepRow> Rows(const StepPlan& plan);
   // --draft-kind: the draft of a row that just emitted `live`'s tokens and decodes next.
-  void ProposeDraft(RequestId id, const Live& live);
+  void ProposeDraft(RequestId id, Live& live);
   bool EmitToken(RequestId id, Live& live, SampleResult& result, int num_output_tokens);
   // Records the step's results: failed rows finish their requests, accepted tokens go to the
   // scheduler and the streams, EOS / stop ids / length finish requests.
@@ -310,6 +315,7 @@ class Engine {
   uint64_t generated_tokens_ = 0;
   uint64_t jump_forward_tokens_ = 0;
   uint64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
+  static constexpr int kMaxSpecBackoff = 64;
   // Rows(): per verify seq of the step, its request's tokens followed by its drafts (what the
   // draft rows' sampling contexts point into), valid until the next Rows().
   std::vector<std::vector<TokenId>> verify_tokens_;

@@ -46,6 +46,7 @@ struct EngineConfig {
   // num_draft_tokens of what followed are verified by the row's next step (1 + k logits rows;
   // accepted while each row's token equals the draft, so the output is the one without
   // speculation, greedy or sampled). 0: off. Not for rows under a grammar or a reasoning budget.
+  // A row whose drafts were all rejected skips drafting for 1, 2, 4 ... 64 decode steps.
   int num_draft_tokens = 0;  // --num-draft-tokens (with --draft-kind ngram)
   NgramConfig ngram;         // --ngram-min / --ngram-max
 
