@@ -237,6 +237,21 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
       ->check(CLI::Range(1, 64));
   app->add_option("--ngram-min", ngram_min, "n-gram drafts: shortest suffix looked up (1)")
       ->check(CLI::Range(1, 64));
+  app->add_option("--draft-token-cost", draft_token_cost,
+                  "speculative decoding: what one more token in a step costs, as a fraction of "
+                  "a step's fixed cost; a row drafts while the chance its next draft is accepted "
+                  "beats what that draft costs the step (none once the batch is compute-bound); "
+                  "auto measures it from the steps, 0 makes drafts free (always "
+                  "--num-draft-tokens)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= 0 && x <= 1e6)) {
+          return "--draft-token-cost must be auto or a number in [0, 1e6], got '" + v + "'";
+        }
+        return "";
+      });
   app->add_option("--cpu-isa", cpu_isa,
                   "CPU: cap the dot-product kernels at this instruction set (A/B runs; default "
                   "auto, the best the CPU has; LOOM_CPU_ISA when not given)")
@@ -441,6 +456,9 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     ec.num_draft_tokens = flags.num_draft_tokens > 0 ? flags.num_draft_tokens : 10;
     ec.ngram.ngram_min = flags.ngram_min;
     ec.ngram.ngram_max = flags.ngram_max;
+    ec.draft_token_cost = flags.draft_token_cost == "auto"
+                              ? -1.0
+                              : std::strtod(flags.draft_token_cost.c_str(), nullptr);
   }
   ec.step_trace = flags.step_trace;
   s->model = model.get();

@@ -66,6 +66,7 @@ struct ModelFlags {
   std::string draft_kind = "none";  // --draft-kind
   int num_draft_tokens = -1;        // --num-draft-tokens (-1: the kind's default)
   int ngram_min = 1, ngram_max = 3;
+  std::string draft_token_cost = "auto";  // --draft-token-cost: auto | a number >= 0
   int grammar_threads = -1;       // --grammar-threads: -1 = auto (CUDA: half of --threads, <= 8)
   bool mmap_weights = false;      // CPU: weights used in place from the file mapping (--mmap)
   bool bf16_activations = false;  // CPU: bf16 weights meet bf16-rounded activations

@@ -268,6 +268,7 @@ void Engine::DrainInbox() {
     std::lock_guard<std::mutex> lock(mu_);
     subs.swap(inbox_);
     aborts.swap(aborts_);
+    draining_ = subs.size();
   }
   for (Submission& sub : subs) {
     const SamplingParams& params = sub.request.params;
@@ -287,6 +288,7 @@ void Engine::DrainInbox() {
     live.grammar = std::move(sub.request.grammar);
     live.pooling = pooling;
     if (pooling.has_value()) live.pooled.assign(static_cast<size_t>(hidden_size_), 0.0);
+    if (config_.num_draft_tokens > 0 && !pooling.has_value()) live.stream->SetSpeculation({});
     if (sub.request.reasoning_budget.has_value()) {
       live.budget.emplace(*std::move(sub.request.reasoning_budget));
     }
@@ -295,6 +297,7 @@ void Engine::DrainInbox() {
     if (config_.jump_forward && it->second.grammar != nullptr) JumpForward(sub.id, it->second);
   }
   for (RequestId id : aborts) FinishRequest(id, FinishReason::kAbort);
+  if (!subs.empty()) PublishStats(/*drained=*/true);
 }
 
 void Engine::FinishRequest(RequestId id, FinishReason reason, Status error,
@@ -337,6 +340,7 @@ bool Engine::Step() {
                           "that can never fit";
   ReportCachedTokens(plan);
   if (grammar_pool_ != nullptr) StartGrammarMasks(plan);  // overlapping the step
+  const auto t_start = std::chrono::steady_clock::now();
   StatusOr<StepLogits> logits = Execute(plan);
   const auto t_exec = std::chrono::steady_clock::now();
   if (grammar_pool_ != nullptr) WaitGrammarMasks();
@@ -348,6 +352,11 @@ bool Engine::Step() {
     const std::vector<StepRow> rows = Rows(plan);
     std::vector<StatusOr<SampleResult>> sampled = sampler_.Sample(plan, rows, *logits, *runner_);
     const auto t_sample = std::chrono::steady_clock::now();
+    if (config_.num_draft_tokens > 0) {  // the step's forward and sampling, not the masks' wait
+      step_cost_.Observe(
+          plan.num_tokens,
+          std::chrono::duration<double>((t_exec - t_start) + (t_sample - t_masks)).count());
+    }
     Commit(plan, sampled);
     if (plan.num_hidden > 0) PoolEmbeddings(plan, HiddenToHost(*logits, plan.num_hidden));
     if (config_.step_trace) {  // after exec: waiting for masks, sampling (its sync), commit
@@ -852,14 +861,19 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
       continue;
     }
     if (drafts > 0) {
+      live.acceptance.Round(drafts, static_cast<int>(tokens[i].size()) - 1);
       draft_tokens_ += static_cast<uint64_t>(drafts);
       accepted_draft_tokens_ += tokens[i].size() - 1;
+      live.speculation.drafted += drafts;
+      live.speculation.accepted += static_cast<int>(tokens[i].size()) - 1;
+      live.stream->SetSpeculation(live.speculation);
       if (tokens[i].size() == 1) {  // nothing accepted: back off
         live.spec_backoff = std::clamp(2 * live.spec_backoff, 1, kMaxSpecBackoff);
         live.spec_skip = live.spec_backoff;
-      } else {
+      } else if (!live.spec_probing) {
         live.spec_backoff = 0;
       }
+      live.spec_probing = false;
     }
     // The grammar takes the token with the next mask (AdvanceGrammar), off this thread. (Rows
     // under a grammar are never given drafts.)
@@ -869,6 +883,7 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
   scheduler_->Update(plan, accepted);
 
   // Emit and check the stop conditions, token by token.
+  const double draft_cost = config_.num_draft_tokens > 0 ? DraftCost(plan) : 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     if (results[i].empty()) continue;
     const RequestId id = plan.seqs[i].request_id;
@@ -881,7 +896,7 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
     }
     if (finished) continue;
     if (config_.jump_forward && live.grammar != nullptr) JumpForward(id, live);
-    if (config_.num_draft_tokens > 0) ProposeDraft(id, live);
+    if (config_.num_draft_tokens > 0) ProposeDraft(id, live, draft_cost);
   }
   // After the tokens are out (the copy out is not on their way). A finished request's blocks are
   // free now but keep their bytes: nothing is allocated before the copy is queued.
@@ -925,7 +940,7 @@ bool Engine::EmitToken(RequestId id, Live& live, SampleResult& result, int num_o
   return false;
 }
 
-void Engine::ProposeDraft(RequestId id, Live& live) {
+void Engine::ProposeDraft(RequestId id, Live& live, double cost) {
   // Rows whose next token is decided elsewhere (grammar masks, a reasoning budget's forcing)
   // take no drafts.
   if (live.grammar != nullptr || (live.budget.has_value() && !live.budget->done())) return;
@@ -935,7 +950,38 @@ void Engine::ProposeDraft(RequestId id, Live& live) {
     --live.spec_skip;
     return;
   }
-  scheduler_->SetDraft(id, ProposeNgram(req->tokens, config_.ngram, config_.num_draft_tokens));
+  int k = DraftLength(live.acceptance.alpha(), cost, config_.num_draft_tokens);
+  const bool probe = k == 0;
+  if (probe) {
+    // Not worth a draft now: back off as after a rejected round (a probe's success does not
+    // reset it), then try one draft, so that the row's acceptance rate is measured again.
+    if (!live.spec_probe) {
+      live.spec_backoff = std::clamp(2 * live.spec_backoff, 1, kMaxSpecBackoff);
+      live.spec_skip = live.spec_backoff;
+      live.spec_probe = true;
+      return;
+    }
+    k = 1;
+  }
+  live.spec_probe = false;
+  std::vector<TokenId> draft = ProposeNgram(req->tokens, config_.ngram, k);
+  live.spec_probing = probe && !draft.empty();
+  scheduler_->SetDraft(id, std::move(draft));
+}
+
+double Engine::DraftCost(const StepPlan& plan) const {
+  double r = config_.draft_token_cost;
+  if (r < 0) r = step_cost_.TokenCost().value_or(0.0);  // optimistic until measured
+  if (r == 0) return 0;
+  // The step's shape without its drafts: rows sampled and tokens.
+  int rows = 0;
+  int tokens = plan.num_tokens;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (seq.num_logits == 0) continue;
+    ++rows;
+    tokens -= seq.num_logits - 1;
+  }
+  return DraftTokenCost(r, rows, tokens);
 }
 
 void Engine::JumpForward(RequestId id, Live& live) {
@@ -1011,7 +1057,7 @@ void Engine::PoolEmbeddings(const StepPlan& plan, const std::vector<float>& hidd
   CHECK_EQ(row, static_cast<size_t>(plan.num_hidden));
 }
 
-void Engine::PublishStats() {
+void Engine::PublishStats(bool drained) {
   const KvCacheStats kv = kv_->stats();
   EngineStats s;
   s.active_rows = scheduler_->num_running();
@@ -1037,6 +1083,8 @@ void Engine::PublishStats() {
   s.jump_forward_tokens = jump_forward_tokens_;
   s.draft_tokens = draft_tokens_;
   s.accepted_draft_tokens = accepted_draft_tokens_;
+  s.draft_token_cost = config_.draft_token_cost >= 0 ? config_.draft_token_cost
+                                                     : step_cost_.TokenCost().value_or(-1.0);
   s.parallel_sample_steps = sampler_.stats().parallel_sample_steps;
   s.idle_checks = idle_checks_;
   if (host_ != nullptr) {
@@ -1050,18 +1098,26 @@ void Engine::PublishStats() {
     s.ssd_restore_tokens = restore_tokens_;
     s.ssd_demoted_blocks = demoted_blocks_;
   }
+  if (drained) {  // mu_ before stats_mu_, as in stats()
+    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    stats_ = s;
+    draining_ = 0;
+    return;
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }
 
 EngineStats Engine::stats() const {
   EngineStats s;
+  // Under mu_ throughout: the snapshot, the inbox and the rows between them are read at once.
+  std::lock_guard<std::mutex> lock(mu_);
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
     s = stats_;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  s.pending_rows += static_cast<int>(inbox_.size());
+  s.pending_rows += static_cast<int>(inbox_.size() + draining_);
   s.submitted_rows = submitted_;
   // The tier's counters move on its own threads (write-behind, readers) after the last step:
   // read them now, not from the step-end snapshot, so an idle server reports its spills landing.

@@ -55,6 +55,7 @@
 #include "runtime/model_runner.h"
 #include "sample/step_sampler.h"
 #include "sched/scheduler.h"
+#include "spec/draft_length.h"
 
 namespace loom {
 
@@ -89,6 +90,8 @@ struct EngineStats {
   uint64_t jump_forward_tokens = 0;    // of those, appended by jump-forward without sampling
   uint64_t draft_tokens = 0;           // speculative tokens verified (--draft-kind)
   uint64_t accepted_draft_tokens = 0;  // of those, accepted
+  // The token cost drafts are judged by (--draft-token-cost, or measured); -1: not measured yet.
+  double draft_token_cost = -1;
   uint64_t parallel_sample_steps = 0;  // steps whose host rows were sampled on > 1 thread
   uint64_t idle_checks = 0;            // integrity walks run on going idle (CheckIfIdle)
   bool host_cache = false;             // --host-cache is on: the fields below are live
@@ -159,6 +162,10 @@ class Engine {
     // a round with an accepted draft resets it. Bounds what useless drafts cost a row.
     int spec_backoff = 0;
     int spec_skip = 0;
+    bool spec_probe = false;    // the skip ends with at least one draft, to measure again
+    bool spec_probing = false;  // the round being verified is such a probe
+    AcceptanceRate acceptance;
+    SpeculationUsage speculation;  // this request's totals (usage.speculation)
     // Embedding requests: how to pool, and the pool so far (the sum of the rows seen for mean,
     // the row itself for last / cls), in double for the mean's sum.
     std::optional<Pooling> pooling;
@@ -182,7 +189,9 @@ class Engine {
   // Finishes `id` everywhere (scheduler, live map, stream). No-op if not live.
   void FinishRequest(RequestId id, FinishReason reason, Status error = OkStatus(),
                      std::optional<TokenId> stop_token = std::nullopt);
-  void PublishStats();
+  // `drained`: the inbox's last drain is in the scheduler now (in the snapshot): it stops
+  // counting as pending at the same moment.
+  void PublishStats(bool drained = false);
   // Each grammar-constrained seq of `plan` that samples this step: AdvanceGrammar (the pending
   // token, then its row's mask into Live::mask). With a grammar pool the rows are queued there
   // and WaitGrammarMasks waits for them (the runner executes the step meanwhile: nothing touches
@@ -243,8 +252,11 @@ class Engine {
   // The StepSampler's view of each logits row of `plan` (views into live_ and the scheduler's
   // token lists: valid until Commit).
   std::vector<StepRow> Rows(const StepPlan& plan);
-  // --draft-kind: the draft of a row that just emitted `live`'s tokens and decodes next.
-  void ProposeDraft(RequestId id, Live& live);
+  // --draft-kind: the draft of a row that just emitted `live`'s tokens and decodes next, at most
+  // as long as pays when a draft token costs `cost` output tokens (spec/draft_length.h).
+  void ProposeDraft(RequestId id, Live& live, double cost);
+  // What one draft token costs the next step, in output tokens, judged by `plan`'s shape.
+  double DraftCost(const StepPlan& plan) const;
   bool EmitToken(RequestId id, Live& live, SampleResult& result, int num_output_tokens);
   // Records the step's results: failed rows finish their requests, accepted tokens go to the
   // scheduler and the streams, EOS / stop ids / length finish requests.
@@ -315,6 +327,7 @@ class Engine {
   uint64_t generated_tokens_ = 0;
   uint64_t jump_forward_tokens_ = 0;
   uint64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
+  StepCost step_cost_;  // the steps' time against their size (--draft-token-cost auto)
   static constexpr int kMaxSpecBackoff = 64;
   // Rows(): per verify seq of the step, its request's tokens followed by its drafts (what the
   // draft rows' sampling contexts point into), valid until the next Rows().
@@ -335,6 +348,9 @@ class Engine {
   mutable std::mutex stats_mu_;
   EngineStats stats_;
   uint64_t submitted_ = 0;  // under mu_
+  // Rows taken from the inbox and not yet in the published snapshot (under mu_): stats() counts
+  // them as pending, so a burst being admitted never reads as an empty queue.
+  size_t draining_ = 0;
 };
 
 }  // namespace loom

@@ -9,6 +9,9 @@ Status EngineConfig::Validate() const {
     return InvalidArgumentError("--num-draft-tokens must be in [0, 64], got " +
                                 std::to_string(num_draft_tokens));
   }
+  if (!(draft_token_cost < 0 || draft_token_cost <= 1e6)) {  // NaN too
+    return InvalidArgumentError("--draft-token-cost must be auto or a number in [0, 1e6]");
+  }
   if (ngram.ngram_min < 1 || ngram.ngram_max < ngram.ngram_min) {
     return InvalidArgumentError("--ngram-min (" + std::to_string(ngram.ngram_min) +
                                 ") must be >= 1 and <= --ngram-max (" +

@@ -46,9 +46,16 @@ struct EngineConfig {
   // num_draft_tokens of what followed are verified by the row's next step (1 + k logits rows;
   // accepted while each row's token equals the draft, so the output is the one without
   // speculation, greedy or sampled). 0: off. Not for rows under a grammar or a reasoning budget.
-  // A row whose drafts were all rejected skips drafting for 1, 2, 4 ... 64 decode steps.
+  // A row drafts only as many tokens as pay (spec/draft_length.h): while the chance its j-th
+  // draft is accepted (its acceptance rate ^ j) beats what a draft token costs the step, from
+  // draft_token_cost. A row that drafts nothing, or whose drafts were all rejected, skips
+  // drafting for 1, 2, 4 ... 64 decode steps, then tries at least one draft.
   int num_draft_tokens = 0;  // --num-draft-tokens (with --draft-kind ngram)
   NgramConfig ngram;         // --ngram-min / --ngram-max
+  // --draft-token-cost: what one more token in a step costs relative to the step's fixed cost
+  // (r in spec/draft_length.h); negative: measured from the steps (auto); 0: drafts are free
+  // (every row drafts num_draft_tokens).
+  double draft_token_cost = -1;
 
   // Admission.
   int64_t kv_budget_bytes = 0;      // --kv-budget (decimal GB x 1e9); 0 = off

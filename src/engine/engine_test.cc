@@ -43,6 +43,7 @@ uint64_t Mix(uint64_t x) {
 
 class FakeRunner : public ModelRunner {
  public:
+  std::function<void()> on_execute_;  // called at the start of each step's Execute
   // `backend` holds the logits (a CpuBackend when null: every row sampled on the host).
   FakeRunner(int num_blocks, int block_size, int max_len, int vocab = kVocab,
              std::unique_ptr<CpuBackend> backend = nullptr)
@@ -53,6 +54,7 @@ class FakeRunner : public ModelRunner {
         backend_(backend != nullptr ? std::move(backend) : std::make_unique<CpuBackend>(1)) {}
 
   StatusOr<StepLogits> Execute(const StepPlan& plan) override {
+    if (on_execute_) on_execute_();
     ASSIGN_OR_RETURN(std::vector<float> host, HostLogits(plan));
     StepLogits out;
     out.backend = backend_.get();
@@ -372,6 +374,28 @@ TEST(EngineTest, OutputsAreTheSameAloneBatchedPreemptedAndCached) {
 // of the workload, alone and in a tight batch with chunked prefill and preemption, gives the
 // tokens, logprobs and finish of the run without drafts, while drafts are both accepted and
 // rejected (the fake model copies its context, so n-grams match).
+// What stats() says while a step runs: the rows just taken from the inbox into the scheduler
+// are pending from the moment Submit returned (a queue cap reads this: a burst being admitted
+// must not look like an empty queue until the step ends).
+TEST(EngineTest, RowsBeingAdmittedCountAsPendingDuringTheStep) {
+  EngineConfig cfg = BaseConfig(64);
+  cfg.max_num_seqs = 1;
+  Made m = Make(cfg);
+  std::vector<int> seen;
+  m.runner->on_execute_ = [&] { seen.push_back(m.engine->stats().pending_rows); };
+  std::vector<Request> work(6);
+  for (size_t i = 0; i < work.size(); ++i) {
+    work[i].prompt = Prompt(/*shared=*/4, /*distinct=*/4, static_cast<int>(i));
+    work[i].params.max_tokens = 2;
+  }
+  RunAll(*m.engine, work);
+  ASSERT_FALSE(seen.empty());
+  // Six waiting as of the drain (the snapshot before the step scheduled one of them), or five;
+  // before the drain published its rows this read 0: neither in the inbox nor in the snapshot.
+  EXPECT_GE(seen[0], 5);
+  EXPECT_LE(seen[0], 6);
+}
+
 TEST(EngineTest, NgramSpeculationIsLossless) {
   std::vector<Request> work = Workload();
   for (int i = 0; i < 3; ++i) {  // greedy rows with long outputs over repetitive prompts
@@ -395,6 +419,7 @@ TEST(EngineTest, NgramSpeculationIsLossless) {
   EngineConfig plain = BaseConfig(64);
   EngineConfig spec = plain;
   spec.num_draft_tokens = 4;
+  spec.draft_token_cost = 0;  // drafts are free: every row drafts 4
   const auto [want, plain_stats] = run(plain);
   EXPECT_EQ(plain_stats.draft_tokens, 0u);
   const auto [got, s] = run(spec);
@@ -428,6 +453,7 @@ TEST(EngineTest, RejectedDraftsBackOff) {
   }
   EngineConfig spec = BaseConfig(256);
   spec.num_draft_tokens = 4;
+  spec.draft_token_cost = 0;
   Made plain = Make(BaseConfig(256));
   Made m = Make(spec);
   const std::vector<Result> want = RunAll(*plain.engine, work);
@@ -438,6 +464,58 @@ TEST(EngineTest, RejectedDraftsBackOff) {
   // Without the back-off nearly every one of the 480 decodes would verify 4 drafts (1-gram
   // matches abound in a 32-token vocabulary).
   EXPECT_LT(s.draft_tokens, 480u / 2) << s.accepted_draft_tokens << " accepted";
+}
+
+// The draft length follows what a draft costs (--draft-token-cost pinned here; measured by
+// default): free drafts are all made, drafts that cost a whole output token (a compute-bound
+// step) only as the back-off's probes, and in between a row drafts fewer, surer tokens. The
+// output never changes.
+TEST(EngineTest, RowsDraftOnlyWhatPays) {
+  std::vector<Request> work;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt = Prompt(/*shared=*/9, /*distinct=*/6, 60 + i);
+    r.prompt.insert(r.prompt.end(), r.prompt.begin(), r.prompt.end());
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = 100;
+    work.push_back(r);
+  }
+  auto run = [&](double cost) {
+    EngineConfig cfg = BaseConfig(256);
+    cfg.num_draft_tokens = 8;
+    cfg.draft_token_cost = cost;
+    Made m = Make(cfg);
+    m.runner->copy_bias_ = 6.f;  // the model follows its n-grams often, not always
+    std::vector<Result> out = RunAll(*m.engine, work);
+    const EngineStats s = m.engine->stats();
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    EXPECT_EQ(s.draft_token_cost, cost);
+    return std::make_pair(out, s);
+  };
+  const auto [want, free_stats] = run(0);
+  const auto [mid, mid_stats] = run(0.1);
+  const auto [dear, dear_stats] = run(1e3);
+  for (size_t i = 0; i < work.size(); ++i) {
+    ExpectSame(mid[i], want[i], i);
+    ExpectSame(dear[i], want[i], i);
+  }
+  const auto rate = [](const EngineStats& s) {
+    return static_cast<double>(s.accepted_draft_tokens) / static_cast<double>(s.draft_tokens);
+  };
+  std::printf("drafted / accepted: free %llu / %llu, 0.1 %llu / %llu, 1e3 %llu / %llu\n",
+              static_cast<unsigned long long>(free_stats.draft_tokens),
+              static_cast<unsigned long long>(free_stats.accepted_draft_tokens),
+              static_cast<unsigned long long>(mid_stats.draft_tokens),
+              static_cast<unsigned long long>(mid_stats.accepted_draft_tokens),
+              static_cast<unsigned long long>(dear_stats.draft_tokens),
+              static_cast<unsigned long long>(dear_stats.accepted_draft_tokens));
+  EXPECT_GT(free_stats.accepted_draft_tokens, 0u);
+  EXPECT_LT(mid_stats.draft_tokens, free_stats.draft_tokens);
+  EXPECT_GT(mid_stats.accepted_draft_tokens, 0u);
+  EXPECT_GT(rate(mid_stats), rate(free_stats));
+  // c = rows / tokens = 1: no draft is worth it; one-draft probes after 1, 2, 4 ... 64 steps.
+  EXPECT_LT(dear_stats.draft_tokens, 3u * 12);
 }
 
 // A grammar over the fake model's 32 tokens: 0 is EOS, 1-10 the digits, 11-26 a-p, and a few

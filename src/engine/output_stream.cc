@@ -35,6 +35,11 @@ void OutputStream::SetCachedTokens(int num_cached_tokens) {
   num_cached_tokens_ = num_cached_tokens;
 }
 
+void OutputStream::SetSpeculation(SpeculationUsage speculation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  speculation_ = speculation;
+}
+
 bool OutputStream::Finish(FinishReason reason, Status error, std::optional<TokenId> stop_token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,6 +74,7 @@ StreamChunk OutputStream::TakeLocked() {
   pending_.clear();
   chunk.num_prompt_tokens = num_prompt_tokens_;
   chunk.num_cached_tokens = num_cached_tokens_;
+  chunk.speculation = speculation_;
   if (finish_reason_.has_value()) {
     chunk.finish_reason = finish_reason_;
     chunk.stop_token = stop_token_;

@@ -31,6 +31,13 @@ struct TokenOutput {
   std::vector<TokenLogprob> top_logprobs;  // params.num_logprobs entries
 };
 
+// A request's speculative decoding so far (usage.speculation): draft tokens the target scored,
+// and how many of them it accepted.
+struct SpeculationUsage {
+  int drafted = 0;
+  int accepted = 0;
+};
+
 // Everything produced since the previous pop.
 struct StreamChunk {
   std::vector<TokenOutput> tokens;
@@ -39,6 +46,8 @@ struct StreamChunk {
   Status error;                               // non-OK iff finish_reason == kError
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;  // prompt tokens served from the prefix cache (usage)
+  // Set when the engine speculates (--draft-kind): this request's totals so far.
+  std::optional<SpeculationUsage> speculation;
   // An embedding request's result, on its last chunk (kStop): the pooled final hidden state,
   // f32 [hidden_size], not normalized (Request::pooling). Empty otherwise.
   std::vector<float> embedding;
@@ -51,6 +60,7 @@ class OutputStream {
   // --- Engine side (never blocks on the reader). ---
   void Push(TokenOutput token);
   void SetCachedTokens(int num_cached_tokens);
+  void SetSpeculation(SpeculationUsage speculation);  // the totals so far
   // Ends the stream; later Push/Finish calls are ignored. Returns false if already finished.
   bool Finish(FinishReason reason, Status error = OkStatus(),
               std::optional<TokenId> stop_token = std::nullopt);
@@ -86,6 +96,7 @@ class OutputStream {
   std::vector<float> embedding_;
   int num_prompt_tokens_;
   int num_cached_tokens_ = 0;
+  std::optional<SpeculationUsage> speculation_;
   bool done_ = false;  // final chunk handed out
 };
 

@@ -37,6 +37,13 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens read from the prefix cache
+  // Speculative decoding's draft tokens scored and accepted, summed over the choices; set when
+  // the server speculates (--draft-kind).
+  struct Speculation {
+    int drafted = 0;
+    int accepted = 0;
+  };
+  std::optional<Speculation> speculation;
 };
 
 // Why a choice ended. (The engine's FinishReason says why its request ended; this one adds what

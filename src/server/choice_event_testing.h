@@ -24,7 +24,7 @@ class ScriptedSource : public ChoiceEventSource {
   }
   bool done() const override { return script_.empty(); }
   void Abort() override { script_.clear(); }
-  Usage usage() const override { return Usage{3, 5, 0}; }
+  Usage usage() const override { return Usage{3, 5, 0, {}}; }
 
  private:
   std::deque<std::vector<ChoiceEvent>> script_;

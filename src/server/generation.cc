@@ -130,6 +130,17 @@ void Generation::SetWakeup(std::function<void()> wake) {
   for (auto& c : choices_) c->handle.stream->SetListener(wake);
 }
 
+Usage Generation::usage() const {
+  Usage u{num_prompt_tokens(), completion_tokens_, cached_tokens_, std::nullopt};
+  for (const auto& c : choices_) {
+    if (!c->speculation.has_value()) continue;
+    if (!u.speculation.has_value()) u.speculation.emplace();
+    u.speculation->drafted += c->speculation->drafted;
+    u.speculation->accepted += c->speculation->accepted;
+  }
+  return u;
+}
+
 bool Generation::done() const {
   for (const auto& c : choices_) {
     if (!c->finished) return false;
@@ -142,6 +153,7 @@ void Generation::Consume(int choice_idx, StreamChunk chunk, std::vector<ChoiceEv
   ChoiceEvent text = ChoiceEvent::Text(choice_idx, "");
   std::optional<ChoiceEvent> finish;
   cached_tokens_ = std::max(cached_tokens_, chunk.num_cached_tokens);
+  if (chunk.speculation.has_value()) c.speculation = chunk.speculation;
   auto now = std::chrono::steady_clock::now();
   if (!chunk.tokens.empty()) {
     if (!first_token_seen_) {

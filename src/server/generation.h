@@ -40,9 +40,7 @@ class Generation : public ChoiceEventSource {
   void Abort() override;
   // Listens on every choice's engine stream (OutputStream::SetListener).
   void SetWakeup(std::function<void()> wake) override;
-  Usage usage() const override {
-    return Usage{num_prompt_tokens(), completion_tokens_, cached_tokens_};
-  }
+  Usage usage() const override;
 
   int num_prompt_tokens() const { return static_cast<int>(prompt_.size()); }
   // The prompt's token ids (what echo decodes).
@@ -55,6 +53,7 @@ class Generation : public ChoiceEventSource {
     StopMatcher stop;
     bool finished = false;
     std::string transcript;  // the choice's text so far, kept only for --log-prompts
+    std::optional<SpeculationUsage> speculation;  // the engine's totals for this choice
     explicit Choice(std::vector<std::string> stops) : stop(std::move(stops)) {}
   };
   Generation(ServerContext* ctx, const GenerationRequest& request, std::vector<TokenId> prompt);

@@ -62,10 +62,16 @@ ordered_json BytesJson(const std::string& s) {
 }
 
 ordered_json OpenAiUsageJson(const Usage& u) {
-  return ordered_json{{"prompt_tokens", u.prompt_tokens},
-                      {"completion_tokens", u.completion_tokens},
-                      {"total_tokens", u.prompt_tokens + u.completion_tokens},
-                      {"prompt_tokens_details", ordered_json{{"cached_tokens", u.cached_tokens}}}};
+  ordered_json j{{"prompt_tokens", u.prompt_tokens},
+                 {"completion_tokens", u.completion_tokens},
+                 {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                 {"prompt_tokens_details", ordered_json{{"cached_tokens", u.cached_tokens}}}};
+  if (u.speculation.has_value()) j["speculation"] = SpeculationJson(*u.speculation);
+  return j;
+}
+
+ordered_json SpeculationJson(const Usage::Speculation& s) {
+  return ordered_json{{"drafted", s.drafted}, {"accepted", s.accepted}};
 }
 
 ordered_json ChatLogprobsJson(const std::vector<LogprobEntry>& entries) {

@@ -20,6 +20,8 @@ struct ResponseMeta {
 };
 
 nlohmann::ordered_json OpenAiUsageJson(const Usage& usage);
+// usage.speculation (OpenAI chat / completions and Responses): {drafted, accepted}.
+nlohmann::ordered_json SpeculationJson(const Usage::Speculation& speculation);
 // Chat logprobs object for `entries` ({"content": [...]}).
 nlohmann::ordered_json ChatLogprobsJson(const std::vector<LogprobEntry>& entries);
 // Completions logprobs object; `text_offset` starts at `offset` (bytes of text before).

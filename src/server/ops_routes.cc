@@ -168,22 +168,27 @@ ordered_json StatsJson(const ServerContext& ctx) {
                                  {"kv_budget_bytes", e.kv_budget_bytes},
                                  {"weights_bytes", m.weights_bytes}}},
       {"batch",
-       ordered_json{{"configured", m.batch},
-                    {"mode", mode},
-                    {"batched", mode == "batch"},
-                    {"active_rows", e.active_rows},
-                    {"pending_rows", e.pending_rows},
-                    {"submitted_rows", e.submitted_rows},
-                    {"finished_rows", e.finished_rows},
-                    {"kv_bytes", e.kv_bytes},
-                    {"kv_projected_bytes", e.kv_projected_bytes},
-                    {"kv_budget_bytes", e.kv_budget_bytes},
-                    {"preemptions", e.preemptions},
-                    {"steps", e.steps},
-                    {"generated_tokens", e.generated_tokens},
-                    {"jump_forward_tokens", e.jump_forward_tokens},
-                    {"speculation", ordered_json{{"drafted", e.draft_tokens},
-                                                 {"accepted", e.accepted_draft_tokens}}}}}};
+       ordered_json{
+           {"configured", m.batch},
+           {"mode", mode},
+           {"batched", mode == "batch"},
+           {"active_rows", e.active_rows},
+           {"pending_rows", e.pending_rows},
+           {"submitted_rows", e.submitted_rows},
+           {"finished_rows", e.finished_rows},
+           {"kv_bytes", e.kv_bytes},
+           {"kv_projected_bytes", e.kv_projected_bytes},
+           {"kv_budget_bytes", e.kv_budget_bytes},
+           {"preemptions", e.preemptions},
+           {"steps", e.steps},
+           {"generated_tokens", e.generated_tokens},
+           {"jump_forward_tokens", e.jump_forward_tokens},
+           {"speculation", ordered_json{{"drafted", e.draft_tokens},
+                                        {"accepted", e.accepted_draft_tokens},
+                                        // null until measured (--draft-token-cost auto)
+                                        {"token_cost", e.draft_token_cost < 0
+                                                           ? ordered_json(nullptr)
+                                                           : ordered_json(e.draft_token_cost)}}}}}};
 }
 
 void RegisterOpsRoutes(HttpRouter& server, ServerContext* ctx) {

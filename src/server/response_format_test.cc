@@ -3,6 +3,7 @@
 
 #include "server/anthropic_response.h"
 #include "server/openai_response.h"
+#include "server/responses_response.h"
 #include "server/sse.h"
 
 namespace loom {
@@ -14,13 +15,21 @@ TEST(OpenAiResponseTest, ChatCompletionShape) {
   CollectedChoice c;
   c.text = "Hi";
   c.finish_reason = ChoiceFinishReason::kStop;
-  auto j = ChatCompletionJson(kMeta, {c}, /*with_logprobs=*/false, Usage{5, 2, 4});
+  auto j = ChatCompletionJson(kMeta, {c}, /*with_logprobs=*/false, Usage{5, 2, 4, {}});
   EXPECT_EQ(j.dump(),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1700000000,)"
             R"("model":"stories","system_fingerprint":null,"choices":[{"index":0,"message":)"
             R"({"role":"assistant","content":"Hi","refusal":null},"logprobs":null,)"
             R"("finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,)"
             R"("total_tokens":7,"prompt_tokens_details":{"cached_tokens":4}}})");
+}
+
+TEST(OpenAiResponseTest, UsageNamesSpeculationWhenTheServerSpeculates) {
+  EXPECT_FALSE(OpenAiUsageJson(Usage{5, 2, 0, {}}).contains("speculation"));
+  EXPECT_EQ(OpenAiUsageJson(Usage{5, 9, 0, Usage::Speculation{12, 7}})["speculation"].dump(),
+            R"({"drafted":12,"accepted":7})");
+  EXPECT_EQ(ResponsesUsageJson(Usage{5, 9, 0, Usage::Speculation{3, 0}}, 0)["speculation"].dump(),
+            R"({"drafted":3,"accepted":0})");
 }
 
 TEST(OpenAiResponseTest, ChatLogprobsShape) {
@@ -53,7 +62,7 @@ TEST(OpenAiResponseTest, StreamChunks) {
   EXPECT_EQ(fin["choices"][0]["index"], 1);
   EXPECT_EQ(fin["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(fin["usage"].is_null());
-  auto usage = UsageChunkJson(kMeta, "chat.completion.chunk", Usage{3, 4, 0});
+  auto usage = UsageChunkJson(kMeta, "chat.completion.chunk", Usage{3, 4, 0, {}});
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 7);
   auto comp = CompletionChunkJson(kMeta, 0, "abc", nullptr, 0, nullptr, false);
@@ -75,13 +84,13 @@ TEST(AnthropicResponseTest, MessageAndEvents) {
   c.text = "Hi";
   c.finish_reason = ChoiceFinishReason::kStopString;
   c.stop_string = "END";
-  auto m = AnthropicMessageJson(meta, c, Usage{10, 3, 8});
+  auto m = AnthropicMessageJson(meta, c, Usage{10, 3, 8, {}});
   EXPECT_EQ(m.dump(),
             R"({"id":"msg_1","type":"message","role":"assistant","model":"stories",)"
             R"("content":[{"type":"text","text":"Hi"}],"stop_reason":"stop_sequence",)"
             R"("stop_sequence":"END","usage":{"input_tokens":2,"cache_creation_input_tokens":0,)"
             R"("cache_read_input_tokens":8,"output_tokens":3}})");
-  auto start = MessageStartJson(meta, Usage{10, 3, 0});
+  auto start = MessageStartJson(meta, Usage{10, 3, 0, {}});
   EXPECT_EQ(start["type"], "message_start");
   EXPECT_EQ(start["message"]["usage"]["output_tokens"], 0);
   EXPECT_TRUE(start["message"]["content"].empty());
@@ -89,7 +98,7 @@ TEST(AnthropicResponseTest, MessageAndEvents) {
             R"({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}})");
   EXPECT_EQ(SseEvent("ping", nlohmann::ordered_json{{"type", "ping"}}),
             "event: ping\ndata: {\"type\":\"ping\"}\n\n");
-  auto d = MessageDeltaJson("end_turn", std::nullopt, Usage{1, 5, 0});
+  auto d = MessageDeltaJson("end_turn", std::nullopt, Usage{1, 5, 0, {}});
   EXPECT_EQ(d.dump(), R"({"type":"message_delta","delta":{"stop_reason":"end_turn",)"
                       R"("stop_sequence":null},"usage":{"output_tokens":5}})");
 }

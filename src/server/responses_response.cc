@@ -1,6 +1,7 @@
 #include "server/responses_response.h"
 
 #include "base/check.h"
+#include "server/openai_response.h"
 #include "server/response_id.h"
 #include "server/tool_request.h"
 
@@ -64,12 +65,14 @@ ordered_json OutputItemJson(const ResponsesOutputItem& item, const char* status)
 }
 
 ordered_json ResponsesUsageJson(const Usage& u, int reasoning_tokens) {
-  return ordered_json{{"input_tokens", u.prompt_tokens},
-                      {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-                      {"output_tokens", u.completion_tokens},
-                      {"output_tokens_details",
-                       {{"reasoning_tokens", std::min(reasoning_tokens, u.completion_tokens)}}},
-                      {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  ordered_json j{{"input_tokens", u.prompt_tokens},
+                 {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                 {"output_tokens", u.completion_tokens},
+                 {"output_tokens_details",
+                  {{"reasoning_tokens", std::min(reasoning_tokens, u.completion_tokens)}}},
+                 {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.speculation.has_value()) j["speculation"] = SpeculationJson(*u.speculation);
+  return j;
 }
 
 ordered_json ResponseObjectJson(const ResponseMeta& meta, const ordered_json& echo,

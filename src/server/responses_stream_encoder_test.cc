@@ -74,7 +74,7 @@ EncodedRun Encode(const std::vector<ChoiceEvent>& events, bool fail = false) {
         run.done_output = out;
         ++run.done_calls;
       });
-  const Usage usage{5, 9, 2};
+  const Usage usage{5, 9, 2, {}};
   std::string sse = enc.Start(usage);
   for (const ChoiceEvent& e : events) sse += enc.Encode(e);
   sse += enc.KeepAlive();

@@ -35,7 +35,7 @@ class ScriptedSource : public ChoiceEventSource {
   void Abort() override {
     if (!script_.empty()) *aborted_ = true;
   }
-  Usage usage() const override { return Usage{4, 2, 0}; }
+  Usage usage() const override { return Usage{4, 2, 0, {}}; }
 
  private:
   std::deque<std::vector<ChoiceEvent>> script_;

@@ -44,7 +44,7 @@ Step Error() { return {Step::kError, {}}; }
 Step Finish() { return {Step::kFinish, {}}; }
 Step KeepAlive() { return {Step::kKeepAlive, {}}; }
 
-const Usage kUsage{5, 3, 2};
+const Usage kUsage{5, 3, 2, {}};
 
 // Runs `steps` on `enc`; returns everything written, concatenated.
 std::string Transcript(StreamEncoder& enc, const std::vector<Step>& steps) {

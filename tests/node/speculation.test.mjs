@@ -1,9 +1,11 @@
 // Speculative decoding with n-gram drafts (--draft-kind ngram) through the HTTP API: the same
 // text as a server without drafts for greedy and seeded sampled completions sent concurrently
-// (batched rows with drafts), and /stats and /metrics count what was drafted and accepted.
+// (batched rows with drafts); usage.speculation, /stats and /metrics count what was drafted and
+// accepted; with the draft length left to the measured step cost (auto) the text is the same.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { getJson, postJson, skipReason, startServer } from './helpers.mjs';
+import { spawnSync } from 'node:child_process';
+import { getJson, LOOM_BIN, postJson, skipReason, startServer } from './helpers.mjs';
 
 const skip = skipReason() || false;
 
@@ -22,7 +24,7 @@ async function completions(server) {
   return Promise.all(REQUESTS.map(async (body) => {
     const r = await postJson(`${server.url}/v1/completions`, { ...body, ignore_eos: true });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    return r.body.choices[0].text;
+    return { text: r.body.choices[0].text, usage: r.body.usage };
   }));
 }
 
@@ -31,17 +33,31 @@ test('--draft-kind ngram: the same completions as without drafts, drafts counted
   let want;
   try {
     want = await completions(plain);
+    for (const w of want) assert.equal(w.usage.speculation, undefined);
   } finally {
     assert.equal(await plain.stop(), 0, plain.log());
   }
-  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram', '--num-draft-tokens', '4']);
+  // --draft-token-cost 0: every row drafts 4 (on this CPU the measured cost says drafts do not
+  // pay, and rows would mostly draft nothing).
+  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram', '--num-draft-tokens', '4',
+    '--draft-token-cost', '0']);
   try {
     const got = await completions(spec);
-    for (let i = 0; i < REQUESTS.length; ++i) assert.equal(got[i], want[i], `request ${i}`);
+    for (let i = 0; i < REQUESTS.length; ++i) assert.equal(got[i].text, want[i].text, `request ${i}`);
     const stats = (await getJson(`${spec.url}/stats`)).body;
     const s = stats.batch.speculation;
     assert.ok(s.drafted > 0, JSON.stringify(s));
     assert.ok(s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
+    assert.equal(s.token_cost, 0);
+    // Each reply's usage.speculation: its own rows; together, the server's totals.
+    const sum = { drafted: 0, accepted: 0 };
+    for (const g of got) {
+      const u = g.usage.speculation;
+      assert.ok(u.accepted <= u.drafted && u.accepted <= g.usage.completion_tokens, JSON.stringify(u));
+      sum.drafted += u.drafted;
+      sum.accepted += u.accepted;
+    }
+    assert.deepEqual(sum, { drafted: s.drafted, accepted: s.accepted });
     const metrics = await (await fetch(`${spec.url}/metrics`)).text();
     assert.match(metrics, new RegExp(`loom_spec_draft_tokens_total ${s.drafted}\\b`));
     assert.match(metrics, new RegExp(`loom_spec_accepted_tokens_total ${s.accepted}\\b`));
@@ -49,4 +65,31 @@ test('--draft-kind ngram: the same completions as without drafts, drafts counted
   } finally {
     assert.equal(await spec.stop(), 0, spec.log());
   }
+});
+
+test('--draft-token-cost auto: the step cost is measured and the text is unchanged', { skip, timeout: 120000 }, async () => {
+  const plain = await startServer(['--batch', '4']);
+  let want;
+  try {
+    want = await completions(plain);
+  } finally {
+    assert.equal(await plain.stop(), 0, plain.log());
+  }
+  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram']);
+  try {
+    const got = await completions(spec);
+    for (let i = 0; i < REQUESTS.length; ++i) assert.equal(got[i].text, want[i].text, `request ${i}`);
+    const s = (await getJson(`${spec.url}/stats`)).body.batch.speculation;
+    // Steps of different sizes (prefill, drafts) give the fit its slope.
+    assert.equal(typeof s.token_cost, 'number', JSON.stringify(s));
+    assert.ok(s.token_cost >= 0, JSON.stringify(s));
+    console.log(`# auto: token cost ${s.token_cost.toFixed(3)}; ${s.accepted} of ${s.drafted} drafts accepted`);
+  } finally {
+    assert.equal(await spec.stop(), 0, spec.log());
+  }
+  // A bad value is refused at startup, naming the flag.
+  const r = spawnSync(LOOM_BIN, ['serve', '--port', '0', '--no-open', '--draft-token-cost', 'cheap'],
+    { encoding: 'utf8', timeout: 30000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr + r.stdout, /--draft-token-cost must be auto or a number/);
 });
