@@ -5,7 +5,9 @@
 // long prefix is in the prefix cache vs one whose is not (--shared-prefix), and the per-step cost
 // of everything but the forward pass (--overhead), and with --json-schema the decode run again with
 // --constrained of its requests under that schema (grammar masks every step; the model needs a
-// tokenizer, e.g. --tokenizer DIR with --dummy-weights). A benchmark, not a test: figures go to
+// tokenizer, e.g. --tokenizer DIR with --dummy-weights), and with --replay-drafts the decode run
+// again with speculative drafts replaying its own output at a chosen acceptance rate (random
+// weights accept nothing a real proposer drafts). A benchmark, not a test: figures go to
 // docs/benchmarks.md with the command that produced them and a peer measured in the same run.
 #include <sys/resource.h>
 
@@ -21,6 +23,7 @@
 #include "grammar/grammar_state.h"
 #include "grammar/mask_cache.h"
 #include "grammar/token_mask.h"
+#include "spec/draft_proposer.h"
 
 namespace loom {
 namespace {
@@ -43,7 +46,8 @@ struct BenchFlags {
   float frequency_penalty = 0.0f;   // decode-run penalties (0 / 1 = off): rows a device runner
   float repetition_penalty = 1.0f;  // edits before sampling them (Backend::EditLogits)
   std::string json_schema;          // a second decode run with rows under this schema
-  int constrained = -1;             // how many of its requests (-1: half)
+  double replay_drafts = -1;  // a decode run with replayed drafts at this acceptance (< 0: off)
+  int constrained = -1;       // how many of its requests (-1: half)
 };
 
 // The --json-schema run's grammar and vocabulary.
@@ -85,6 +89,11 @@ void RunBench(const BenchFlags& f) {
   if (f.shared_prefix > 0) {
     mf.max_batched_tokens = std::max(mf.max_batched_tokens, f.shared_prefix + f.shared_suffix);
   }
+  const bool replay = f.replay_drafts >= 0;
+  if (replay) {  // drafts of --num-draft-tokens (4 unless given) from the replay proposer below
+    mf.draft_kind = "ngram";
+    if (mf.num_draft_tokens < 0) mf.num_draft_tokens = 4;
+  }
   auto session_or = OpenSession(mf);
   if (!session_or.ok()) Fail(session_or.status().message());
   Session& s = **session_or;
@@ -102,6 +111,12 @@ void RunBench(const BenchFlags& f) {
   }
   std::unique_ptr<Engine> noop;
   if (f.overhead) noop = OrFail(MakeNoOpEngine(s), "--overhead");
+  if (replay) {  // the other runs draft nothing
+    engine.SetDraftProposer(nullptr);
+    if (noop != nullptr) noop->SetDraftProposer(nullptr);
+  }
+  double best_spec = 0;
+  uint64_t spec_drafted = 0, spec_accepted = 0;
   const BenchGrammar grammar = LoadBenchGrammar(f, s);
   MaskCache mask_cache(/*capacity=*/256);  // as serve_command.cc's
   const int num_constrained =
@@ -149,6 +164,31 @@ void RunBench(const BenchFlags& f) {
     best_output = std::max(
         best_output, static_cast<double>(f.concurrency) * f.gen_tokens / std::max(d.total_s, 1e-9));
     if (d.steps_after_first > 0) best_step_s = std::min(best_step_s, d.mean_step_s());
+
+    if (replay) {
+      // The same requests, each row drafting what the run above produced, every draft token
+      // corrupted with probability 1 - accept: draft j of a round is accepted with probability
+      // accept^j. Lossless, so the output must be the same.
+      std::vector<Request> reqs = decode_requests();
+      auto proposer =
+          std::make_unique<ReplayProposer>(f.replay_drafts, vocab, static_cast<uint64_t>(rep));
+      for (size_t i = 0; i < reqs.size(); ++i) proposer->Record(reqs[i].prompt, Ids(d.outputs[i]));
+      engine.SetDraftProposer(std::move(proposer));
+      const EngineStats before = engine.stats();
+      BatchTiming sp = OrFail(RunBatch(engine, std::move(reqs)), "--replay-drafts decode run");
+      const EngineStats after = engine.stats();
+      engine.SetDraftProposer(nullptr);
+      for (size_t i = 0; i < sp.outputs.size(); ++i) {
+        if (Ids(sp.outputs[i]) != Ids(d.outputs[i])) {
+          Fail("--replay-drafts decode run: request " + std::to_string(i) +
+               " generated other tokens than without drafts (speculation must be lossless)");
+        }
+      }
+      best_spec = std::max(best_spec, static_cast<double>(f.concurrency) * (f.gen_tokens - 1) /
+                                          std::max(sp.total_s - sp.first_token_s, 1e-9));
+      spec_drafted = after.draft_tokens - before.draft_tokens;
+      spec_accepted = after.accepted_draft_tokens - before.accepted_draft_tokens;
+    }
 
     if (grammar.grammar != nullptr) {
       // The same requests, the first num_constrained under the schema (a fresh state each,
@@ -251,6 +291,14 @@ void RunBench(const BenchFlags& f) {
           "\"constrained_ratio\":%.4f",
           num_constrained, best_constrained, best_constrained / best_decode);
     }
+    if (replay) {
+      std::printf(
+          ",\"replay_accept\":%g,\"num_draft_tokens\":%d,\"spec_decode_tok_s\":%.2f,"
+          "\"spec_speedup\":%.4f,\"spec_drafted\":%llu,\"spec_accepted\":%llu",
+          f.replay_drafts, engine.config().num_draft_tokens, best_spec, best_spec / best_decode,
+          static_cast<unsigned long long>(spec_drafted),
+          static_cast<unsigned long long>(spec_accepted));
+    }
     if (f.shared_prefix > 0) {
       std::printf(
           ",\"shared_prefix_tokens\":%d,\"shared_suffix_tokens\":%d,\"cold_ttft_ms\":%.3f,"
@@ -296,6 +344,14 @@ void RunBench(const BenchFlags& f) {
       std::printf("grammar    %.2f tok/s with %d of %d rows under %s: %.1f%% of the free run\n",
                   best_constrained, num_constrained, f.concurrency, f.json_schema.c_str(),
                   100.0 * best_constrained / best_decode);
+    }
+    if (replay) {
+      std::printf(
+          "speculate  %.2f tok/s with replayed drafts (accept %g, up to %d a row): %.2fx the "
+          "decode; %llu of %llu drafts accepted (last repeat)\n",
+          best_spec, f.replay_drafts, engine.config().num_draft_tokens, best_spec / best_decode,
+          static_cast<unsigned long long>(spec_accepted),
+          static_cast<unsigned long long>(spec_drafted));
     }
     if (f.shared_prefix > 0) {
       std::printf(
@@ -352,6 +408,12 @@ void AddBenchCommand(CLI::App& root) {
   cmd->add_option("--constrained", f->constrained,
                   "rows of the --json-schema run under the schema (default: half)")
       ->check(CLI::Range(0, 4096));
+  cmd->add_option("--replay-drafts", f->replay_drafts,
+                  "also run the decode with speculative drafts that replay its own output, each "
+                  "draft token corrupted with probability 1 - ACCEPT (measures speculation at a "
+                  "chosen acceptance rate on any weights; up to --num-draft-tokens a row, default "
+                  "4; --draft-token-cost applies)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--json", f->json, "print one JSON line");
   cmd->callback([f, cmd] {
     if (f->overhead && cmd->count("--concurrency") == 0) f->concurrency = 8;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/draft_proposer.h"
+
 namespace loom {
 namespace {
 
@@ -80,6 +82,51 @@ TEST_F(BenchRunsTest, NoOpEngineRunsTheDecodeWorkloadLikeTheRealOne) {
   EXPECT_EQ(b.generated_tokens, a.generated_tokens);
   EXPECT_EQ(b.kv_blocks_cached, a.kv_blocks_cached);  // the same blocks filled and hashed
   EXPECT_EQ(b.kv_blocks_used, 0);
+}
+
+// `loom bench --replay-drafts`'s run on the real default model: drafts replaying the greedy
+// output are all accepted at acceptance 1 (rows then decode 1 + 4 tokens a step), none at 0, and
+// the tokens are the ones generated without drafts either way.
+TEST(BenchReplayTest, ReplayedDraftsOnTheDefaultModelAreLossless) {
+  ModelFlags flags;
+  flags.threads = 2;
+  flags.device = "cpu";
+  flags.draft_kind = "ngram";
+  flags.num_draft_tokens = 4;
+  flags.draft_token_cost = "0";
+  auto s = OpenSession(flags);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Engine& engine = *(*s)->engine;
+  constexpr int kConcurrency = 3, kPrompt = 8, kGen = 41;
+  const auto requests = [&] {
+    return DecodeRequests(kConcurrency, kPrompt, kGen, engine.vocab_size(), 21);
+  };
+  engine.SetDraftProposer(nullptr);
+  auto plain = RunBatch(engine, requests());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(engine.stats().draft_tokens, 0u);
+  for (const double accept : {1.0, 0.0}) {
+    auto replay = std::make_unique<ReplayProposer>(accept, engine.vocab_size());
+    const std::vector<Request> reqs = requests();
+    for (size_t i = 0; i < reqs.size(); ++i) replay->Record(reqs[i].prompt, Ids(plain->outputs[i]));
+    engine.SetDraftProposer(std::move(replay));
+    const EngineStats before = engine.stats();
+    auto got = RunBatch(engine, requests());
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const EngineStats after = engine.stats();
+    for (int i = 0; i < kConcurrency; ++i) {
+      EXPECT_EQ(Ids(got->outputs[i]), Ids(plain->outputs[i])) << accept << " request " << i;
+    }
+    const uint64_t drafted = after.draft_tokens - before.draft_tokens;
+    const uint64_t accepted = after.accepted_draft_tokens - before.accepted_draft_tokens;
+    EXPECT_GT(drafted, 0u) << accept;
+    if (accept == 1.0) {
+      EXPECT_EQ(accepted, drafted);
+      EXPECT_LE(got->steps_after_first, (kGen - 1) / 5 + 2);
+    } else {
+      EXPECT_EQ(accepted, 0u);
+    }
+  }
 }
 
 }  // namespace

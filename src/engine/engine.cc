@@ -141,6 +141,7 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner)
   s.memory_budget_bytes = config_.memory_budget_bytes;
   s.model_bytes = config_.model_bytes;
   scheduler_ = std::make_unique<Scheduler>(s, kv_.get());
+  if (config_.num_draft_tokens > 0) proposer_ = std::make_unique<NgramProposer>(config_.ngram);
 
   seed_base_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   PublishStats();
@@ -943,7 +944,10 @@ bool Engine::EmitToken(RequestId id, Live& live, SampleResult& result, int num_o
 void Engine::ProposeDraft(RequestId id, Live& live, double cost) {
   // Rows whose next token is decided elsewhere (grammar masks, a reasoning budget's forcing)
   // take no drafts.
-  if (live.grammar != nullptr || (live.budget.has_value() && !live.budget->done())) return;
+  if (proposer_ == nullptr || live.grammar != nullptr ||
+      (live.budget.has_value() && !live.budget->done())) {
+    return;
+  }
   const SchedRequest* req = scheduler_->Find(id);
   if (req == nullptr || req->num_tokens() - req->num_computed_tokens != 1) return;
   if (live.spec_skip > 0) {
@@ -964,7 +968,7 @@ void Engine::ProposeDraft(RequestId id, Live& live, double cost) {
     k = 1;
   }
   live.spec_probe = false;
-  std::vector<TokenId> draft = ProposeNgram(req->tokens, config_.ngram, k);
+  std::vector<TokenId> draft = proposer_->Propose(req->tokens, req->num_prompt_tokens, k);
   live.spec_probing = probe && !draft.empty();
   scheduler_->SetDraft(id, std::move(draft));
 }

@@ -56,6 +56,7 @@
 #include "sample/step_sampler.h"
 #include "sched/scheduler.h"
 #include "spec/draft_length.h"
+#include "spec/draft_proposer.h"
 
 namespace loom {
 
@@ -125,6 +126,13 @@ class Engine {
   // --memory-budget (the message says what to change), FailedPrecondition after Shutdown or for
   // an embedding request when the runner returns no hidden states (hidden_size() == 0).
   StatusOr<RequestHandle> Submit(Request request);
+
+  // Where drafts come from (config.num_draft_tokens > 0; an NgramProposer over config.ngram
+  // unless replaced); null: no drafts. Precondition: the loop thread is not running (offline
+  // drivers and benchmarks swap it between runs).
+  void SetDraftProposer(std::unique_ptr<DraftProposer> proposer) {
+    proposer_ = std::move(proposer);
+  }
 
   // Finishes the request with kAbort at the next step boundary and frees its blocks. Thread-safe;
   // a no-op for unknown or finished requests.
@@ -328,6 +336,7 @@ class Engine {
   uint64_t jump_forward_tokens_ = 0;
   uint64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepCost step_cost_;  // the steps' time against their size (--draft-token-cost auto)
+  std::unique_ptr<DraftProposer> proposer_;
   static constexpr int kMaxSpecBackoff = 64;
   // Rows(): per verify seq of the step, its request's tokens followed by its drafts (what the
   // draft rows' sampling contexts point into), valid until the next Rows().

@@ -518,6 +518,51 @@ TEST(EngineTest, RowsDraftOnlyWhatPays) {
   EXPECT_LT(dear_stats.draft_tokens, 3u * 12);
 }
 
+// The replay proposer (benchmarks) drafts the recorded output: at acceptance 1 every draft is
+// accepted and a row decodes 1 + k tokens a step; at 0 none is; the output is the same.
+TEST(EngineTest, ReplayedDraftsAreAcceptedAtTheChosenRate) {
+  std::vector<Request> work;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt = Prompt(/*shared=*/5, /*distinct=*/5, 80 + i);
+    r.params.temperature = i == 2 ? 0.9f : 0.f;  // a seeded sampled row replays too
+    r.params.seed = 11;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = 41;
+    work.push_back(r);
+  }
+  Made plain = Make(BaseConfig(256));
+  const std::vector<Result> want = RunAll(*plain.engine, work);
+  const uint64_t plain_steps = plain.engine->stats().steps;
+  for (const double accept : {1.0, 0.0}) {
+    EngineConfig cfg = BaseConfig(256);
+    cfg.num_draft_tokens = 4;
+    cfg.draft_token_cost = 0;
+    Made m = Make(cfg);
+    auto replay = std::make_unique<ReplayProposer>(accept, kVocab);
+    for (size_t i = 0; i < work.size(); ++i) replay->Record(work[i].prompt, want[i].tokens);
+    m.engine->SetDraftProposer(std::move(replay));
+    const std::vector<Result> got = RunAll(*m.engine, work);
+    for (size_t i = 0; i < work.size(); ++i) ExpectSame(got[i], want[i], i);
+    const EngineStats s = m.engine->stats();
+    EXPECT_GT(s.draft_tokens, 0u) << accept;
+    if (accept == 1.0) {
+      EXPECT_EQ(s.accepted_draft_tokens, s.draft_tokens);
+      // 40 decodes a row in 8 steps of 1 + 4 tokens, plus the prefill.
+      EXPECT_LE(s.steps, 10u) << plain_steps;
+    } else {
+      EXPECT_EQ(s.accepted_draft_tokens, 0u);
+    }
+  }
+  // No proposer: no drafts.
+  EngineConfig cfg = BaseConfig(256);
+  cfg.num_draft_tokens = 4;
+  Made none = Make(cfg);
+  none.engine->SetDraftProposer(nullptr);
+  RunAll(*none.engine, work);
+  EXPECT_EQ(none.engine->stats().draft_tokens, 0u);
+}
+
 // A grammar over the fake model's 32 tokens: 0 is EOS, 1-10 the digits, 11-26 a-p, and a few
 // multi-byte tokens, so that a token can cross a grammar boundary ("0," ends the number).
 struct GrammarFixture {
