@@ -758,7 +758,12 @@ std::vector<StepRow> Engine::Rows(const StepPlan& plan) {
           continue;  // no mask: the token is decided (the grammar still takes it at Commit)
         }
       }
-      if (live.grammar != nullptr) r.ctx.allowed = live.mask;
+      if (live.grammar == nullptr) continue;
+      r.ctx.allowed = live.mask;
+      if (seq.num_logits > 1 && !live.mask.empty()) {
+        r.ctx.allowed = std::span<const uint32_t>(live.draft_masks)
+                            .subspan(static_cast<size_t>(j) * live.mask.size(), live.mask.size());
+      }
     }
   }
   return rows;
@@ -770,10 +775,11 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
     if (seq.num_logits == 0) continue;  // a pending token waits for the seq's next sampled row
     Live& live = live_.at(seq.request_id);
     if (live.grammar == nullptr) continue;
-    // One row per seq (no drafts yet): its token follows every token accepted so far. A forced
-    // row (reasoning budget) needs no mask, but its grammar still takes the previous token.
-    CHECK_EQ(seq.num_logits, 1) << "grammar masks for draft rows are not implemented";
+    // The first row's token follows every token accepted so far; a verify seq's draft rows
+    // follow its drafts. A forced row (reasoning budget; never drafted) needs no mask, but its
+    // grammar still takes the previous tokens.
     live.mask_needed = !(live.budget.has_value() && live.budget->forced().has_value());
+    live.drafts = std::span<const TokenId>(seq.tokens).subspan(1, seq.num_logits - 1);
     if (grammar_pool_ == nullptr) {
       AdvanceGrammar(live);
     } else {
@@ -807,16 +813,40 @@ void Engine::StartGrammarMasks(const StepPlan& plan) {
 }
 
 void Engine::AdvanceGrammar(Live& live) {
-  if (live.grammar_pending.has_value()) {
-    const TokenId t = *live.grammar_pending;
-    live.grammar_pending.reset();
-    if (live.grammar_error.ok() && !live.grammar->AcceptToken(t)) {
+  for (const TokenId t : live.grammar_pending) {
+    if (!live.grammar_error.ok()) break;
+    if (!live.grammar->AcceptToken(t)) {
       live.grammar_error = InternalError("token " + std::to_string(t) +
                                          " was sampled outside the request's grammar");
     }
   }
+  live.grammar_pending.clear();
   live.mask = {};
-  if (live.mask_needed && live.grammar_error.ok()) live.mask = live.grammar->Mask();
+  if (!live.mask_needed || !live.grammar_error.ok()) return;
+  if (live.drafts.empty()) {
+    live.mask = live.grammar->Mask();
+    return;
+  }
+  // Row j's mask is the grammar's after drafts [0, j); the grammar takes the drafts to compute
+  // them and gives them back (the accepted ones come back as pending tokens after the commit).
+  GrammarState& g = *live.grammar;
+  const size_t words = g.mask_words();
+  const size_t rows = live.drafts.size() + 1;
+  live.draft_masks.resize(rows * words);
+  g.FillMask(live.draft_masks.data());
+  size_t taken = 0;
+  for (size_t j = 1; j < rows; ++j) {
+    uint32_t* m = live.draft_masks.data() + j * words;
+    const bool took = taken + 1 == j && !g.IsTerminated() && g.AcceptToken(live.drafts[j - 1]);
+    if (took) ++taken;
+    if (took && !g.IsTerminated()) {
+      g.FillMask(m);
+    } else {  // after a refused draft (or the end): the rows' tokens are never accepted
+      std::copy_n(m - words, words, m);
+    }
+  }
+  g.RollbackTokens(taken);
+  live.mask = std::span<const uint32_t>(live.draft_masks.data(), words);
 }
 
 void Engine::WaitGrammarMasks() {
@@ -876,9 +906,16 @@ void Engine::Commit(const StepPlan& plan, std::vector<StatusOr<SampleResult>>& s
       }
       live.spec_probing = false;
     }
-    // The grammar takes the token with the next mask (AdvanceGrammar), off this thread. (Rows
-    // under a grammar are never given drafts.)
-    if (live.grammar != nullptr) live.grammar_pending = tokens[i].back();
+    // The grammar takes the tokens with the next mask (AdvanceGrammar), off this thread: up to a
+    // stop token, which ends the request (a verify round may accept drafts past it).
+    if (live.grammar != nullptr) {
+      const auto stop = std::find_if(tokens[i].begin(), tokens[i].end(), [&](TokenId t) {
+        return Contains(live.params.stop_token_ids, t) ||
+               (!live.params.ignore_eos && Contains(config_.eos_token_ids, t));
+      });
+      live.grammar_pending.assign(tokens[i].begin(),
+                                  stop == tokens[i].end() ? stop : std::next(stop));
+    }
     accepted[i] = tokens[i];
   }
   scheduler_->Update(plan, accepted);
@@ -942,12 +979,9 @@ bool Engine::EmitToken(RequestId id, Live& live, SampleResult& result, int num_o
 }
 
 void Engine::ProposeDraft(RequestId id, Live& live, double cost) {
-  // Rows whose next token is decided elsewhere (grammar masks, a reasoning budget's forcing)
-  // take no drafts.
-  if (proposer_ == nullptr || live.grammar != nullptr ||
-      (live.budget.has_value() && !live.budget->done())) {
-    return;
-  }
+  // Rows whose next token a reasoning budget may force take no drafts. (Rows under a grammar
+  // do: each draft row is sampled under the grammar's mask after the drafts before it.)
+  if (proposer_ == nullptr || (live.budget.has_value() && !live.budget->done())) return;
   const SchedRequest* req = scheduler_->Find(id);
   if (req == nullptr || req->num_tokens() - req->num_computed_tokens != 1) return;
   if (live.spec_skip > 0) {

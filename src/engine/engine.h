@@ -159,9 +159,16 @@ class Engine {
     bool restore_probed = false;            // the SSD tier was asked for this request's prefix
     std::shared_ptr<GrammarState> grammar;  // null: unconstrained
     std::span<const uint32_t> mask;         // the grammar's mask for this step's row (its storage)
-    // The token committed last, which the grammar takes just before its next mask (on the grammar
-    // workers, while the device runs the step: not on the engine thread's commit).
-    std::optional<TokenId> grammar_pending;
+    // The tokens committed last (one, or a verify round's accepted drafts and the token after
+    // them), which the grammar takes just before its next mask (on the grammar workers, while the
+    // device runs the step: not on the engine thread's commit).
+    std::vector<TokenId> grammar_pending;
+    // A verify step's drafts (views into the plan until the step commits) and the masks of its
+    // 1 + k rows, mask_words() each: row j's is the grammar's after drafts [0, j). After a draft
+    // the grammar refuses, the rows repeat the last mask (their tokens cannot be accepted: the
+    // refused draft is masked out of the row before them).
+    std::span<const TokenId> drafts;
+    std::vector<uint32_t> draft_masks;
     bool mask_needed = false;  // this step's row is sampled (not forced): it needs its mask
     Status grammar_error;      // the grammar refused a committed token: the request fails
     std::optional<ReasoningBudgetTracker> budget;  // none: no reasoning budget
@@ -206,8 +213,9 @@ class Engine {
   // a Live's grammar, mask or pending token until the wait); without, done here.
   void StartGrammarMasks(const StepPlan& plan);
   void WaitGrammarMasks();
-  // The grammar takes `live`'s pending token (grammar_error when it refuses it), then computes
-  // the mask when mask_needed. Touches only `live`: the grammar workers run it.
+  // The grammar takes `live`'s pending tokens (grammar_error when it refuses one), then computes
+  // the mask when mask_needed (and the draft rows' masks, live.drafts). Touches only `live`: the
+  // grammar workers run it.
   static void AdvanceGrammar(Live& live);
   // config.jump_forward, at admission and after `live`'s sampled token was emitted: the grammar
   // takes that token here (not on the workers: the forced tokens must join the request before

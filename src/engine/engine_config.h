@@ -45,7 +45,8 @@ struct EngineConfig {
   // searched for the last n-gram's earlier occurrence (spec/ngram_proposer.h) and up to
   // num_draft_tokens of what followed are verified by the row's next step (1 + k logits rows;
   // accepted while each row's token equals the draft, so the output is the one without
-  // speculation, greedy or sampled). 0: off. Not for rows under a grammar or a reasoning budget.
+  // speculation, greedy or sampled; under a grammar each draft row has the grammar's mask after the
+  // drafts before it). 0: off. Not for rows under a reasoning budget.
   // A row drafts only as many tokens as pay (spec/draft_length.h): while the chance its j-th
   // draft is accepted (its acceptance rate ^ j) beats what a draft token costs the step, from
   // draft_token_cost. A row that drafts nothing, or whose drafts were all rejected, skips

@@ -601,6 +601,61 @@ struct GrammarFixture {
 // exactly their solo output, the constrained rows a document of their grammar ended by EOS, the
 // same one alone and batched (the grammar state lives with the request, so recomputing its KV
 // after a preemption does not touch it).
+// Drafts compose with grammars: each draft row is sampled under the grammar's mask after the
+// drafts before it, a draft the grammar refuses is rejected by its row's mask, and the accepted
+// tokens reach the grammar at the next step: the output equals the one without drafts, greedy
+// and sampled, documents that end (EOS inside a verify round) and documents cut by max_tokens,
+// masks on the engine thread and on a pool.
+TEST(EngineTest, DraftsUnderAGrammarAreCheckedAgainstItsMasks) {
+  const GrammarFixture fx;
+  // A long document (letters and digits, then ",xy") and the fixture's short one.
+  auto long_doc = CompileGbnf(R"(root ::= [a-p0-9]+ "," [a-p] [a-p])");
+  ASSERT_TRUE(long_doc.ok());
+  const std::shared_ptr<const CompiledGrammar> grammars[] = {*CompiledGrammar::Compile(*long_doc),
+                                                             fx.grammar};
+  auto work = [&] {
+    std::vector<Request> w;
+    for (int i = 0; i < 6; ++i) {
+      Request r;
+      r.prompt = Prompt(/*shared=*/9, /*distinct=*/6, 90 + i);
+      r.prompt.insert(r.prompt.end(), r.prompt.begin(), r.prompt.end());
+      r.params.max_tokens = 48;
+      r.params.seed = 5 + i;
+      r.params.temperature = i % 3 == 0 ? 0.0f : 0.8f;
+      r.grammar = std::make_shared<GrammarState>(grammars[i % 2], fx.vocab.get());
+      w.push_back(r);
+    }
+    return w;
+  };
+  auto run = [&](int num_draft_tokens, int grammar_threads) {
+    EngineConfig cfg = BaseConfig(256);
+    cfg.num_draft_tokens = num_draft_tokens;
+    cfg.draft_token_cost = 0;
+    cfg.num_grammar_threads = grammar_threads;
+    Made m = Make(cfg);
+    m.runner->copy_bias_ = 6.f;
+    std::vector<Result> out = RunAll(*m.engine, work());
+    const EngineStats st = m.engine->stats();
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    return std::make_pair(out, st);
+  };
+  const auto [want, plain] = run(0, 0);
+  int ended = 0;
+  for (const Result& r : want) ended += r.finish == FinishReason::kStop;
+  EXPECT_GT(ended, 0);  // some documents end, so EOS meets the drafts
+  for (const int threads : {0, 2}) {
+    SCOPED_TRACE("num_grammar_threads " + std::to_string(threads));
+    const auto [got, st] = run(4, threads);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ExpectSame(got[i], want[i], i);
+      EXPECT_TRUE(got[i].error.ok()) << i << ": " << got[i].error.ToString();
+    }
+    EXPECT_GT(st.accepted_draft_tokens, 10u);
+    EXPECT_LT(st.accepted_draft_tokens, st.draft_tokens);  // some drafts were refused
+    EXPECT_LT(st.steps, plain.steps);
+  }
+}
+
 TEST(EngineTest, GrammarRowsAreValidAndFreeRowsUnchangedInAMixedBatch) {
   const GrammarFixture fx;
   MaskCache* shared = nullptr;  // set for the arms whose constrained rows share masks

@@ -93,3 +93,39 @@ test('--draft-token-cost auto: the step cost is measured and the text is unchang
   assert.notEqual(r.status, 0);
   assert.match(r.stderr + r.stdout, /--draft-token-cost must be auto or a number/);
 });
+
+test('drafts under a json_schema grammar: the same replies as without drafts, valid JSON', { skip, timeout: 120000 }, async () => {
+  const schema = { type: 'array', items: { type: 'string', maxLength: 24 }, minItems: 2, maxItems: 5 };
+  const bodies = [0, 0.9].map((temperature) => ({
+    messages: [{ role: 'user', content: `${STORY} ${STORY} List the names.` }],
+    max_tokens: 120, temperature, seed: 4,
+    response_format: { type: 'json_schema', json_schema: { name: 'names', schema, strict: true } },
+  }));
+  const ask = async (server) => Promise.all(bodies.map(async (b) => {
+    const r = await postJson(`${server.url}/v1/chat/completions`, b);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body.choices[0].message.content;
+  }));
+  const plain = await startServer(['--batch', '4']);
+  let want;
+  try {
+    want = await ask(plain);
+  } finally {
+    assert.equal(await plain.stop(), 0, plain.log());
+  }
+  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram', '--num-draft-tokens', '4',
+    '--draft-token-cost', '0']);
+  try {
+    const got = await ask(spec);
+    assert.deepEqual(got, want);
+    for (const text of got) {
+      const doc = JSON.parse(text);
+      assert.ok(Array.isArray(doc) && doc.length >= 2 && doc.length <= 5, text);
+    }
+    const s = (await getJson(`${spec.url}/stats`)).body.batch.speculation;
+    assert.ok(s.drafted > 0, JSON.stringify(s));
+    console.log(`# json_schema rows: ${s.accepted} of ${s.drafted} drafts accepted`);
+  } finally {
+    assert.equal(await spec.stop(), 0, spec.log());
+  }
+});
