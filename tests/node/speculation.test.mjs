@@ -28,20 +28,26 @@ async function completions(server) {
   }));
 }
 
-test('--draft-kind ngram: the same completions as without drafts, drafts counted', { skip, timeout: 120000 }, async () => {
-  const plain = await startServer(['--batch', '4']);
-  let want;
+// Starts a server with `args`, runs fn(server), stops it (exit 0 expected); returns fn's result.
+async function onServer(args, fn) {
+  const server = await startServer(['--batch', '4', ...args]);
   try {
-    want = await completions(plain);
-    for (const w of want) assert.equal(w.usage.speculation, undefined);
+    return await fn(server);
   } finally {
-    assert.equal(await plain.stop(), 0, plain.log());
+    assert.equal(await server.stop(), 0, server.log());
   }
+}
+
+test('--draft-kind ngram: the same completions as without drafts, drafts counted', { skip, timeout: 120000 }, async () => {
+  const want = await onServer([], async (plain) => {
+    const w = await completions(plain);
+    for (const x of w) assert.equal(x.usage.speculation, undefined);
+    return w;
+  });
   // --draft-token-cost 0: every row drafts 4 (on this CPU the measured cost says drafts do not
   // pay, and rows would mostly draft nothing).
-  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram', '--num-draft-tokens', '4',
-    '--draft-token-cost', '0']);
-  try {
+  await onServer(['--draft-kind', 'ngram', '--num-draft-tokens', '4',
+    '--draft-token-cost', '0'], async (spec) => {
     const got = await completions(spec);
     for (let i = 0; i < REQUESTS.length; ++i) assert.equal(got[i].text, want[i].text, `request ${i}`);
     const stats = (await getJson(`${spec.url}/stats`)).body;
@@ -62,21 +68,12 @@ test('--draft-kind ngram: the same completions as without drafts, drafts counted
     assert.match(metrics, new RegExp(`loom_spec_draft_tokens_total ${s.drafted}\\b`));
     assert.match(metrics, new RegExp(`loom_spec_accepted_tokens_total ${s.accepted}\\b`));
     console.log(`# ngram drafts: ${s.accepted} of ${s.drafted} accepted`);
-  } finally {
-    assert.equal(await spec.stop(), 0, spec.log());
-  }
+  });
 });
 
 test('--draft-token-cost auto: the step cost is measured and the text is unchanged', { skip, timeout: 120000 }, async () => {
-  const plain = await startServer(['--batch', '4']);
-  let want;
-  try {
-    want = await completions(plain);
-  } finally {
-    assert.equal(await plain.stop(), 0, plain.log());
-  }
-  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram']);
-  try {
+  const want = await onServer([], completions);
+  await onServer(['--draft-kind', 'ngram'], async (spec) => {
     const got = await completions(spec);
     for (let i = 0; i < REQUESTS.length; ++i) assert.equal(got[i].text, want[i].text, `request ${i}`);
     const s = (await getJson(`${spec.url}/stats`)).body.batch.speculation;
@@ -84,9 +81,7 @@ test('--draft-token-cost auto: the step cost is measured and the text is unchang
     assert.equal(typeof s.token_cost, 'number', JSON.stringify(s));
     assert.ok(s.token_cost >= 0, JSON.stringify(s));
     console.log(`# auto: token cost ${s.token_cost.toFixed(3)}; ${s.accepted} of ${s.drafted} drafts accepted`);
-  } finally {
-    assert.equal(await spec.stop(), 0, spec.log());
-  }
+  });
   // A bad value is refused at startup, naming the flag.
   const r = spawnSync(LOOM_BIN, ['serve', '--port', '0', '--no-open', '--draft-token-cost', 'cheap'],
     { encoding: 'utf8', timeout: 30000 });
@@ -106,16 +101,9 @@ test('drafts under a json_schema grammar: the same replies as without drafts, va
     assert.equal(r.status, 200, JSON.stringify(r.body));
     return r.body.choices[0].message.content;
   }));
-  const plain = await startServer(['--batch', '4']);
-  let want;
-  try {
-    want = await ask(plain);
-  } finally {
-    assert.equal(await plain.stop(), 0, plain.log());
-  }
-  const spec = await startServer(['--batch', '4', '--draft-kind', 'ngram', '--num-draft-tokens', '4',
-    '--draft-token-cost', '0']);
-  try {
+  const want = await onServer([], ask);
+  await onServer(['--draft-kind', 'ngram', '--num-draft-tokens', '4',
+    '--draft-token-cost', '0'], async (spec) => {
     const got = await ask(spec);
     assert.deepEqual(got, want);
     for (const text of got) {
@@ -125,7 +113,5 @@ test('drafts under a json_schema grammar: the same replies as without drafts, va
     const s = (await getJson(`${spec.url}/stats`)).body.batch.speculation;
     assert.ok(s.drafted > 0, JSON.stringify(s));
     console.log(`# json_schema rows: ${s.accepted} of ${s.drafted} drafts accepted`);
-  } finally {
-    assert.equal(await spec.stop(), 0, spec.log());
-  }
+  });
 });
