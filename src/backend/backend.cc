@@ -153,6 +153,26 @@ void Backend::MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act
   }
 }
 
+int64_t Backend::CheckMoeShapes(const Tensor& x, const MoeWeights& w, const Tensor& router_logits,
+                                const Tensor& out) {
+  const int64_t n = x.rows(), hidden = x.cols(), num_experts = w.router.rows();
+  CHECK(out.rows() == n && out.cols() == hidden && router_logits.rows() == n &&
+        router_logits.cols() == num_experts)
+      << "MoeMlp: x " << x.DebugString() << " out " << out.DebugString() << " router_logits "
+      << router_logits.DebugString();
+  for (const Tensor* t : {&w.gate, &w.up, &w.down}) {
+    CHECK(t->defined() && t->ndim() == 3 && t->dim(0) == num_experts)
+        << "MoeMlp: expert weights must be [" << num_experts << ", rows, cols], got "
+        << (t->defined() ? t->DebugString() : "undefined");
+  }
+  const int64_t f = w.gate.dim(1);
+  CHECK(w.gate.dim(2) == hidden && w.up.dim(1) == f && w.up.dim(2) == hidden &&
+        w.down.dim(1) == hidden && w.down.dim(2) == f)
+      << "MoeMlp: gate " << w.gate.DebugString() << " up " << w.up.DebugString() << " down "
+      << w.down.DebugString();
+  return f;
+}
+
 void Backend::RouteExperts(const float* logits, int num_experts, int top_k, bool norm_topk_prob,
                            int32_t* ids, float* weights) {
   CHECK(top_k >= 1 && top_k <= num_experts)

@@ -290,11 +290,20 @@ class Backend {
   };
   // Whether MoeMlp is implemented.
   virtual bool has_moe() const { return false; }
+  // OK when MoeMlp runs layers of E experts (top_k a row) of `expert_width` over `hidden`, else
+  // Unimplemented naming the limit. Model loading asks first, as with CheckHeadDim.
+  virtual Status CheckMoe(int64_t hidden, int64_t expert_width, int num_experts, int top_k) const {
+    (void)hidden;
+    (void)expert_width;
+    (void)num_experts;
+    (void)top_k;
+    return OkStatus();
+  }
   // out = sum over row i's experts e of p_e * down_e(act(x_i gate_e^T) * (x_i up_e^T)), where
   // p = softmax(x_i router^T) and the experts are its top_k entries (RouteExperts); plus
   // sigmoid(x_i shared_router^T) * shared MLP(x_i) with a shared expert. Every row is computed
   // whatever else the step holds (no capacity, no token dropped).
-  //   x [n, hidden]; out [n, hidden] (act dtype); router_logits [n, E] (act dtype) receives
+  //   x [n, hidden]; out [n, hidden] (act dtype); router_logits [n, E] (f32, or act dtype) receives
   //   x router^T; expert_ids [n, top_k] i32 receives each row's experts, most probable first.
   virtual void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
                       const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) {
@@ -306,6 +315,10 @@ class Backend {
     (void)out;
     CHECK(false) << name() << " has no MoeMlp";
   }
+  // The shapes MoeMlp's arguments must have (dtypes are each backend's to check); returns the
+  // experts' width f.
+  static int64_t CheckMoeShapes(const Tensor& x, const MoeWeights& w, const Tensor& router_logits,
+                                const Tensor& out);
   // The routing every backend implements: the top_k entries of softmax(logits[0 .. E)) (f32, as
   // transformers computes it), the larger first and equal ones by lower index, into ids[0 ..
   // top_k) and their probabilities (renormalized to sum 1 when norm_topk_prob) into weights.

@@ -90,7 +90,9 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
   Tensor router_logits, expert_ids;
   Backend::MoeParams moe_params;
   if (c.num_experts > 0) {
-    router_logits = scratch(c.num_experts);
+    // f32 whatever the activations: a bf16 logit's rounding (2^-8 relative) moves the routing
+    // weights by as much and flips near-tied experts.
+    router_logits = be.AllocScratch(DType::kF32, Shape{n, c.num_experts});
     expert_ids = be.AllocScratch(DType::kI32, Shape{n, c.num_experts_per_tok});
     moe_params.top_k = c.num_experts_per_tok;
     moe_params.norm_topk_prob = c.moe_norm_topk_prob;

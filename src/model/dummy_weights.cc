@@ -185,6 +185,12 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
     return UnimplementedError(path + ": a mixture-of-experts model; the " + backend->name() +
                               " backend has no MoE layers yet: run it with --device cpu");
   }
+  if (cfg.num_experts > 0) {
+    RETURN_IF_ERROR(backend
+                        ->CheckMoe(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
+                                   cfg.num_experts_per_tok)
+                        .WithContext(path));
+  }
   return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
 }
 

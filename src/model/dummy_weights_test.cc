@@ -44,6 +44,7 @@ TEST(DummyWeightsTest, BenchConfigsHavePublishedShapes) {
       {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, false},
       {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, true},
       {"gemma-3-4b", "gemma3", 2560, 34, 8, 4, 256, 10240, 262208, true},
+      {"qwen3-30b-a3b", "qwen3_moe", 2048, 48, 32, 4, 128, 6144, 151936, false},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.name);
@@ -71,6 +72,12 @@ TEST(DummyWeightsTest, BenchConfigsHavePublishedShapes) {
   ModelConfig q = Parse(*LoadJsonFile(ConfigPath("qwen3-8b")));
   EXPECT_TRUE(q.qk_norm);
   EXPECT_EQ(q.rope.theta, 1000000.f);
+  ModelConfig moe = Parse(*LoadJsonFile(ConfigPath("qwen3-30b-a3b")));
+  EXPECT_EQ(moe.num_experts, 128);
+  EXPECT_EQ(moe.num_experts_per_tok, 8);
+  EXPECT_EQ(moe.moe_intermediate_size, 768);
+  EXPECT_TRUE(moe.moe_norm_topk_prob);
+  EXPECT_TRUE(moe.is_moe(0) && moe.is_moe(47));
   ModelConfig g = Parse(*LoadJsonFile(ConfigPath("gemma-3-4b")));
   EXPECT_EQ(g.activation, Activation::kGeluTanh);
   EXPECT_FLOAT_EQ(g.softmax_scale(), 1.f / 16.f);  // query_pre_attn_scalar 256

@@ -249,6 +249,12 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
                               backend->name() +
                               " backend has no MoE layers yet: run it with --device cpu");
   }
+  if (cfg.num_experts > 0) {
+    RETURN_IF_ERROR(backend
+                        ->CheckMoe(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
+                                   cfg.num_experts_per_tok)
+                        .WithContext(source.Describe()));
+  }
   Loader L(source, naming, backend, progress);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;

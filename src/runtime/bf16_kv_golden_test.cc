@@ -23,7 +23,8 @@ LOOM_BF16_GOLDEN_TESTS(CpuBf16KvGoldenTest);
 // The GGUF conversions too (the path cuda_golden_test also takes).
 INSTANTIATE_TEST_SUITE_P(Gguf, CpuBf16KvGoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
-                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
+                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
+                                           "gguf/mixtral"),
                          golden::ParamName);
 
 }  // namespace

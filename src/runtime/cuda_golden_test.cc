@@ -36,7 +36,8 @@ LOOM_BF16_GOLDEN_TESTS(CudaGoldenTest);
 // rope_freqs.weight), Gemma's (1 + w) norms as stored weights, on the CUDA kernels.
 INSTANTIATE_TEST_SUITE_P(Gguf, CudaGoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
-                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
+                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
+                                           "gguf/mixtral"),
                          golden::ParamName);
 
 // A head_dim without CUDA attention kernels is refused at load, naming it, from a checkpoint

@@ -8,7 +8,8 @@
 // Gemma's 1 + w norms, Llama 3.1 rope as rope_freqs.weight, metadata keys) and the model is
 // loaded from that file; it must give HF's numbers too. Not every tiny config has a GGUF form:
 // mistral's sliding window and gemma2's query_pre_attn_scalar 24 have no key (gemma2_gguf is
-// the Gemma 2 golden with the scale llama.cpp assumes).
+// the Gemma 2 golden with the scale llama.cpp assumes), nor qwen3_moe's dense layer between
+// sparse ones (runtime/moe_test.cc compares Qwen3-MoE GGUF with safetensors instead).
 //
 // Tolerance: both sides compute in f32; only the reduction order differs (OpenBLAS / our dot
 // kernels vs torch's). Over 3 layers of width 64-96 that gives errors around 1e-6 of the logits'
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
@@ -186,6 +188,55 @@ TEST_P(GoldenTest, HiddenStates) {
   EXPECT_EQ(checked, model_->config().num_layers);
 }
 
+// Mixtures of experts: each sparse layer's router logits for sequence 2 and the experts every
+// token picks, in order (the golden records torch.topk of the same logits).
+TEST_P(GoldenTest, Routing) {
+  if (!golden_.contains("experts")) GTEST_SKIP() << "not a mixture of experts";
+  const auto& g = golden_["experts"];
+  std::vector<int32_t> ids = Sequence(g["seq"].get<int>());
+  const int k = g["k"].get<int>();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t experts = model_->config().num_experts;
+  std::map<int, std::vector<float>> router;
+  std::map<int, std::vector<int32_t>> chosen;
+  ActivationSink sink = [&](const std::string& name, const Tensor& t) {
+    const bool is_router = name.rfind("router.", 0) == 0,
+               is_experts = name.rfind("experts.", 0) == 0;
+    if (!is_router && !is_experts) return;
+    const int layer = std::stoi(name.substr(name.find('.') + 1));
+    if (is_router) {
+      std::vector<float>& v = router[layer];
+      v.resize(static_cast<size_t>(t.numel()));
+      backend_.CopyToHost(t, v.data());
+    } else {
+      std::vector<int32_t>& v = chosen[layer];
+      v.resize(static_cast<size_t>(t.numel()));
+      backend_.CopyToHost(t, v.data());
+    }
+  };
+  Step({SeqSlice{ids, 0, Blocks(0, 8), true}}, false, &sink);
+  ASSERT_EQ(router.size(), g["layers"].size());
+  for (const auto& layer : g["layers"]) {
+    const int li = layer["layer"].get<int>();
+    SCOPED_TRACE("layer " + std::to_string(li));
+    ASSERT_TRUE(router.count(li) && chosen.count(li));
+    std::vector<float> ref = ReadF32(dir_ / layer["file"].get<std::string>());
+    ASSERT_EQ(router[li].size(), static_cast<size_t>(n * experts));
+    double max_ref = 1.0, max_diff = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(double{ref[i]}));
+      max_diff = std::max(max_diff, std::fabs(double{router[li][i]} - ref[i]));
+    }
+    EXPECT_LE(max_diff, 1e-4 * max_ref);
+    const auto top = layer["top_k"].get<std::vector<std::vector<int32_t>>>();
+    ASSERT_EQ(top.size(), static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<int32_t> got(chosen[li].begin() + t * k, chosen[li].begin() + (t + 1) * k);
+      EXPECT_EQ(got, top[static_cast<size_t>(t)]) << "token " << t;
+    }
+  }
+}
+
 TEST_P(GoldenTest, RopeFrequencies) {
   if (!golden_.contains("inv_freq")) GTEST_SKIP() << "golden has no global rope table";
   const ModelConfig& c = model_->config();
@@ -198,13 +249,15 @@ TEST_P(GoldenTest, RopeFrequencies) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenTest,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
-                                           "gemma2_gguf", "gemma3", "phi3"),
+                                           "gemma2_gguf", "gemma3", "phi3", "qwen3_moe",
+                                           "qwen2_moe", "mixtral"),
                          golden::ParamName);
 
 // llama covers Llama 3.1 rope as rope_freqs.weight (the golden uses rope_type llama3).
 INSTANTIATE_TEST_SUITE_P(Gguf, GoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
-                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3"),
+                                           "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
+                                           "gguf/mixtral"),
                          golden::ParamName);
 
 }  // namespace

@@ -22,8 +22,8 @@ for c in ${CONCS:-1 64}; do
       --json ${LOOM_ARGS:-} 2>> "$out/spec.err" | tee -a "$out/spec.jsonl" |
       python3 -c "import json, sys
 d = json.loads(sys.stdin.read())
-print('C=%s A=%s: %.1f -> %.1f tok/s (%.2fx), %d of %d drafts accepted' % ('$c', '$a',
-      d['decode_tok_s'], d['spec_decode_tok_s'], d['spec_speedup'], d['spec_accepted'],
-      d['spec_drafted']))" || echo "C=$c A=$a: failed (see spec.err)"
+print('C=%s A=%s: %.1f -> %.1f tok/s (%.2fx), %d of %d drafts accepted, %.1f%% same tokens' % (
+      '$c', '$a', d['decode_tok_s'], d['spec_decode_tok_s'], d['spec_speedup'],
+      d['spec_accepted'], d['spec_drafted'], 100 * d['spec_same_tokens']))" || echo "C=$c A=$a: failed (see spec.err)"
   done
 done

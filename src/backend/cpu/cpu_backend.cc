@@ -319,20 +319,7 @@ void CpuBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& p
   CheckF32(out, "MoeMlp", "out");
   CheckF32(router_logits, "MoeMlp", "router_logits");
   CheckI32(expert_ids, n * k, "MoeMlp", "expert_ids");
-  CHECK(out.rows() == n && out.cols() == hidden && router_logits.rows() == n &&
-        router_logits.cols() == num_experts)
-      << "MoeMlp: x " << x.DebugString() << " out " << out.DebugString() << " router_logits "
-      << router_logits.DebugString();
-  for (const Tensor* t : {&w.gate, &w.up, &w.down}) {
-    CHECK(t->ndim() == 3 && t->dim(0) == num_experts)
-        << "MoeMlp: expert weights must be [" << num_experts << ", rows, cols], got "
-        << t->DebugString();
-  }
-  const int64_t f = w.gate.dim(1);
-  CHECK(w.gate.dim(2) == hidden && w.up.dim(1) == f && w.up.dim(2) == hidden &&
-        w.down.dim(1) == hidden && w.down.dim(2) == f)
-      << "MoeMlp: gate " << w.gate.DebugString() << " up " << w.up.DebugString() << " down "
-      << w.down.DebugString();
+  const int64_t f = CheckMoeShapes(x, w, router_logits, out);
   auto gated = [&](const Tensor& g, const Tensor& u) {
     if (params.act == GatedAct::kSilu) {
       SiluMul(g, u, g);

@@ -16,6 +16,7 @@
 #include "backend/cuda/kv_copy.cuh"
 #include "backend/cuda/logit_edits.cuh"
 #include "backend/cuda/logprob_rows.cuh"
+#include "backend/cuda/moe.cuh"
 #include "backend/cuda/op_profiler.h"
 #include "backend/cuda/paged_attention.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
@@ -176,6 +177,23 @@ Status CudaBackend::CheckHeadDim(int head_dim) const {
                             ": the CUDA backend has attention kernels for head_dim " + built +
                             " (--device cpu runs any head_dim)");
 }
+Status CudaBackend::CheckMoe(int64_t hidden, int64_t expert_width, int num_experts,
+                             int top_k) const {
+  if (hidden % 16 != 0 || expert_width % 16 != 0) {
+    return UnimplementedError("hidden size " + std::to_string(hidden) + " and expert width " +
+                              std::to_string(expert_width) +
+                              ": the CUDA backend's expert kernels need multiples of 16 "
+                              "(--device cpu runs any size)");
+  }
+  if (num_experts > cuda::kMoeMaxExperts || top_k < 1 || top_k > num_experts) {
+    return UnimplementedError("top " + std::to_string(top_k) + " of " +
+                              std::to_string(num_experts) + " experts: the CUDA backend routes " +
+                              "at most " + std::to_string(cuda::kMoeMaxExperts) +
+                              " experts (--device cpu runs any number)");
+  }
+  return OkStatus();
+}
+
 cudaStream_t CudaBackend::stream() const { return stream_->get(); }
 
 void CudaBackend::set_small_batch_gemm_rows(int rows) {
@@ -932,6 +950,87 @@ void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeTable
   cuda::LaunchRope(x.data(), positions.data_as<const int32_t>(),
                    rope.inv_freq.data_as<const float>(), rope.rotary_dim, rope.attention_factor,
                    rope.interleaved, x.rows(), num_heads, head_dim, stream());
+}
+
+void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
+                         const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) {
+  const int64_t n = x.rows(), hidden = x.cols();
+  const int64_t num_experts = w.router.rows();
+  const int k = params.top_k;
+  LOOM_PROFILE_OP("moe_mlp n=" + std::to_string(n) + " e=" + std::to_string(num_experts) +
+                      " k=" + std::to_string(k),
+                  x.nbytes() + out.nbytes());
+  CheckAct(x, "MoeMlp", "x");
+  CheckAct(out, "MoeMlp", "out");
+  CheckFloat(router_logits, "MoeMlp", "router_logits");
+  CheckI32(expert_ids, n * k, "MoeMlp", "expert_ids");
+  CHECK(num_experts <= cuda::kMoeMaxExperts && k >= 1 && k <= num_experts)
+      << "MoeMlp: top " << k << " of " << num_experts << " experts (at most "
+      << cuda::kMoeMaxExperts << " experts on CUDA)";
+  for (const Tensor* t : {&w.gate, &w.up, &w.down}) CheckAct(*t, "MoeMlp", "expert weights");
+  const int64_t f = CheckMoeShapes(x, w, router_logits, out);
+  CHECK(hidden % 16 == 0 && f % 16 == 0)
+      << "MoeMlp: hidden size " << hidden << " and expert width " << f
+      << " must be multiples of 16 on CUDA (--device cpu runs any size)";
+  if (n == 0) return;
+  MatMul(x, w.router, Tensor(), router_logits);
+
+  const int64_t pairs = n * k;
+  const auto e = static_cast<int>(num_experts);
+  Tensor ints = AllocScratch(DType::kI32, Shape{cuda::MoeWorkspaceInts(n, k, e)});
+  Tensor weights = AllocScratch(DType::kF32, Shape{pairs});
+  const cuda::MoeWorkspace ws =
+      cuda::MoeWorkspaceAt(ints.data_as<int32_t>(), weights.data_as<float>(), n, k, e);
+  const cuda::MoeTiling tiling = cuda::MoeTilingFor(pairs, e);
+  {
+    LOOM_PROFILE_OP("moe route n=" + std::to_string(n), 0);
+    cuda::LaunchMoeRoute(router_logits.data(), router_logits.dtype(), n, e, k,
+                         params.norm_topk_prob, tiling.tile_rows, expert_ids.data_as<int32_t>(), ws,
+                         stream());
+  }
+  // Profiled bytes: the weights of min(pairs, E) experts, what a step reads at most.
+  const double expert_bytes =
+      static_cast<double>(std::min<int64_t>(pairs, e)) * static_cast<double>(f * hidden * 2);
+  const std::string kind = tiling.gemv ? "(gemv)" : "(mma" + std::to_string(tiling.tile_rows) + ")";
+  Tensor h = AllocScratch(DType::kBF16, Shape{pairs, f});
+  {
+    LOOM_PROFILE_OP("moe gate_up" + kind + " pairs=" + std::to_string(pairs), 2 * expert_bytes);
+    cuda::LaunchMoeGateUp(x.data_as<const __nv_bfloat16>(), w.gate.data_as<const __nv_bfloat16>(),
+                          w.up.data_as<const __nv_bfloat16>(), ws, pairs, e, tiling, f, hidden,
+                          params.act == GatedAct::kGeluTanh, h.data_as<__nv_bfloat16>(), stream());
+  }
+  Tensor y = AllocScratch(DType::kF32, Shape{pairs, hidden});
+  {
+    LOOM_PROFILE_OP("moe down" + kind + " pairs=" + std::to_string(pairs), expert_bytes);
+    cuda::LaunchMoeDown(h.data_as<const __nv_bfloat16>(), w.down.data_as<const __nv_bfloat16>(), ws,
+                        pairs, e, tiling, hidden, f, y.data_as<float>(), stream());
+  }
+
+  // The shared expert (Qwen2-MoE) through the dense ops, gated in the combine.
+  Tensor shared, shared_gate;
+  if (w.shared_gate.defined()) {
+    const int64_t fs = w.shared_gate.rows();
+    Tensor g = AllocScratch(DType::kBF16, Shape{n, fs});
+    Tensor u = AllocScratch(DType::kBF16, Shape{n, fs});
+    MatMul(x, w.shared_gate, Tensor(), g);
+    MatMul(x, w.shared_up, Tensor(), u);
+    if (params.act == GatedAct::kSilu) {
+      SiluMul(g, u, g);
+    } else {
+      GeluTanhMul(g, u, g);
+    }
+    shared = AllocScratch(DType::kBF16, Shape{n, hidden});
+    MatMul(g, w.shared_down, Tensor(), shared);
+    shared_gate = AllocScratch(DType::kBF16, Shape{n, 1});
+    MatMul(x, w.shared_router, Tensor(), shared_gate);
+  }
+  {
+    LOOM_PROFILE_OP("moe combine n=" + std::to_string(n), 0);
+    cuda::LaunchMoeCombine(y.data_as<const float>(), ws, n, k, hidden,
+                           shared.defined() ? shared.data_as<const __nv_bfloat16>() : nullptr,
+                           shared.defined() ? shared_gate.data_as<const __nv_bfloat16>() : nullptr,
+                           out.data_as<__nv_bfloat16>(), stream());
+  }
 }
 
 void CudaBackend::SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) {

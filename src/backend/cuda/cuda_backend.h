@@ -150,6 +150,13 @@ class CudaBackend final : public Backend {
   void MatMulGated(const Tensor& x, const Tensor& w_gate_up, GatedAct act,
                    const Tensor& out) override;
 
+  // Routed experts on the device (moe.cuh): every launch shape fixed by the row count, so decode
+  // steps of MoE models run in CUDA graphs. Expert weights bf16 (Upload converts others).
+  bool has_moe() const override { return true; }
+  Status CheckMoe(int64_t hidden, int64_t expert_width, int num_experts, int top_k) const override;
+  void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
+              const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) override;
+
   bool has_argmax_rows() const override { return true; }
   void ArgmaxRows(const Tensor& x, const Tensor& out) override;  // argmax.cuh
   bool has_edit_logits() const override { return true; }

@@ -7,6 +7,12 @@
 namespace loom {
 namespace {
 
+// Qwen's expert count: `num_experts` in the published configs, `num_local_experts` in what
+// transformers 5 writes (save_pretrained renames it).
+const char* QwenExpertsKey(const nlohmann::json& c) {
+  return c.contains("num_experts") ? "num_experts" : "num_local_experts";
+}
+
 // Qwen's sliding-window keys, as in qwen2.cc / qwen3.cc.
 void QwenWindows(const nlohmann::json& c, ModelConfig* cfg) {
   bool use_sw = c.value("use_sliding_window", false);
@@ -21,7 +27,7 @@ Status Qwen2MoeFromHf(const nlohmann::json& c, ModelConfig* cfg) {
   RETURN_IF_ERROR(arch_util::ParseCommon(c, cfg, /*default_tie=*/false));
   cfg->attention_bias = c.value("qkv_bias", true);
   QwenWindows(c, cfg);
-  RETURN_IF_ERROR(arch_util::ParseMoe(c, "num_experts", "moe_intermediate_size",
+  RETURN_IF_ERROR(arch_util::ParseMoe(c, QwenExpertsKey(c), "moe_intermediate_size",
                                       /*default_norm=*/false, cfg));
   cfg->shared_expert_intermediate_size = c.value("shared_expert_intermediate_size", 0);
   return OkStatus();
@@ -32,8 +38,8 @@ Status Qwen3MoeFromHf(const nlohmann::json& c, ModelConfig* cfg) {
   RETURN_IF_ERROR(arch_util::ParseCommon(c, cfg, /*default_tie=*/false));
   cfg->qk_norm = true;
   QwenWindows(c, cfg);
-  return arch_util::ParseMoe(c, "num_experts", "moe_intermediate_size", /*default_norm=*/false,
-                             cfg);
+  return arch_util::ParseMoe(c, QwenExpertsKey(c), "moe_intermediate_size",
+                             /*default_norm=*/false, cfg);
 }
 
 // Mixtral: Mistral's attention, every layer sparse, experts intermediate_size wide, top-k
