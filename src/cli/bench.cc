@@ -117,7 +117,7 @@ void RunBench(const BenchFlags& f) {
   }
   double best_spec = 0;
   uint64_t spec_drafted = 0, spec_accepted = 0;
-  int64_t spec_same_tokens = 0, spec_tokens = 0;  // last repeat: see the replay run below
+  double spec_same_tokens = 0;  // last repeat's share of tokens before a first difference
   const BenchGrammar grammar = LoadBenchGrammar(f, s);
   MaskCache mask_cache(/*capacity=*/256);  // as serve_command.cc's
   const int num_constrained =
@@ -184,8 +184,7 @@ void RunBench(const BenchFlags& f) {
       // with other kernels and summation orders than a one-row step, so a near-tie (common with
       // random weights) may go the other way: there the tokens up to each request's first
       // difference are counted instead (spec_same_tokens).
-      spec_same_tokens = 0;
-      spec_tokens = 0;
+      int64_t same = 0, total = 0;
       for (size_t i = 0; i < sp.outputs.size(); ++i) {
         const std::vector<int32_t> a = Ids(sp.outputs[i]), b = Ids(d.outputs[i]);
         if (a != b && s.backend->device() == Device::kCpu) {
@@ -194,9 +193,11 @@ void RunBench(const BenchFlags& f) {
         }
         const size_t common = static_cast<size_t>(
             std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-        spec_same_tokens += static_cast<int64_t>(common);
-        spec_tokens += static_cast<int64_t>(b.size());
+        same += static_cast<int64_t>(common);
+        total += static_cast<int64_t>(b.size());
       }
+      spec_same_tokens =
+          static_cast<double>(same) / static_cast<double>(std::max<int64_t>(total, 1));
       best_spec = std::max(best_spec, static_cast<double>(f.concurrency) * (f.gen_tokens - 1) /
                                           std::max(sp.total_s - sp.first_token_s, 1e-9));
       spec_drafted = after.draft_tokens - before.draft_tokens;
@@ -311,9 +312,7 @@ void RunBench(const BenchFlags& f) {
           "\"spec_same_tokens\":%.4f",
           f.replay_drafts, engine.config().num_draft_tokens, best_spec, best_spec / best_decode,
           static_cast<unsigned long long>(spec_drafted),
-          static_cast<unsigned long long>(spec_accepted),
-          static_cast<double>(spec_same_tokens) /
-              static_cast<double>(std::max<int64_t>(spec_tokens, 1)));
+          static_cast<unsigned long long>(spec_accepted), spec_same_tokens);
     }
     if (f.shared_prefix > 0) {
       std::printf(
@@ -368,9 +367,7 @@ void RunBench(const BenchFlags& f) {
           "difference from the decode run (last repeat)\n",
           best_spec, f.replay_drafts, engine.config().num_draft_tokens, best_spec / best_decode,
           static_cast<unsigned long long>(spec_accepted),
-          static_cast<unsigned long long>(spec_drafted),
-          100.0 * static_cast<double>(spec_same_tokens) /
-              static_cast<double>(std::max<int64_t>(spec_tokens, 1)));
+          static_cast<unsigned long long>(spec_drafted), 100.0 * spec_same_tokens);
     }
     if (f.shared_prefix > 0) {
       std::printf(

@@ -8,6 +8,7 @@
 #include "base/hash_uniform.h"
 #include "io/json_file.h"
 #include "model/arch/arch.h"
+#include "model/weights.h"
 
 namespace loom {
 namespace {
@@ -180,17 +181,7 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
     return InvalidArgumentError(path + ": " + e.what());
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
-  RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(path));
-  if (cfg.num_experts > 0 && !backend->has_moe()) {
-    return UnimplementedError(path + ": a mixture-of-experts model; the " + backend->name() +
-                              " backend has no MoE layers yet: run it with --device cpu");
-  }
-  if (cfg.num_experts > 0) {
-    RETURN_IF_ERROR(backend
-                        ->CheckMoe(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
-                                   cfg.num_experts_per_tok)
-                        .WithContext(path));
-  }
+  RETURN_IF_ERROR(CheckBackendRunsModel(cfg, *backend).WithContext(path));
   return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
 }
 

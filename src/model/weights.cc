@@ -240,21 +240,21 @@ Status LoadMoe(Loader& L, const ModelConfig& cfg, int i, Backend::MoeWeights* m)
   return OkStatus();
 }
 
-StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
-                              TensorNaming naming, Backend* backend, const ProgressFn& progress) {
-  RETURN_IF_ERROR(backend->CheckHeadDim(cfg.head_dim).WithContext(source.Describe()));
-  if (cfg.num_experts > 0 && !backend->has_moe()) {
-    return UnimplementedError(source.Describe() + ": a mixture-of-experts model (" + cfg.arch +
-                              ", " + std::to_string(cfg.num_experts) + " experts); the " +
-                              backend->name() +
+Status CheckBackendRunsModel(const ModelConfig& cfg, const Backend& backend) {
+  RETURN_IF_ERROR(backend.CheckHeadDim(cfg.head_dim));
+  if (cfg.num_experts == 0) return OkStatus();
+  if (!backend.has_moe()) {
+    return UnimplementedError("a mixture-of-experts model (" + cfg.arch + ", " +
+                              std::to_string(cfg.num_experts) + " experts); the " + backend.name() +
                               " backend has no MoE layers yet: run it with --device cpu");
   }
-  if (cfg.num_experts > 0) {
-    RETURN_IF_ERROR(backend
-                        ->CheckMoe(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
-                                   cfg.num_experts_per_tok)
-                        .WithContext(source.Describe()));
-  }
+  return backend.CheckMoe(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
+                          cfg.num_experts_per_tok);
+}
+
+StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
+                              TensorNaming naming, Backend* backend, const ProgressFn& progress) {
+  RETURN_IF_ERROR(CheckBackendRunsModel(cfg, *backend).WithContext(source.Describe()));
   Loader L(source, naming, backend, progress);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;

@@ -57,6 +57,11 @@ class TensorSource {
 // Tensor names of one checkpoint flavour.
 enum class TensorNaming { kHuggingFace, kGguf };
 
+// OK when `backend` can run a model of `cfg`: its attention head size, and for a mixture of
+// experts its MoE layers and their shapes; else Unimplemented naming what it lacks. Asked at
+// load (checkpoint or dummy weights), before any weight is read or made.
+Status CheckBackendRunsModel(const ModelConfig& cfg, const Backend& backend);
+
 // Loads and shape-checks every tensor `cfg` needs from `source`, uploads them to `backend`.
 // Errors name the tensor, the expected and actual shapes, and the source. `progress` (may be
 // empty) hears the bytes read and uploaded after each tensor, out of source.data_bytes(); its

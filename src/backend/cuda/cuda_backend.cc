@@ -964,14 +964,10 @@ void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& 
   CheckAct(out, "MoeMlp", "out");
   CheckFloat(router_logits, "MoeMlp", "router_logits");
   CheckI32(expert_ids, n * k, "MoeMlp", "expert_ids");
-  CHECK(num_experts <= cuda::kMoeMaxExperts && k >= 1 && k <= num_experts)
-      << "MoeMlp: top " << k << " of " << num_experts << " experts (at most "
-      << cuda::kMoeMaxExperts << " experts on CUDA)";
   for (const Tensor* t : {&w.gate, &w.up, &w.down}) CheckAct(*t, "MoeMlp", "expert weights");
   const int64_t f = CheckMoeShapes(x, w, router_logits, out);
-  CHECK(hidden % 16 == 0 && f % 16 == 0)
-      << "MoeMlp: hidden size " << hidden << " and expert width " << f
-      << " must be multiples of 16 on CUDA (--device cpu runs any size)";
+  const Status tiles = CheckMoe(hidden, f, static_cast<int>(num_experts), k);
+  CHECK(tiles.ok()) << "MoeMlp: " << tiles.message();
   if (n == 0) return;
   MatMul(x, w.router, Tensor(), router_logits);
 
