@@ -987,17 +987,20 @@ void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& 
   // Profiled bytes: the weights of min(pairs, E) experts, what a step reads at most.
   const double expert_bytes =
       static_cast<double>(std::min<int64_t>(pairs, e)) * static_cast<double>(f * hidden * 2);
-  const std::string kind = tiling.gemv ? "(gemv)" : "(mma" + std::to_string(tiling.tile_rows) + ")";
+  // Profiling labels only (LOOM_PROFILE_OP builds them when profiling): no string a step.
+  const char* kind = tiling.gemv ? "(gemv)" : tiling.tile_rows == 16 ? "(mma16)" : "(mma64)";
   Tensor h = AllocScratch(DType::kBF16, Shape{pairs, f});
   {
-    LOOM_PROFILE_OP("moe gate_up" + kind + " pairs=" + std::to_string(pairs), 2 * expert_bytes);
+    LOOM_PROFILE_OP(std::string("moe gate_up") + kind + " pairs=" + std::to_string(pairs),
+                    2 * expert_bytes);
     cuda::LaunchMoeGateUp(x.data_as<const __nv_bfloat16>(), w.gate.data_as<const __nv_bfloat16>(),
                           w.up.data_as<const __nv_bfloat16>(), ws, pairs, e, tiling, f, hidden,
                           params.act == GatedAct::kGeluTanh, h.data_as<__nv_bfloat16>(), stream());
   }
   Tensor y = AllocScratch(DType::kF32, Shape{pairs, hidden});
   {
-    LOOM_PROFILE_OP("moe down" + kind + " pairs=" + std::to_string(pairs), expert_bytes);
+    LOOM_PROFILE_OP(std::string("moe down") + kind + " pairs=" + std::to_string(pairs),
+                    expert_bytes);
     cuda::LaunchMoeDown(h.data_as<const __nv_bfloat16>(), w.down.data_as<const __nv_bfloat16>(), ws,
                         pairs, e, tiling, hidden, f, y.data_as<float>(), stream());
   }
