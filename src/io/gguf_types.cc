@@ -107,6 +107,8 @@ std::optional<DType> DTypeFromGgmlType(uint32_t ggml_type) {
       return DType::kQ4_0;
     case kGgmlQ4_K:
       return DType::kQ4_K;
+    case kGgmlQ5_K:
+      return DType::kQ5_K;
     case kGgmlQ6_K:
       return DType::kQ6_K;
     default:
@@ -128,6 +130,8 @@ uint32_t GgmlTypeFromDType(DType dtype) {
       return kGgmlQ4_0;
     case DType::kQ4_K:
       return kGgmlQ4_K;
+    case DType::kQ5_K:
+      return kGgmlQ5_K;
     case DType::kQ6_K:
       return kGgmlQ6_K;
     case DType::kI32:

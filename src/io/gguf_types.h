@@ -40,6 +40,7 @@ inline constexpr uint32_t kGgmlF16 = 1;
 inline constexpr uint32_t kGgmlQ4_0 = 2;
 inline constexpr uint32_t kGgmlQ8_0 = 8;
 inline constexpr uint32_t kGgmlQ4_K = 12;
+inline constexpr uint32_t kGgmlQ5_K = 13;
 inline constexpr uint32_t kGgmlQ6_K = 14;
 inline constexpr uint32_t kGgmlBF16 = 30;
 

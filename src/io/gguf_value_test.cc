@@ -64,12 +64,13 @@ TEST(GgufTypesTest, GgmlTypeNamesAndDTypes) {
   EXPECT_EQ(GgmlTypeName(4), "unknown(4)");  // retired Q4_2
   EXPECT_EQ(GgmlTypeName(1000), "unknown(1000)");
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                  DType::kQ6_K}) {
+                  DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_EQ(DTypeFromGgmlType(GgmlTypeFromDType(d)), d) << DTypeName(d);
   }
   EXPECT_EQ(GgmlTypeFromDType(DType::kQ4_K), 12u);
   EXPECT_EQ(GgmlTypeFromDType(DType::kQ6_K), 14u);
-  EXPECT_FALSE(DTypeFromGgmlType(13).has_value());
+  EXPECT_EQ(GgmlTypeFromDType(DType::kQ5_K), 13u);
+  EXPECT_FALSE(DTypeFromGgmlType(11).has_value());  // q3_K
 }
 
 }  // namespace

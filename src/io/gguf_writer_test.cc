@@ -70,7 +70,7 @@ TEST(GgufWriterTest, RoundTripsEveryMetadataTypeAndTensorType) {
       {"f32", DType::kF32, Shape{3, 5}},           {"f16", DType::kF16, Shape{7}},
       {"bf16", DType::kBF16, Shape{2, 2, 3}},      {"q8_0", DType::kQ8_0, Shape{3, 64}},
       {"q4_0", DType::kQ4_0, Shape{32}},           {"q4_K", DType::kQ4_K, Shape{2, 512}},
-      {"q6_K", DType::kQ6_K, Shape{1, 1, 2, 256}},
+      {"q6_K", DType::kQ6_K, Shape{1, 1, 2, 256}}, {"q5_K", DType::kQ5_K, Shape{3, 256}},
   };
   std::vector<std::string> payloads;
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -6,9 +6,9 @@ namespace loom {
 
 const DTypeInfo& GetDTypeInfo(DType t) {
   static const DTypeInfo kInfos[] = {
-      {"f32", 1, 4, false},     {"f16", 1, 2, false},   {"bf16", 1, 2, false},
-      {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true}, {"q4_K", 256, 144, true},
-      {"q6_K", 256, 210, true}, {"i32", 1, 4, false},
+      {"f32", 1, 4, false},     {"f16", 1, 2, false},     {"bf16", 1, 2, false},
+      {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
+      {"q6_K", 256, 210, true}, {"q5_K", 256, 176, true}, {"i32", 1, 4, false},
   };
   auto idx = static_cast<size_t>(t);
   CHECK_LT(idx, sizeof(kInfos) / sizeof(kInfos[0]));

@@ -17,6 +17,7 @@ enum class DType : uint8_t {
   kQ4_0,  // 32 elems: f16 scale d + 16 bytes of 4-bit (x-8)        = 18 bytes
   kQ4_K,  // 256 elems: f16 d, f16 dmin, 12 bytes scales, 128 bytes = 144 bytes
   kQ6_K,  // 256 elems: 128 ql, 64 qh, 16 int8 scales, f16 d        = 210 bytes
+  kQ5_K,  // 256 elems: q4_K's fields + 32 bytes of 5th bits          = 176 bytes
   kI32,
 };
 

@@ -37,6 +37,7 @@ TEST(DTypeTest, RowBytes) {
   EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 68u);
   EXPECT_EQ(RowBytes(DType::kQ4_K, 512), 288u);
   EXPECT_EQ(RowBytes(DType::kQ6_K, 256), 210u);
+  EXPECT_EQ(RowBytes(DType::kQ5_K, 512), 352u);
 }
 
 TEST(TensorTest, SliceAndReshape) {

@@ -57,6 +57,33 @@ void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t nb) {
   }
 }
 
+void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* ql = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    const float d = F16ToF32(x[i].d);
+    const float min = F16ToF32(x[i].dmin);
+    uint8_t sc, m;
+    for (int j = 0; j < 8; j += 2) {  // sub-blocks j, j + 1: the low / high nibbles of ql
+      GetScaleMinK4(j, x[i].scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      GetScaleMinK4(j + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) {
+        const float p = d1 * static_cast<float>((ql[l] & 0xF) + (((qh[l] >> j) & 1) << 4));
+        *y++ = p - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        const float p = d2 * static_cast<float>((ql[l] >> 4) + (((qh[l] >> (j + 1)) & 1) << 4));
+        *y++ = p - m2;
+      }
+      ql += 32;
+    }
+  }
+}
+
 void DequantizeQ6_K(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = F16ToF32(x[i].d);
@@ -129,52 +156,73 @@ int RoundClamp(float v, int lo, int hi) {
   return std::clamp(static_cast<int>(std::lround(v)), lo, hi);
 }
 
-// Min/max fit per 32-element sub-block: x ~= s * q - m with q in 0..15, m >= 0; the 8 scales and
-// mins are then quantized to 6 bits against the block's f16 d and dmin.
+// Min/max fit per 32-element sub-block: x ~= s * q - m with q in 0..kMaxQ, m >= 0; the 8 scales
+// and mins are then quantized to 6 bits against the block's f16 d and dmin. Writes d, dmin, the
+// 12 scale bytes and each element's level (0..kMaxQ) in `levels`.
+template <int kMaxQ>
+void FitScaleMinK(const float* xb, uint16_t* d_out, uint16_t* dmin_out, uint8_t* scales_out,
+                  uint8_t* levels) {
+  float scales[8], mins[8];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, xb[32 * j + l]);
+      hi = std::max(hi, xb[32 * j + l]);
+    }
+    scales[j] = (hi - lo) / static_cast<float>(kMaxQ);
+    mins[j] = -lo;
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  *d_out = F32ToF16(max_scale / 63.0f);
+  *dmin_out = F32ToF16(max_min / 63.0f);
+  const float d = F16ToF32(*d_out);
+  const float dmin = F16ToF32(*dmin_out);
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    // Round the scale up so the sub-block's range still fits in 0..kMaxQ after 6-bit rounding.
+    const int ls = d > 0.0f ? std::clamp(static_cast<int>(std::ceil(scales[j] / d)), 0, 63) : 0;
+    const int lm = dmin > 0.0f ? RoundClamp(mins[j] / dmin, 0, 63) : 0;
+    if (j < 4) {
+      scales_out[j] = static_cast<uint8_t>(ls);
+      scales_out[j + 4] = static_cast<uint8_t>(lm);
+    } else {
+      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_out[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+    const float s = d * static_cast<float>(ls);
+    const float m = dmin * static_cast<float>(lm);
+    for (int l = 0; l < 32; ++l) {
+      levels[32 * j + l] =
+          s > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + m) / s, 0, kMaxQ)) : 0;
+    }
+  }
+}
+
 void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
-    const float* xb = x + i * kQK_K;
-    float scales[8], mins[8];
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      float lo = 0.0f, hi = 0.0f;
-      for (int l = 0; l < 32; ++l) {
-        lo = std::min(lo, xb[32 * j + l]);
-        hi = std::max(hi, xb[32 * j + l]);
-      }
-      scales[j] = (hi - lo) / 15.0f;
-      mins[j] = -lo;
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    y[i].d = F32ToF16(max_scale / 63.0f);
-    y[i].dmin = F32ToF16(max_min / 63.0f);
-    const float d = F16ToF32(y[i].d);
-    const float dmin = F16ToF32(y[i].dmin);
-    std::memset(y[i].scales, 0, sizeof(y[i].scales));
     uint8_t levels[kQK_K];
-    for (int j = 0; j < 8; ++j) {
-      // Round the scale up so the sub-block's range still fits in 0..15 after 6-bit rounding.
-      const int ls = d > 0.0f ? std::clamp(static_cast<int>(std::ceil(scales[j] / d)), 0, 63) : 0;
-      const int lm = dmin > 0.0f ? RoundClamp(mins[j] / dmin, 0, 63) : 0;
-      if (j < 4) {
-        y[i].scales[j] = static_cast<uint8_t>(ls);
-        y[i].scales[j + 4] = static_cast<uint8_t>(lm);
-      } else {
-        y[i].scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        y[i].scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        y[i].scales[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-      const float s = d * static_cast<float>(ls);
-      const float m = dmin * static_cast<float>(lm);
-      for (int l = 0; l < 32; ++l) {
-        levels[32 * j + l] =
-            s > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + m) / s, 0, 15)) : 0;
-      }
-    }
+    FitScaleMinK<15>(x + i * kQK_K, &y[i].d, &y[i].dmin, y[i].scales, levels);
     for (int j = 0; j < kQK_K; j += 64) {
       for (int l = 0; l < 32; ++l) {
         y[i].qs[j / 2 + l] = static_cast<uint8_t>(levels[j + l] | (levels[j + l + 32] << 4));
+      }
+    }
+  }
+}
+
+void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t levels[kQK_K];
+    FitScaleMinK<31>(x + i * kQK_K, &y[i].d, &y[i].dmin, y[i].scales, levels);
+    std::memset(y[i].qh, 0, sizeof(y[i].qh));
+    for (int j = 0; j < 8; j += 2) {
+      for (int l = 0; l < 32; ++l) {
+        const int a = levels[32 * j + l], b = levels[32 * (j + 1) + l];
+        y[i].qs[16 * j + l] = static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
+        y[i].qh[l] |= static_cast<uint8_t>(((a >> 4) << j) | ((b >> 4) << (j + 1)));
       }
     }
   }
@@ -253,6 +301,8 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
       return DequantizeQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
     case DType::kQ6_K:
       return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
+    case DType::kQ5_K:
+      return DequantizeQ5_K(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::kI32:
       break;
   }
@@ -283,6 +333,8 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       return QuantizeQ4_K(src, static_cast<BlockQ4_K*>(dst), nb);
     case DType::kQ6_K:
       return QuantizeQ6_K(src, static_cast<BlockQ6_K*>(dst), nb);
+    case DType::kQ5_K:
+      return QuantizeQ5_K(src, static_cast<BlockQ5_K*>(dst), nb);
     case DType::kI32:
       break;
   }

@@ -12,6 +12,9 @@
 //   block_q6_K (256 elems, 210 B): [ql u8 x128][qh u8 x64][scales int8 x16][d f16]
 //        16 sub-blocks of 16 elems with an int8 scale; q = 6 bits (4 from ql, 2 from qh) - 32;
 //        x = d * scales[i / 16] * q
+//   block_q5_K (256 elems, 176 B): [d f16][dmin f16][scales u8 x12][qh u8 x32][qs u8 x128]
+//        q4_K's sub-blocks, scales and mins; the 5th bit of element 32j + l (sub-block j) is bit
+//        j of qh[l]; x = d * sc * q - dmin * m with q in 0..31
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,15 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+struct BlockQ5_K {
+  uint16_t d;     // f16 super-block scale of the 6-bit scales
+  uint16_t dmin;  // f16 super-block scale of the 6-bit mins
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];  // 5th bits
+  uint8_t qs[kQK_K / 2];  // low 4 bits, as q4_K
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {
@@ -70,7 +82,7 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n);
 
 // Encodes n f32 values into `dst` (RowBytes(dtype, n) bytes). Supports f32/f16/bf16 and every
 // quantized type. q8_0 and q4_0 match llama.cpp's reference quantizers byte for byte (and
-// gguf-py's); q4_K and q6_K use a simple min/max fit (valid blocks, not llama.cpp's search).
+// gguf-py's); q4_K, q5_K and q6_K use a simple min/max fit (valid blocks, not llama.cpp's search).
 void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n);
 
 }  // namespace loom

@@ -31,7 +31,7 @@ std::vector<float> FloatsFromHex(const std::string& hex) {
 
 DType ParseDType(const std::string& s) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                  DType::kQ6_K}) {
+                  DType::kQ6_K, DType::kQ5_K}) {
     if (DTypeName(t) == s) return t;
   }
   ADD_FAILURE() << "unknown dtype " << s;
@@ -102,14 +102,15 @@ TEST(QuantTest, QuantizeMatchesGgufPyByteExactly) {
   EXPECT_EQ(num_cases, 2);
 }
 
-// q4_K / q6_K have no byte-exact reference quantizer: check round trips of Gaussian rows with
-// per-block magnitudes spread over decades. Bounds: a 4-bit fit of a block's range has RMS error
-// ~range/15/sqrt(12) ~ 0.1 sigma plus 6-bit scale rounding; 6 bits ~0.025 sigma.
+// q4_K / q5_K / q6_K have no byte-exact reference quantizer: check round trips of Gaussian rows
+// with per-block magnitudes spread over decades. Bounds: a 4-bit fit of a block's range has RMS
+// error ~range/15/sqrt(12) ~ 0.1 sigma plus 6-bit scale rounding; 6 bits ~0.025 sigma.
 TEST(QuantTest, KQuantRoundTripErrorIsSmall) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  for (auto [dtype, max_rel_rms] : {std::pair{DType::kQ4_K, 0.15}, std::pair{DType::kQ6_K, 0.04},
-                                    std::pair{DType::kQ8_0, 0.01}, std::pair{DType::kQ4_0, 0.15}}) {
+  for (auto [dtype, max_rel_rms] : {std::pair{DType::kQ4_K, 0.15}, std::pair{DType::kQ5_K, 0.075},
+                                    std::pair{DType::kQ6_K, 0.04}, std::pair{DType::kQ8_0, 0.01},
+                                    std::pair{DType::kQ4_0, 0.15}}) {
     const int64_t n = 256 * 8;
     std::vector<float> x(n), y(n);
     for (int64_t b = 0; b < n / 256; ++b) {
@@ -131,7 +132,7 @@ TEST(QuantTest, KQuantRoundTripErrorIsSmall) {
 }
 
 TEST(QuantTest, ZeroRowRoundTripsToZero) {
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     std::vector<float> x(256, 0.0f), y(256, 1.0f);
     std::vector<uint8_t> q(RowBytes(dtype, 256));
     QuantizeRow(dtype, x.data(), q.data(), 256);

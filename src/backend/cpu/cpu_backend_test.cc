@@ -74,7 +74,7 @@ TEST(CpuBackendTest, EmbedEveryDtype) {
   CpuBackend backend(1);
   std::mt19937 rng(1);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                   DType::kQ6_K}) {
+                   DType::kQ5_K, DType::kQ6_K}) {
     const int64_t vocab = 11, d = 256;
     Tensor table = MakeTensor(dt, Shape{vocab, d}, RandomFloats(rng, vocab * d));
     std::vector<float> tv = ToFloats(table);

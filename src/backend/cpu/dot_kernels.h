@@ -73,7 +73,7 @@ using DotTileB = void (*)(const void* const* w, const uint16_t* const* x, int nu
 struct DotKernels {
   const char* isa;  // "avx512", "avx2" or "scalar"
   DotTileF f32, f16, bf16;
-  DotTileQ q8_0, q4_0, q4_K, q6_K;
+  DotTileQ q8_0, q4_0, q4_K, q6_K, q5_K;
   // QuantizeActRow or a vector version of it with bit-identical results.
   void (*quantize_act)(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
   // Activation rows per call that MatMul groups a batch into (1..kDotMaxActRows), chosen by
@@ -114,6 +114,8 @@ inline DotTileQ QuantKernel(const DotKernels& k, DType t) {
       return k.q4_K;
     case DType::kQ6_K:
       return k.q6_K;
+    case DType::kQ5_K:
+      return k.q5_K;
     default:
       return nullptr;
   }

@@ -2,6 +2,8 @@
 // dot_kernels.h has the shared numerics).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "backend/cpu/dot_kernels.h"
 #include "tensor/quant.h"
 

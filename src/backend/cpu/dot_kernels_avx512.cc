@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <optional>
+#include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "tensor/quant.h"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "base/check.h"
@@ -82,9 +83,11 @@ void DotQ4_0(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
   }
 }
 
-void DotQ4_K(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
+// q4_K and q5_K (the same scales and mins; q5_K adds a 5th bit from qh).
+template <class Block>
+void DotQK4Or5(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
   for (int r = 0; r < R; ++r) {
-    const auto* b = static_cast<const BlockQ4_K*>(w[r]);
+    const auto* b = static_cast<const Block*>(w[r]);
     float acc[8] = {};
     float mins = 0.0f;
     for (int64_t i = 0; i < k / kQK_K; ++i) {
@@ -97,7 +100,9 @@ void DotQ4_K(const void* const* w, const ActQ8Row& x, int64_t k, float* out) {
         int8_t wq[32];
         const uint8_t* q = b[i].qs + 32 * (j / 2);
         for (int l = 0; l < 32; ++l) {
-          wq[l] = static_cast<int8_t>((j % 2 == 0) ? (q[l] & 0xF) : (q[l] >> 4));
+          int v = (j % 2 == 0) ? (q[l] & 0xF) : (q[l] >> 4);
+          if constexpr (std::is_same_v<Block, BlockQ5_K>) v |= ((b[i].qh[l] >> j) & 1) << 4;
+          wq[l] = static_cast<int8_t>(v);
         }
         AccBlock(wq, x.qs + 32 * xb, d * static_cast<float>(sc) * x.d[xb], acc);
         mins += dmin * static_cast<float>(m) * x.ds[xb];
@@ -181,8 +186,9 @@ const DotKernels& ScalarDotKernels() {
       .bf16 = PlainRows<DotBF16>,
       .q8_0 = QuantRows<DotQ8_0>,
       .q4_0 = QuantRows<DotQ4_0>,
-      .q4_K = QuantRows<DotQ4_K>,
+      .q4_K = QuantRows<DotQK4Or5<BlockQ4_K>>,
       .q6_K = QuantRows<DotQ6_K>,
+      .q5_K = QuantRows<DotQK4Or5<BlockQ5_K>>,
       .quantize_act = QuantizeActRow,
       // Rows per call change nothing here; MatMul's grouping is exercised as with AVX2.
       .plain_act_rows = kDotMaxActRows,

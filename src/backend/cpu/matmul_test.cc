@@ -17,7 +17,7 @@ using cpu_test::RandomFloats;
 using cpu_test::ToFloats;
 
 constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
 
 bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
 
@@ -273,7 +273,7 @@ TEST(MatMulTest, QuantizedEqualsDequantizedF32WithinActivationRounding) {
   // only by the q8 rounding of x (bounded per element by Tolerances' q_err) and f32 rounding.
   std::mt19937 rng(5);
   CpuBackend backend(2);
-  for (DType wt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType wt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     MatMulCase c = MakeCase(rng, wt, 9, 40, 1024, false);
     Tensor wf = MakeTensor(DType::kF32, Shape{40, 1024}, c.wv);
     Tensor out_f = HostTensor(DType::kF32, Shape{9, 40});
