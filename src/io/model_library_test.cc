@@ -415,7 +415,7 @@ TEST(ModelLibraryTest, AnExistingPathIsTakenAsItIs) {
 TEST(GgufHeaderTest, OpenHeaderAcceptsTensorTypesLoomCannotLoad) {
   GgufWriter w;
   w.SetString("general.architecture", "llama");
-  w.SetU32("general.file_type", 17);
+  w.SetU32("general.file_type", 12);
   w.AddTensor("blk.0.w", DType::kF32, Shape{2, 3}, testing::FloatBytes({0, 1, 2, 3, 4, 5}));
   std::string bytes = w.Serialize();
   const std::string name = testing::Le64(7) + "blk.0.w";
@@ -423,8 +423,8 @@ TEST(GgufHeaderTest, OpenHeaderAcceptsTensorTypesLoomCannotLoad) {
   ASSERT_NE(at, std::string::npos);
   const size_t type_at = at + name.size() + 4 + 2 * 8;  // n_dims, ne[0..1]
   ASSERT_EQ(bytes[type_at], 0);                         // f32
-  bytes[type_at] = 13;
-  const std::string path = ScratchDir() + "/q5.gguf";
+  bytes[type_at] = 11;  // q3_K
+  const std::string path = ScratchDir() + "/q3k.gguf";
   testing::WriteBytes(path, bytes);
 
   EXPECT_EQ(GgufFile::Open(path).status().code(), StatusCode::kUnimplemented);
@@ -433,9 +433,9 @@ TEST(GgufHeaderTest, OpenHeaderAcceptsTensorTypesLoomCannotLoad) {
   EXPECT_TRUE((*f)->header_only());
   EXPECT_EQ((*f)->architecture(), "llama");
   ASSERT_EQ((*f)->tensors().size(), 1u);
-  EXPECT_EQ((*f)->tensors()[0].ggml_type, 13u);
+  EXPECT_EQ((*f)->tensors()[0].ggml_type, 11u);
   EXPECT_EQ((*f)->tensors()[0].shape, (Shape{2, 3}));
-  EXPECT_EQ(GgufFileTypeName(*(*f)->GetInt("general.file_type")), "Q5_K_M");
+  EXPECT_EQ(GgufFileTypeName(*(*f)->GetInt("general.file_type")), "Q3_K_M");
   EXPECT_EQ((*f)->GetTensor("blk.0.w").status().code(), StatusCode::kFailedPrecondition);
 }
 
