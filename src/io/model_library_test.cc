@@ -423,7 +423,7 @@ TEST(GgufHeaderTest, OpenHeaderAcceptsTensorTypesLoomCannotLoad) {
   ASSERT_NE(at, std::string::npos);
   const size_t type_at = at + name.size() + 4 + 2 * 8;  // n_dims, ne[0..1]
   ASSERT_EQ(bytes[type_at], 0);                         // f32
-  bytes[type_at] = 11;  // q3_K
+  bytes[type_at] = 11;                                  // q3_K
   const std::string path = ScratchDir() + "/q3k.gguf";
   testing::WriteBytes(path, bytes);
 

@@ -45,9 +45,10 @@ StatusOr<DType> ParseDType(const std::string& s) {
   if (s == "q8_0") return DType::kQ8_0;
   if (s == "q4_0") return DType::kQ4_0;
   if (s == "q4_K") return DType::kQ4_K;
+  if (s == "q5_K") return DType::kQ5_K;
   if (s == "q6_K") return DType::kQ6_K;
   return InvalidArgumentError("--dtype '" + s +
-                              "' is not one of f32, f16, bf16, q8_0, q4_0, q4_K, q6_K");
+                              "' is not one of f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K");
 }
 
 // llama.cpp's `enum llama_ftype` for a model whose weights are all `dtype`.
@@ -63,6 +64,8 @@ uint32_t FileType(DType dtype) {
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case DType::kQ4_K:
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case DType::kQ5_K:
+      return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
     case DType::kQ6_K:
       return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case DType::kBF16:
@@ -198,7 +201,7 @@ int main(int argc, char** argv) {
   CLI::App app("Write a random-weight Llama GGUF (llama.cpp names and metadata)");
   app.add_option("--out", o.out, "output GGUF path")->required();
   app.add_option("--donor", o.donor, "GGUF whose tokenizer.ggml.* metadata is copied")->required();
-  app.add_option("--dtype", o.dtype, "weight dtype: f32 f16 bf16 q8_0 q4_0 q4_K q6_K");
+  app.add_option("--dtype", o.dtype, "weight dtype: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K");
   app.add_option("--hidden", o.hidden)->check(CLI::Range(1, 1 << 16));
   app.add_option("--layers", o.layers)->check(CLI::Range(1, 1024));
   app.add_option("--heads", o.heads)->check(CLI::Range(1, 1024));

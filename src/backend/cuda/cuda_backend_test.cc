@@ -420,8 +420,8 @@ TEST_F(CudaBackendTest, MatMulConvertedAndQuantizedWeights) {
   std::normal_distribution<float> dist(0.f, 0.05f);
   const int64_t n = 17, m = 96, k = 512;
   std::vector<float> xv = RandBf16(rng, n * k);
-  for (DType wt :
-       {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType wt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
+                   DType::kQ6_K}) {
     std::vector<float> wv(m * k);
     for (float& x : wv) x = dist(rng);
     Tensor w = HostTensor(wt, Shape{m, k});

@@ -26,7 +26,7 @@ using cuda_test::NormalizedError;
 using cuda_test::Poison;
 using cuda_test::RandBf16;
 
-constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 // x rounded to int8 per 32 (the GEMV's activations) costs about 1/254 of a group's largest
 // value per element; bf16 output rounding another 2^-9. Measured errors are 2-4e-3.

@@ -129,23 +129,26 @@ struct Unit<DType::kQ4_0> {
   }
 };
 
+// d * scale and dmin * min of group u's sub-block, from the q4_K / q5_K meta plane at `meta`.
+__device__ __forceinline__ void KScales(const uint8_t* meta_plane, int64_t u, float* dsc,
+                                        float* dmn) {
+  const uint4 meta = *reinterpret_cast<const uint4*>(meta_plane + 16 * (u / 8));
+  uint32_t sc, mn;
+  ScaleMinK4(meta, static_cast<int>(u % 8), &sc, &mn);
+  *dsc = __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(meta.x))),
+                   static_cast<float>(sc));
+  *dmn = __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(meta.x >> 16))),
+                   static_cast<float>(mn));
+}
+
 template <>
 struct Unit<DType::kQ4_K> {
   static constexpr int kElems = 32;
   uint4 a;
   float dsc, dmn;  // d * scale and dmin * min of the unit's sub-block
-  __device__ static void Scales(const uint8_t* row, int64_t k, int64_t u, float* dsc, float* dmn) {
-    const uint4 meta = *reinterpret_cast<const uint4*>(row + k / 2 + 16 * (u / 8));
-    uint32_t sc, mn;
-    ScaleMinK4(meta, static_cast<int>(u % 8), &sc, &mn);
-    *dsc = __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(meta.x))),
-                     static_cast<float>(sc));
-    *dmn = __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(meta.x >> 16))),
-                     static_cast<float>(mn));
-  }
   __device__ __forceinline__ void Load(const uint8_t* row, int64_t k, int64_t u) {
     a = __ldcs(reinterpret_cast<const uint4*>(row) + u);
-    Scales(row, k, u, &dsc, &dmn);
+    KScales(row + k / 2, u, &dsc, &dmn);
   }
   __device__ __forceinline__ float Dot(const int8_t* xq, const XGroup* xg, int64_t u) const {
     const XGroup g = xg[u];
@@ -155,12 +158,58 @@ struct Unit<DType::kQ4_K> {
   __device__ static void Decode(const uint8_t* row, int64_t k, int64_t u, float* y) {
     const uint4 v = Load16(row + 16 * u);
     float d1, m1;
-    Scales(row, k, u, &d1, &m1);
+    KScales(row + k / 2, u, &d1, &m1);
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const uint32_t b = ByteOf(v, i);
       y[i] = __fsub_rn(__fmul_rn(d1, static_cast<float>(b & 0xFu)), m1);
       y[i + 16] = __fsub_rn(__fmul_rn(d1, static_cast<float>(b >> 4)), m1);
+    }
+  }
+};
+
+template <>
+struct Unit<DType::kQ5_K> {
+  static constexpr int kElems = 32;
+  uint4 a;
+  uint32_t hb;     // the group's 5th bits (quant_layout.h)
+  float dsc, dmn;  // as q4_K
+  // Codes 4j..4j+3 (Lo) and 16+4j..16+4j+3 (Hi) of the group: nib word aj with its 5th bits.
+  __device__ static uint32_t Lo(uint32_t aj, uint32_t hb, int j) {
+    return (aj & kLowNibbles) | (((hb >> j) & 0x01010101u) << 4);
+  }
+  __device__ static uint32_t Hi(uint32_t aj, uint32_t hb, int j) {
+    return ((aj >> 4) & kLowNibbles) | (((hb >> (4 + j)) & 0x01010101u) << 4);
+  }
+  __device__ __forceinline__ void Load(const uint8_t* row, int64_t k, int64_t u) {
+    a = __ldcs(reinterpret_cast<const uint4*>(row) + u);
+    hb = __ldcs(reinterpret_cast<const uint32_t*>(row + k / 2) + u);
+    KScales(row + k / 2 + k / 8, u, &dsc, &dmn);
+  }
+  __device__ __forceinline__ float Dot(const int8_t* xq, const XGroup* xg, int64_t u) const {
+    const XGroup g = xg[u];
+    const int4 xl = *reinterpret_cast<const int4*>(xq + 32 * u);
+    const int4 xh = *reinterpret_cast<const int4*>(xq + 32 * u + 16);
+    const uint4 l = make_uint4(Lo(a.x, hb, 0), Lo(a.y, hb, 1), Lo(a.z, hb, 2), Lo(a.w, hb, 3));
+    const uint4 h = make_uint4(Hi(a.x, hb, 0), Hi(a.y, hb, 1), Hi(a.z, hb, 2), Hi(a.w, hb, 3));
+    const int s = Dot16(h, xh, Dot16(l, xl, 0));
+    return g.d * (dsc * static_cast<float>(s) - dmn * static_cast<float>(g.s0 + g.s1));
+  }
+  __device__ static void Decode(const uint8_t* row, int64_t k, int64_t u, float* y) {
+    const uint4 v = Load16(row + 16 * u);
+    const uint8_t* hp = row + k / 2 + 4 * u;
+    const uint32_t h = hp[0] | (hp[1] << 8) | (hp[2] << 16) | (uint32_t{hp[3]} << 24);
+    float d1, m1;
+    KScales(row + k / 2 + k / 8, u, &d1, &m1);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = Lo(words[j], h, j), hi = Hi(words[j], h, j);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        y[4 * j + b] = __fsub_rn(__fmul_rn(d1, static_cast<float>((lo >> (8 * b)) & 31u)), m1);
+        y[16 + 4 * j + b] = __fsub_rn(__fmul_rn(d1, static_cast<float>((hi >> (8 * b)) & 31u)), m1);
+      }
     }
   }
 };
@@ -561,6 +610,8 @@ void LaunchQuantGemv(DType wt, const void* x, const void* w, void* out, DType ou
       return LaunchF<DType::kQ4_0>(a, norm != nullptr);
     case DType::kQ4_K:
       return LaunchF<DType::kQ4_K>(a, norm != nullptr);
+    case DType::kQ5_K:
+      return LaunchF<DType::kQ5_K>(a, norm != nullptr);
     default:
       return LaunchF<DType::kQ6_K>(a, norm != nullptr);
   }
@@ -579,6 +630,8 @@ void LaunchDequantRows(DType wt, const void* w, int64_t w_rows, int64_t k, const
       return LaunchDequantF<DType::kQ4_0>(w, w_rows, k, rows, first_row, count, scale, out, stream);
     case DType::kQ4_K:
       return LaunchDequantF<DType::kQ4_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
+    case DType::kQ5_K:
+      return LaunchDequantF<DType::kQ5_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
     default:
       return LaunchDequantF<DType::kQ6_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
   }

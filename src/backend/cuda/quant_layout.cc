@@ -30,12 +30,36 @@ void SetHi(uint8_t* hi, int i, int v) {
   b = static_cast<uint8_t>((b & ~(3 << HiShift(i))) | (v << HiShift(i)));
 }
 
+// A q4_K (or q5_K) super-block's 128 qs bytes -> its 8 groups' nib planes (128 bytes): groups 2p
+// (low nibbles) and 2p + 1 (high) of qs[32p .. 32p + 32).
+void NibblesFromQ4KOrder(const uint8_t* qs, uint8_t* nib) {
+  for (int p = 0; p < 4; ++p) {
+    const uint8_t* q = qs + 32 * p;
+    for (int i = 0; i < 16; ++i) {
+      nib[32 * p + i] = static_cast<uint8_t>((q[i] & 0xF) | (q[16 + i] << 4));
+      nib[32 * p + 16 + i] = static_cast<uint8_t>((q[i] >> 4) | (q[16 + i] & 0xF0));
+    }
+  }
+}
+
 // Element e (0..255) of a q4_K block: pairs of sub-blocks share qs[32j .. 32j + 32).
 uint8_t& Q4KByte(BlockQ4_K& b, int e) { return b.qs[32 * (e / 64) + e % 32]; }
 void SetQ4KCode(BlockQ4_K& b, int e, int v) {
   uint8_t& q = Q4KByte(b, e);
   q = (e % 64) < 32 ? static_cast<uint8_t>((q & 0xF0) | v)
                     : static_cast<uint8_t>((q & 0x0F) | (v << 4));
+}
+
+// The 5th bit of element i (0..31) in a group's hb word (byte i % 4, bit i / 4), and of element
+// e (0..255) of a q5_K block (bit e / 32 of qh[e % 32]).
+int HbBit(int i) { return 8 * (i % 4) + i / 4; }
+// Sets element e of a q5_K block: q4_K's nibble (sub-blocks 2p, 2p + 1 share qs[32p .. 32p + 32)),
+// the 5th bit in bit e / 32 of qh[e % 32].
+void SetQ5KCode(BlockQ5_K& b, int e, int v) {
+  const int j = e / 32, l = e % 32;
+  uint8_t& q = b.qs[32 * (j / 2) + l];
+  q = static_cast<uint8_t>((q & ~(0xF << (4 * (j % 2)))) | ((v & 0xF) << (4 * (j % 2))));
+  b.qh[l] = static_cast<uint8_t>((b.qh[l] & ~(1 << j)) | ((v >> 4) << j));
 }
 
 // Element e (0..255) of a q6_K block (tensor/quant.cc's DequantizeQ6_K order).
@@ -91,16 +115,36 @@ void ConvertRow(DType dtype, uint8_t* blocks, uint8_t* planes, int64_t k, bool t
       uint8_t* meta = planes + k / 2;
       for (int64_t j = 0; j < s; ++j) {
         uint8_t* nib = planes + 128 * j;
-        if (to_planes) {                 // byte-wise (a model's load goes through here)
-          for (int p = 0; p < 4; ++p) {  // groups 2p (low nibbles) and 2p + 1 (high) of qs[32p..]
-            const uint8_t* q = b[j].qs + 32 * p;
-            for (int i = 0; i < 16; ++i) {
-              nib[32 * p + i] = static_cast<uint8_t>((q[i] & 0xF) | (q[16 + i] << 4));
-              nib[32 * p + 16 + i] = static_cast<uint8_t>((q[i] >> 4) | (q[16 + i] & 0xF0));
-            }
-          }
+        if (to_planes) {  // byte-wise (a model's load goes through here)
+          NibblesFromQ4KOrder(b[j].qs, nib);
         } else {
           for (int e = 0; e < 256; ++e) SetQ4KCode(b[j], e, GetNib(nib + 16 * (e / 32), e % 32));
+        }
+        copy(&b[j].d, meta + 16 * j, 2);
+        copy(&b[j].dmin, meta + 16 * j + 2, 2);
+        copy(b[j].scales, meta + 16 * j + 4, 12);
+      }
+      return;
+    }
+    case DType::kQ5_K: {
+      auto* b = reinterpret_cast<BlockQ5_K*>(blocks);
+      auto* hb = reinterpret_cast<uint32_t*>(planes + k / 2);
+      uint8_t* meta = planes + k / 2 + k / 8;
+      for (int64_t j = 0; j < s; ++j) {
+        if (to_planes) {  // q4_K's nibbles byte-wise, then each group's 5th bits
+          NibblesFromQ4KOrder(b[j].qs, planes + 128 * j);
+          for (int sb = 0; sb < 8; ++sb) {
+            uint32_t w = 0;
+            for (int i = 0; i < 32; ++i)
+              w |= static_cast<uint32_t>((b[j].qh[i] >> sb) & 1) << HbBit(i);
+            hb[8 * j + sb] = w;
+          }
+        } else {
+          for (int e = 0; e < 256; ++e) {
+            const uint8_t* nib_g = planes + 128 * j + 16 * (e / 32);
+            const uint32_t w = hb[8 * j + e / 32];
+            SetQ5KCode(b[j], e, GetNib(nib_g, e % 32) | (((w >> HbBit(e % 32)) & 1) << 4));
+          }
         }
         copy(&b[j].d, meta + 16 * j, 2);
         copy(&b[j].dmin, meta + 16 * j + 2, 2);
@@ -157,7 +201,7 @@ void ConvertRows(DType dtype, const void* src, void* dst, int64_t rows, int64_t 
 
 bool KeepsQuantized(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K ||
-         dtype == DType::kQ6_K;
+         dtype == DType::kQ5_K || dtype == DType::kQ6_K;
 }
 
 int QuantRowMultiple(DType dtype) { return GetDTypeInfo(dtype).block_elems; }

@@ -111,7 +111,7 @@ Tensor RandomQuantWeight(CudaBackend& be, DType dt, int64_t m, int64_t k, uint64
       std::memcpy(blk + 208, &small, 2);
     } else {
       std::memcpy(blk, &small, 2);
-      if (dt == DType::kQ4_K) std::memcpy(blk + 2, &small, 2);
+      if (dt == DType::kQ4_K || dt == DType::kQ5_K) std::memcpy(blk + 2, &small, 2);
     }
   }
   return be.Upload(h);
@@ -123,7 +123,7 @@ void QuantGemvBench(CudaBackend& be) {
     int64_t m, k;
   };
   std::printf("\nquantized GEMV (back to back, 4 weight copies; GB/s of the quantized bytes):\n");
-  for (DType dt : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+  for (DType dt : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_0}) {
     for (Shape2 s :
          {Shape2{"8B q/o 4096x4096", 4096, 4096}, Shape2{"8B k/v 1024x4096", 1024, 4096},
           Shape2{"8B gate_up 28672x4096", 28672, 4096}, Shape2{"8B down 4096x14336", 4096, 14336},
