@@ -152,51 +152,140 @@ void QuantizeQ4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   }
 }
 
-int RoundClamp(float v, int lo, int hi) {
-  return std::clamp(static_cast<int>(std::lround(v)), lo, hi);
+// llama.cpp's nearest_int: adding 1.5 * 2^23 leaves the value rounded to an integer (ties to
+// even) in the low 23 mantissa bits, offset by 2^22. Exact for |v| < 2^22 (llama.cpp asserts that
+// range); outside it the result is the same garbage as llama.cpp's, which the callers clamp.
+int NearestInt(float v) {
+  const float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
 }
 
-// Min/max fit per 32-element sub-block: x ~= s * q - m with q in 0..kMaxQ, m >= 0; the 8 scales
-// and mins are then quantized to 6 bits against the block's f16 d and dmin. Writes d, dmin, the
-// 12 scale bytes and each element's level (0..kMaxQ) in `levels`.
+// Every f32 expression below is evaluated in llama.cpp's order: products and sums are separate
+// roundings (quant.cc is built with -ffp-contract=off, see CMakeLists.txt) and int operands are
+// converted to float where C converts them, so the results are bit-identical.
+
+// Weighted least-squares fit of one sub-block of n values to x ~= scale * q + min with q in
+// 0..nmax and min <= 0 (llama.cpp make_qkx2_quants, squared error). Start from the min/max fit,
+// then try nstep + 1 inverse scales (nmax + rmin + rdelta * is) / (max - min): each gives levels
+// round(iscale * (x - min)), to which scale and min are refit in closed form (min clamped to
+// <= 0); keep the trial with the smallest weighted squared error. As in llama.cpp, `min` in the
+// trial formulas is the best fit's min so far, not the data's: a better trial changes the later
+// trials. Writes the levels and -min; returns the scale.
+float FitScaleMin(int n, int nmax, const float* x, const float* w, float rmin, float rdelta,
+                  int nstep, uint8_t* levels, float* neg_min) {
+  float min = x[0];
+  float max = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0.0f) min = 0.0f;
+  if (max == min) {
+    std::memset(levels, 0, static_cast<size_t>(n));
+    *neg_min = -min;
+    return 0.0f;
+  }
+  const float fnmax = static_cast<float>(nmax);
+  float iscale = fnmax / (max - min);
+  float scale = 1.0f / iscale;
+  float best_err = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    levels[i] = static_cast<uint8_t>(std::clamp(NearestInt(iscale * (x[i] - min)), 0, nmax));
+    const float diff = scale * static_cast<float>(levels[i]) + min - x[i];
+    best_err += w[i] * (diff * diff);
+  }
+  uint8_t trial[kQK_K];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + fnmax) / (max - min);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(NearestInt(iscale * (x[i] - min)), 0, nmax);
+      trial[i] = static_cast<uint8_t>(l);
+      const float wl = w[i] * static_cast<float>(l);
+      sum_l += wl;
+      sum_l2 += wl * static_cast<float>(l);
+      sum_xl += wl * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0.0f)) continue;
+    float trial_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float trial_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (trial_min > 0.0f) {
+      trial_min = 0.0f;
+      trial_scale = sum_xl / sum_l2;
+    }
+    float err = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float diff = trial_scale * static_cast<float>(trial[i]) + trial_min - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best_err) {
+      std::memcpy(levels, trial, static_cast<size_t>(n));
+      best_err = err;
+      scale = trial_scale;
+      min = trial_min;
+    }
+  }
+  *neg_min = -min;
+  return scale;
+}
+
+// Scales, mins and levels of a q4_K / q5_K super-block (llama.cpp quantize_row_q{4,5}_K_ref
+// without an importance matrix): each 32-element sub-block gets FitScaleMin with weights
+// rms(sub-block) + |x|; the 8 scales and 8 mins are quantized to 6 bits against
+// d = max scale / 63 and dmin = max min / 63 (both f16); the levels are then recomputed from the
+// quantized scale and min, except in sub-blocks whose quantized scale is 0, which keep the fit's.
+// Writes d, dmin, the 12 scale bytes and each element's level (0..kMaxQ) in `levels`.
 template <int kMaxQ>
-void FitScaleMinK(const float* xb, uint16_t* d_out, uint16_t* dmin_out, uint8_t* scales_out,
-                  uint8_t* levels) {
-  float scales[8], mins[8];
+void QuantizeScaleMinK(const float* xb, float rmin, int nstep, uint16_t* d_out, uint16_t* dmin_out,
+                       uint8_t* scales_out, uint8_t* levels) {
+  float scales[8], mins[8], weights[32];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < 8; ++j) {
-    float lo = 0.0f, hi = 0.0f;
-    for (int l = 0; l < 32; ++l) {
-      lo = std::min(lo, xb[32 * j + l]);
-      hi = std::max(hi, xb[32 * j + l]);
-    }
-    scales[j] = (hi - lo) / static_cast<float>(kMaxQ);
-    mins[j] = -lo;
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
+    const float* xs = xb + 32 * j;
+    float sum_x2 = 0.0f;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float rms = std::sqrt(sum_x2 / 32.0f);
+    for (int l = 0; l < 32; ++l) weights[l] = rms + std::fabs(xs[l]);
+    scales[j] = FitScaleMin(32, kMaxQ, xs, weights, rmin, 0.1f, nstep, levels + 32 * j, &mins[j]);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
   }
-  *d_out = F32ToF16(max_scale / 63.0f);
-  *dmin_out = F32ToF16(max_min / 63.0f);
-  const float d = F16ToF32(*d_out);
-  const float dmin = F16ToF32(*dmin_out);
-  std::memset(scales_out, 0, 12);
+  const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
   for (int j = 0; j < 8; ++j) {
-    // Round the scale up so the sub-block's range still fits in 0..kMaxQ after 6-bit rounding.
-    const int ls = d > 0.0f ? std::clamp(static_cast<int>(std::ceil(scales[j] / d)), 0, 63) : 0;
-    const int lm = dmin > 0.0f ? RoundClamp(mins[j] / dmin, 0, 63) : 0;
+    // Truncated to 8 bits before the clamp, as llama.cpp stores nearest_int in a uint8_t.
+    const uint8_t ls =
+        std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_scale * scales[j])));
+    const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_min * mins[j])));
     if (j < 4) {
-      scales_out[j] = static_cast<uint8_t>(ls);
-      scales_out[j + 4] = static_cast<uint8_t>(lm);
+      scales_out[j] = ls;
+      scales_out[j + 4] = lm;
     } else {
       scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
       scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
       scales_out[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
     }
-    const float s = d * static_cast<float>(ls);
-    const float m = dmin * static_cast<float>(lm);
+  }
+  *d_out = F32ToF16(max_scale / 63.0f);
+  *dmin_out = F32ToF16(max_min / 63.0f);
+  const float d_all = F16ToF32(*d_out);
+  const float dmin_all = F16ToF32(*dmin_out);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    GetScaleMinK4(j, scales_out, &sc, &m);
+    const float d = d_all * static_cast<float>(sc);
+    if (d == 0.0f) continue;
+    const float dm = dmin_all * static_cast<float>(m);
     for (int l = 0; l < 32; ++l) {
-      levels[32 * j + l] =
-          s > 0.0f ? static_cast<uint8_t>(RoundClamp((xb[32 * j + l] + m) / s, 0, kMaxQ)) : 0;
+      const int q = NearestInt((xb[32 * j + l] + dm) / d);
+      levels[32 * j + l] = static_cast<uint8_t>(std::clamp(q, 0, kMaxQ));
     }
   }
 }
@@ -204,7 +293,7 @@ void FitScaleMinK(const float* xb, uint16_t* d_out, uint16_t* dmin_out, uint8_t*
 void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t levels[kQK_K];
-    FitScaleMinK<15>(x + i * kQK_K, &y[i].d, &y[i].dmin, y[i].scales, levels);
+    QuantizeScaleMinK<15>(x + i * kQK_K, -1.0f, 20, &y[i].d, &y[i].dmin, y[i].scales, levels);
     for (int j = 0; j < kQK_K; j += 64) {
       for (int l = 0; l < 32; ++l) {
         y[i].qs[j / 2 + l] = static_cast<uint8_t>(levels[j + l] | (levels[j + l + 32] << 4));
@@ -216,7 +305,7 @@ void QuantizeQ4_K(const float* x, BlockQ4_K* y, int64_t nb) {
 void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t levels[kQK_K];
-    FitScaleMinK<31>(x + i * kQK_K, &y[i].d, &y[i].dmin, y[i].scales, levels);
+    QuantizeScaleMinK<31>(x + i * kQK_K, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, levels);
     std::memset(y[i].qh, 0, sizeof(y[i].qh));
     for (int j = 0; j < 8; j += 2) {
       for (int l = 0; l < 32; ++l) {
@@ -228,27 +317,88 @@ void QuantizeQ5_K(const float* x, BlockQ5_K* y, int64_t nb) {
   }
 }
 
-// Symmetric fit per 16-element sub-block: x ~= d * sc * q with q in -32..31, sc int8.
+// Symmetric fit of one sub-block of n values to x ~= scale * q with q in -nmax..nmax-1
+// (llama.cpp make_qx_quants with rmse_type 1 and no importance weights): with max the value of
+// largest magnitude, try inverse scales -(nmax + 0.1 * is) / max for is = 0, -9..9 and keep the
+// one whose levels maximize (sum w x q)^2 / sum w q^2 with weights w = x^2; the scale is the
+// least-squares sum w x q / sum w q^2 (negative when max > 0). Writes levels q + nmax. An
+// all-zero sub-block (|x| < 1e-15) gets levels 0 (not nmax) and scale 0.
+float FitScaleSymmetric(int n, int nmax, const float* x, uint8_t* levels) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    std::memset(levels, 0, static_cast<size_t>(n));
+    return 0.0f;
+  }
+  const float fnmax = static_cast<float>(nmax);
+  // Sums of w x q and w q^2 for one inverse scale; writes the levels when `out` is non-null.
+  auto sums = [&](float iscale, float* sum_xq, float* sum_q2, uint8_t* out) {
+    *sum_xq = 0.0f;
+    *sum_q2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
+      if (out != nullptr) out[i] = static_cast<uint8_t>(q + nmax);
+      const float w = x[i] * x[i];
+      const float fq = static_cast<float>(q);
+      *sum_xq += w * x[i] * fq;
+      *sum_q2 += w * fq * fq;
+    }
+  };
+  float sum_xq, sum_q2;
+  sums(-fnmax / max, &sum_xq, &sum_q2, levels);
+  float scale = sum_q2 != 0.0f ? sum_xq / sum_q2 : 0.0f;
+  float best = scale * sum_xq;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    const float iscale = -(fnmax + 0.1f * static_cast<float>(is)) / max;
+    sums(iscale, &sum_xq, &sum_q2, nullptr);
+    if (sum_q2 > 0.0f && sum_xq * sum_xq > best * sum_q2) {
+      sums(iscale, &sum_xq, &sum_q2, levels);
+      scale = sum_xq / sum_q2;
+      best = scale * sum_xq;
+    }
+  }
+  return scale;
+}
+
+// llama.cpp quantize_row_q6_K_ref (no importance matrix): FitScaleSymmetric per 16-element
+// sub-block; the 16 scales are quantized to int8 against d = -(signed scale of largest magnitude)
+// / 128 (f16); the levels are then recomputed from the quantized scales, except in sub-blocks
+// whose quantized scale is 0, which keep the fit's. A block whose scales are all ~0 is all zero.
 void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK_K;
-    float scales[16];
-    float max_scale = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      float amax = 0.0f;
-      for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(xb[16 * j + l]));
-      scales[j] = amax / 31.0f;
-      max_scale = std::max(max_scale, scales[j]);
-    }
-    y[i].d = F32ToF16(max_scale / 127.0f);
-    const float d = F16ToF32(y[i].d);
     uint8_t levels[kQK_K];  // q + 32, 0..63
+    float scales[16];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
     for (int j = 0; j < 16; ++j) {
-      const int sc = d > 0.0f ? std::clamp(static_cast<int>(std::ceil(scales[j] / d)), 0, 127) : 0;
-      y[i].scales[j] = static_cast<int8_t>(sc);
-      const float s = d * static_cast<float>(sc);
+      scales[j] = FitScaleSymmetric(16, 32, xb + 16 * j, levels + 16 * j);
+      if (std::fabs(scales[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    if (max_abs_scale < 1e-15f) {
+      std::memset(&y[i], 0, sizeof(y[i]));
+      continue;
+    }
+    const float iscale = -128.0f / max_scale;
+    y[i].d = F32ToF16(1.0f / iscale);
+    for (int j = 0; j < 16; ++j) {
+      y[i].scales[j] = static_cast<int8_t>(std::min(127, NearestInt(iscale * scales[j])));
+    }
+    const float d_all = F16ToF32(y[i].d);
+    for (int j = 0; j < 16; ++j) {
+      const float d = d_all * static_cast<float>(y[i].scales[j]);
+      if (d == 0.0f) continue;
       for (int l = 0; l < 16; ++l) {
-        const int q = s > 0.0f ? RoundClamp(xb[16 * j + l] / s, -32, 31) : 0;
+        const int q = std::clamp(NearestInt(xb[16 * j + l] / d), -32, 31);
         levels[16 * j + l] = static_cast<uint8_t>(q + 32);
       }
     }

@@ -81,8 +81,11 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n);
 
 // Encodes n f32 values into `dst` (RowBytes(dtype, n) bytes). Supports f32/f16/bf16 and every
-// quantized type. q8_0 and q4_0 match llama.cpp's reference quantizers byte for byte (and
-// gguf-py's); q4_K, q5_K and q6_K use a simple min/max fit (valid blocks, not llama.cpp's search).
+// quantized type. Every quantized type matches llama.cpp's reference quantizer byte for byte:
+// q8_0 and q4_0 quantize_row_q{8,4}_0_ref (and gguf-py's); q4_K, q5_K and q6_K
+// quantize_row_q{4,5,6}_K_ref, i.e. what llama-quantize writes without an importance matrix
+// (make_qkx2_quants / make_qx_quants scale searches, same f32 operations in the same order;
+// quant.cc is built with -ffp-contract=off so that no FMA changes a rounding).
 void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n);
 
 }  // namespace loom
