@@ -14,6 +14,7 @@ void AddTokenizeCommand(CLI::App& root);  // when the tokenizer is built
 void AddChatCommand(CLI::App& root);
 void AddGrammarCommand(CLI::App& root);  // when the tokenizer is built
 void AddListCommand(CLI::App& root);     // when the tokenizer (chat templates) is built
+void AddQuantizeCommand(CLI::App& root);
 
 // Prints "error: <message>" to stderr and throws CLI::RuntimeError(1).
 [[noreturn]] void Fail(const std::string& message);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "loom 0.1.0");
   loom::AddGenerateCommand(app);
   loom::AddBenchCommand(app);
+  loom::AddQuantizeCommand(app);
 #ifdef LOOM_HAVE_SERVER
   loom::AddServeCommand(app);
 #endif

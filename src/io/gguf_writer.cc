@@ -96,17 +96,22 @@ void GgufWriter::Set(const std::string& key, GgufValue value) {
   metadata_.emplace_back(key, std::move(value));
 }
 
-void GgufWriter::AddTensor(const std::string& name, DType dtype, const Shape& shape,
-                           std::string_view bytes) {
+size_t GgufWriter::CheckedTensorBytes(const std::string& name, DType dtype,
+                                      const Shape& shape) const {
   for (const PendingTensor& t : tensors_) CHECK(t.name != name) << "duplicate tensor " << name;
   CHECK(shape.ndim() >= 1 && shape.ndim() <= 4) << name;
+  GgmlTypeFromDType(dtype);  // CHECKs that the dtype has a GGUF encoding
   const int64_t cols = shape[shape.ndim() - 1];
   const int64_t rows = cols == 0 ? 0 : shape.numel() / cols;
-  const size_t expected = static_cast<size_t>(rows) * RowBytes(dtype, cols);
+  return static_cast<size_t>(rows) * RowBytes(dtype, cols);
+}
+
+void GgufWriter::AddTensor(const std::string& name, DType dtype, const Shape& shape,
+                           std::string_view bytes) {
+  const size_t expected = CheckedTensorBytes(name, dtype, shape);
   CHECK_EQ(bytes.size(), expected)
       << "tensor " << name << " " << shape.ToString() << " " << DTypeName(dtype);
-  GgmlTypeFromDType(dtype);  // CHECKs that the dtype has a GGUF encoding
-  tensors_.push_back({name, dtype, shape, std::string(bytes)});
+  tensors_.push_back({name, dtype, shape, expected, std::string(bytes), false});
 }
 
 void GgufWriter::AddTensor(const std::string& name, const Tensor& tensor) {
@@ -115,7 +120,12 @@ void GgufWriter::AddTensor(const std::string& name, const Tensor& tensor) {
             std::string_view(static_cast<const char*>(tensor.data()), tensor.nbytes()));
 }
 
-std::string GgufWriter::Serialize() const {
+void GgufWriter::DeclareTensor(const std::string& name, DType dtype, const Shape& shape) {
+  const size_t nbytes = CheckedTensorBytes(name, dtype, shape);
+  tensors_.push_back({name, dtype, shape, nbytes, std::string(), true});
+}
+
+std::string GgufWriter::Header() const {
   std::string out;
   PutLe<uint32_t>(&out, 0x46554747);  // "GGUF"
   PutLe<uint32_t>(&out, 3);
@@ -133,10 +143,16 @@ std::string GgufWriter::Serialize() const {
     for (int d = t.shape.ndim() - 1; d >= 0; --d) PutLe<uint64_t>(&out, t.shape[d]);
     PutLe<uint32_t>(&out, GgmlTypeFromDType(t.dtype));
     PutLe<uint64_t>(&out, offset);
-    offset += (t.bytes.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += t.nbytes + PaddingAfter(t.nbytes);
   }
   PutPadding(&out, alignment_);
+  return out;
+}
+
+std::string GgufWriter::Serialize() const {
+  std::string out = Header();
   for (const PendingTensor& t : tensors_) {
+    CHECK(!t.declared) << "tensor " << t.name << " was declared, not added: stream it";
     out.append(t.bytes);
     PutPadding(&out, alignment_);
   }

@@ -1,5 +1,6 @@
 // GgufWriter: builds a GGUF v3 file (metadata of every type + tensors already in their on-disk
-// block format). Used by tests and by benchmark tooling that writes F16/Q8_0 models.
+// block format), in memory or streamed (DeclareTensor + Header). Used by tests, benchmark
+// tooling and `loom quantize` (io/gguf_quantize.h).
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,19 @@ class GgufWriter {
   void AddTensor(const std::string& name, DType dtype, const Shape& shape, std::string_view bytes);
   // Adds a host tensor's bytes.
   void AddTensor(const std::string& name, const Tensor& tensor);
+  // Declares a tensor whose bytes the caller streams after Header() (see Header): its info and
+  // offset are written, its data is not. Same checks as AddTensor.
+  void DeclareTensor(const std::string& name, DType dtype, const Shape& shape);
 
-  // The complete file image.
+  // The file image up to the data section: magic, metadata, tensor infos, padding. A streamed
+  // file is Header(), then each tensor's bytes in AddTensor / DeclareTensor order, each followed
+  // by zeros up to the next multiple of alignment() (PaddingAfter).
+  std::string Header() const;
+  uint32_t alignment() const { return alignment_; }
+  size_t PaddingAfter(size_t tensor_bytes) const {
+    return (alignment_ - tensor_bytes % alignment_) % alignment_;
+  }
+  // The complete file image (CHECKs that no tensor was only declared).
   std::string Serialize() const;
   // Writes Serialize() to `path`. Errors (cannot create / short write) name the path.
   Status WriteFile(const std::string& path) const;
@@ -57,8 +69,12 @@ class GgufWriter {
     std::string name;
     DType dtype;
     Shape shape;
-    std::string bytes;
+    size_t nbytes;
+    std::string bytes;  // empty for a declared tensor
+    bool declared;
   };
+  // The checks AddTensor and DeclareTensor share; returns the tensor's byte count.
+  size_t CheckedTensorBytes(const std::string& name, DType dtype, const Shape& shape) const;
 
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> metadata_;  // in insertion order
