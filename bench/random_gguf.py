@@ -13,12 +13,12 @@ carries that vocabulary instead (tokenizer.ggml.model = "gpt2", pre "llama-bpe")
 `llama-server` detokenizes what it generates, as `loom serve --tokenizer DIR` does on the same
 shapes: the served-throughput peer of issue 23.
 
-With --quant q8_0 or q4_k_m the projection, embedding and output matrices are quantized instead:
+With --quant q8_0, q4_k_m or q5_k_m the projection, embedding and output matrices are quantized instead:
 random codes in valid GGUF blocks whose f16 scales are set so values are of HF's initializer size
 (nothing is quantized from floats; speed does not depend on values). q4_k_m follows llama.cpp's
 Q4_K_M recipe (llama_tensor_get_type): output.weight and the attn_v / ffn_down of the first and
-last eighth of the layers and of every third layer between in Q6_K, the rest Q4_K; q8_0 is all
-Q8_0. The quantized-weights peer of issue 25.
+last eighth of the layers and of every third layer between in Q6_K, the rest Q4_K; q5_k_m the
+same with Q5_K for Q4_K; q8_0 is all Q8_0. The quantized-weights peer of issue 25.
 
 Needs numpy and llama.cpp's gguf-py (on PYTHONPATH: the llama.cpp checkout's gguf-py folder).
 
@@ -60,6 +60,7 @@ BLOCKS = {
     "Q8_0": (34, 32, [(0, 2.7e-4)]),
     "Q4_K": (144, 256, [(0, 1.0e-4), (2, 1.0e-4)]),
     "Q6_K": (210, 256, [(208, 6.2e-5)]),
+    "Q5_K": (176, 256, [(0, 1.0e-4), (2, 1.0e-4)]),
 }
 
 
@@ -71,8 +72,9 @@ def quant_type(name, layer, n_layers, quant):
         return "Q6_K"
     if name.endswith(("attn_v.weight", "ffn_down.weight")):
         more = layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
-        return "Q6_K" if more else "Q4_K"
-    return "Q4_K"
+        base = "Q5_K" if quant == "q5_k_m" else "Q4_K"
+        return "Q6_K" if more else base
+    return "Q5_K" if quant == "q5_k_m" else "Q4_K"
 
 
 def random_blocks(pool, qtype, rows, cols):
@@ -122,7 +124,7 @@ def main():
     ap.add_argument("config")
     ap.add_argument("out")
     ap.add_argument("--tokenizer", help="directory of a BPE tokenizer.json to carry as the vocabulary")
-    ap.add_argument("--quant", choices=["q8_0", "q4_k_m"], help="quantized matrices (random codes)")
+    ap.add_argument("--quant", choices=["q8_0", "q4_k_m", "q5_k_m"], help="quantized matrices (random codes)")
     args = ap.parse_args()
     with open(args.config) as fh:
         c = json.load(fh)
@@ -146,7 +148,8 @@ def main():
     w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-5))
     w.add_vocab_size(c["vocab_size"])
     w.add_file_type({None: gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-                     "q4_k_m": gguf.LlamaFileType.MOSTLY_Q4_K_M}[args.quant])
+                     "q4_k_m": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+                     "q5_k_m": gguf.LlamaFileType.MOSTLY_Q5_K_M}[args.quant])
     if args.tokenizer:
         add_bpe_vocab(w, args.tokenizer, c["vocab_size"], c)
     else:

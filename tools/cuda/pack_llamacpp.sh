@@ -6,6 +6,9 @@
 set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 bundle=$root/bench/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle
+# tests/node installs the same node-llama-cpp version (for llama.cpp's GBNF files): use its copy.
+tests_bundle=$root/tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
+[ -f "$bundle" ] || [ ! -f "$tests_bundle" ] || bundle=$tests_bundle
 [ -f "$bundle" ] || (cd "$root/bench/llamacpp" && npm ci --no-audit --no-fund)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

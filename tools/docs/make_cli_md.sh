@@ -18,7 +18,7 @@ echo '## loom'
 echo '```'
 "$loom" --help
 echo '```'
-for cmd in serve generate chat bench tokenize grammar list; do
+for cmd in serve generate chat bench tokenize grammar list quantize; do
   echo
   echo "## loom $cmd"
   echo '```'
@@ -81,6 +81,20 @@ cat <<'TAIL'
   process (lines prefixed `FILE: `; one that does not compile prints `FILE: error: ...` and the
   exit status is 2): `tests/node/grammar_corpus.test.mjs` and `tools/grammar/corpus_bench.mjs`
   run `tests/grammar-corpus/` so.
+
+## Quantizing: `loom quantize`
+
+`loom quantize IN.gguf OUT.gguf TYPE` writes the file llama.cpp's `llama-quantize IN OUT TYPE`
+writes (without `--imatrix`): the same per-tensor types (Q4_K_M keeps the output and the
+attn_v / ffn_down of the first and last eighth of the layers and every third one between in
+Q6_K; 8-expert models get Q8_0 attn_v / attn_k), the same block bytes (llama.cpp's reference
+quantizers), the same tensor order and metadata, so llama.cpp, ollama and LM Studio read it.
+Types: Q4_K_M (Q4_K), Q4_K_S, Q5_K_M (Q5_K), Q5_K_S, Q6_K, Q8_0, Q4_0, F16, BF16, F32. The input
+is a GGUF (a Hugging Face directory: convert it with llama.cpp's `convert_hf_to_gguf.py` first);
+tensors already quantized are refused unless `--allow-requantize`. Where a row length does not fit
+the type's blocks (not a multiple of 256 for the K types) loom falls back to Q8_0, then F16
+(llama.cpp uses Q5_0 / Q5_1 there, which loom does not read). `--pure` puts every matrix in the
+base type. Importance matrices (`--imatrix`) and the IQ / Q2_K / Q3_K types are not supported.
 
 ## Model library: model ids, `--models-dir`, `loom list`
 
