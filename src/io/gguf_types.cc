@@ -135,6 +135,7 @@ uint32_t GgmlTypeFromDType(DType dtype) {
     case DType::kQ6_K:
       return kGgmlQ6_K;
     case DType::kI32:
+    case DType::kF8E4M3:
       break;
   }
   CHECK(false) << "DType " << DTypeName(dtype) << " has no GGUF type in loom";

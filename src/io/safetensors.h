@@ -26,7 +26,7 @@ namespace loom {
 // One tensor entry of a safetensors header.
 struct SafetensorsTensorInfo {
   std::string name;
-  DType dtype = DType::kF32;  // F32, F16 or BF16 (other dtypes are rejected by Open)
+  DType dtype = DType::kF32;  // F32, F16, BF16 or F8_E4M3 (other dtypes are rejected by Open)
   Shape shape;                // 1..4 dims; a 0-d scalar is stored as [1]
   size_t offset_bytes = 0;    // absolute offset of the first byte in the file
   size_t size_bytes = 0;      // == numel * element size
@@ -39,8 +39,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
 
   // Maps and validates `path`. Errors: NOT_FOUND (no such file), DATA_LOSS (truncated: header
   // length or tensor bytes past the end of the file), INVALID_ARGUMENT (bad JSON, bad fields,
-  // overlapping or mis-sized data_offsets), UNIMPLEMENTED (dtype other than F32/F16/BF16, more
-  // than 4 dims). Messages name the path and, where there is one, the tensor.
+  // overlapping or mis-sized data_offsets), UNIMPLEMENTED (dtype other than F32/F16/BF16/F8_E4M3,
+  // more than 4 dims). Messages name the path and, where there is one, the tensor.
   static StatusOr<std::shared_ptr<SafetensorsFile>> Open(const std::string& path);
   // Same validation over bytes held in memory; `name` stands in for the path in messages.
   static StatusOr<std::shared_ptr<SafetensorsFile>> OpenFromMemory(std::string bytes,

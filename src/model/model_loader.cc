@@ -11,6 +11,7 @@
 #include "io/safetensors_model.h"
 #include "model/arch/arch.h"
 #include "model/gguf_config.h"
+#include "model/hf_quantization.h"
 #include "model/model.h"
 
 namespace loom {
@@ -101,12 +102,14 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
     }
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(config_path));
+  ASSIGN_OR_RETURN(std::optional<Fp8Checkpoint> fp8, ParseHfQuantization(config_json, config_path));
   ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::Open(dir));
   uint64_t fp = XXH3_64bits(config_json.dump().data(), config_json.dump().size());
   for (const auto& file : st.files()) fp = FileFingerprint(file->path(), fp);
-  SafetensorsSource source(std::move(st));
+  std::unique_ptr<TensorSource> source = std::make_unique<SafetensorsSource>(std::move(st));
+  if (fp8) source = DequantizingFp8Source(std::move(source), *fp8);
   ASSIGN_OR_RETURN(Weights w,
-                   LoadWeights(cfg, source, TensorNaming::kHuggingFace, backend, progress));
+                   LoadWeights(cfg, *source, TensorNaming::kHuggingFace, backend, progress));
   // Gemma scales embeddings by sqrt(hidden) rounded to the checkpoint's dtype.
   if (cfg.embed_scale != 1.f && w.embed.dtype() == DType::kBF16) {
     cfg.embed_scale = Bf16ToF32(F32ToBf16(cfg.embed_scale));

@@ -1,5 +1,8 @@
 #include "tensor/dtype.h"
 
+#include <cmath>
+#include <limits>
+
 #include "base/check.h"
 
 namespace loom {
@@ -9,6 +12,7 @@ const DTypeInfo& GetDTypeInfo(DType t) {
       {"f32", 1, 4, false},     {"f16", 1, 2, false},     {"bf16", 1, 2, false},
       {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
       {"q6_K", 256, 210, true}, {"q5_K", 256, 176, true}, {"i32", 1, 4, false},
+      {"f8_e4m3", 1, 1, false},
   };
   auto idx = static_cast<size_t>(t);
   CHECK_LT(idx, sizeof(kInfos) / sizeof(kInfos[0]));
@@ -69,6 +73,32 @@ uint16_t F32ToF16(float f) {
   uint32_t rem = abs & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return static_cast<uint16_t>(sign | h);
+}
+
+float F8E4M3ToF32(uint8_t b) {
+  const int exp = (b >> 3) & 0xF, mant = b & 0x7;
+  if (exp == 0xF && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)  // subnormal: m * 2^-9
+                             : std::ldexp(static_cast<float>(8 + mant), exp - 10);
+  return (b & 0x80) ? -mag : mag;
+}
+
+uint8_t F32ToF8E4M3(float f) {
+  if (std::isnan(f)) return 0x7F;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7E;
+  // Codes are ordered like their magnitudes: find the nearest by bisecting the 127 finite ones,
+  // ties to the even code (even mantissa).
+  int lo = 0, hi = 0x7E;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (F8E4M3ToF32(static_cast<uint8_t>(mid)) <= a ? lo : hi) = mid;
+  }
+  const float dl = a - F8E4M3ToF32(static_cast<uint8_t>(lo));
+  const float dh = F8E4M3ToF32(static_cast<uint8_t>(hi)) - a;
+  const int code = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
+  return sign | static_cast<uint8_t>(code);
 }
 
 }  // namespace loom

@@ -19,6 +19,7 @@ enum class DType : uint8_t {
   kQ6_K,  // 256 elems: 128 ql, 64 qh, 16 int8 scales, f16 d        = 210 bytes
   kQ5_K,  // 256 elems: q4_K's fields + 32 bytes of 5th bits          = 176 bytes
   kI32,
+  kF8E4M3,  // OCP FP8 e4m3fn (HF FP8 checkpoints): 1 sign, 4 exponent, 3 mantissa bits
 };
 
 struct DTypeInfo {
@@ -49,5 +50,11 @@ inline uint16_t F32ToBf16(float f) {
 }
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);
+// FP8 e4m3fn (torch.float8_e4m3fn): bias 7, no infinities, 0x7F / 0xFF are NaN, largest finite
+// 448, subnormals down to 2^-9. Decoding is exact; encoding rounds to nearest even, saturates
+// finite values beyond 448 to +-448 (as torch's casts of scaled weights never produce them, this
+// only matters for out-of-range inputs) and maps NaN to 0x7F.
+float F8E4M3ToF32(uint8_t b);
+uint8_t F32ToF8E4M3(float f);
 
 }  // namespace loom

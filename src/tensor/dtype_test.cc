@@ -40,6 +40,36 @@ TEST(DTypeTest, RowBytes) {
   EXPECT_EQ(RowBytes(DType::kQ5_K, 512), 352u);
 }
 
+// Anchors of the OCP FP8 e4m3fn table (torch.float8_e4m3fn): bias 7, no infinities.
+TEST(DTypeTest, F8E4M3DecodesTheOcpTable) {
+  EXPECT_EQ(F8E4M3ToF32(0x00), 0.0f);
+  EXPECT_TRUE(std::signbit(F8E4M3ToF32(0x80)));
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);  // exponent 7 = bias
+  EXPECT_EQ(F8E4M3ToF32(0xC0), -2.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x39), 1.125f);        // one mantissa step at 1
+  EXPECT_EQ(F8E4M3ToF32(0x7E), 448.0f);        // the largest finite value
+  EXPECT_EQ(F8E4M3ToF32(0x08), 0.015625f);     // the smallest normal, 2^-6
+  EXPECT_EQ(F8E4M3ToF32(0x07), 0.013671875f);  // the largest subnormal, 7 * 2^-9
+  EXPECT_EQ(F8E4M3ToF32(0x01), 0.001953125f);  // the smallest subnormal, 2^-9
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7F)));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0xFF)));
+  EXPECT_EQ(GetDTypeInfo(DType::kF8E4M3).block_bytes, 1);
+}
+
+TEST(DTypeTest, F8E4M3EncodesToTheNearestCodeTiesToEven) {
+  for (int c = 0; c < 256; ++c) {  // every finite code round-trips
+    if ((c & 0x7F) == 0x7F) continue;
+    EXPECT_EQ(F32ToF8E4M3(F8E4M3ToF32(static_cast<uint8_t>(c))), c) << c;
+  }
+  EXPECT_EQ(F32ToF8E4M3(1.0625f), 0x38);  // halfway 1 and 1.125: to even (1.0)
+  EXPECT_EQ(F32ToF8E4M3(1.1875f), 0x3A);  // halfway 1.125 and 1.25: to even (1.25)
+  EXPECT_EQ(F32ToF8E4M3(1.07f), 0x39);
+  EXPECT_EQ(F32ToF8E4M3(-1000.0f), 0xFE);  // saturates to -448
+  EXPECT_EQ(F32ToF8E4M3(0.0009f), 0x00);   // below half of 2^-9
+  EXPECT_EQ(F32ToF8E4M3(0.001f), 0x01);    // above half of 2^-9
+  EXPECT_EQ(F32ToF8E4M3(std::nanf("")), 0x7F);
+}
+
 TEST(TensorTest, SliceAndReshape) {
   Tensor t = HostTensor(DType::kF32, Shape{4, 3});
   for (int i = 0; i < 12; ++i) t.data_as<float>()[i] = static_cast<float>(i);

@@ -453,6 +453,11 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
       return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
     case DType::kQ5_K:
       return DequantizeQ5_K(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case DType::kF8E4M3: {
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(b[i]);
+      return;
+    }
     case DType::kI32:
       break;
   }
@@ -485,6 +490,11 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       return QuantizeQ6_K(src, static_cast<BlockQ6_K*>(dst), nb);
     case DType::kQ5_K:
       return QuantizeQ5_K(src, static_cast<BlockQ5_K*>(dst), nb);
+    case DType::kF8E4M3: {
+      auto* b = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) b[i] = F32ToF8E4M3(src[i]);
+      return;
+    }
     case DType::kI32:
       break;
   }

@@ -75,13 +75,13 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-// Decodes n elements of `dtype` at `src` into f32 `dst`. Works for f32/f16/bf16 and every
+// Decodes n elements of `dtype` at `src` into f32 `dst`. Works for f32/f16/bf16/f8_e4m3 and every
 // quantized type (i32 is not a float type: CHECK). n must be a multiple of the block size (CHECK).
 // Bit-exact with llama.cpp's reference dequantizers (and gguf-py's numpy ones).
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n);
 
-// Encodes n f32 values into `dst` (RowBytes(dtype, n) bytes). Supports f32/f16/bf16 and every
-// quantized type. Every quantized type matches llama.cpp's reference quantizer byte for byte:
+// Encodes n f32 values into `dst` (RowBytes(dtype, n) bytes). Supports f32/f16/bf16/f8_e4m3 and
+// every quantized type. Every quantized type matches llama.cpp's reference quantizer byte for byte:
 // q8_0 and q4_0 quantize_row_q{8,4}_0_ref (and gguf-py's); q4_K, q5_K and q6_K
 // quantize_row_q{4,5,6}_K_ref, i.e. what llama-quantize writes without an importance matrix
 // (make_qkx2_quants / make_qx_quants scale searches, same f32 operations in the same order;

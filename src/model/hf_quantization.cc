@@ -1,0 +1,139 @@
+#include "model/hf_quantization.h"
+
+#include <vector>
+
+#include "tensor/quant.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+
+std::string StringAt(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// compressed-tensors: every config group's weights must be 8-bit floats.
+Status CheckCompressedTensorsFp8(const json& q, const std::string& where) {
+  auto groups = q.find("config_groups");
+  if (groups == q.end() || !groups->is_object() || groups->empty()) {
+    return UnimplementedError(where +
+                              ": compressed-tensors quantization_config without "
+                              "config_groups is not supported");
+  }
+  for (const auto& [name, group] : groups->items()) {
+    const json* w = group.is_object() && group.contains("weights") ? &group["weights"] : nullptr;
+    const bool fp8 = w != nullptr && w->is_object() && StringAt(*w, "type") == "float" &&
+                     w->value("num_bits", 0) == 8;
+    if (!fp8) {
+      return UnimplementedError(where + ": compressed-tensors group '" + name +
+                                "' does not quantize weights to 8-bit floats; loom reads FP8 "
+                                "(e4m3) compressed-tensors checkpoints only");
+    }
+  }
+  return OkStatus();
+}
+
+class Fp8Source final : public TensorSource {
+ public:
+  Fp8Source(std::unique_ptr<TensorSource> inner, Fp8Checkpoint c)
+      : inner_(std::move(inner)), c_(std::move(c)) {}
+  bool Has(const std::string& name) const override { return inner_->Has(name); }
+  std::string Describe() const override { return inner_->Describe(); }
+  int64_t data_bytes() const override { return inner_->data_bytes(); }
+
+  StatusOr<Tensor> Get(const std::string& name) const override {
+    ASSIGN_OR_RETURN(Tensor w, inner_->Get(name));
+    if (w.dtype() != DType::kF8E4M3) return w;
+    std::string scale_name = name + "_scale_inv";
+    if (!inner_->Has(scale_name)) scale_name = name + "_scale";
+    const std::string what = Describe() + ": F8_E4M3 tensor '" + name + "'";
+    if (!inner_->Has(scale_name)) {
+      return InvalidArgumentError(what + " has no scale ('" + name + "_scale_inv' or '" + name +
+                                  "_scale')");
+    }
+    ASSIGN_OR_RETURN(Tensor scale, inner_->Get(scale_name));
+    const int64_t cols = w.shape()[w.ndim() - 1], rows = w.numel() / cols;
+    std::vector<float> s(static_cast<size_t>(scale.numel()));
+    DequantizeRow(scale.dtype(), scale.data(), s.data(), scale.numel());
+    // Which scale covers element (r, c): one for all, one per row, or one per block.
+    int64_t br = 0, bc = 0;
+    if (scale.numel() == 1) {
+      br = rows, bc = cols;
+    } else if (scale.numel() == rows && (scale.ndim() == 1 || scale.shape()[1] == 1)) {
+      br = 1, bc = cols;
+    } else if (scale.ndim() == 2) {
+      br = c_.block_rows > 0 ? c_.block_rows : 128;
+      bc = c_.block_cols > 0 ? c_.block_cols : 128;
+      if (w.ndim() != 2 || scale.shape()[0] != (rows + br - 1) / br ||
+          scale.shape()[1] != (cols + bc - 1) / bc) {
+        br = 0;
+      }
+    }
+    if (br == 0) {
+      return InvalidArgumentError(
+          what + " " + w.shape().ToString() + ": its scale '" + scale_name + "' " +
+          scale.shape().ToString() + " is neither one value, one per row, nor one per " +
+          std::to_string(c_.block_rows > 0 ? c_.block_rows : 128) + "x" +
+          std::to_string(c_.block_cols > 0 ? c_.block_cols : 128) + " block");
+    }
+    const int64_t scale_cols = (cols + bc - 1) / bc;
+    Tensor out = HostTensor(DType::kBF16, w.shape());
+    const auto* in = static_cast<const uint8_t*>(w.data());
+    auto* o = out.data_as<uint16_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* srow = s.data() + (r / br) * scale_cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        o[r * cols + c] = F32ToBf16(F8E4M3ToF32(in[r * cols + c]) * srow[c / bc]);
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<TensorSource> inner_;
+  Fp8Checkpoint c_;
+};
+
+}  // namespace
+
+StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const json& config,
+                                                           const std::string& where) {
+  auto it = config.find("quantization_config");
+  if (it == config.end() || it->is_null()) return std::optional<Fp8Checkpoint>();
+  const json& q = *it;
+  if (!q.is_object()) return InvalidArgumentError(where + ": quantization_config is not an object");
+  const std::string method = StringAt(q, "quant_method");
+  Fp8Checkpoint c{method};
+  if (method == "fp8") {
+    const std::string fmt = StringAt(q, "fmt");
+    if (!fmt.empty() && fmt != "e4m3") {
+      return UnimplementedError(where + ": FP8 format '" + fmt + "' is not supported (e4m3 is)");
+    }
+    if (auto b = q.find("weight_block_size"); b != q.end() && !b->is_null()) {
+      if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() ||
+          !(*b)[1].is_number_integer() || (*b)[0].get<int>() <= 0 || (*b)[1].get<int>() <= 0) {
+        return InvalidArgumentError(where + ": weight_block_size must be two positive integers");
+      }
+      c.block_rows = (*b)[0].get<int>();
+      c.block_cols = (*b)[1].get<int>();
+    }
+    return std::optional<Fp8Checkpoint>(c);
+  }
+  if (method == "compressed-tensors") {
+    RETURN_IF_ERROR(CheckCompressedTensorsFp8(q, where));
+    return std::optional<Fp8Checkpoint>(c);
+  }
+  if (method == "fbgemm_fp8") return std::optional<Fp8Checkpoint>(c);
+  return UnimplementedError(where + ": quantization_config.quant_method '" + method +
+                            "' is not supported yet (loom reads FP8 checkpoints: quant_method "
+                            "fp8, compressed-tensors float8, fbgemm_fp8; or use a GGUF)");
+}
+
+std::unique_ptr<TensorSource> DequantizingFp8Source(std::unique_ptr<TensorSource> inner,
+                                                    Fp8Checkpoint checkpoint) {
+  return std::make_unique<Fp8Source>(std::move(inner), std::move(checkpoint));
+}
+
+}  // namespace loom

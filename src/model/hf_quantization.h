@@ -1,0 +1,40 @@
+// Hugging Face quantized checkpoints: the `quantization_config` of config.json, and a
+// TensorSource that hands the loader dequantized weights.
+//
+// Read today: FP8 e4m3 weights (quant_method "fp8", as Qwen3-*-FP8 and DeepSeek write them, with
+// `<name>_scale_inv` per weight_block_size block; "compressed-tensors" float 8-bit weights and
+// "fbgemm_fp8", with `<name>_scale` per tensor or per output channel). Each F8_E4M3 weight is
+// dequantized at load to bf16: w = f8 * scale in f32, rounded once (transformers' dequantization).
+// The model then runs as a bf16 one; FP8 kernels that read the 1-byte weights are not written yet.
+// Other methods (awq, gptq, bitsandbytes, mxfp4, int compressed-tensors, ...) are refused by name.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "model/weights.h"
+
+namespace loom {
+
+struct Fp8Checkpoint {
+  std::string method;  // "fp8", "compressed-tensors", "fbgemm_fp8"
+  // weight_block_size (rows, cols) of `<name>_scale_inv`; 0 when the config names none (a scale's
+  // shape then says per tensor, per channel, or blocks of 128).
+  int block_rows = 0, block_cols = 0;
+};
+
+// The checkpoint's quantization: nullopt without a quantization_config; Unimplemented naming
+// quant_method (and what loom reads) for one loom cannot load. `where` prefixes messages.
+StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const nlohmann::json& config,
+                                                           const std::string& where);
+
+// `inner`'s tensors, with every F8_E4M3 one returned as its bf16 dequantization (its scale found
+// beside it: `<name>_scale_inv`, else `<name>_scale`). An F8 tensor without a scale, or a scale
+// whose shape fits neither per tensor, per row nor blocks: InvalidArgument naming both.
+std::unique_ptr<TensorSource> DequantizingFp8Source(std::unique_ptr<TensorSource> inner,
+                                                    Fp8Checkpoint checkpoint);
+
+}  // namespace loom
