@@ -84,11 +84,13 @@ cat <<'TAIL'
 
 ## Quantizing: `loom quantize`
 
-`loom quantize IN.gguf OUT.gguf TYPE` writes the file llama.cpp's `llama-quantize IN OUT TYPE`
-writes (without `--imatrix`): the same per-tensor types (Q4_K_M keeps the output and the
-attn_v / ffn_down of the first and last eighth of the layers and every third one between in
-Q6_K; 8-expert models get Q8_0 attn_v / attn_k), the same block bytes (llama.cpp's reference
-quantizers), the same tensor order and metadata, so llama.cpp, ollama and LM Studio read it.
+`loom quantize IN.gguf OUT.gguf TYPE` writes what llama.cpp's `llama-quantize IN OUT TYPE`
+writes (without `--imatrix`): its per-tensor types (Q4_K_M keeps the output and the attn_v /
+ffn_down of the first and last eighth of the layers and every third one between in Q6_K;
+8-expert models get Q8_0 attn_v / attn_k), its block bytes (llama.cpp's reference quantizers,
+checked byte for byte against its C code), its tensor order and metadata, so llama.cpp, ollama
+and LM Studio read it. (`tools/cuda/run_quantize_on_device.sh` compares whole files with
+llama-quantize's; see docs/benchmarks.md for whether that has run.)
 Types: Q4_K_M (Q4_K), Q4_K_S, Q5_K_M (Q5_K), Q5_K_S, Q6_K, Q8_0, Q4_0, F16, BF16, F32. The input
 is a GGUF (a Hugging Face directory: convert it with llama.cpp's `convert_hf_to_gguf.py` first);
 tensors already quantized are refused unless `--allow-requantize`. Where a row length does not fit
