@@ -101,7 +101,7 @@ void BatchedDecode(cpu::CpuIsa isa) {
   std::printf("batched decode 4096x4096, 1 thread, %s: rows/s at n rows (act_rows per call)\n",
               kernels.isa);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                   DType::kQ6_K}) {
+                   DType::kQ5_K, DType::kQ6_K}) {
     Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
     for (int act_rows = 1; act_rows <= cpu::kDotMaxActRows; ++act_rows) {
       std::printf("  %-5s act_rows %d:", std::string(DTypeName(dt)).c_str(), act_rows);
@@ -138,7 +138,7 @@ int Main(int argc, char** argv) {
   Tensor out1 = HostTensor(DType::kF32, Shape{1, m});
   std::printf("GEMV 4096x4096 (n=1), GB/s of weights [tok/s-equivalent for this matrix]\n");
   const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+                         DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   for (DType dt : types) {
     Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
     std::printf("  %-5s %6.1f MiB:", std::string(DTypeName(dt)).c_str(), w.nbytes() / 1048576.0);
