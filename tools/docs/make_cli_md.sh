@@ -89,8 +89,8 @@ writes (without `--imatrix`): its per-tensor types (Q4_K_M keeps the output and 
 ffn_down of the first and last eighth of the layers and every third one between in Q6_K;
 8-expert models get Q8_0 attn_v / attn_k), its block bytes (llama.cpp's reference quantizers,
 checked byte for byte against its C code), its tensor order and metadata, so llama.cpp, ollama
-and LM Studio read it. (`tools/cuda/run_quantize_on_device.sh` compares whole files with
-llama-quantize's; see docs/benchmarks.md for whether that has run.)
+and LM Studio read it. On llama.cpp's own `llama-quantize` (docs/benchmarks.md) the files are
+byte-identical for every scheme, except where a row length does not fit 256-element blocks.
 Types: Q4_K_M (Q4_K), Q4_K_S, Q5_K_M (Q5_K), Q5_K_S, Q6_K, Q8_0, Q4_0, F16, BF16, F32. The input
 is a GGUF (a Hugging Face directory: convert it with llama.cpp's `convert_hf_to_gguf.py` first);
 tensors already quantized are refused unless `--allow-requantize`. Where a row length does not fit
