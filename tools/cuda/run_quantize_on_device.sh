@@ -9,7 +9,8 @@
 #      cuda_backend_test runs the quantized kernels' tests);
 #   2. loom bench on the 8B Q5_K_M (C = 1 twice, C = 64) and bf16 --dummy-weights (C = 1) in the
 #      same run; cuda_bench qgemv (each quantized GEMV shape alone);
-#   3. the 1B F16 file quantized by both tools to each of $SCHEMES: `cmp` of the two files, and on
+#   3. the 1B F16 file quantized by both tools to each of $SCHEMES (SCHEMES="" skips 3 and the
+#      llama.cpp build): `cmp` of the two files, and on
 #      a difference the tensors (name, type, bytes) and keys that differ (gguf-py).
 # Logs go to $OUT; a summary to stdout.
 set -uo pipefail
@@ -18,13 +19,13 @@ out=${OUT:-/tmp}
 bin=${BIN:-.dev/cuda2-bin}
 src=${LLAMACPP_SRC:-.dev/llamacpp/src.tar.xz}
 work=${LLAMACPP_WORK:-/tmp/llamacpp}
-schemes=${SCHEMES:-Q4_K_M Q5_K_M Q6_K Q8_0 Q4_K_S Q4_0}
+schemes=${SCHEMES-Q4_K_M Q5_K_M Q6_K Q8_0 Q4_K_S Q4_0}  # SCHEMES="": no comparison
 . tools/cuda/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
 nproc=$(nproc)
 
 mkdir -p "$work" && tar xJf "$src" -C "$work"
-(
+[ -n "$schemes" ] && (
   t0=$(date +%s)
   cmake -S "$work" -B "$work/build-cpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -32,10 +33,10 @@ mkdir -p "$work" && tar xJf "$src" -C "$work"
   timeout 300 ninja -C "$work/build-cpu" llama-quantize > "$out/llamacpp_build.log" 2>&1
   echo "llama-quantize build: exit $? after $(($(date +%s) - t0)) s"
 ) > "$out/llamacpp_status.txt" 2>&1 &
-build_pid=$!
+build_pid=$!  # (the last background job: the build, or none)
 (
   export PYTHONPATH=$work/gguf-py
-  python3 bench/random_gguf.py bench/configs/llama-3.2-1b.json "$work/1b-f16.gguf"
+  [ -n "$schemes" ] && python3 bench/random_gguf.py bench/configs/llama-3.2-1b.json "$work/1b-f16.gguf"
   python3 bench/random_gguf.py bench/configs/llama-3.1-8b.json "$work/8b-q5_k_m.gguf" --quant q5_k_m
 ) > "$out/gguf.log" 2>&1 &
 gguf_pid=$!
@@ -63,8 +64,7 @@ rm -f "$work/8b-q5_k_m.gguf"
 timeout 120 $bin/cuda_bench qgemv > "$out/qgemv.log" 2>&1
 grep -E "GB/s" "$out/qgemv.log" | grep -E "q5_K|q4_K" | head -12
 
-wait $build_pid
-cat "$out/llamacpp_status.txt"
+[ -n "$schemes" ] && wait $build_pid && cat "$out/llamacpp_status.txt"
 lq=$work/build-cpu/bin/llama-quantize
 for q in $schemes; do
   t0=$(date +%s.%N)
