@@ -67,6 +67,7 @@ StatusOr<std::string> GgufArchOf(const std::string& model_type) {
     return std::string("llama");
   }
   if (model_type == "qwen3_moe") return std::string("qwen3moe");
+  if (model_type == "qwen2_moe") return std::string("qwen2moe");
   if (model_type == "qwen2" || model_type == "qwen3" || model_type == "gemma2" ||
       model_type == "phi3") {
     return model_type;
@@ -140,6 +141,10 @@ StatusOr<std::string> GgufTensorName(const std::string& arch, const std::string&
         {"mlp.gate_up_proj", "ffn_up"},  // Phi-3: gate rows then up rows, split by llama.cpp
         {"mlp.gate", "ffn_gate_inp"},    // MoE routers (Qwen; Mixtral below)
         {"block_sparse_moe.gate", "ffn_gate_inp"},
+        {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},  // Qwen2-MoE's shared expert
+        {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+        {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
+        {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
     };
     std::vector<std::pair<std::string, std::string>> table = kCommon;
     // Gemma's sandwich norm after attention; everyone else's norm before the MLP.
@@ -275,7 +280,7 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
           "rope_freqs.weight", DType::kF32, Shape{static_cast<int64_t>(f.size())},
           std::string_view(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float)));
     }
-  } else if (arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe") {
+  } else if (arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" || arch == "qwen3moe") {
     if (c.value("use_sliding_window", false)) {
       return UnimplementedError(config_path + ": qwen sliding windows have no GGUF key");
     }
@@ -338,7 +343,7 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
   if (n_expert > 0) {
     w.SetU32(a + "expert_count", static_cast<uint32_t>(n_expert));
     w.SetU32(a + "expert_used_count", static_cast<uint32_t>(IntOr(c, "num_experts_per_tok", 0)));
-    if (arch == "qwen3moe") {
+    if (arch == "qwen2moe" || arch == "qwen3moe") {
       w.SetU32(a + "expert_feed_forward_length",
                static_cast<uint32_t>(IntOr(c, "moe_intermediate_size", 0)));
       const json* dense = FindNonNull(c, "mlp_only_layers");
@@ -346,9 +351,15 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
         return UnimplementedError(config_path +
                                   ": dense layers between sparse ones have no GGUF key");
       }
-      if (!c.value("norm_topk_prob", false)) {
+      if (arch == "qwen3moe" && !c.value("norm_topk_prob", false)) {
         return UnimplementedError(config_path + ": llama.cpp's qwen3moe always renormalizes");
       }
+      if (arch == "qwen2moe" && c.value("norm_topk_prob", false)) {
+        return UnimplementedError(config_path + ": llama.cpp's qwen2moe never renormalizes");
+      }
+    }
+    if (const int shared = IntOr(c, "shared_expert_intermediate_size", 0); shared > 0) {
+      w.SetU32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(shared));
     }
   }
   // Experts by layer and projection ("gate" / "up" / "down"), stacked once all are read: the HF

@@ -1,7 +1,8 @@
 // HfToGguf: converts a Hugging Face model directory (config.json + *.safetensors) into a GGUF image
 // the way llama.cpp's convert_hf_to_gguf.py does, so that tests can load HF goldens through loom's
 // GGUF path and require HF's logits. Covered: llama (and mistral, written as "llama"), qwen2,
-// qwen3, gemma2, gemma3 (text), phi3. What it reproduces of the converter:
+// qwen3, gemma2, gemma3 (text), phi3, and the MoE qwen2moe, qwen3moe and Mixtral (as "llama"). What
+// it reproduces of the converter:
 //   - metadata keys and which ones each architecture writes (e.g. gemma2 writes no rope base,
 //     phi3 writes rope.dimension_count = partial_rotary_factor * hidden / heads);
 //   - tensor names (blk.N.attn_q, attn_qkv, ffn_up holding Phi-3's gate+up, Gemma's

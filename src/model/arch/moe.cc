@@ -65,10 +65,23 @@ Status Qwen3MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF "qwen2moe": Qwen2's q/k/v biases; llama.cpp never renormalizes the top-k weights (Qwen1.5-
+// and Qwen2-MoE configs ask for none) and makes every layer sparse; the shared expert is
+// expert_shared_feed_forward_length wide (read by ModelConfigFromGguf) with its sigmoid gate.
+Status Qwen2MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
+  if (cfg->num_experts <= 0) {
+    return InvalidArgumentError(keys.file().path() + ": a qwen2moe file without " + keys.arch() +
+                                ".expert_count");
+  }
+  cfg->attention_bias = true;
+  cfg->moe_norm_topk_prob = false;
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kQwen2MoeArch = {
-    "qwen2_moe", {"Qwen2MoeForCausalLM"}, {"qwen2_moe"}, "", &Qwen2MoeFromHf};
+const ArchSpec kQwen2MoeArch = {"qwen2_moe", {"Qwen2MoeForCausalLM"}, {"qwen2_moe"},
+                                "qwen2moe",  &Qwen2MoeFromHf,         &Qwen2MoeFromGguf};
 const ArchSpec kQwen3MoeArch = {"qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"},
                                 "qwen3moe",  &Qwen3MoeFromHf,         &Qwen3MoeFromGguf};
 const ArchSpec kMixtralArch = {"mixtral", {"MixtralForCausalLM"}, {"mixtral"}, "", &MixtralFromHf};
