@@ -53,13 +53,17 @@ Status MixtralFromHf(const nlohmann::json& c, ModelConfig* cfg) {
                              cfg);
 }
 
+// A Qwen MoE file must say how many experts it has (ModelConfigFromGguf reads expert_count).
+Status RequireExperts(const GgufArchKeys& keys, const ModelConfig& cfg) {
+  if (cfg.num_experts > 0) return OkStatus();
+  return InvalidArgumentError(keys.file().path() + ": a " + keys.arch() + " file without " +
+                              keys.arch() + ".expert_count");
+}
+
 // GGUF "qwen3moe": Qwen3's q/k norms; llama.cpp renormalizes the top-k weights (as
 // Qwen3-MoE's configs ask) and makes every layer sparse.
 Status Qwen3MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
-  if (cfg->num_experts <= 0) {
-    return InvalidArgumentError(keys.file().path() + ": a qwen3moe file without " + keys.arch() +
-                                ".expert_count");
-  }
+  RETURN_IF_ERROR(RequireExperts(keys, *cfg));
   cfg->qk_norm = true;
   cfg->moe_norm_topk_prob = true;
   return OkStatus();
@@ -69,10 +73,7 @@ Status Qwen3MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
 // and Qwen2-MoE configs ask for none) and makes every layer sparse; the shared expert is
 // expert_shared_feed_forward_length wide (read by ModelConfigFromGguf) with its sigmoid gate.
 Status Qwen2MoeFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
-  if (cfg->num_experts <= 0) {
-    return InvalidArgumentError(keys.file().path() + ": a qwen2moe file without " + keys.arch() +
-                                ".expert_count");
-  }
+  RETURN_IF_ERROR(RequireExperts(keys, *cfg));
   cfg->attention_bias = true;
   cfg->moe_norm_topk_prob = false;
   return OkStatus();
