@@ -75,12 +75,26 @@ uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float F8E4M3ToF32(uint8_t b) {
+namespace {
+
+float F8E4M3Value(uint8_t b) {
   const int exp = (b >> 3) & 0xF, mant = b & 0x7;
   if (exp == 0xF && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
   const float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)  // subnormal: m * 2^-9
                              : std::ldexp(static_cast<float>(8 + mant), exp - 10);
   return (b & 0x80) ? -mag : mag;
+}
+
+}  // namespace
+
+float F8E4M3ToF32(uint8_t b) {
+  // A table: an 8B checkpoint's load decodes billions of these.
+  static const auto* const kTable = [] {
+    auto* t = new float[256];
+    for (int i = 0; i < 256; ++i) t[i] = F8E4M3Value(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return kTable[b];
 }
 
 uint8_t F32ToF8E4M3(float f) {

@@ -7,8 +7,9 @@
 #   1. llama-quantize built for the CPU (while bench/random_gguf.py writes a Llama-3.2-1B-shaped
 #      F16 GGUF of random values and a Llama-3.1-8B-shaped Q5_K_M one of random codes, and
 #      cuda_backend_test runs the quantized kernels' tests);
-#   2. loom bench on the 8B Q5_K_M (C = 1 twice, C = 64) and bf16 --dummy-weights (C = 1) in the
-#      same run; cuda_bench qgemv (each quantized GEMV shape alone);
+#   2. loom bench on the 8B Q5_K_M with q5_K kept quantized (C = 1 twice, C = 64) and dequantized
+#      (C = 1), and bf16 --dummy-weights (C = 1) in the same run; cuda_bench qgemv (each quantized
+#      GEMV shape alone);
 #   3. the 1B F16 file quantized by both tools to each of $SCHEMES (SCHEMES="" skips 3 and the
 #      llama.cpp build): `cmp` of the two files, and on
 #      a difference the tensors (name, type, bytes) and keys that differ (gguf-py).
@@ -56,9 +57,11 @@ b() {  # label concurrency loom-arguments...
     "$(grep -E '^model' "$out/b.txt" | tr -s ' ')"
   cat "$out/b.txt" >> "$out/bench_all.txt"
 }
-b "8b q5_k_m" 1 "$work/8b-q5_k_m.gguf"
-b "8b q5_k_m" 1 "$work/8b-q5_k_m.gguf"
-b "8b q5_k_m" 64 "$work/8b-q5_k_m.gguf"
+# q5_K kept quantized (--cuda-tune quant_q5k=1, until it is the default) and dequantized to bf16.
+b "8b q5_k_m kept" 1 "$work/8b-q5_k_m.gguf" --cuda-tune quant_q5k=1
+b "8b q5_k_m kept" 1 "$work/8b-q5_k_m.gguf" --cuda-tune quant_q5k=1
+b "8b q5_k_m kept" 64 "$work/8b-q5_k_m.gguf" --cuda-tune quant_q5k=1
+b "8b q5_k_m as bf16" 1 "$work/8b-q5_k_m.gguf"
 b "8b bf16" 1 --dummy-weights bench/configs/llama-3.1-8b.json
 rm -f "$work/8b-q5_k_m.gguf"
 timeout 120 $bin/cuda_bench qgemv > "$out/qgemv.log" 2>&1

@@ -268,7 +268,8 @@ Tensor CudaBackend::Upload(const Tensor& host) {
     return raw_copy(f);
   }
   if (src == DType::kBF16) return raw_copy(host);
-  if (quantized && options_.tuning.quant_weights && cuda::KeepsQuantized(src) && host.ndim() == 2 &&
+  if (quantized && options_.tuning.quant_weights && cuda::KeepsQuantized(src) &&
+      (src != DType::kQ5_K || options_.tuning.quant_q5k) && host.ndim() == 2 &&
       host.cols() % cuda::QuantRowMultiple(src) == 0) {
     // Kept quantized: rows repacked into the device layout (quant_layout.h), chunk by chunk.
     Tensor out(src, host.shape(), allocator_->NewBuffer(host.nbytes()));
