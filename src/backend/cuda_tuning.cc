@@ -97,9 +97,9 @@ const std::vector<Field>& Fields() {
         "GGUF q8_0 / q4_0 / q4_K / q6_K weights stay quantized on the GPU (quant_gemv.cuh); 0: "
         "dequantized to bf16 at load"},
        &T::quant_weights},
-      {{"quant_q5k", "0",
-        "GGUF q5_K weights stay quantized on the GPU too (with quant_weights); 0: dequantized to "
-        "bf16 at load, until the q5_K GEMV has been checked on a GPU"},
+      {{"quant_q5k", "1",
+        "GGUF q5_K weights stay quantized on the GPU too (with quant_weights); 0: q5_K alone "
+        "dequantized to bf16 at load"},
        &T::quant_q5k},
       {{"quant_gemv_rows", "8",
         "MatMuls of quantized weights with at most N rows take the quantized GEMV (0..8); more "

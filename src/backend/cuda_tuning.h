@@ -29,8 +29,7 @@
 //   cublaslt_tune         1        time cuBLASLt's first N heuristic candidates, keep the fastest
 //   quant_weights         1        GGUF q8_0/q4_0/q4_K/q6_K weights stay quantized on the GPU
 //                                  (0: dequantized to bf16 at load)
-//   quant_q5k             0        GGUF q5_K weights too (their GEMV has not yet run on a GPU:
-//                                  until it has, they are dequantized to bf16 at load)
+//   quant_q5k             1        GGUF q5_K weights too (0: q5_K alone dequantized to bf16)
 //   quant_gemv_rows       8        MatMuls of quantized weights with <= N rows take the
 //                                  quantized GEMV; more rows dequantize chunks for cuBLASLt
 //   cuda_pdl              1        programmatic dependent launch on the decode kernels (0: off)
@@ -80,7 +79,7 @@ struct CudaTuning {
   int cublaslt_tune = 1;  // 1..64 candidates (1: cuBLASLt's heuristic pick)
   // ---- quantized weights (quant_gemv.cuh) ----
   bool quant_weights = true;
-  bool quant_q5k = false;
+  bool quant_q5k = true;
   int quant_gemv_rows = 8;  // 0..8
   // ---- launches and fusion (launch.cuh, CudaBackend::prefers_fused_ops) ----
   bool cuda_pdl = true;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 namespace loom {
@@ -125,7 +126,16 @@ class Loader {
   }
 
   size_t total_bytes() const { return total_bytes_; }
-  DType main_dtype() const { return main_dtype_; }
+  // The dtype holding the most matrix bytes (a Q4_K_M file: q4_K, though its largest matrix, the
+  // output, is q6_K).
+  DType main_dtype() const {
+    DType best = DType::kF32;
+    size_t most = 0;
+    for (const auto& [dtype, bytes] : matrix_bytes_) {
+      if (bytes > most) most = bytes, best = dtype;
+    }
+    return best;
+  }
   // The last progress report: everything read.
   void ReportDone() const {
     if (progress_) progress_(read_bytes_, read_bytes_);
@@ -160,10 +170,7 @@ class Loader {
       t = ToF32(t);  // norms and biases are tiny: keep them f32 for every backend op
     }
     total_bytes_ += t.nbytes();
-    if (cols != 0 && t.nbytes() > largest_) {
-      largest_ = t.nbytes();
-      main_dtype_ = t.dtype();
-    }
+    if (cols != 0) matrix_bytes_[t.dtype()] += t.nbytes();
     return backend_->UploadWeight(t);
   }
 
@@ -175,10 +182,7 @@ class Loader {
 
   Tensor UploadStacked(const Tensor& t) {
     total_bytes_ += t.nbytes();
-    if (t.nbytes() > largest_) {
-      largest_ = t.nbytes();
-      main_dtype_ = t.dtype();
-    }
+    matrix_bytes_[t.dtype()] += t.nbytes();
     Tensor uploaded = backend_->UploadWeight(t);
     if (progress_) progress_(read_bytes_, std::max(expected_bytes_, read_bytes_));
     return uploaded;
@@ -202,8 +206,7 @@ class Loader {
   int64_t expected_bytes_;  // source_.data_bytes(): the progress total
   int64_t read_bytes_ = 0;  // source bytes of the tensors fetched so far
   size_t total_bytes_ = 0;
-  size_t largest_ = 0;
-  DType main_dtype_ = DType::kF32;
+  std::map<DType, size_t> matrix_bytes_;  // bytes of the matrices of each dtype
 };
 
 }  // namespace

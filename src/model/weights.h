@@ -40,7 +40,7 @@ struct Weights {
   Tensor lm_head;     // [vocab, hidden] (== embed when tied)
   std::vector<LayerWeights> layers;
   size_t total_bytes = 0;     // bytes of all distinct weight tensors
-  DType dtype = DType::kF32;  // dtype of the largest matrices (for the ready card)
+  DType dtype = DType::kF32;  // the dtype holding most of the matrices' bytes (the ready card)
 };
 
 // Where tensors come from: a safetensors directory (HF names) or a GGUF file (GGUF names).

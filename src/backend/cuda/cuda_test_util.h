@@ -32,13 +32,9 @@ inline constexpr double kTolReRounded = 1e-2;
 
 // A backend on the first CUDA device, or null when there is none this build runs on (the caller
 // skips).
-// The tests' GPU backend: the defaults, plus the kernels still being checked (q5_K weights kept
-// quantized), so that their tests exercise them.
 inline std::unique_ptr<CudaBackend> GpuOrNull() {
   if (!CudaBackend::CheckGpu(0).ok()) return nullptr;
-  CudaBackendOptions options;
-  options.tuning.quant_q5k = true;
-  auto be = CudaBackend::Create(options);
+  auto be = CudaBackend::Create();
   CHECK(be.ok()) << be.status().ToString();
   return std::move(*be);
 }

@@ -172,9 +172,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuda_bench: no CUDA device\n");
     return 1;
   }
-  CudaBackendOptions options;
-  options.tuning.quant_q5k = true;  // the q5_K GEMV is measured too (not yet the default)
-  auto be_or = CudaBackend::Create(options);
+  auto be_or = CudaBackend::Create();
   CHECK_OK(be_or.status());
   CudaBackend& be = **be_or;
   std::printf("device: %s\n", be.name().c_str());
