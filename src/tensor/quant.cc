@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "base/check.h"
 
@@ -28,58 +29,37 @@ void DequantizeQ4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   }
 }
 
-void DequantizeQ4_K(const BlockQ4_K* x, float* y, int64_t nb) {
+// q4_K and q5_K: sub-blocks j and j + 1 of a pair take the low / high nibbles of the same 32 qs
+// bytes; q5_K adds bit j of qh[l] as each code's 5th bit. x = d * sc * q - dmin * m.
+template <class Block>
+void DequantizeK4Or5(const Block* x, float* y, int64_t nb) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* q = x[i].qs;
     const float d = F16ToF32(x[i].d);
     const float min = F16ToF32(x[i].dmin);
-    int is = 0;
     uint8_t sc, m;
-    for (int j = 0; j < kQK_K; j += 64) {
-      GetScaleMinK4(is + 0, x[i].scales, &sc, &m);
-      const float d1 = d * sc;
-      const float m1 = min * m;
-      GetScaleMinK4(is + 1, x[i].scales, &sc, &m);
-      const float d2 = d * sc;
-      const float m2 = min * m;
-      // Written as separate statements so no compiler contracts d * q - m into an FMA.
-      for (int l = 0; l < 32; ++l) {
-        const float p = d1 * static_cast<float>(q[l] & 0xF);
-        *y++ = p - m1;
-      }
-      for (int l = 0; l < 32; ++l) {
-        const float p = d2 * static_cast<float>(q[l] >> 4);
-        *y++ = p - m2;
-      }
-      q += 32;
-      is += 2;
-    }
-  }
-}
-
-void DequantizeQ5_K(const BlockQ5_K* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* ql = x[i].qs;
-    const uint8_t* qh = x[i].qh;
-    const float d = F16ToF32(x[i].d);
-    const float min = F16ToF32(x[i].dmin);
-    uint8_t sc, m;
-    for (int j = 0; j < 8; j += 2) {  // sub-blocks j, j + 1: the low / high nibbles of ql
+    for (int j = 0; j < 8; j += 2) {
       GetScaleMinK4(j, x[i].scales, &sc, &m);
       const float d1 = d * sc;
       const float m1 = min * m;
       GetScaleMinK4(j + 1, x[i].scales, &sc, &m);
       const float d2 = d * sc;
       const float m2 = min * m;
+      auto high = [&](int l, int bit) {
+        if constexpr (kQ5) return ((x[i].qh[l] >> bit) & 1) << 4;
+        return 0;
+      };
+      // Written as separate statements so no compiler contracts d * q - m into an FMA.
       for (int l = 0; l < 32; ++l) {
-        const float p = d1 * static_cast<float>((ql[l] & 0xF) + (((qh[l] >> j) & 1) << 4));
+        const float p = d1 * static_cast<float>((q[l] & 0xF) + high(l, j));
         *y++ = p - m1;
       }
       for (int l = 0; l < 32; ++l) {
-        const float p = d2 * static_cast<float>((ql[l] >> 4) + (((qh[l] >> (j + 1)) & 1) << 4));
+        const float p = d2 * static_cast<float>((q[l] >> 4) + high(l, j + 1));
         *y++ = p - m2;
       }
-      ql += 32;
+      q += 32;
     }
   }
 }
@@ -448,11 +428,11 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
     case DType::kQ4_0:
       return DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
     case DType::kQ4_K:
-      return DequantizeQ4_K(static_cast<const BlockQ4_K*>(src), dst, nb);
+      return DequantizeK4Or5(static_cast<const BlockQ4_K*>(src), dst, nb);
     case DType::kQ6_K:
       return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, nb);
     case DType::kQ5_K:
-      return DequantizeQ5_K(static_cast<const BlockQ5_K*>(src), dst, nb);
+      return DequantizeK4Or5(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::kF8E4M3: {
       const auto* b = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(b[i]);
