@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/hash_uniform.h"
+#include "tensor/quant.h"
 
 namespace loom {
 
@@ -35,6 +36,20 @@ void Backend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale)
   const bool host = t.device() == Device::kCpu;
   Tensor h = host ? t : HostTensor(t.dtype(), t.shape());
   const int64_t n = h.numel();
+  if (GetDTypeInfo(h.dtype()).quantized) {
+    CHECK(host && h.ndim() >= 2) << "FillUniform: " << h.DebugString();
+    const int64_t cols = h.shape()[h.ndim() - 1];
+    const size_t row_bytes = RowBytes(h.dtype(), cols);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < n / cols; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        row[static_cast<size_t>(c)] =
+            HashUniform(seed, static_cast<uint64_t>(r * cols + c), lo, scale);
+      }
+      QuantizeRow(h.dtype(), row.data(), static_cast<char*>(h.data()) + r * row_bytes, cols);
+    }
+    return;
+  }
   if (h.dtype() == DType::kF32) {
     float* p = h.data_as<float>();
     for (int64_t i = 0; i < n; ++i) p[i] = HashUniform(seed, static_cast<uint64_t>(i), lo, scale);

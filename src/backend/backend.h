@@ -156,7 +156,8 @@ class Backend {
 
   // Fills `t` (f32, bf16 or f16, on this device) with HashUniform(seed, i, lo, scale) at element i
   // (base/hash_uniform.h), rounded to its dtype: random-weight models whose values every backend
-  // can rebuild. The default fills on the host (and copies to the device).
+  // can rebuild. A quantized `t` (2-D) holds QuantizeRow of each row of those values. The default
+  // fills on the host (and copies to the device; quantized only on the CPU).
   virtual void FillUniform(const Tensor& t, uint64_t seed, float lo, float scale);
 
   // ---- ops ----

@@ -101,6 +101,11 @@ const std::vector<Field>& Fields() {
         "GGUF q5_K weights stay quantized on the GPU too (with quant_weights); 0: q5_K alone "
         "dequantized to bf16 at load"},
        &T::quant_q5k},
+      {{"quant_fp8", "0",
+        "fp8 weights (FP8 checkpoints, --quantize fp8) stay in 1 byte on the GPU too (with "
+        "quant_weights); 0: dequantized to bf16 at load, until the fp8 GEMV has been checked on "
+        "a GPU"},
+       &T::quant_fp8},
       {{"quant_gemv_rows", "8",
         "MatMuls of quantized weights with at most N rows take the quantized GEMV (0..8); more "
         "rows dequantize the weight in chunks for cuBLASLt"},

@@ -21,7 +21,7 @@ TEST(CudaTuningTest, DefaultsAreValidAndMatchTheKeyTable) {
   const CudaTuning t;
   EXPECT_TRUE(t.Validate().ok());
   EXPECT_EQ(DescribeCudaTuning(t), "");
-  ASSERT_EQ(CudaTuningKeys().size(), 25u);
+  ASSERT_EQ(CudaTuningKeys().size(), 26u);
   for (const CudaTuningKey& k : CudaTuningKeys()) {
     EXPECT_EQ(CudaTuningValue(t, k.name), k.default_value) << k.name;
     EXPECT_FALSE(k.help.empty()) << k.name;

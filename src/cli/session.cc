@@ -202,6 +202,11 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
   app->add_option("--dummy-weights", dummy_weights,
                   "build the model from this config.json (or its directory) with random weights "
                   "(benchmarks; no tokenizer unless --tokenizer; MODEL is ignored)");
+  app->add_option("--quantize", quantize,
+                  "re-encode the decoder layers' bf16/f16/f32 matrices at load: fp8 (e4m3, one "
+                  "scale per 128 weights of a row; half of bf16's bytes). The embedding, output "
+                  "head and routers stay as stored; quantized checkpoints are kept as they are")
+      ->check(CLI::IsMember({"fp8"}));
   app->add_flag("!--no-cuda-graphs", cuda_graphs,
                 "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   app->add_flag("--mmap", mmap_weights,
@@ -359,11 +364,16 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
     return std::make_unique<CpuBackend>(cpu);
   };
   if (!use_cuda) s->backend = make_cpu();
+  WeightOptions weight_options;
+  if (flags.quantize == "fp8") weight_options.quantize = DType::kFP8;
   auto load = [&]() -> StatusOr<std::unique_ptr<Model>> {
-    if (dummy) return MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0);
+    if (dummy) {
+      return MakeDummyModel(s->model_path, s->backend.get(), DType::kBF16, 0,
+                            weight_options.quantize);
+    }
     // A bar on a terminal; one line in a log.
     ProgressBar bar("weights", stderr, ::isatty(STDERR_FILENO) != 0);
-    return LoadModel(s->model_path, s->backend.get(), bar.AsProgressFn());
+    return LoadModel(s->model_path, s->backend.get(), bar.AsProgressFn(), weight_options);
   };
   StatusOr<std::unique_ptr<Model>> loaded = load();
   // --device auto on a GPU: a model the CUDA backend has no kernels for (Unimplemented, e.g. its

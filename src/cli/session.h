@@ -59,6 +59,8 @@ struct ModelFlags {
   // --dummy-weights CONFIG_OR_DIR: random weights from a config.json alone (benchmarks; no
   // tokenizer). Overrides MODEL.
   std::string dummy_weights;
+  // --quantize fp8: the decoder layers' float matrices re-encoded at load (model/weights.h).
+  std::string quantize;
   bool cuda_graphs = true;          // CUDA: replay decode-only steps from CUDA graphs
   bool device_sampling = true;      // CUDA: greedy argmax and plain draws on the device (ids, not
                                     // logits)

@@ -136,6 +136,7 @@ uint32_t GgmlTypeFromDType(DType dtype) {
       return kGgmlQ6_K;
     case DType::kI32:
     case DType::kF8E4M3:
+    case DType::kFP8:
       break;
   }
   CHECK(false) << "DType " << DTypeName(dtype) << " has no GGUF type in loom";

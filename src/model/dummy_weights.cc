@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "base/hash_uniform.h"
 #include "io/json_file.h"
@@ -19,19 +20,24 @@ constexpr float kStd = 0.02f;
 
 class Filler {
  public:
-  Filler(Backend* backend, DType matrix_dtype, uint64_t seed, DummyScale scale)
+  Filler(Backend* backend, DType matrix_dtype, uint64_t seed, DummyScale scale,
+         std::optional<DType> quantize)
       : backend_(backend), matrix_dtype_(matrix_dtype), seed_(seed), scale_(scale) {
     // A device backend keeps matrices in bf16 (what Upload would make of them there).
     if (backend_->device() != Device::kCpu) matrix_dtype_ = DType::kBF16;
+    layer_dtype_ = quantize.value_or(matrix_dtype_);
+    stacked_dtype_ = backend_->device() == Device::kCpu ? layer_dtype_ : matrix_dtype_;
+  }
+
+  // A decoder layer's matrix: as Matrix, in the --quantize dtype when its rows fit the blocks.
+  Tensor LayerMatrix(int64_t rows, int64_t cols) {
+    return Uniform(
+        cols % GetDTypeInfo(layer_dtype_).block_elems == 0 ? layer_dtype_ : matrix_dtype_,
+        Shape{rows, cols});
   }
 
   // [rows, cols], uniform with std kStd (kUnitGain: 1 / sqrt(cols)).
-  Tensor Matrix(int64_t rows, int64_t cols) {
-    const float std_dev =
-        scale_ == DummyScale::kHf ? kStd : 1.f / std::sqrt(static_cast<float>(cols));
-    const float a = std_dev * std::sqrt(3.f);
-    return Make(matrix_dtype_, Shape{rows, cols}, -a, 2 * a);
-  }
+  Tensor Matrix(int64_t rows, int64_t cols) { return Uniform(matrix_dtype_, Shape{rows, cols}); }
   // The token embedding [vocab, d] (and a tied lm_head).
   Tensor Embedding(int64_t rows, int64_t cols) {
     return scale_ == DummyScale::kHf ? Matrix(rows, cols)
@@ -39,10 +45,9 @@ class Filler {
   }
   // [experts, rows, cols], each expert's matrix as Matrix(rows, cols) draws it.
   Tensor Stacked(int64_t experts, int64_t rows, int64_t cols) {
-    const float std_dev =
-        scale_ == DummyScale::kHf ? kStd : 1.f / std::sqrt(static_cast<float>(cols));
-    const float a = std_dev * std::sqrt(3.f);
-    return Make(matrix_dtype_, Shape{experts, rows, cols}, -a, 2 * a);
+    return Uniform(
+        cols % GetDTypeInfo(stacked_dtype_).block_elems == 0 ? stacked_dtype_ : matrix_dtype_,
+        Shape{experts, rows, cols});
   }
   Tensor Norm(int64_t d, bool plus_one) {
     return plus_one ? Make(DType::kF32, Shape{d}, -0.1f, 0.2f)
@@ -51,9 +56,28 @@ class Filler {
   Tensor Bias(int64_t d) { return Make(DType::kF32, Shape{d}, -kStd, 2 * kStd); }
 
   size_t bytes() const { return bytes_; }
-  DType matrix_dtype() const { return matrix_dtype_; }
+  // The dtype holding most matrix bytes (the ready card's label, as the loader's).
+  DType main_dtype() const {
+    DType best = matrix_dtype_;
+    size_t most = 0;
+    for (const auto& [dtype, bytes] : matrix_bytes_) {
+      if (bytes > most) most = bytes, best = dtype;
+    }
+    return best;
+  }
 
  private:
+  // Uniform with std kStd (kUnitGain: 1 / sqrt(cols)), cols = the last dimension.
+  Tensor Uniform(DType dtype, Shape shape) {
+    const int64_t cols = shape[shape.ndim() - 1];
+    const float std_dev =
+        scale_ == DummyScale::kHf ? kStd : 1.f / std::sqrt(static_cast<float>(cols));
+    const float a = std_dev * std::sqrt(3.f);
+    Tensor t = Make(dtype, std::move(shape), -a, 2 * a);
+    matrix_bytes_[dtype] += t.nbytes();
+    return t;
+  }
+
   Tensor Make(DType dtype, Shape shape, float lo, float scale) {
     const uint64_t seed = seed_ * 1000003u + counter_++;
     // Filled where it lives: on a device without a host copy. 1-D tensors stay f32.
@@ -65,7 +89,8 @@ class Filler {
   }
 
   Backend* backend_;
-  DType matrix_dtype_;
+  DType matrix_dtype_, layer_dtype_, stacked_dtype_;
+  std::map<DType, size_t> matrix_bytes_;
   uint64_t seed_;
   DummyScale scale_;
   uint64_t counter_ = 0;
@@ -81,14 +106,16 @@ std::string Hex(uint64_t v) {
 }  // namespace
 
 std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend, DType weight_dtype,
-                                                uint64_t seed, std::string origin,
-                                                DummyScale scale) {
+                                                uint64_t seed, std::string origin, DummyScale scale,
+                                                std::optional<DType> quantize) {
   CHECK_OK(c.Validate());
   CHECK(c.num_experts == 0 || backend->has_moe())
       << "dummy weights: " << backend->name() << " has no MoE layers";
   CHECK(weight_dtype == DType::kBF16 || weight_dtype == DType::kF16 || weight_dtype == DType::kF32)
       << "dummy weights: unsupported weight dtype " << DTypeName(weight_dtype);
-  Filler f(backend, weight_dtype, seed, scale);
+  CHECK(!quantize || IsLoadQuantizeDType(*quantize))
+      << "dummy weights: --quantize " << DTypeName(*quantize);
+  Filler f(backend, weight_dtype, seed, scale, quantize);
   const bool p1 = c.norm_plus_one;
   const int64_t d = c.hidden_size, ff = c.intermediate_size, hd = c.head_dim;
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
@@ -101,18 +128,18 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     l.attn_norm = f.Norm(d, p1);
     if (c.fused_qkv) {
-      l.wqkv = f.Matrix(q_dim + 2 * kv_dim, d);
+      l.wqkv = f.LayerMatrix(q_dim + 2 * kv_dim, d);
     } else {
-      l.wq = f.Matrix(q_dim, d);
-      l.wk = f.Matrix(kv_dim, d);
-      l.wv = f.Matrix(kv_dim, d);
+      l.wq = f.LayerMatrix(q_dim, d);
+      l.wk = f.LayerMatrix(kv_dim, d);
+      l.wv = f.LayerMatrix(kv_dim, d);
       if (c.attention_bias) {
         l.bq = f.Bias(q_dim);
         l.bk = f.Bias(kv_dim);
         l.bv = f.Bias(kv_dim);
       }
     }
-    l.wo = f.Matrix(d, q_dim);
+    l.wo = f.LayerMatrix(d, q_dim);
     if (c.attention_out_bias) l.bo = f.Bias(d);
     if (c.qk_norm) {
       l.q_norm = f.Norm(hd, p1);
@@ -130,27 +157,27 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
       l.moe.up = f.Stacked(e, fe, d);
       l.moe.down = f.Stacked(e, d, fe);
       if (const int64_t fs = c.shared_expert_intermediate_size; fs > 0) {
-        l.moe.shared_gate = f.Matrix(fs, d);
-        l.moe.shared_up = f.Matrix(fs, d);
-        l.moe.shared_down = f.Matrix(d, fs);
+        l.moe.shared_gate = f.LayerMatrix(fs, d);
+        l.moe.shared_up = f.LayerMatrix(fs, d);
+        l.moe.shared_down = f.LayerMatrix(d, fs);
         l.moe.shared_router = f.Matrix(1, d);
       }
       continue;
     }
     if (c.fused_gate_up) {
-      l.w_gate_up = f.Matrix(2 * ff, d);
+      l.w_gate_up = f.LayerMatrix(2 * ff, d);
     } else {
-      l.w_gate = f.Matrix(ff, d);
-      l.w_up = f.Matrix(ff, d);
+      l.w_gate = f.LayerMatrix(ff, d);
+      l.w_up = f.LayerMatrix(ff, d);
     }
-    l.w_down = f.Matrix(d, ff);
+    l.w_down = f.LayerMatrix(d, ff);
   }
   w.total_bytes = f.bytes();
-  w.dtype = f.matrix_dtype();
-  // Gemma scales embeddings by sqrt(hidden) rounded to the weights' dtype (as LoadModel does).
-  if (c.embed_scale != 1.f && w.dtype == DType::kBF16) {
+  w.dtype = f.main_dtype();
+  // Gemma scales embeddings by sqrt(hidden) rounded to the embedding's dtype (as LoadModel does).
+  if (c.embed_scale != 1.f && w.embed.dtype() == DType::kBF16) {
     c.embed_scale = Bf16ToF32(F32ToBf16(c.embed_scale));
-  } else if (c.embed_scale != 1.f && w.dtype == DType::kF16) {
+  } else if (c.embed_scale != 1.f && w.embed.dtype() == DType::kF16) {
     c.embed_scale = F16ToF32(F32ToF16(c.embed_scale));
   }
   const uint64_t fp = XXH3_64bits_withSeed(origin.data(), origin.size(), seed);
@@ -159,7 +186,8 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
 }
 
 StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, Backend* backend,
-                                                DType weight_dtype, uint64_t seed) {
+                                                DType weight_dtype, uint64_t seed,
+                                                std::optional<DType> quantize) {
   std::error_code ec;
   std::string path = config_path;
   if (fs::is_directory(path, ec)) path = (fs::path(path) / "config.json").string();
@@ -182,7 +210,12 @@ StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, 
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
   RETURN_IF_ERROR(CheckBackendRunsModel(cfg, *backend).WithContext(path));
-  return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path);
+  if (quantize && !IsLoadQuantizeDType(*quantize)) {
+    return InvalidArgumentError("--quantize " + std::string(DTypeName(*quantize)) +
+                                ": loom quantizes weights at load to fp8 only");
+  }
+  return MakeDummyModelFromConfig(std::move(cfg), backend, weight_dtype, seed, path,
+                                  DummyScale::kHf, quantize);
 }
 
 }  // namespace loom

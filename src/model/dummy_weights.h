@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/model.h"
@@ -30,17 +31,21 @@ namespace loom {
 enum class DummyScale { kHf, kUnitGain };
 
 // `config_path`: a config.json file, or a directory holding one. `weight_dtype`: dtype of the
-// matrices (bf16, f16 or f32 on the CPU backend; a CUDA backend always gets bf16, the only weight
-// dtype its MatMul reads). Norms and biases are f32. Errors name the config file and field.
+// matrices (bf16, f16 or f32 on the CPU backend; a device backend always gets bf16). Norms and
+// biases are f32. `quantize` (fp8, IsLoadQuantizeDType): the decoder layers' matrices (not the
+// embedding, output head or routers; on a device backend not the experts either) are made in
+// that dtype instead, as --quantize would re-encode them. Errors name the config file and field.
 // The backend must outlive the model.
 StatusOr<std::unique_ptr<Model>> MakeDummyModel(const std::string& config_path, Backend* backend,
                                                 DType weight_dtype = DType::kBF16,
-                                                uint64_t seed = 0);
+                                                uint64_t seed = 0,
+                                                std::optional<DType> quantize = std::nullopt);
 
 // Same, from an already-built config (config.Validate() must pass).
 std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig config, Backend* backend,
                                                 DType weight_dtype, uint64_t seed,
                                                 std::string origin,
-                                                DummyScale scale = DummyScale::kHf);
+                                                DummyScale scale = DummyScale::kHf,
+                                                std::optional<DType> quantize = std::nullopt);
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 #include "model/hf_quantization.h"
 
+#include <cstring>
 #include <vector>
 
 #include "tensor/quant.h"
@@ -79,8 +80,23 @@ class Fp8Source final : public TensorSource {
           std::to_string(c_.block_cols > 0 ? c_.block_cols : 128) + " block");
     }
     const int64_t scale_cols = (cols + bc - 1) / bc;
-    Tensor out = HostTensor(DType::kBF16, w.shape());
     const auto* in = static_cast<const uint8_t*>(w.data());
+    if (cols % kQKFP8 == 0 && (bc == cols || bc % kQKFP8 == 0)) {
+      // Kept in 1 byte: each run of 128 codes of a row lies under one scale.
+      Tensor out = HostTensor(DType::kFP8, w.shape());
+      auto* blocks = out.data_as<BlockFP8>();
+      const int64_t per_row = cols / kQKFP8;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* srow = s.data() + (r / br) * scale_cols;
+        for (int64_t j = 0; j < per_row; ++j) {
+          BlockFP8& b = blocks[r * per_row + j];
+          b.d = srow[j * kQKFP8 / bc];
+          std::memcpy(b.qs, in + r * cols + j * kQKFP8, kQKFP8);
+        }
+      }
+      return out;
+    }
+    Tensor out = HostTensor(DType::kBF16, w.shape());
     auto* o = out.data_as<uint16_t>();
     for (int64_t r = 0; r < rows; ++r) {
       const float* srow = s.data() + (r / br) * scale_cols;
@@ -131,8 +147,8 @@ StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const json& config,
                             "fp8, compressed-tensors float8, fbgemm_fp8; or use a GGUF)");
 }
 
-std::unique_ptr<TensorSource> DequantizingFp8Source(std::unique_ptr<TensorSource> inner,
-                                                    Fp8Checkpoint checkpoint) {
+std::unique_ptr<TensorSource> Fp8CheckpointSource(std::unique_ptr<TensorSource> inner,
+                                                  Fp8Checkpoint checkpoint) {
   return std::make_unique<Fp8Source>(std::move(inner), std::move(checkpoint));
 }
 

@@ -1,11 +1,13 @@
 // Hugging Face quantized checkpoints: the `quantization_config` of config.json, and a
-// TensorSource that hands the loader dequantized weights.
+// TensorSource that hands the loader their weights in a dtype loom runs.
 //
 // Read today: FP8 e4m3 weights (quant_method "fp8", as Qwen3-*-FP8 and DeepSeek write them, with
 // `<name>_scale_inv` per weight_block_size block; "compressed-tensors" float 8-bit weights and
-// "fbgemm_fp8", with `<name>_scale` per tensor or per output channel). Each F8_E4M3 weight is
-// dequantized at load to bf16: w = f8 * scale in f32, rounded once (transformers' dequantization).
-// The model then runs as a bf16 one; FP8 kernels that read the 1-byte weights are not written yet.
+// "fbgemm_fp8", with `<name>_scale` per tensor or per output channel). Each F8_E4M3 weight keeps
+// its codes as DType::kFP8 blocks (one f32 scale per 128 elements of a row, which holds each of
+// these scale layouts exactly): w = f8 * scale. Where a row's 128-runs would straddle two scales
+// (rows not a multiple of 128, blocks narrower than 128), it is dequantized to bf16 instead (f32
+// product rounded once, transformers' dequantization).
 // Other methods (awq, gptq, bitsandbytes, mxfp4, int compressed-tensors, ...) are refused by name.
 #pragma once
 
@@ -31,10 +33,10 @@ struct Fp8Checkpoint {
 StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const nlohmann::json& config,
                                                            const std::string& where);
 
-// `inner`'s tensors, with every F8_E4M3 one returned as its bf16 dequantization (its scale found
-// beside it: `<name>_scale_inv`, else `<name>_scale`). An F8 tensor without a scale, or a scale
-// whose shape fits neither per tensor, per row nor blocks: InvalidArgument naming both.
-std::unique_ptr<TensorSource> DequantizingFp8Source(std::unique_ptr<TensorSource> inner,
-                                                    Fp8Checkpoint checkpoint);
+// `inner`'s tensors, with every F8_E4M3 one returned as fp8 blocks, or bf16 (above), with its
+// scale found beside it: `<name>_scale_inv`, else `<name>_scale`. An F8 tensor without a scale,
+// or a scale whose shape fits neither per tensor, per row nor blocks: InvalidArgument naming both.
+std::unique_ptr<TensorSource> Fp8CheckpointSource(std::unique_ptr<TensorSource> inner,
+                                                  Fp8Checkpoint checkpoint);
 
 }  // namespace loom

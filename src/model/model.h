@@ -71,8 +71,10 @@ class Model {
 };
 
 // Loads a model from a Hugging Face directory (config.json + *.safetensors) or a .gguf file.
-// `progress` (may be empty) hears the weight bytes read so far (LoadWeights).
+// `progress` (may be empty) hears the weight bytes read so far (LoadWeights); `options` as
+// LoadWeights'. An FP8 checkpoint's weights load as fp8 blocks (hf_quantization.h).
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend,
-                                           const ProgressFn& progress = nullptr);
+                                           const ProgressFn& progress = nullptr,
+                                           const WeightOptions& options = {});
 
 }  // namespace loom

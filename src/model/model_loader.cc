@@ -68,8 +68,14 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// Weights re-encoded at load are another model to the prefix cache's fingerprint.
+std::string QuantizeSuffix(const WeightOptions& options) {
+  return options.quantize ? "+" + std::string(DTypeName(*options.quantize)) : "";
+}
+
 StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend* backend,
-                                                 const ProgressFn& progress) {
+                                                 const ProgressFn& progress,
+                                                 const WeightOptions& options) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASSIGN_OR_RETURN(nlohmann::json config_json, LoadJsonFile(config_path));
   if (!config_json.is_object())
@@ -107,47 +113,50 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
   uint64_t fp = XXH3_64bits(config_json.dump().data(), config_json.dump().size());
   for (const auto& file : st.files()) fp = FileFingerprint(file->path(), fp);
   std::unique_ptr<TensorSource> source = std::make_unique<SafetensorsSource>(std::move(st));
-  if (fp8) source = DequantizingFp8Source(std::move(source), *fp8);
-  ASSIGN_OR_RETURN(Weights w,
-                   LoadWeights(cfg, *source, TensorNaming::kHuggingFace, backend, progress));
+  if (fp8) source = Fp8CheckpointSource(std::move(source), *fp8);
+  ASSIGN_OR_RETURN(
+      Weights w, LoadWeights(cfg, *source, TensorNaming::kHuggingFace, backend, progress, options));
   // Gemma scales embeddings by sqrt(hidden) rounded to the checkpoint's dtype.
   if (cfg.embed_scale != 1.f && w.embed.dtype() == DType::kBF16) {
     cfg.embed_scale = Bf16ToF32(F32ToBf16(cfg.embed_scale));
   } else if (cfg.embed_scale != 1.f && w.embed.dtype() == DType::kF16) {
     cfg.embed_scale = F16ToF32(F32ToF16(cfg.embed_scale));
   }
-  ModelInfo info{dir, "safetensors", Hex(fp)};
+  ModelInfo info{dir, "safetensors", Hex(fp) + QuantizeSuffix(options)};
   return std::make_unique<Model>(std::move(cfg), std::move(w), std::move(info), backend);
 }
 
 StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, Backend* backend,
-                                          const ProgressFn& progress) {
+                                          const ProgressFn& progress,
+                                          const WeightOptions& options) {
   ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> file, GgufFile::Open(path));
   ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfigFromGguf(*file));
   RETURN_IF_ERROR(cfg.Validate().WithContext(path));
   GgufSource source(file);
-  ASSIGN_OR_RETURN(Weights w, LoadWeights(cfg, source, TensorNaming::kGguf, backend, progress));
-  ModelInfo info{path, "gguf", Hex(FileFingerprint(path, 0x6c6f6f6d))};
+  ASSIGN_OR_RETURN(Weights w,
+                   LoadWeights(cfg, source, TensorNaming::kGguf, backend, progress, options));
+  ModelInfo info{path, "gguf", Hex(FileFingerprint(path, 0x6c6f6f6d)) + QuantizeSuffix(options)};
   return std::make_unique<Model>(std::move(cfg), std::move(w), std::move(info), backend);
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, Backend* backend,
-                                           const ProgressFn& progress) {
+                                           const ProgressFn& progress,
+                                           const WeightOptions& options) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     if (!fs::exists(fs::path(path) / "config.json")) {
       return InvalidArgumentError(path + ": not a Hugging Face model directory (no config.json)");
     }
-    return LoadHfDirectory(path, backend, progress);
+    return LoadHfDirectory(path, backend, progress, options);
   }
   if (!fs::exists(path, ec)) {
     return NotFoundError(path +
                          ": no such file or directory (expected a Hugging Face model "
                          "directory or a .gguf file)");
   }
-  return LoadGguf(path, backend, progress);
+  return LoadGguf(path, backend, progress, options);
 }
 
 }  // namespace loom

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
+#include <vector>
+
+#include "tensor/quant.h"
 
 namespace loom {
 namespace {
@@ -16,14 +20,48 @@ std::string Name(TensorNaming naming, const std::string& hf, const std::string& 
   return layer < 0 ? gguf : "blk." + std::to_string(layer) + "." + gguf;
 }
 
+// Routers (a sparse layer's expert gate, the shared expert's gate) stay as stored under
+// --quantize: they are small and pick the experts (vLLM keeps them unquantized too).
+bool IsRouter(const std::string& name) {
+  auto ends_with = [&](std::string_view s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends_with(".gate.weight") || ends_with("ffn_gate_inp.weight") ||
+         ends_with("ffn_gate_inp_shexp.weight") || ends_with("shared_expert_gate.weight");
+}
+
+// `t` (a float matrix or stack of them) re-encoded as `dtype`, rows split over threads.
+Tensor QuantizeMatrix(const Tensor& t, DType dtype) {
+  const int64_t cols = t.shape()[t.ndim() - 1], rows = t.numel() / cols;
+  Tensor out = HostTensor(dtype, t.shape());
+  const size_t in_rb = RowBytes(t.dtype(), cols), out_rb = RowBytes(dtype, cols);
+  const int64_t threads =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 1 + rows / 64);
+  auto work = [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      DequantizeRow(t.dtype(), static_cast<const char*>(t.data()) + r * in_rb, row.data(), cols);
+      QuantizeRow(dtype, row.data(), static_cast<char*>(out.data()) + r * out_rb, cols);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < threads; ++i) {
+    pool.emplace_back(work, rows * i / threads, rows * (i + 1) / threads);
+  }
+  work(0, rows / threads);
+  for (auto& th : pool) th.join();
+  return out;
+}
+
 class Loader {
  public:
   Loader(const TensorSource& source, TensorNaming naming, Backend* backend,
-         const ProgressFn& progress)
+         const ProgressFn& progress, const WeightOptions& options)
       : source_(source),
         naming_(naming),
         backend_(backend),
         progress_(progress),
+        options_(options),
         expected_bytes_(source.data_bytes()) {}
 
   // Loads a required tensor and checks its shape (2-D [rows, cols] or 1-D [rows] when cols == 0).
@@ -33,7 +71,7 @@ class Loader {
     if (!source_.Has(name)) {
       return NotFoundError(source_.Describe() + ": missing tensor '" + name + "'");
     }
-    return Fetch(name, rows, cols);
+    return Fetch(name, rows, cols, layer);
   }
 
   // Loads a tensor if the checkpoint has it; an undefined Tensor otherwise.
@@ -41,7 +79,7 @@ class Loader {
                             int64_t cols) {
     std::string name = Name(naming_, hf, gguf, layer);
     if (!source_.Has(name)) return Tensor();
-    return Fetch(name, rows, cols);
+    return Fetch(name, rows, cols, layer);
   }
 
   // A stacked expert weight [num_experts, rows, cols]: the GGUF tensor `gguf` (3-D already), or
@@ -142,15 +180,18 @@ class Loader {
   }
 
  private:
-  StatusOr<Tensor> Fetch(const std::string& name, int64_t rows, int64_t cols) {
+  StatusOr<Tensor> Fetch(const std::string& name, int64_t rows, int64_t cols, int layer) {
     ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
-    ASSIGN_OR_RETURN(Tensor uploaded, CheckAndUpload(name, std::move(t), rows, cols));
+    ASSIGN_OR_RETURN(Tensor uploaded,
+                     CheckAndUpload(name, std::move(t), rows, cols, layer >= 0 && !IsRouter(name)));
     if (progress_) progress_(read_bytes_, std::max(expected_bytes_, read_bytes_));
     return uploaded;
   }
 
   // Shape-checks a source tensor and uploads it (the read from the file happens here).
-  StatusOr<Tensor> CheckAndUpload(const std::string& name, Tensor t, int64_t rows, int64_t cols) {
+  // `quantizable`: a decoder layer's matrix, which --quantize re-encodes.
+  StatusOr<Tensor> CheckAndUpload(const std::string& name, Tensor t, int64_t rows, int64_t cols,
+                                  bool quantizable) {
     read_bytes_ += static_cast<int64_t>(t.nbytes());
     bool ok =
         cols == 0 ? (t.numel() == rows) : (t.ndim() == 2 && t.dim(0) == rows && t.dim(1) == cols);
@@ -168,6 +209,8 @@ class Loader {
                                     std::string(DTypeName(t.dtype())));
       }
       t = ToF32(t);  // norms and biases are tiny: keep them f32 for every backend op
+    } else if (quantizable) {
+      t = Requantize(std::move(t));
     }
     total_bytes_ += t.nbytes();
     if (cols != 0) matrix_bytes_[t.dtype()] += t.nbytes();
@@ -180,7 +223,18 @@ class Loader {
                                 t.shape().ToString() + ", expected " + want.ToString());
   }
 
-  Tensor UploadStacked(const Tensor& t) {
+  // A float matrix re-encoded as options_.quantize (when set and its rows fit the blocks).
+  Tensor Requantize(Tensor t) const {
+    if (!options_.quantize || GetDTypeInfo(t.dtype()).quantized ||
+        (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) ||
+        t.shape()[t.ndim() - 1] % GetDTypeInfo(*options_.quantize).block_elems != 0) {
+      return t;
+    }
+    return QuantizeMatrix(t, *options_.quantize);
+  }
+
+  Tensor UploadStacked(Tensor t) {
+    t = Requantize(std::move(t));
     total_bytes_ += t.nbytes();
     matrix_bytes_[t.dtype()] += t.nbytes();
     Tensor uploaded = backend_->UploadWeight(t);
@@ -203,6 +257,7 @@ class Loader {
   TensorNaming naming_;
   Backend* backend_;
   const ProgressFn& progress_;
+  const WeightOptions& options_;
   int64_t expected_bytes_;  // source_.data_bytes(): the progress total
   int64_t read_bytes_ = 0;  // source bytes of the tensors fetched so far
   size_t total_bytes_ = 0;
@@ -255,10 +310,17 @@ Status CheckBackendRunsModel(const ModelConfig& cfg, const Backend& backend) {
                           cfg.num_experts_per_tok);
 }
 
+bool IsLoadQuantizeDType(DType dtype) { return dtype == DType::kFP8; }
+
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
-                              TensorNaming naming, Backend* backend, const ProgressFn& progress) {
+                              TensorNaming naming, Backend* backend, const ProgressFn& progress,
+                              const WeightOptions& options) {
   RETURN_IF_ERROR(CheckBackendRunsModel(cfg, *backend).WithContext(source.Describe()));
-  Loader L(source, naming, backend, progress);
+  if (options.quantize && !IsLoadQuantizeDType(*options.quantize)) {
+    return InvalidArgumentError("--quantize " + std::string(DTypeName(*options.quantize)) +
+                                ": loom quantizes weights at load to fp8 only");
+  }
+  Loader L(source, naming, backend, progress, options);
   const int64_t d = cfg.hidden_size, f = cfg.intermediate_size, hd = cfg.head_dim;
   const int64_t q_dim = cfg.num_heads * hd, kv_dim = cfg.num_kv_heads * hd;
   Weights w;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,13 +63,26 @@ enum class TensorNaming { kHuggingFace, kGguf };
 // load (checkpoint or dummy weights), before any weight is read or made.
 Status CheckBackendRunsModel(const ModelConfig& cfg, const Backend& backend);
 
+// How weights are stored after load (the CLI's --quantize).
+struct WeightOptions {
+  // Re-encode the decoder layers' float matrices (projections, experts; not the embedding, the
+  // output head or routers) as this dtype at load (QuantizeRow, one scale per 128 elements of a
+  // row for fp8; a matrix whose rows are not a multiple of the block is kept). Matrices already
+  // quantized are kept as they are. nullopt: as stored.
+  std::optional<DType> quantize;
+};
+
+// Whether `dtype` is a --quantize target (fp8 today).
+bool IsLoadQuantizeDType(DType dtype);
+
 // Loads and shape-checks every tensor `cfg` needs from `source`, uploads them to `backend`.
 // Errors name the tensor, the expected and actual shapes, and the source. `progress` (may be
 // empty) hears the bytes read and uploaded after each tensor, out of source.data_bytes(); its
 // last call, on success, has done == total == the bytes read.
 StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source,
                               TensorNaming naming, Backend* backend,
-                              const ProgressFn& progress = nullptr);
+                              const ProgressFn& progress = nullptr,
+                              const WeightOptions& options = {});
 
 // Concatenates each layer's separate q/k/v (and their biases) into wqkv (Backend::ConcatRows) and
 // gate/up into w_gate_up in the backend's layout (Backend::FuseGateUp; a checkpoint's fused

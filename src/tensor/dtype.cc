@@ -12,7 +12,7 @@ const DTypeInfo& GetDTypeInfo(DType t) {
       {"f32", 1, 4, false},     {"f16", 1, 2, false},     {"bf16", 1, 2, false},
       {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
       {"q6_K", 256, 210, true}, {"q5_K", 256, 176, true}, {"i32", 1, 4, false},
-      {"f8_e4m3", 1, 1, false},
+      {"f8_e4m3", 1, 1, false}, {"fp8", 128, 132, true},
   };
   auto idx = static_cast<size_t>(t);
   CHECK_LT(idx, sizeof(kInfos) / sizeof(kInfos[0]));
@@ -102,17 +102,15 @@ uint8_t F32ToF8E4M3(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   const float a = std::fabs(f);
   if (a >= 448.0f) return sign | 0x7E;
-  // Codes are ordered like their magnitudes: find the nearest by bisecting the 127 finite ones,
-  // ties to the even code (even mantissa).
-  int lo = 0, hi = 0x7E;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (F8E4M3ToF32(static_cast<uint8_t>(mid)) <= a ? lo : hi) = mid;
-  }
-  const float dl = a - F8E4M3ToF32(static_cast<uint8_t>(lo));
-  const float dh = F8E4M3ToF32(static_cast<uint8_t>(hi)) - a;
-  const int code = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
-  return sign | static_cast<uint8_t>(code);
+  // Subnormal codes (below 2^-6) are multiples of 2^-9: round a * 2^9 (exact) to nearest even;
+  // 8 is the smallest normal code.
+  if (a < 0x1p-6f) return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  // Normal: keep 3 of the 23 mantissa bits, rounding to nearest even (a carry moves into the
+  // exponent), then rebias the exponent from 127 to 7. a < 448 rounds at most to 448 (0x7E).
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  bits += (1u << 19) - 1 + ((bits >> 20) & 1u);
+  return sign | static_cast<uint8_t>((bits >> 20) - ((127u - 7u) << 3));
 }
 
 }  // namespace loom

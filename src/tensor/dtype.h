@@ -20,6 +20,7 @@ enum class DType : uint8_t {
   kQ5_K,  // 256 elems: q4_K's fields + 32 bytes of 5th bits          = 176 bytes
   kI32,
   kF8E4M3,  // OCP FP8 e4m3fn (HF FP8 checkpoints): 1 sign, 4 exponent, 3 mantissa bits
+  kFP8,     // 128 elems: f32 scale d + 128 x e4m3fn codes            = 132 bytes
 };
 
 struct DTypeInfo {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -68,6 +69,43 @@ TEST(DTypeTest, F8E4M3EncodesToTheNearestCodeTiesToEven) {
   EXPECT_EQ(F32ToF8E4M3(0.0009f), 0x00);   // below half of 2^-9
   EXPECT_EQ(F32ToF8E4M3(0.001f), 0x01);    // above half of 2^-9
   EXPECT_EQ(F32ToF8E4M3(std::nanf("")), 0x7F);
+}
+
+// The nearest finite code by search (ties to the even code), saturating at 448: what
+// F32ToF8E4M3's bit arithmetic must reproduce.
+uint8_t NearestF8E4M3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  int best = 0;
+  for (int c = 1; c <= 0x7E; ++c) {
+    const float dc = std::fabs(F8E4M3ToF32(static_cast<uint8_t>(c)) - a);
+    const float db = std::fabs(F8E4M3ToF32(static_cast<uint8_t>(best)) - a);
+    if (dc < db || (dc == db && c % 2 == 0)) best = c;
+  }
+  return sign | static_cast<uint8_t>(best);
+}
+
+TEST(DTypeTest, F8E4M3EncodeMatchesNearestCode) {
+  std::vector<float> values;
+  for (int c = 0; c < 0x7E; ++c) {  // every midpoint and its neighbours
+    const float lo = F8E4M3ToF32(static_cast<uint8_t>(c));
+    const float mid = (lo + F8E4M3ToF32(static_cast<uint8_t>(c + 1))) / 2;
+    for (float v : {lo, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f)}) {
+      values.push_back(v);
+      values.push_back(-v);
+    }
+  }
+  uint64_t state = 42;
+  for (int i = 0; i < 20000; ++i) {  // log-uniform over e4m3's range and a little beyond
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state >> 11) / 9007199254740992.0;
+    values.push_back(static_cast<float>(std::ldexp(1.0 + u, static_cast<int>(u * 1e6) % 22 - 12)));
+  }
+  values.push_back(447.99f);
+  values.push_back(1e-30f);
+  for (float v : values) {
+    ASSERT_EQ(F32ToF8E4M3(v), NearestF8E4M3(v)) << v;
+  }
 }
 
 TEST(TensorTest, SliceAndReshape) {

@@ -398,6 +398,24 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t nb) {
   }
 }
 
+void DequantizeFP8(const BlockFP8* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int j = 0; j < kQKFP8; ++j) y[i * kQKFP8 + j] = F8E4M3ToF32(x[i].qs[j]) * x[i].d;
+  }
+}
+
+// d = amax / 448 (e4m3's largest finite value), codes x / d rounded to nearest even.
+void QuantizeFP8(const float* x, BlockFP8* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float* xb = x + i * kQKFP8;
+    float amax = 0.f;
+    for (int j = 0; j < kQKFP8; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 448.f;
+    y[i].d = d;
+    for (int j = 0; j < kQKFP8; ++j) y[i].qs[j] = d > 0.f ? F32ToF8E4M3(xb[j] / d) : 0;
+  }
+}
+
 int64_t NumBlocks(DType dtype, int64_t n) {
   const DTypeInfo& info = GetDTypeInfo(dtype);
   CHECK_EQ(n % info.block_elems, 0) << "row of " << n << " elements is not a multiple of the "
@@ -438,6 +456,8 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(b[i]);
       return;
     }
+    case DType::kFP8:
+      return DequantizeFP8(static_cast<const BlockFP8*>(src), dst, nb);
     case DType::kI32:
       break;
   }
@@ -475,6 +495,8 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) b[i] = F32ToF8E4M3(src[i]);
       return;
     }
+    case DType::kFP8:
+      return QuantizeFP8(src, static_cast<BlockFP8*>(dst), nb);
     case DType::kI32:
       break;
   }

@@ -15,6 +15,11 @@
 //   block_q5_K (256 elems, 176 B): [d f16][dmin f16][scales u8 x12][qh u8 x32][qs u8 x128]
 //        q4_K's sub-blocks, scales and mins; the 5th bit of element 32j + l (sub-block j) is bit
 //        j of qh[l]; x = d * sc * q - dmin * m with q in 0..31
+//
+// Not a GGUF format (loom's own, for FP8 weights):
+//   block_fp8 (128 elems, 132 B): [d f32][qs e4m3fn x128]               x = e4m3(qs[i]) * d
+//        An HF FP8 checkpoint's scales (per tensor, per output channel, or per 128 x 128 block)
+//        are all exact as one scale per 128 elements of a row; QuantizeRow picks d = amax / 448.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@ namespace loom {
 inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK4_0 = 32;
 inline constexpr int kQK_K = 256;
+inline constexpr int kQKFP8 = 128;
 
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
@@ -63,6 +69,12 @@ struct BlockQ5_K {
   uint8_t qs[kQK_K / 2];  // low 4 bits, as q4_K
 };
 static_assert(sizeof(BlockQ5_K) == 176);
+
+struct BlockFP8 {
+  float d;             // f32 scale
+  uint8_t qs[kQKFP8];  // e4m3fn codes
+};
+static_assert(sizeof(BlockFP8) == 132);
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -170,6 +171,44 @@ TEST(QuantTest, PlainTypesRoundTrip) {
   QuantizeRow(DType::kBF16, x.data(), h.data(), 6);
   DequantizeRow(DType::kBF16, h.data(), y.data(), 6);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], Bf16ToF32(F32ToBf16(x[i])));
+}
+
+// fp8 blocks: d = amax / 448, so the largest element of each block of 128 decodes to itself (code
+// 448, up to d's rounding), every element to the nearest code of x / d (F32ToF8E4M3), and the
+// bytes are [d f32][128 codes].
+TEST(QuantTest, Fp8BlocksRoundTrip) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.f, 0.02f);
+  std::vector<float> x(512);
+  for (float& v : x) v = dist(rng);
+  x[200] = 0.5f;  // a block with an outlier
+  std::vector<uint8_t> q(RowBytes(DType::kFP8, 512));
+  ASSERT_EQ(q.size(), 4u * 132u);
+  QuantizeRow(DType::kFP8, x.data(), q.data(), 512);
+  std::vector<float> y(512);
+  DequantizeRow(DType::kFP8, q.data(), y.data(), 512);
+  for (int b = 0; b < 4; ++b) {
+    float amax = 0.f;
+    for (int j = 0; j < 128; ++j) amax = std::max(amax, std::fabs(x[128 * b + j]));
+    const auto* block = reinterpret_cast<const BlockFP8*>(q.data()) + b;
+    EXPECT_EQ(block->d, amax / 448.f);
+    for (int j = 0; j < 128; ++j) {
+      const float v = x[128 * b + j];
+      EXPECT_EQ(block->qs[j], F32ToF8E4M3(v / block->d)) << b << " " << j;
+      EXPECT_EQ(y[128 * b + j], F8E4M3ToF32(block->qs[j]) * block->d);
+      if (std::fabs(v) == amax) {
+        EXPECT_NEAR(y[128 * b + j], v, amax * 0x1p-22f);
+      }
+      // e4m3 keeps 3 mantissa bits: relative error <= 2^-4 above the subnormal range
+      if (std::fabs(v) / block->d >= 0x1p-6f) {
+        EXPECT_LE(std::fabs(y[128 * b + j] - v), std::fabs(v) / 16);
+      }
+    }
+  }
+  std::vector<float> zero(128, 0.f);
+  QuantizeRow(DType::kFP8, zero.data(), q.data(), 128);
+  DequantizeRow(DType::kFP8, q.data(), y.data(), 128);
+  for (int j = 0; j < 128; ++j) EXPECT_EQ(y[j], 0.f);
 }
 
 }  // namespace

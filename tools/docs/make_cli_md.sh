@@ -170,6 +170,7 @@ a malformed one fails at startup naming the variable.
 | `cublaslt_tune` | `1` | time cuBLASLt's first N heuristic candidates per GEMM shape on the real operands (eager steps only) and keep the fastest, 1..64; `1`: the heuristic's pick |
 | `quant_weights` | `1` | GGUF q8_0 / q4_0 / q4_K / q6_K weights stay quantized on the GPU (rows repacked at load; quantized GEMVs for up to `quant_gemv_rows` rows, dequantized chunks through cuBLASLt above); `0`: dequantized to bf16 at load |
 | `quant_q5k` | `1` | GGUF q5_K weights stay quantized on the GPU too (with `quant_weights`; the newest format, kept separately switchable); `0`: q5_K alone dequantized to bf16 at load |
+| `quant_fp8` | `0` | fp8 weights (FP8 checkpoints, `--quantize fp8`) stay in 1 byte on the GPU too (with `quant_weights`); `0`: dequantized to bf16 at load, until the fp8 GEMV has been checked on a GPU (`--dummy-weights --quantize fp8` builds fp8 weights on the device either way) |
 | `quant_gemv_rows` | `8` | MatMuls of quantized weights with at most N rows (0..8) take the quantized GEMV (x rounded to int8 per 32, dp4a); more rows dequantize the weight a chunk at a time for cuBLASLt |
 | `cuda_pdl` | `1` | launch the decode chain's kernels with programmatic dependent launch; `0`: plain stream order (A/B, debugging) |
 | `cuda_fuse` | `1` | fused q\|k\|v and gate\|up weights and fused ops (norm into the GEMV, rope + KV store); `0`: separate weights, unfused ops |

@@ -46,6 +46,12 @@ void DotBF16(const void* const* w, const float* x, int64_t k, float* out) {
   DotPlain(w, x, k, out,
            [](const void* p, int64_t i) { return Bf16ToF32(static_cast<const uint16_t*>(p)[i]); });
 }
+void DotFP8(const void* const* w, const float* x, int64_t k, float* out) {
+  DotPlain(w, x, k, out, [](const void* p, int64_t i) {
+    const BlockFP8& b = static_cast<const BlockFP8*>(p)[i / kQKFP8];
+    return F8E4M3ToF32(b.qs[i % kQKFP8]) * b.d;
+  });
+}
 
 // acc[l] += scale * (sum of wq[4l..4l+3] * xq[4l..4l+3]) for the 8 lanes of one 32-block.
 inline void AccBlock(const int8_t* wq, const int8_t* xq, float scale, float* acc) {
@@ -184,6 +190,7 @@ const DotKernels& ScalarDotKernels() {
       .f32 = PlainRows<DotF32>,
       .f16 = PlainRows<DotF16>,
       .bf16 = PlainRows<DotBF16>,
+      .fp8 = PlainRows<DotFP8>,
       .q8_0 = QuantRows<DotQ8_0>,
       .q4_0 = QuantRows<DotQ4_0>,
       .q4_K = QuantRows<DotQK4Or5<BlockQ4_K>>,

@@ -25,10 +25,12 @@ std::vector<int64_t> AwkwardKs(DType wt) {
   const DTypeInfo& info = GetDTypeInfo(wt);
   if (!info.quantized) return {1, 7, 8, 32, 40, 100, 259, 768, 4096 + 8, 4096 + 3};
   if (info.block_elems == 32) return {32, 64, 96, 768, 4096 + 32};
+  if (info.block_elems == 128) return {128, 384, 768, 4096 + 128};
   return {256, 512, 768, 4096 + 256};
 }
 
-bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
+// Whether wt's kernels take q8 activation rows (fp8 weights meet f32 x, as the plain dtypes).
+bool IsQuantized(DType t) { return QuantKernel(ScalarDotKernels(), t) != nullptr; }
 
 // 5 weight rows of k elements in tiles {0,1,2,3} and a repeating last tile {3,4,4,4} as MatMul
 // builds it, and kDotMaxActRows activation rows (with q8 copies for quantized weights).
@@ -180,8 +182,9 @@ TEST(DotKernelsTest, ActRowsPerCallAreInRange) {
   }
 }
 
-constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
+constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                                     DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                                     DType::kQ6_K, DType::kQ5_K, DType::kFP8};
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotKernelsTest, ::testing::ValuesIn(kAllWeightTypes),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });

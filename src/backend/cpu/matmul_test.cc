@@ -16,10 +16,21 @@ using cpu_test::MakeTensor;
 using cpu_test::RandomFloats;
 using cpu_test::ToFloats;
 
-constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K};
+constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                                     DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                                     DType::kQ6_K, DType::kQ5_K, DType::kFP8};
 
+// Block formats (rows of whole blocks).
 bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
+// Formats whose kernels round x to q8 blocks (fp8 weights meet f32 x, as the plain dtypes).
+bool QuantizesX(DType t) { return IsQuantized(t) && t != DType::kFP8; }
+// Row lengths of whole blocks for a block format.
+std::vector<int64_t> BlockKs(DType t, std::vector<int64_t> for_32) {
+  const int b = GetDTypeInfo(t).block_elems;
+  if (b == 256) return {256, 768};
+  if (b == 128) return {128, 384};
+  return for_32;
+}
 
 // Error bound of one output element out[i, j] of our kernels vs the exact dot product of x with
 // the dequantized weights:
@@ -95,9 +106,7 @@ TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
   std::mt19937 rng(static_cast<unsigned>(wt) + 1);
   // Plain types: k not a multiple of 8; quantized: whole blocks.
   const std::vector<int64_t> ks =
-      IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256 ? std::vector<int64_t>{256, 768}
-                                                             : std::vector<int64_t>{32, 96, 288})
-                      : std::vector<int64_t>{1, 7, 67, 259};
+      IsQuantized(wt) ? BlockKs(wt, {32, 96, 288}) : std::vector<int64_t>{1, 7, 67, 259};
   for (const cpu::DotKernels* isa : AllIsas()) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2, .kernels = isa});
     for (int64_t n : {1, 3, 17, 97}) {
@@ -105,7 +114,7 @@ TEST_P(MatMulTest, MatchesDoubleReferenceOnAwkwardSizes) {
         for (int64_t k : ks) {
           MatMulCase c = MakeCase(rng, wt, n, m, k, /*bias=*/m == 6);
           backend.MatMul(c.x, c.w, c.bias, c.out);
-          ExpectMatchesReference(c, IsQuantized(wt),
+          ExpectMatchesReference(c, QuantizesX(wt),
                                  std::string(DTypeName(wt)) + " " + backend.name() +
                                      " n=" + std::to_string(n) + " m=" + std::to_string(m) +
                                      " k=" + std::to_string(k));
@@ -138,9 +147,7 @@ TEST_P(MatMulTest, EveryBatchSizeEqualsSoloRowsBitExactly) {
   const DType wt = GetParam();
   std::mt19937 rng(7);
   const std::vector<int64_t> ks =
-      IsQuantized(wt) ? (GetDTypeInfo(wt).block_elems == 256 ? std::vector<int64_t>{256, 768}
-                                                             : std::vector<int64_t>{32, 800})
-                      : std::vector<int64_t>{8, 40, 100, 771};
+      IsQuantized(wt) ? BlockKs(wt, {32, 800}) : std::vector<int64_t>{8, 40, 100, 771};
   for (const cpu::DotKernels* isa : AllIsas()) {
     CpuBackend one(CpuBackendOptions{.num_threads = 1, .kernels = isa});
     CpuBackend two(CpuBackendOptions{.num_threads = 2, .kernels = isa});
@@ -266,6 +273,24 @@ TEST(MatMulTest, Bf16ActivationsRoundXThenSumInF32BatchInvariantly) {
   CpuBackend(1).MatMul(f.x, f.w, f.bias, plain_out);
   one.MatMul(f.x, f.w, f.bias, f.out);
   EXPECT_EQ(std::memcmp(plain_out.data(), f.out.data(), 5 * 9 * 4), 0);
+}
+
+// fp8 weights decode to exactly DequantizeRow's f32 values and then take the f32 kernels' lanes and
+// order: every output bit equals an f32 MatMul of the dequantized weights, on every kernel set.
+TEST(MatMulTest, Fp8EqualsDequantizedF32BitExactly) {
+  std::mt19937 rng(17);
+  for (const cpu::DotKernels* isa : AllIsas()) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2, .kernels = isa});
+    for (int64_t n : {1, 3, 8, 21}) {
+      MatMulCase c = MakeCase(rng, DType::kFP8, n, 37, 640, /*bias=*/true);
+      Tensor wf = MakeTensor(DType::kF32, Shape{37, 640}, c.wv);
+      Tensor out_f = HostTensor(DType::kF32, Shape{n, 37});
+      backend.MatMul(c.x, c.w, c.bias, c.out);
+      backend.MatMul(c.x, wf, c.bias, out_f);
+      EXPECT_EQ(std::memcmp(c.out.data(), out_f.data(), static_cast<size_t>(n * 37 * 4)), 0)
+          << isa->isa << " n=" << n;
+    }
+  }
 }
 
 TEST(MatMulTest, QuantizedEqualsDequantizedF32WithinActivationRounding) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/fp8_gemv.cuh"
 #include "backend/cuda/ktrace.cuh"
 #include "backend/cuda/kv_copy.cuh"
 #include "backend/cuda/logit_edits.cuh"
@@ -269,7 +270,8 @@ Tensor CudaBackend::Upload(const Tensor& host) {
   }
   if (src == DType::kBF16) return raw_copy(host);
   if (quantized && options_.tuning.quant_weights && cuda::KeepsQuantized(src) &&
-      (src != DType::kQ5_K || options_.tuning.quant_q5k) && host.ndim() == 2 &&
+      (src != DType::kQ5_K || options_.tuning.quant_q5k) &&
+      (src != DType::kFP8 || options_.tuning.quant_fp8) && host.ndim() == 2 &&
       host.cols() % cuda::QuantRowMultiple(src) == 0) {
     // Kept quantized: rows repacked into the device layout (quant_layout.h), chunk by chunk.
     Tensor out(src, host.shape(), allocator_->NewBuffer(host.nbytes()));
@@ -1393,6 +1395,11 @@ void CudaBackend::LogprobRows(const Tensor& x, std::span<const LogprobRow> rows,
 }
 
 void CudaBackend::FillUniform(const Tensor& t, uint64_t seed, float lo, float scale) {
+  if (t.dtype() == DType::kFP8) {  // built on the device, in the device layout
+    CHECK(t.device() == Device::kCuda && t.ndim() == 2) << "FillUniform: " << Describe(t);
+    cuda::LaunchFillUniformFp8(t.data(), t.rows(), t.cols(), seed, lo, scale, stream());
+    return;
+  }
   CheckFloat(t, "FillUniform", "t");
   cuda::LaunchFillUniform(t.data(), t.dtype(), t.numel(), seed, lo, scale, stream());
 }

@@ -26,7 +26,8 @@ using cuda_test::NormalizedError;
 using cuda_test::Poison;
 using cuda_test::RandBf16;
 
-constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
+                              DType::kQ5_K, DType::kQ6_K, DType::kFP8};
 
 // x rounded to int8 per 32 (the GEMV's activations) costs about 1/254 of a group's largest
 // value per element; bf16 output rounding another 2^-9. Measured errors are 2-4e-3.
@@ -112,9 +113,10 @@ class CudaQuantTest : public cuda_test::GpuTest {};
 TEST_F(CudaQuantTest, DequantizedRowsAreDequantizeRowBitForBit) {
   std::mt19937 rng(2);
   for (DType dt : kFormats) {
-    const bool k_quant = cuda::QuantRowMultiple(dt) == 256;
-    for (int64_t k :
-         k_quant ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{224, 256, 4096}) {
+    const int multiple = cuda::QuantRowMultiple(dt);
+    for (int64_t k : multiple == 256   ? std::vector<int64_t>{256, 768, 4096}
+                     : multiple == 128 ? std::vector<int64_t>{384, 640, 4096}
+                                       : std::vector<int64_t>{224, 256, 4096}) {
       const int64_t rows = 37;
       QuantWeight w = MakeWeight(dt, rows, k, rng);
       Tensor table = gpu_->Upload(w.host);
@@ -135,6 +137,23 @@ TEST_F(CudaQuantTest, DequantizedRowsAreDequantizeRowBitForBit) {
         }
       }
     }
+  }
+}
+
+// --dummy-weights --quantize fp8 builds its weights on the device: the same bytes as the host's
+// FillUniform (QuantizeRow of the hashed values) repacked, including rows that are not 16-byte
+// aligned (k = 384).
+TEST_F(CudaQuantTest, Fp8FillUniformIsTheHostQuantizationBitForBit) {
+  for (int64_t k : {384, 4096}) {
+    const int64_t rows = 33;
+    Tensor host = HostTensor(DType::kFP8, Shape{rows, k});
+    cpu_.FillUniform(host, 9, -0.03f, 0.06f);
+    Tensor dev = gpu_->Alloc(DType::kFP8, Shape{rows, k});
+    gpu_->FillUniform(dev, 9, -0.03f, 0.06f);
+    std::vector<uint8_t> packed(host.nbytes()), got(host.nbytes());
+    gpu_->CopyToHost(dev, packed.data());
+    cuda::UnpackRows(DType::kFP8, packed.data(), got.data(), rows, k);
+    EXPECT_EQ(std::memcmp(got.data(), host.data(), got.size()), 0) << "k " << k;
   }
 }
 

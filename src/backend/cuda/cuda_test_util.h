@@ -31,10 +31,13 @@ inline constexpr double kTolRounded = 4e-3;
 inline constexpr double kTolReRounded = 1e-2;
 
 // A backend on the first CUDA device, or null when there is none this build runs on (the caller
-// skips).
+// skips): the defaults, plus the kernels still being checked (fp8 weights kept in 1 byte), so
+// that their tests exercise them.
 inline std::unique_ptr<CudaBackend> GpuOrNull() {
   if (!CudaBackend::CheckGpu(0).ok()) return nullptr;
-  auto be = CudaBackend::Create();
+  CudaBackendOptions options;
+  options.tuning.quant_fp8 = true;
+  auto be = CudaBackend::Create(options);
   CHECK(be.ok()) << be.status().ToString();
   return std::move(*be);
 }

@@ -1,13 +1,40 @@
-// The GEMV kernels' epilogues (small_batch_gemm.cu, quant_gemv.cu): a warp's column sums of
-// up to N rows of x stored under a GemvEpilogue (small_batch_gemm.cuh), either by the warp alone
-// or, when a column's sum needs other warps (split columns, gated pairs), through shared memory.
-// .cu files only.
+// The GEMV kernels' epilogues (small_batch_gemm.cu, quant_gemv.cu, fp8_gemv.cu): a warp's column
+// sums of up to N rows of x stored under a GemvEpilogue (small_batch_gemm.cuh), either by the warp
+// alone or, when a column's sum needs other warps (split columns, gated pairs), through shared
+// memory; and the RMSNorm prologue of the bf16-x kernels. .cu files only.
 #pragma once
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/small_batch_gemm.cuh"
 
 namespace loom::cuda {
+
+// The input prologue (n = 1): the block normalizes x (RMSNorm with `norm`) into shared memory
+// as bf16, as a materialized RmsNorm output would be rounded, and returns it as the GEMV's x.
+// Every block repeats this small reduction (x is one hidden-size row, read from L2) instead of
+// waiting for a separate norm kernel.
+template <int kThreads>
+__device__ __forceinline__ const uint4* NormalizeInput(const uint4* x, int64_t k_vec,
+                                                       const GemvNorm& norm, uint4* xs) {
+  float ss = 0.f;
+  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
+    float f[8];
+    UnpackBf16x8(x[v], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
+  }
+  const float total = BlockSum<kThreads>(ss);
+  const float inv = rsqrtf(total / static_cast<float>(k_vec * 8) + norm.eps);
+  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
+    float f[8];
+    UnpackBf16x8(x[v], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * (norm.w[v * 8 + e] + norm.offset);
+    xs[v] = PackBf16x8(f);
+  }
+  __syncthreads();
+  return xs;
+}
 
 // out[index] for a column sum `v` under epilogue Epi (kNone / kAddTo).
 template <typename Out, GemvEpilogue Epi>

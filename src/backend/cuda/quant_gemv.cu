@@ -1,8 +1,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp8_gemv.cuh"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_gemv.cuh"
@@ -125,6 +127,22 @@ struct Unit<DType::kQ4_0> {
       const int b = static_cast<int>(ByteOf(v, i));
       y[i] = __fmul_rn(static_cast<float>((b & 0xF) - 8), dd);
       y[i + 16] = __fmul_rn(static_cast<float>((b >> 4) - 8), dd);
+    }
+  }
+};
+
+// fp8 (fp8_gemv.cu has its GEMV): 16 codes of a row's code plane; Decode only (the prefill path).
+template <>
+struct Unit<DType::kFP8> {
+  static constexpr int kElems = 16;
+  __device__ static void Decode(const uint8_t* row, int64_t k, int64_t u, float* y) {
+    const uint4 v = Load16(row + 16 * u);
+    const float d = *reinterpret_cast<const float*>(row + k + 4 * (u / 8));
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const __half h =
+          __half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(ByteOf(v, i)), __NV_E4M3));
+      y[i] = __fmul_rn(__half2float(h), d);
     }
   }
 };
@@ -573,6 +591,7 @@ void LaunchDequantF(const void* w, int64_t w_rows, int64_t k, const int32_t* row
 }  // namespace
 
 bool QuantGemvApplies(DType wt, const void* x, const void* w, int64_t n, int64_t k, bool norm) {
+  if (wt == DType::kFP8) return Fp8GemvApplies(x, w, n, k, norm);
   if (!KeepsQuantized(wt) || n < 1 || n > kQuantGemvMaxRows || k <= 0 ||
       k % QuantRowMultiple(wt) != 0 || RowBytes(wt, k) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
@@ -585,6 +604,9 @@ bool QuantGemvApplies(DType wt, const void* x, const void* w, int64_t n, int64_t
 void LaunchQuantGemv(DType wt, const void* x, const void* w, void* out, DType out_dtype, int64_t n,
                      int64_t m, int64_t k, cudaStream_t stream, bool pdl, GemvEpilogue epilogue,
                      const GemvNorm* norm) {
+  if (wt == DType::kFP8) {
+    return LaunchFp8Gemv(x, w, out, out_dtype, n, m, k, stream, pdl, epilogue, norm);
+  }
   CHECK(QuantGemvApplies(wt, x, w, n, k, norm != nullptr))
       << "QuantGemv: " << DTypeName(wt) << " n " << n << " k " << k;
   CHECK(out_dtype == DType::kBF16 || (out_dtype == DType::kF32 && epilogue == GemvEpilogue::kNone))
@@ -632,6 +654,8 @@ void LaunchDequantRows(DType wt, const void* w, int64_t w_rows, int64_t k, const
       return LaunchDequantF<DType::kQ4_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
     case DType::kQ5_K:
       return LaunchDequantF<DType::kQ5_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
+    case DType::kFP8:
+      return LaunchDequantF<DType::kFP8>(w, w_rows, k, rows, first_row, count, scale, out, stream);
     default:
       return LaunchDequantF<DType::kQ6_K>(w, w_rows, k, rows, first_row, count, scale, out, stream);
   }

@@ -1,4 +1,5 @@
-// Kernels over GGUF quantized weights kept in the CUDA backend's layout (quant_layout.h):
+// Kernels over quantized weights kept in the CUDA backend's layout (quant_layout.h); fp8 weights
+// take fp8_gemv.cuh's GEMV (through LaunchQuantGemv) and this file's dequantization:
 //
 // LaunchQuantGemv: out[n, m] = x[n, k] @ dequant(w)[m, k]^T for decode-sized n (1..8). Each
 // block first quantizes the n rows of x into shared memory, int8 per group of 32 with an f32

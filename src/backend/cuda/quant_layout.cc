@@ -174,6 +174,15 @@ void ConvertRow(DType dtype, uint8_t* blocks, uint8_t* planes, int64_t k, bool t
       }
       return;
     }
+    case DType::kFP8: {
+      auto* b = reinterpret_cast<BlockFP8*>(blocks);
+      uint8_t* d = planes + k;
+      for (int64_t j = 0; j < k / kQKFP8; ++j) {
+        copy(b[j].qs, planes + kQKFP8 * j, kQKFP8);
+        copy(&b[j].d, d + 4 * j, 4);
+      }
+      return;
+    }
     default:
       CHECK(false) << "quant_layout: " << DTypeName(dtype) << " is not kept quantized on CUDA";
   }
@@ -201,7 +210,7 @@ void ConvertRows(DType dtype, const void* src, void* dst, int64_t rows, int64_t 
 
 bool KeepsQuantized(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K ||
-         dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+         dtype == DType::kQ5_K || dtype == DType::kQ6_K || dtype == DType::kFP8;
 }
 
 int QuantRowMultiple(DType dtype) { return GetDTypeInfo(dtype).block_elems; }

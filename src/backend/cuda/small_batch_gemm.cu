@@ -12,32 +12,6 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 4;
 
-// The input prologue (n = 1): the block normalizes x (RMSNorm with `norm`) into shared memory
-// as bf16, as a materialized RmsNorm output would be rounded, and returns it as the GEMV's x.
-// Every block repeats this small reduction (x is one hidden-size row, read from L2) instead of
-// waiting for a separate norm kernel.
-__device__ __forceinline__ const uint4* NormalizeInput(const uint4* x, int64_t k_vec,
-                                                       const GemvNorm& norm, uint4* xs) {
-  float ss = 0.f;
-  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
-    float f[8];
-    UnpackBf16x8(x[v], f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
-  }
-  const float total = BlockSum<kThreads>(ss);
-  const float inv = rsqrtf(total / static_cast<float>(k_vec * 8) + norm.eps);
-  for (int64_t v = threadIdx.x; v < k_vec; v += kThreads) {
-    float f[8];
-    UnpackBf16x8(x[v], f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * (norm.w[v * 8 + e] + norm.offset);
-    xs[v] = PackBf16x8(f);
-  }
-  __syncthreads();
-  return xs;
-}
-
 // S warps share one output column (each takes every S-th 512-byte chunk of the row; partial sums
 // meet in shared memory), so a block of kWarps warps computes kWarps / S columns. S > 1 puts
 // enough blocks and loads in flight on the GPU when m is small (k/v projections: m = 512..1024).
@@ -71,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kNorm) {
     static_assert(N == 1, "the norm prologue holds one row");
     __shared__ uint4 xs[kGemvNormMaxK / 8];
-    x = NormalizeInput(x, k_vec, norm, xs);
+    x = NormalizeInput<kThreads>(x, k_vec, norm, xs);
   }
   float acc[N];
 #pragma unroll
