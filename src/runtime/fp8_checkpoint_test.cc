@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "io/hf_fp8_quantize.h"
 #include "io/io_test_util.h"
 #include "io/json_file.h"
 #include "io/safetensors_model.h"
@@ -256,6 +258,45 @@ TEST(QuantizeAtLoadTest, Fp8GivesTheLogitsOfItsDequantizedProjections) {
   EXPECT_TRUE(testing::HasError(
       LoadModel(root + "/wide", &be, nullptr, WeightOptions{DType::kQ4_K}).status(),
       StatusCode::kInvalidArgument, {"--quantize q4_K", "fp8"}));
+}
+
+// loom quantize HF_DIR OUT FP8 (io/hf_fp8_quantize.h) writes what WriteCheckpoints' kBlock128 FP8
+// checkpoint holds: the same codes and 128 x 128 scales byte for byte, so loom loads it into the
+// logits of the dequantized f32 checkpoint. Quantizing an FP8 checkpoint again, or into a model
+// directory, is refused.
+TEST(HfFp8QuantizeTest, WritesTheBlockFp8CheckpointOfTheModel) {
+  const std::string root = testing::ScratchDir();
+  for (const char* d : {"/wide", "/fp8", "/ref"}) std::filesystem::create_directories(root + d);
+  WriteWideLlama(root + "/wide");
+  WriteCheckpoints(Scheme::kBlock128, root + "/wide", root + "/fp8", root + "/ref");
+  int quantized = 0;
+  HfFp8Options options;
+  options.threads = 2;
+  options.progress = [&](const std::string&, bool q) { quantized += q ? 1 : 0; };
+  StatusOr<HfFp8Result> r = QuantizeHfToFp8(root + "/wide", root + "/loom", options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->quantized, 3 * 7);  // 3 layers x q, k, v, o, gate, up, down
+  EXPECT_EQ(quantized, 3 * 7);
+  StatusOr<SafetensorsModel> want = SafetensorsModel::Open(root + "/fp8");
+  StatusOr<SafetensorsModel> got = SafetensorsModel::Open(root + "/loom");
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(got->names(), want->names());
+  for (const std::string& name : want->names()) {
+    Tensor a = *want->GetTensor(name), b = *got->GetTensor(name);
+    ASSERT_EQ(a.dtype(), b.dtype()) << name;
+    ASSERT_EQ(a.nbytes(), b.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << name;
+  }
+  CpuBackend be(2);
+  DType dtype = DType::kF32;
+  std::vector<float> logits = Logits(root + "/loom", &be, {}, &dtype);
+  ASSERT_FALSE(logits.empty());
+  EXPECT_EQ(logits, Logits(root + "/ref", &be));
+  EXPECT_EQ(dtype, DType::kFP8);
+  EXPECT_TRUE(testing::HasError(QuantizeHfToFp8(root + "/loom", root + "/again", options).status(),
+                                StatusCode::kInvalidArgument, {"already quantized"}));
+  EXPECT_TRUE(testing::HasError(QuantizeHfToFp8(root + "/wide", root + "/loom", options).status(),
+                                StatusCode::kInvalidArgument, {"already holds a model"}));
 }
 
 TEST(Fp8CheckpointErrorsTest, NameTheTensorOrTheMethod) {

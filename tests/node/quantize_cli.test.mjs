@@ -78,3 +78,27 @@ test('bad requests name the problem and leave no file', { skip }, () => {
   r = loom('quantize', at('q8b.gguf'), at('y.gguf'), 'Q4_K_M', '--allow-requantize');
   assert.equal(r.status, 0, r.stderr);
 });
+
+test('FP8 from a Hugging Face directory: an FP8 checkpoint that loads as fp8 and generates', { skip: skipReason() || false }, () => {
+  const out = at('fp8');
+  const r = loom('quantize', DEFAULT_MODEL, out, 'FP8', '--threads', '2');
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /model\.layers\.0\.mlp\.down_proj\.weight -> F8_E4M3/);
+  assert.match(r.stderr, /wrote .*: \d+ tensors quantized, \d+ copied/);
+  const config = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8'));
+  assert.deepEqual(config.quantization_config,
+    { quant_method: 'fp8', fmt: 'e4m3', activation_scheme: 'dynamic', weight_block_size: [128, 128] });
+  assert.ok(fs.existsSync(path.join(out, 'tokenizer.json')), 'the tokenizer is copied');
+  const bench = loom('bench', out, '--gen-tokens', '8', '--prompt-tokens', '16');
+  assert.equal(bench.status, 0, bench.stderr);
+  assert.match(bench.stdout, /\(fp8, /);
+  assert.ok(greedy(out).startsWith(PROMPT));
+  // Refused: requantizing, a GGUF type from a directory.
+  const again = loom('quantize', out, at('fp8-again'), 'fp8');
+  assert.notEqual(again.status, 0);
+  assert.match(again.stderr, /already quantized/);
+  const gguf = loom('quantize', DEFAULT_MODEL, at('x.gguf'), 'Q4_K_M');
+  assert.notEqual(gguf.status, 0);
+  assert.match(gguf.stderr, /is not a \.gguf file/);
+  assert.ok(!fs.existsSync(at('x.gguf')));
+});

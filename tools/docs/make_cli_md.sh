@@ -98,6 +98,14 @@ the type's blocks (not a multiple of 256 for the K types) loom falls back to Q8_
 (llama.cpp uses Q5_0 / Q5_1 there, which loom does not read). `--pure` puts every matrix in the
 base type. Importance matrices (`--imatrix`) and the IQ / Q2_K / Q3_K types are not supported.
 
+`loom quantize HF_DIR OUT_DIR FP8` writes a Hugging Face checkpoint as an FP8 one in the layout
+Qwen3-*-FP8 and DeepSeek-V3 ship (`quant_method: fp8`, e4m3 weights with an f32
+`weight_scale_inv` per 128 x 128 block), which transformers, vLLM and SGLang load and loom keeps in
+1 byte a weight: the decoder layers' projections (not routers) are quantized, embeddings, the
+output head and norms copied, and the tokenizer and other files beside the weights copied too. A
+checkpoint that is already quantized is refused. To run a bf16 model in fp8 without writing a
+copy, `loom serve MODEL --quantize fp8` re-encodes it at load (one scale per 128 weights of a row).
+
 ## Model library: model ids, `--models-dir`, `loom list`
 
 MODEL (of `serve`, `generate`, `chat`, `bench`) that is not an existing path is read as a model id,
