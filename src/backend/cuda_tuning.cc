@@ -103,8 +103,8 @@ const std::vector<Field>& Fields() {
        &T::quant_q5k},
       {{"quant_fp8", "0",
         "fp8 weights (FP8 checkpoints, --quantize fp8) stay in 1 byte on the GPU too (with "
-        "quant_weights); 0: dequantized to bf16 at load, until the fp8 GEMV has been checked on "
-        "a GPU"},
+        "quant_weights): half the weight memory and faster decode at batch 1, but slower batched "
+        "decode and prefill until an fp8 tensor-core GEMM exists; 0: dequantized to bf16 at load"},
        &T::quant_fp8},
       {{"quant_gemv_rows", "8",
         "MatMuls of quantized weights with at most N rows take the quantized GEMV (0..8); more "

@@ -30,9 +30,9 @@
 //   quant_weights         1        GGUF q8_0/q4_0/q4_K/q6_K weights stay quantized on the GPU
 //                                  (0: dequantized to bf16 at load)
 //   quant_q5k             1        GGUF q5_K weights too (0: q5_K alone dequantized to bf16)
-//   quant_fp8             0        fp8 weights (FP8 checkpoints, --quantize fp8) too (their GEMV
-//                                  has not yet run on a GPU: until it has, they are
-//                                  dequantized to bf16 at load)
+//   quant_fp8             0        fp8 weights (FP8 checkpoints, --quantize fp8) too (faster at
+//                                  batch 1, slower batched and in prefill until an fp8
+//                                  tensor-core GEMM exists: dequantized to bf16 at load by default)
 //   quant_gemv_rows       8        MatMuls of quantized weights with <= N rows take the
 //                                  quantized GEMV; more rows dequantize chunks for cuBLASLt
 //   cuda_pdl              1        programmatic dependent launch on the decode kernels (0: off)
