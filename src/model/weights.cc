@@ -212,9 +212,11 @@ class Loader {
     } else if (quantizable) {
       t = Requantize(std::move(t));
     }
-    total_bytes_ += t.nbytes();
-    if (cols != 0) matrix_bytes_[t.dtype()] += t.nbytes();
-    return backend_->UploadWeight(t);
+    // Counted as the backend holds them (a device may dequantize what it does not keep).
+    Tensor uploaded = backend_->UploadWeight(t);
+    total_bytes_ += uploaded.nbytes();
+    if (cols != 0) matrix_bytes_[uploaded.dtype()] += uploaded.nbytes();
+    return uploaded;
   }
 
   Status CheckShape(const std::string& name, const Tensor& t, const Shape& want) const {
@@ -235,9 +237,9 @@ class Loader {
 
   Tensor UploadStacked(Tensor t) {
     t = Requantize(std::move(t));
-    total_bytes_ += t.nbytes();
-    matrix_bytes_[t.dtype()] += t.nbytes();
     Tensor uploaded = backend_->UploadWeight(t);
+    total_bytes_ += uploaded.nbytes();
+    matrix_bytes_[uploaded.dtype()] += uploaded.nbytes();
     if (progress_) progress_(read_bytes_, std::max(expected_bytes_, read_bytes_));
     return uploaded;
   }
