@@ -22,18 +22,13 @@ using nlohmann::json;
 
 constexpr int64_t kBlock = 128;
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool IsRouter(const std::string& name) {
-  return EndsWith(name, ".mlp.gate.weight") || EndsWith(name, ".block_sparse_moe.gate.weight") ||
-         EndsWith(name, "shared_expert_gate.weight");
+  return name.ends_with(".mlp.gate.weight") || name.ends_with(".block_sparse_moe.gate.weight") ||
+         name.ends_with("shared_expert_gate.weight");
 }
 
 bool Quantizes(const std::string& name, const SafetensorsTensorInfo& t) {
-  return name.rfind("model.layers.", 0) == 0 && EndsWith(name, ".weight") && !IsRouter(name) &&
+  return name.starts_with("model.layers.") && name.ends_with(".weight") && !IsRouter(name) &&
          t.shape.ndim() == 2 &&
          (t.dtype == DType::kF32 || t.dtype == DType::kF16 || t.dtype == DType::kBF16);
 }
@@ -213,7 +208,7 @@ StatusOr<HfFp8Result> QuantizeHfToFp8(const std::string& in_dir, const std::stri
   }
   for (const auto& entry : fs::directory_iterator(in, ec)) {
     const std::string file = entry.path().filename().string();
-    if (!entry.is_regular_file() || file == "config.json" || EndsWith(file, ".safetensors") ||
+    if (!entry.is_regular_file() || file == "config.json" || file.ends_with(".safetensors") ||
         file == "model.safetensors.index.json") {
       continue;
     }

@@ -23,11 +23,8 @@ std::string Name(TensorNaming naming, const std::string& hf, const std::string& 
 // Routers (a sparse layer's expert gate, the shared expert's gate) stay as stored under
 // --quantize: they are small and pick the experts (vLLM keeps them unquantized too).
 bool IsRouter(const std::string& name) {
-  auto ends_with = [&](std::string_view s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends_with(".gate.weight") || ends_with("ffn_gate_inp.weight") ||
-         ends_with("ffn_gate_inp_shexp.weight") || ends_with("shared_expert_gate.weight");
+  return name.ends_with(".gate.weight") || name.ends_with("ffn_gate_inp.weight") ||
+         name.ends_with("ffn_gate_inp_shexp.weight") || name.ends_with("shared_expert_gate.weight");
 }
 
 // `t` (a float matrix or stack of them) re-encoded as `dtype`, rows split over threads.
