@@ -185,6 +185,14 @@ int64_t Backend::CheckMoeShapes(const Tensor& x, const MoeWeights& w, const Tens
         w.down.dim(1) == hidden && w.down.dim(2) == f)
       << "MoeMlp: gate " << w.gate.DebugString() << " up " << w.up.DebugString() << " down "
       << w.down.DebugString();
+  auto check_bias = [&](const Tensor& b, Shape want, const char* what) {
+    CHECK(!b.defined() || (b.dtype() == DType::kF32 && b.shape() == want))
+        << "MoeMlp: " << what << " must be f32 " << want.ToString() << ", got " << b.DebugString();
+  };
+  check_bias(w.router_bias, Shape{num_experts}, "router_bias");
+  check_bias(w.gate_bias, Shape{num_experts, f}, "gate_bias");
+  check_bias(w.up_bias, Shape{num_experts, f}, "up_bias");
+  check_bias(w.down_bias, Shape{num_experts, hidden}, "down_bias");
   return f;
 }
 

@@ -84,6 +84,9 @@ struct AttentionParams {
   float scale = 1.0f;         // softmax scale (usually head_dim^-0.5)
   int sliding_window = 0;     // 0 = global attention
   float logit_softcap = 0.f;  // 0 = off; else scores = cap * tanh(scores / cap)
+  // Undefined, or [num_heads] f32: head h's softmax has one more logit, sinks[h] (in the scaled
+  // scores' units), that takes weight but has no value (gpt-oss). Backend::has_attention_sinks.
+  Tensor sinks;
 };
 
 // RoPE frequencies for one rope configuration (computed on the host by the model from its
@@ -110,6 +113,8 @@ class Backend {
     (void)head_dim;
     return OkStatus();
   }
+  // Whether Attention takes AttentionParams::sinks.
+  virtual bool has_attention_sinks() const { return false; }
 
   // ---- memory ----
   // A new zero-filled tensor on this device.
@@ -280,17 +285,25 @@ class Backend {
   // gate / up [E, f, hidden], down [E, hidden, f]; router [E, hidden]. The shared expert
   // (Qwen2-MoE; undefined elsewhere): shared_gate / shared_up [fs, hidden], shared_down
   // [hidden, fs], shared_router [1, hidden].
+  // gpt-oss's experts add biases (undefined elsewhere), all f32: router_bias [E], gate_bias /
+  // up_bias [E, f], down_bias [E, hidden].
   struct MoeWeights {
     Tensor router, gate, up, down;
     Tensor shared_gate, shared_up, shared_down, shared_router;
+    Tensor router_bias, gate_bias, up_bias, down_bias;
   };
   struct MoeParams {
     int top_k = 0;
     bool norm_topk_prob = false;  // renormalize the chosen experts' probabilities to sum to 1
     GatedAct act = GatedAct::kSilu;
+    // > 0: the experts' activation is gpt-oss's clamped SwiGLU instead of `act`:
+    // g = min(g, limit), u = clamp(u, -limit, limit), g * sigmoid(1.702 g) * (u + 1).
+    float swiglu_limit = 0.f;
   };
   // Whether MoeMlp is implemented.
   virtual bool has_moe() const { return false; }
+  // Whether MoeMlp takes the biases and the clamped SwiGLU above (gpt-oss).
+  virtual bool has_moe_biases() const { return false; }
   // OK when MoeMlp runs layers of E experts (top_k a row) of `expert_width` over `hidden`, else
   // Unimplemented naming the limit. Model loading asks first, as with CheckHeadDim.
   virtual Status CheckMoe(int64_t hidden, int64_t expert_width, int num_experts, int top_k) const {

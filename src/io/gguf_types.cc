@@ -137,6 +137,7 @@ uint32_t GgmlTypeFromDType(DType dtype) {
     case DType::kI32:
     case DType::kF8E4M3:
     case DType::kFP8:
+    case DType::kU8:
       break;
   }
   CHECK(false) << "DType " << DTypeName(dtype) << " has no GGUF type in loom";

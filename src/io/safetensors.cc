@@ -15,8 +15,8 @@ using json = nlohmann::json;
 // safetensors dtype names loom knows but does not load (so the error can say "unsupported"
 // rather than "unknown").
 constexpr std::string_view kUnsupportedDTypes[] = {
-    "F64", "I64",  "I32",     "I16",     "I8",      "U8",      "U16", "U32",
-    "U64", "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+    "F64",  "I64",     "I32",     "I16",     "I8",      "U16", "U32", "U64",
+    "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
 
 uint64_t LoadLe64(const uint8_t* p) {
   uint64_t v = 0;
@@ -66,10 +66,12 @@ StatusOr<SafetensorsTensorInfo> ParseTensorEntry(const std::string& path, const 
     info.dtype = DType::kBF16;
   } else if (dtype == "F8_E4M3") {
     info.dtype = DType::kF8E4M3;
+  } else if (dtype == "U8") {
+    info.dtype = DType::kU8;
   } else if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), dtype) !=
              std::end(kUnsupportedDTypes)) {
     return UnimplementedError(where + ": dtype " + dtype +
-                              " is not supported (loom loads F32, F16, BF16 and F8_E4M3)");
+                              " is not supported (loom loads F32, F16, BF16, F8_E4M3 and U8)");
   } else {
     return InvalidArgumentError(where + ": unknown dtype \"" + dtype + "\"");
   }

@@ -97,6 +97,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     moe_params.top_k = c.num_experts_per_tok;
     moe_params.norm_topk_prob = c.moe_norm_topk_prob;
     moe_params.act = gated_act;
+    moe_params.swiglu_limit = c.moe_swiglu_limit;
   }
 
   // On backends that prefer fused ops (CUDA) and with no sink, each sub-block's input norm is
@@ -183,6 +184,7 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
     ap.scale = c.softmax_scale();
     ap.sliding_window = c.layer_window[static_cast<size_t>(i)];
     ap.logit_softcap = c.attn_logit_softcap;
+    ap.sinks = l.sinks;
     be.Attention(q, layer_kv, meta, ap, attn);
     add_projection(attn, l.wo, l.bo, l.post_attn_norm, "attn_out" + li);
 

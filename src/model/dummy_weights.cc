@@ -54,6 +54,10 @@ class Filler {
                     : Make(DType::kF32, Shape{d}, 0.9f, 0.2f);
   }
   Tensor Bias(int64_t d) { return Make(DType::kF32, Shape{d}, -kStd, 2 * kStd); }
+  // Stacked per-expert biases [experts, d] (f32).
+  Tensor Biases(int64_t experts, int64_t d) {
+    return Make(DType::kF32, Shape{experts, d}, -kStd, 2 * kStd);
+  }
 
   size_t bytes() const { return bytes_; }
   // The dtype holding most matrix bytes (the ready card's label, as the loader's).
@@ -141,6 +145,7 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
     }
     l.wo = f.LayerMatrix(d, q_dim);
     if (c.attention_out_bias) l.bo = f.Bias(d);
+    if (c.attention_sinks) l.sinks = f.Bias(c.num_heads);
     if (c.qk_norm) {
       l.q_norm = f.Norm(hd, p1);
       l.k_norm = f.Norm(hd, p1);
@@ -156,6 +161,12 @@ std::unique_ptr<Model> MakeDummyModelFromConfig(ModelConfig c, Backend* backend,
       l.moe.gate = f.Stacked(e, fe, d);
       l.moe.up = f.Stacked(e, fe, d);
       l.moe.down = f.Stacked(e, d, fe);
+      if (c.moe_swiglu_limit > 0.f) {  // gpt-oss's biases
+        l.moe.router_bias = f.Bias(e);
+        l.moe.gate_bias = f.Biases(e, fe);
+        l.moe.up_bias = f.Biases(e, fe);
+        l.moe.down_bias = f.Biases(e, d);
+      }
       if (const int64_t fs = c.shared_expert_intermediate_size; fs > 0) {
         l.moe.shared_gate = f.LayerMatrix(fs, d);
         l.moe.shared_up = f.LayerMatrix(fs, d);

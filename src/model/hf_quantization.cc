@@ -1,5 +1,6 @@
 #include "model/hf_quantization.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -142,9 +143,44 @@ StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const json& config,
     return std::optional<Fp8Checkpoint>(c);
   }
   if (method == "fbgemm_fp8") return std::optional<Fp8Checkpoint>(c);
+  if (method == "mxfp4") return std::optional<Fp8Checkpoint>();  // the loader decodes the blocks
   return UnimplementedError(where + ": quantization_config.quant_method '" + method +
                             "' is not supported yet (loom reads FP8 checkpoints: quant_method "
                             "fp8, compressed-tensors float8, fbgemm_fp8; or use a GGUF)");
+}
+
+StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
+                                 const std::string& where) {
+  const int nd = blocks.ndim();
+  bool ok = blocks.dtype() == DType::kU8 && scales.dtype() == DType::kU8 && nd >= 2 &&
+            scales.ndim() == nd - 1 && blocks.dim(nd - 1) == 16;
+  for (int i = 0; ok && i < nd - 1; ++i) ok = blocks.dim(i) == scales.dim(i);
+  if (!ok) {
+    return InvalidArgumentError(where + ": MXFP4 blocks " + blocks.DebugString() + " and scales " +
+                                scales.DebugString() + " (want u8 [..., G, 16] and u8 [..., G])");
+  }
+  static constexpr float kE2M1[16] = {0.f,  0.5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
+                                      -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  const int64_t cols = blocks.dim(nd - 2) * 32;
+  const Shape shape = nd == 2   ? Shape{cols}
+                      : nd == 3 ? Shape{blocks.dim(0), cols}
+                                : Shape{blocks.dim(0), blocks.dim(1), cols};
+  Tensor out = HostTensor(DType::kBF16, shape);
+  const auto* b = blocks.data_as<const uint8_t>();
+  const auto* e = scales.data_as<const uint8_t>();
+  auto* o = out.data_as<uint16_t>();
+  for (int64_t g = 0; g < scales.numel(); ++g) {
+    if (e[g] == 255) {
+      return InvalidArgumentError(where + ": MXFP4 scale 255 (NaN) in group " + std::to_string(g));
+    }
+    const int exp = static_cast<int>(e[g]) - 127;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t byte = b[g * 16 + j];
+      o[g * 32 + 2 * j] = F32ToBf16(std::ldexp(kE2M1[byte & 0xf], exp));
+      o[g * 32 + 2 * j + 1] = F32ToBf16(std::ldexp(kE2M1[byte >> 4], exp));
+    }
+  }
+  return out;
 }
 
 std::unique_ptr<TensorSource> Fp8CheckpointSource(std::unique_ptr<TensorSource> inner,

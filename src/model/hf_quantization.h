@@ -8,7 +8,10 @@
 // these scale layouts exactly): w = f8 * scale. Where a row's 128-runs would straddle two scales
 // (rows not a multiple of 128, blocks narrower than 128), it is dequantized to bf16 instead (f32
 // product rounded once, transformers' dequantization).
-// Other methods (awq, gptq, bitsandbytes, mxfp4, int compressed-tensors, ...) are refused by name.
+// quant_method "mxfp4" (gpt-oss: its experts' `<name>_blocks` / `<name>_scales`) needs no
+// source: the weight loader decodes them with DequantizeMxfp4; ParseHfQuantization returns
+// nullopt for it.
+// Other methods (awq, gptq, bitsandbytes, int compressed-tensors, ...) are refused by name.
 #pragma once
 
 #include <memory>
@@ -32,6 +35,14 @@ struct Fp8Checkpoint {
 // quant_method (and what loom reads) for one loom cannot load. `where` prefixes messages.
 StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const nlohmann::json& config,
                                                            const std::string& where);
+
+// MXFP4 (OCP microscaling, as gpt-oss stores its experts): `blocks` u8 [..., rows, G, 16] holds
+// 32 e2m1 codes per group of a row, low nibble first; `scales` u8 [..., rows, G] the group's
+// e8m0 exponent, 2^(s - 127). Returns bf16 [..., rows, G * 32]: e2m1 values times a power of two
+// are exact in bf16. InvalidArgument (prefixed with `where`) on mismatched shapes or a NaN scale
+// (255).
+StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
+                                 const std::string& where);
 
 // `inner`'s tensors, with every F8_E4M3 one returned as fp8 blocks, or bf16 (above), with its
 // scale found beside it: `<name>_scale_inv`, else `<name>_scale`. An F8 tensor without a scale,

@@ -48,8 +48,14 @@ Status ModelConfig::Validate() const {
                                   "]");
     }
     RETURN_IF_ERROR(positive(moe_intermediate_size, "moe_intermediate_size"));
+    if (moe_swiglu_limit > 0.f && shared_expert_intermediate_size > 0) {
+      return InvalidArgumentError("the clamped SwiGLU experts take no shared expert");
+    }
     if (shared_expert_intermediate_size < 0) {
       return InvalidArgumentError("shared_expert_intermediate_size must be >= 0");
+    }
+    if (moe_swiglu_limit < 0.f || !std::isfinite(moe_swiglu_limit)) {
+      return InvalidArgumentError("swiglu_limit must be finite and > 0");
     }
     if (static_cast<int>(layer_moe.size()) != num_layers) {
       return InvalidArgumentError("layer_moe has " + std::to_string(layer_moe.size()) +

@@ -32,7 +32,7 @@ struct RopeConfig {
 
 struct ModelConfig {
   std::string arch;  // registry key: "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3",
-                     // "phi3", "qwen2_moe", "qwen3_moe", "mixtral"
+                     // "phi3", "qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -64,6 +64,9 @@ struct ModelConfig {
   float final_logit_softcap = 0.f;
   // Per layer: 0 = global attention, else the sliding window in tokens.
   std::vector<int> layer_window;
+  // A learned logit per query head joins every softmax of its head (gpt-oss): the weights of
+  // the keys then sum to less than 1 (`self_attn.sinks`, [num_heads]).
+  bool attention_sinks = false;
 
   // Mixture of experts (num_experts == 0: every layer's MLP is dense). A sparse layer routes each
   // token to its top num_experts_per_tok experts by softmax of the router logits (no token is
@@ -76,6 +79,10 @@ struct ModelConfig {
   bool moe_norm_topk_prob = false;
   int shared_expert_intermediate_size = 0;  // 0: no shared expert
   std::vector<bool> layer_moe;              // per layer: sparse (true) or dense MLP
+  // gpt-oss's experts: the router and every expert projection carry a bias, and the experts'
+  // activation is the clamped SwiGLU, with g = min(x W_gate, limit), u = clamp(x W_up, +-limit):
+  // g * sigmoid(1.702 g) * (u + 1). 0: the plain `activation`, no biases.
+  float moe_swiglu_limit = 0.f;
 
   std::vector<int> eos_token_ids;
   int bos_token_id = -1;

@@ -109,6 +109,14 @@ StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir, Backend
   }
   RETURN_IF_ERROR(cfg.Validate().WithContext(config_path));
   ASSIGN_OR_RETURN(std::optional<Fp8Checkpoint> fp8, ParseHfQuantization(config_json, config_path));
+  if (const auto q = config_json.find("quantization_config");
+      q != config_json.end() && q->is_object() && q->value("quant_method", "") == "mxfp4" &&
+      cfg.moe_swiglu_limit == 0.f) {
+    return UnimplementedError(config_path +
+                              ": quant_method mxfp4 is read for gpt-oss's experts "
+                              "only, not for " +
+                              cfg.arch);
+  }
   ASSIGN_OR_RETURN(SafetensorsModel st, SafetensorsModel::Open(dir));
   uint64_t fp = XXH3_64bits(config_json.dump().data(), config_json.dump().size());
   for (const auto& file : st.files()) fp = FileFingerprint(file->path(), fp);

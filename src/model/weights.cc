@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/hf_quantization.h"
 #include "tensor/quant.h"
 
 namespace loom {
@@ -23,8 +24,9 @@ std::string Name(TensorNaming naming, const std::string& hf, const std::string& 
 // Routers (a sparse layer's expert gate, the shared expert's gate) stay as stored under
 // --quantize: they are small and pick the experts (vLLM keeps them unquantized too).
 bool IsRouter(const std::string& name) {
-  return name.ends_with(".gate.weight") || name.ends_with("ffn_gate_inp.weight") ||
-         name.ends_with("ffn_gate_inp_shexp.weight") || name.ends_with("shared_expert_gate.weight");
+  return name.ends_with(".gate.weight") || name.ends_with(".router.weight") ||
+         name.ends_with("ffn_gate_inp.weight") || name.ends_with("ffn_gate_inp_shexp.weight") ||
+         name.ends_with("shared_expert_gate.weight");
 }
 
 // `t` (a float matrix or stack of them) re-encoded as `dtype`, rows split over threads.
@@ -160,6 +162,45 @@ class Loader {
                          std::to_string(layer) + " (looked for " + tried + ")");
   }
 
+  // gpt-oss's experts into loom's layout: gate and up [E, f, hidden], down [E, hidden, f], and
+  // their biases (f32) [E, f] x2, [E, hidden]. The checkpoint holds `<mlp>.experts.gate_up_proj`
+  // [E, hidden, 2f] with gate and up columns interleaved (gate 2j, up 2j + 1) and `down_proj`
+  // [E, f, hidden] (x @ W layout), or their MXFP4 `_blocks` / `_scales` (the published files),
+  // which decode to [E, out, in]; `gate_up_proj_bias` [E, 2f] (interleaved), `down_proj_bias`.
+  Status GptOssExperts(int layer, int64_t num_experts, int64_t f, int64_t d,
+                       Backend::MoeWeights* m) {
+    const std::string base = Name(naming_, "mlp.experts.", "", layer);
+    ASSIGN_OR_RETURN(Tensor gate_up, OutInExperts(base + "gate_up_proj", num_experts, 2 * f, d));
+    Tensor gate = HostTensor(gate_up.dtype(), Shape{num_experts, f, d});
+    Tensor up = HostTensor(gate_up.dtype(), Shape{num_experts, f, d});
+    const size_t row = gate_up.row_bytes();
+    for (int64_t r = 0; r < num_experts * f; ++r) {
+      const char* src = static_cast<const char*>(gate_up.data()) + static_cast<size_t>(2 * r) * row;
+      std::memcpy(static_cast<char*>(gate.data()) + static_cast<size_t>(r) * row, src, row);
+      std::memcpy(static_cast<char*>(up.data()) + static_cast<size_t>(r) * row, src + row, row);
+    }
+    gate_up = Tensor();
+    m->gate = UploadStacked(std::move(gate));
+    m->up = UploadStacked(std::move(up));
+    ASSIGN_OR_RETURN(Tensor down, OutInExperts(base + "down_proj", num_experts, d, f));
+    m->down = UploadStacked(std::move(down));
+
+    ASSIGN_OR_RETURN(Tensor gate_up_bias,
+                     F32Matrix(base + "gate_up_proj_bias", Shape{num_experts, 2 * f}));
+    Tensor gate_bias = HostTensor(DType::kF32, Shape{num_experts, f});
+    Tensor up_bias = HostTensor(DType::kF32, Shape{num_experts, f});
+    const float* gub = gate_up_bias.data_as<const float>();
+    for (int64_t i = 0; i < num_experts * f; ++i) {
+      gate_bias.data_as<float>()[i] = gub[2 * i];
+      up_bias.data_as<float>()[i] = gub[2 * i + 1];
+    }
+    m->gate_bias = UploadVector(gate_bias);
+    m->up_bias = UploadVector(up_bias);
+    ASSIGN_OR_RETURN(Tensor down_bias, F32Matrix(base + "down_proj_bias", Shape{num_experts, d}));
+    m->down_bias = UploadVector(down_bias);
+    return OkStatus();
+  }
+
   size_t total_bytes() const { return total_bytes_; }
   // The dtype holding the most matrix bytes (a Q4_K_M file: q4_K, though its largest matrix, the
   // output, is q6_K).
@@ -241,6 +282,82 @@ class Loader {
     return uploaded;
   }
 
+  // Stacked expert matrices [E, out, in] from `name`_blocks / `name`_scales (MXFP4, decoded to
+  // bf16) or from `name` [E, in, out] (float, transposed).
+  StatusOr<Tensor> OutInExperts(const std::string& name, int64_t num_experts, int64_t out,
+                                int64_t in) {
+    if (source_.Has(name + "_blocks")) {
+      ASSIGN_OR_RETURN(Tensor blocks, source_.Get(name + "_blocks"));
+      ASSIGN_OR_RETURN(Tensor scales, source_.Get(name + "_scales"));
+      read_bytes_ += static_cast<int64_t>(blocks.nbytes() + scales.nbytes());
+      RETURN_IF_ERROR(CheckShape(name + "_blocks", blocks, Shape{num_experts, out, in / 32, 16}));
+      RETURN_IF_ERROR(CheckShape(name + "_scales", scales, Shape{num_experts, out, in / 32}));
+      if (in % 32 != 0) {
+        return InvalidArgumentError(source_.Describe() + ": MXFP4 tensor '" + name +
+                                    "' has rows of " + std::to_string(in) +
+                                    ", not a multiple of 32");
+      }
+      return DequantizeMxfp4(blocks, scales, source_.Describe() + ": '" + name + "'");
+    }
+    if (!source_.Has(name)) {
+      return NotFoundError(source_.Describe() + ": missing tensor '" + name + "' (or its MXFP4 '" +
+                           name + "_blocks')");
+    }
+    ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+    read_bytes_ += static_cast<int64_t>(t.nbytes());
+    RETURN_IF_ERROR(CheckShape(name, t, Shape{num_experts, in, out}));
+    if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) {
+      return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' must be " +
+                                  "f32/f16/bf16, got " + std::string(DTypeName(t.dtype())));
+    }
+    return TransposeStacked(t);
+  }
+
+  // A small float tensor of shape `want` as f32 on the host.
+  StatusOr<Tensor> F32Matrix(const std::string& name, const Shape& want) {
+    if (!source_.Has(name)) {
+      return NotFoundError(source_.Describe() + ": missing tensor '" + name + "'");
+    }
+    ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
+    read_bytes_ += static_cast<int64_t>(t.nbytes());
+    RETURN_IF_ERROR(CheckShape(name, t, want));
+    if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) {
+      return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' must be " +
+                                  "f32/f16/bf16, got " + std::string(DTypeName(t.dtype())));
+    }
+    return ToF32(t);
+  }
+
+  // A small f32 tensor kept f32 on every backend (uploaded as a vector, as biases are).
+  Tensor UploadVector(const Tensor& t) {
+    Tensor uploaded = backend_->UploadWeight(t.Reshape(Shape{t.numel()})).Reshape(t.shape());
+    total_bytes_ += uploaded.nbytes();
+    return uploaded;
+  }
+
+  // [E, a, b] -> [E, b, a] (2- or 4-byte elements), in tiles.
+  static Tensor TransposeStacked(const Tensor& t) {
+    const int64_t e = t.dim(0), a = t.dim(1), b = t.dim(2);
+    Tensor out = HostTensor(t.dtype(), Shape{e, b, a});
+    const size_t es = GetDTypeInfo(t.dtype()).block_bytes;
+    constexpr int64_t kTile = 64;
+    for (int64_t x = 0; x < e; ++x) {
+      const char* src = static_cast<const char*>(t.data()) + static_cast<size_t>(x * a * b) * es;
+      char* dst = static_cast<char*>(out.data()) + static_cast<size_t>(x * a * b) * es;
+      for (int64_t i0 = 0; i0 < a; i0 += kTile) {
+        for (int64_t j0 = 0; j0 < b; j0 += kTile) {
+          for (int64_t i = i0; i < std::min(a, i0 + kTile); ++i) {
+            for (int64_t j = j0; j < std::min(b, j0 + kTile); ++j) {
+              std::memcpy(dst + static_cast<size_t>(j * a + i) * es,
+                          src + static_cast<size_t>(i * b + j) * es, es);
+            }
+          }
+        }
+      }
+    }
+    return out;
+  }
+
   static Tensor ToF32(const Tensor& t) {
     if (t.dtype() == DType::kF32) return t;
     Tensor out = HostTensor(DType::kF32, t.shape());
@@ -269,6 +386,11 @@ class Loader {
 // `block_sparse_moe.gate` (or `mlp.gate` as transformers 5 renames it), GGUF's ffn_gate_inp.
 Status LoadMoe(Loader& L, const ModelConfig& cfg, int i, Backend::MoeWeights* m) {
   const int64_t d = cfg.hidden_size, fe = cfg.moe_intermediate_size, e = cfg.num_experts;
+  if (cfg.moe_swiglu_limit > 0.f) {  // gpt-oss: `mlp.router` with a bias, its own expert layout
+    ASSIGN_OR_RETURN(m->router, L.Required("mlp.router.weight", "ffn_gate_inp.weight", i, e, d));
+    ASSIGN_OR_RETURN(m->router_bias, L.Required("mlp.router.bias", "ffn_gate_inp.bias", i, e, 0));
+    return L.GptOssExperts(i, e, fe, d, m);
+  }
   const std::vector<std::string> prefixes = {"mlp", "block_sparse_moe"};
   ASSIGN_OR_RETURN(m->router, L.Optional("mlp.gate.weight", "ffn_gate_inp.weight", i, e, d));
   if (!m->router.defined()) {
@@ -299,6 +421,14 @@ Status LoadMoe(Loader& L, const ModelConfig& cfg, int i, Backend::MoeWeights* m)
 
 Status CheckBackendRunsModel(const ModelConfig& cfg, const Backend& backend) {
   RETURN_IF_ERROR(backend.CheckHeadDim(cfg.head_dim));
+  if (cfg.attention_sinks && !backend.has_attention_sinks()) {
+    return UnimplementedError(cfg.arch + "'s attention sinks: the " + backend.name() +
+                              " backend has none yet: run it with --device cpu");
+  }
+  if (cfg.moe_swiglu_limit > 0.f && !backend.has_moe_biases()) {
+    return UnimplementedError(cfg.arch + "'s experts (biases, clamped SwiGLU): the " +
+                              backend.name() + " backend has none yet: run it with --device cpu");
+  }
   if (cfg.num_experts == 0) return OkStatus();
   if (!backend.has_moe()) {
     return UnimplementedError("a mixture-of-experts model (" + cfg.arch + ", " +
@@ -355,6 +485,10 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
     ASSIGN_OR_RETURN(l.wo,
                      L.Required("self_attn.o_proj.weight", "attn_output.weight", i, d, q_dim));
     ASSIGN_OR_RETURN(l.bo, L.Optional("self_attn.o_proj.bias", "attn_output.bias", i, d, 0));
+    if (cfg.attention_sinks) {
+      ASSIGN_OR_RETURN(l.sinks,
+                       L.Required("self_attn.sinks", "attn_sinks.weight", i, cfg.num_heads, 0));
+    }
     if (cfg.qk_norm) {
       ASSIGN_OR_RETURN(l.q_norm,
                        L.Required("self_attn.q_norm.weight", "attn_q_norm.weight", i, hd, 0));

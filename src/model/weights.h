@@ -22,6 +22,7 @@ struct LayerWeights {
   Tensor bqkv;            // [(H + 2 KV) * D]               bq|bk|bv fused with wqkv
   Tensor wo;              // [hidden, H*D]
   Tensor q_norm, k_norm;  // [D]                            per-head norms (Qwen3, Gemma 3)
+  Tensor sinks;           // [H] f32                        attention sinks (gpt-oss)
   Tensor post_attn_norm;  // [hidden]                       sandwich norm after attention (Gemma)
   Tensor ffn_norm;        // [hidden]                       RMSNorm before the MLP
   Tensor post_ffn_norm;   // [hidden]                       sandwich norm after the MLP (Gemma)
@@ -31,7 +32,8 @@ struct LayerWeights {
   Tensor w_down;          // [hidden, F]
   // A sparse (MoE) layer's MLP instead of the dense one above (ModelConfig::is_moe): the router
   // [E, hidden] and the experts stacked, [E, Fe, hidden] gate and up, [E, hidden, Fe] down; the
-  // shared expert (Qwen2-MoE) [Fs, hidden] x2, [hidden, Fs] and its gate [1, hidden].
+  // shared expert (Qwen2-MoE) [Fs, hidden] x2, [hidden, Fs] and its gate [1, hidden]; gpt-oss's
+  // biases (f32) [E], [E, Fe] x2, [E, hidden].
   Backend::MoeWeights moe;
 };
 

@@ -23,10 +23,17 @@
 #include "model/dummy_weights.h"
 #include "model/weights.h"
 #include "runtime/golden_models.h"
+#include "runtime/model_test_util.h"
 #include "tensor/quant.h"
 
 namespace loom {
 namespace {
+
+using model_test::HostF32;
+using model_test::MapSource;
+using model_test::ParseConfig;
+using model_test::RandomValues;
+using model_test::SameBytes;
 
 TEST(MoeRouteTest, TopKOfTheSoftmaxWithTiesToTheLowerIndex) {
   const float logits[5] = {0.5f, 2.f, -1.f, 2.f, 1.f};
@@ -47,21 +54,6 @@ TEST(MoeRouteTest, TopKOfTheSoftmaxWithTiesToTheLowerIndex) {
   EXPECT_NEAR(w[0], std::exp(2.0) / chosen, 1e-6);
   EXPECT_NEAR(w[2], std::exp(1.0) / chosen, 1e-6);
   EXPECT_NEAR(w[0] + w[1] + w[2], 1.0, 1e-6);
-}
-
-// Random f32 values, fixed seed.
-std::vector<float> RandomValues(size_t n, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-Tensor HostF32(const std::vector<float>& v, Shape shape) {
-  Tensor t = HostTensor(DType::kF32, shape);
-  std::copy(v.begin(), v.end(), t.data_as<float>());
-  return t;
 }
 
 Tensor HostBf16(const std::vector<float>& v, Shape shape) {
@@ -235,19 +227,6 @@ TEST(MoeMlpTest, MatchesAPerRowReference) {
   }
 }
 
-// An in-memory checkpoint.
-class MapSource : public TensorSource {
- public:
-  std::map<std::string, Tensor> tensors;
-  bool Has(const std::string& name) const override { return tensors.count(name) > 0; }
-  StatusOr<Tensor> Get(const std::string& name) const override {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) return NotFoundError("no " + name);
-    return it->second;
-  }
-  std::string Describe() const override { return "map"; }
-};
-
 // A 2-layer Qwen3-MoE-shaped config: layer 0 dense, layer 1 sparse (4 experts, 2 a token).
 nlohmann::json TinyQwen3MoeJson() {
   return nlohmann::json::parse(R"({
@@ -257,17 +236,6 @@ nlohmann::json TinyQwen3MoeJson() {
     "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
     "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
     "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0]})");
-}
-
-ModelConfig ParseConfig(const nlohmann::json& j) {
-  ModelConfig cfg;
-  auto arch = FindArchForHfConfig(j);
-  EXPECT_TRUE(arch.ok()) << arch.status().ToString();
-  Status s = (*arch)->from_hf(j, &cfg);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  s = cfg.Validate();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return cfg;
 }
 
 TEST(MoeConfigTest, SparseLayersFromTheConfig) {
@@ -383,11 +351,6 @@ MapSource TinyCheckpoint(const ModelConfig& cfg, bool stacked_experts) {
   return src;
 }
 
-bool SameBytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
 TEST(MoeLoadTest, PerExpertAndStackedCheckpointsLoadTheSameExperts) {
   CpuBackend be(2);
   ModelConfig cfg = ParseConfig(TinyQwen3MoeJson());
@@ -413,27 +376,17 @@ TEST(MoeLoadTest, PerExpertAndStackedCheckpointsLoadTheSameExperts) {
 
   MapSource missing = TinyCheckpoint(cfg, false);
   missing.tensors.erase("model.layers.1.mlp.experts.3.down_proj.weight");
-  auto m = LoadWeights(cfg, missing, TensorNaming::kHuggingFace, &be);
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("'model.layers.1.mlp.experts.3.down_proj.weight'"),
-            std::string::npos)
-      << m.status().ToString();
+  model_test::ExpectLoadFails(cfg, missing, &be, "'model.layers.1.mlp.experts.3.down_proj.weight'");
 
   MapSource none = TinyCheckpoint(cfg, true);
   none.tensors.erase("model.layers.1.mlp.experts.gate_up_proj");
-  m = LoadWeights(cfg, none, TensorNaming::kHuggingFace, &be);
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("missing the experts of layer 1"), std::string::npos)
-      << m.status().ToString();
+  model_test::ExpectLoadFails(cfg, none, &be, "missing the experts of layer 1");
 
   MapSource misshapen = TinyCheckpoint(cfg, true);
   misshapen.tensors["model.layers.1.mlp.experts.down_proj"] =
       HostTensor(DType::kF32, Shape{4, 16, 32});
-  m = LoadWeights(cfg, misshapen, TensorNaming::kHuggingFace, &be);
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("'model.layers.1.mlp.experts.down_proj' has shape"),
-            std::string::npos)
-      << m.status().ToString();
+  model_test::ExpectLoadFails(cfg, misshapen, &be,
+                              "'model.layers.1.mlp.experts.down_proj' has shape");
 }
 
 nlohmann::json TinyMixtralJson() {
@@ -553,9 +506,7 @@ TEST(MoeModelTest, ABackendWithoutMoeRefusesTheModelNamingTheDevice) {
   } be;
   ModelConfig cfg = ParseConfig(TinyQwen3MoeJson());
   MapSource src = TinyCheckpoint(cfg, false);
-  auto w = LoadWeights(cfg, src, TensorNaming::kHuggingFace, &be);
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("--device cpu"), std::string::npos) << w.status().ToString();
+  model_test::ExpectLoadFails(cfg, src, &be, "--device cpu");
 }
 
 }  // namespace

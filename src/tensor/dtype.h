@@ -21,6 +21,7 @@ enum class DType : uint8_t {
   kI32,
   kF8E4M3,  // OCP FP8 e4m3fn (HF FP8 checkpoints): 1 sign, 4 exponent, 3 mantissa bits
   kFP8,     // 128 elems: f32 scale d + 128 x e4m3fn codes            = 132 bytes
+  kU8,      // raw bytes (MXFP4 blocks and exponents as checkpoints store them)
 };
 
 struct DTypeInfo {

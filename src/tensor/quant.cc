@@ -459,6 +459,7 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
     case DType::kFP8:
       return DequantizeFP8(static_cast<const BlockFP8*>(src), dst, nb);
     case DType::kI32:
+    case DType::kU8:
       break;
   }
   CHECK(false) << "DequantizeRow: " << DTypeName(dtype) << " is not a float type";
@@ -498,6 +499,7 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
     case DType::kFP8:
       return QuantizeFP8(src, static_cast<BlockFP8*>(dst), nb);
     case DType::kI32:
+    case DType::kU8:
       break;
   }
   CHECK(false) << "QuantizeRow: " << DTypeName(dtype) << " is not a float type";

@@ -89,6 +89,15 @@ ARCHS = {
     "mixtral": ("mixtral", dict(num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
                                 intermediate_size=48),
                 rope(1000000.0), None),
+    # gpt-oss: q/k/v/o biases, a learned attention sink per head, sliding and full layers in
+    # turn, a router with a bias (softmax over the top-k logits), experts with biases and the
+    # clamped SwiGLU (a small swiglu_limit so that the clamps bind), yarn rope (truncate off).
+    "gpt_oss": ("gpt_oss", dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=32,
+                                sliding_window=8, attention_bias=True, swiglu_limit=0.5,
+                                layer_types=["sliding_attention", "full_attention",
+                                             "sliding_attention"]),
+                rope(150000.0, rope_type="yarn", factor=4.0, original_max_position_embeddings=64,
+                     beta_fast=32.0, beta_slow=1.0, truncate=False), None),
 }
 
 SEQ_LENS = [1, 7, 70]
@@ -121,6 +130,8 @@ def randomize(model, gen, plus_one_norms):
                 # MoE routers: wide enough logits that each token's top-k is decisive (the
                 # golden records the margin between the k-th and the next expert).
                 p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".sinks"):  # attention sinks: logits of the size of the scores
+                p.copy_(torch.randn(p.shape, generator=gen))
             elif p.dim() == 1 and "norm" in name:
                 center = 0.0 if plus_one_norms else 1.0
                 p.copy_(center + 0.1 * torch.randn(p.shape, generator=gen))
@@ -144,10 +155,11 @@ def record_routers(model):
             continue
         layer = int(m.group(1))
         weight = mod.weight
+        bias = getattr(mod, "bias", None)  # gpt-oss's router has one
 
-        def hook(mod, args, output, layer=layer, weight=weight):
+        def hook(mod, args, output, layer=layer, weight=weight, bias=bias):
             x = args[0].reshape(-1, args[0].shape[-1])
-            found["logits"][layer] = torch.nn.functional.linear(x, weight).detach().clone()
+            found["logits"][layer] = torch.nn.functional.linear(x, weight, bias).detach().clone()
         found["hooks"].append(mod.register_forward_hook(hook))
     return found if found["hooks"] else None
 

@@ -230,6 +230,12 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   const float* qbase = q.data_as<const float>();
   float* obase = out.data_as<float>();
   const float cap = params.logit_softcap;
+  const float* sinks = nullptr;
+  if (params.sinks.defined()) {
+    CHECK(params.sinks.dtype() == DType::kF32 && params.sinks.numel() == H)
+        << "Attention: sinks " << params.sinks.DebugString() << " for " << H << " heads";
+    sinks = params.sinks.data_as<const float>();
+  }
 
   const bool fast = use_avx2 && D % 8 == 0;
   // A task is one query row and a block of consecutive kv heads, visited chunk by chunk with the
@@ -333,7 +339,16 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         p = end;
       }
       for (int r = 0; r < rows; ++r) {
-        float* o = obase + t * H * D + (static_cast<int64_t>(g0) * group + r) * D;
+        const int64_t head = static_cast<int64_t>(g0) * group + r;
+        float* o = obase + t * H * D + head * D;
+        if (sinks != nullptr) {  // one more logit in the softmax, with no value
+          const float m = ts.m[static_cast<size_t>(r)];
+          const float mm = std::max(m, sinks[head]);
+          const float a = std::exp(m - mm);
+          const float inv = 1.0f / (ts.l[static_cast<size_t>(r)] * a + std::exp(sinks[head] - mm));
+          for (int d = 0; d < D; ++d) o[d] = acc[r * D + d] * a * inv;
+          continue;
+        }
         const float inv = 1.0f / ts.l[static_cast<size_t>(r)];
         for (int d = 0; d < D; ++d) o[d] = acc[r * D + d] * inv;
       }

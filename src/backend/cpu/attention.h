@@ -8,6 +8,8 @@
 //          pos = kv_len[s] - q_len + j and sees p in (pos - sliding_window, pos] (or [0, pos]).
 //   GQA: query head h reads kv head h / (num_heads / num_kv_heads); the heads of one group share
 //        each key/value row load.
+//   sinks (params.sinks, gpt-oss): head h's softmax also counts exp(sinks[h] - max), a logit with
+//        no value, so its weights sum to less than 1.
 #pragma once
 
 #include "backend/backend.h"

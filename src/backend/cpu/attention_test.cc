@@ -132,8 +132,11 @@ class AttentionRun {
             if (p.logit_softcap > 0) dot = p.logit_softcap * std::tanh(dot / p.logit_softcap);
             w.push_back(dot);
           }
-          const double mx = *std::max_element(w.begin(), w.end());
-          double sum = 0;
+          double mx = *std::max_element(w.begin(), w.end());
+          const bool sink = p.sinks.defined();
+          const double sink_logit = sink ? p.sinks.data_as<const float>()[h] : 0.0;
+          if (sink) mx = std::max(mx, sink_logit);
+          double sum = sink ? std::exp(sink_logit - mx) : 0.0;  // a logit with no value
           for (double& x : w) sum += (x = std::exp(x - mx));
           for (int d = 0; d < D; ++d) {
             double ref = 0;
@@ -208,6 +211,24 @@ TEST(AttentionTest, SlidingWindowSoftcapOddBlockSizeAndHalfPools) {
       a.CheckAgainstReference();
       AttentionRun b({Params(4, 1, 128, 0, /*cap=*/5.0f), block_size, kv, kMixed}, backend, 3);
       b.CheckAgainstReference();
+    }
+  }
+}
+
+// gpt-oss's attention sinks: a learned logit per head in each softmax, around the scores' size
+// (some heads' sinks dominate, others barely count), with windows, GQA, both code paths.
+TEST(AttentionTest, SinksJoinEverySoftmax) {
+  CpuBackend vec(2);
+  CpuBackend scalar(CpuBackendOptions{.num_threads = 1, .force_scalar = true});
+  for (CpuBackend* backend : {&vec, &scalar}) {
+    for (int window : {0, 6}) {
+      SCOPED_TRACE(testing::Message()
+                   << (backend == &vec ? "vector" : "scalar") << " window " << window);
+      AttentionParams p = Params(8, 2, 64, window);
+      const std::vector<float> sinks = {-3.f, 0.f, 0.5f, 2.f, 4.f, -1.f, 1.f, 8.f};
+      p.sinks = MakeTensor(DType::kF32, Shape{8}, sinks);
+      AttentionRun run({p, 16, DType::kBF16, kMixed}, *backend, 12);
+      run.CheckAgainstReference();
     }
   }
 }

@@ -304,6 +304,25 @@ Tensor ExpertMatrix(const Tensor& stacked, int64_t e) {
   return stacked.Slice(e, 1).Reshape(Shape{stacked.dim(1), stacked.dim(2)});
 }
 
+// Row e of a stacked bias [E, cols] as a [cols] vector; undefined stays undefined.
+Tensor ExpertBias(const Tensor& biases, int64_t e) {
+  return biases.defined() ? biases.Slice(e, 1).Reshape(Shape{biases.dim(1)}) : Tensor();
+}
+
+// gpt-oss's clamped SwiGLU, in place in g: g = min(g, limit), u = clamp(u, -limit, limit),
+// g * sigmoid(alpha g) * (u + 1), as transformers computes it in f32.
+void ClampedSwiglu(const Tensor& g, const Tensor& u, float limit) {
+  constexpr float kAlpha = 1.702f;
+  float* gp = g.data_as<float>();
+  const float* up = u.data_as<const float>();
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const float gi = std::min(gp[i], limit);
+    const float ui = std::clamp(up[i], -limit, limit);
+    const float glu = gi * (1.f / (1.f + std::exp(-gi * kAlpha)));
+    gp[i] = (ui + 1.f) * glu;
+  }
+}
+
 }  // namespace
 
 // Routing on the host, then, expert by expert in index order, one gathered GEMM per projection
@@ -321,14 +340,16 @@ void CpuBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& p
   CheckI32(expert_ids, n * k, "MoeMlp", "expert_ids");
   const int64_t f = CheckMoeShapes(x, w, router_logits, out);
   auto gated = [&](const Tensor& g, const Tensor& u) {
-    if (params.act == GatedAct::kSilu) {
+    if (params.swiglu_limit > 0.f) {
+      ClampedSwiglu(g, u, params.swiglu_limit);
+    } else if (params.act == GatedAct::kSilu) {
       SiluMul(g, u, g);
     } else {
       GeluTanhMul(g, u, g);
     }
   };
 
-  MatMul(x, w.router, Tensor(), router_logits);
+  MatMul(x, w.router, w.router_bias, router_logits);
   const float* logits = router_logits.data_as<const float>();
   int32_t* ids = expert_ids.data_as<int32_t>();
   std::vector<float> probs(static_cast<size_t>(n * k));
@@ -356,11 +377,11 @@ void CpuBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& p
     GatherRows(x, idx, xe);
     Tensor g = HostTensor(DType::kF32, Shape{c, f});
     Tensor u = HostTensor(DType::kF32, Shape{c, f});
-    MatMul(xe, ExpertMatrix(w.gate, e), Tensor(), g);
-    MatMul(xe, ExpertMatrix(w.up, e), Tensor(), u);
+    MatMul(xe, ExpertMatrix(w.gate, e), ExpertBias(w.gate_bias, e), g);
+    MatMul(xe, ExpertMatrix(w.up, e), ExpertBias(w.up_bias, e), u);
     gated(g, u);
     Tensor y = xe;  // [c, hidden], no longer needed as input
-    MatMul(g, ExpertMatrix(w.down, e), Tensor(), y);
+    MatMul(g, ExpertMatrix(w.down, e), ExpertBias(w.down_bias, e), y);
     const float* yp = y.data_as<const float>();
     for (int64_t j = 0; j < c; ++j) {
       const float p = row_probs[static_cast<size_t>(e)][static_cast<size_t>(j)];

@@ -85,6 +85,8 @@ class CpuBackend : public Backend {
   void CopyColumns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col,
                    int64_t num_cols) override;
   bool has_moe() const override { return true; }
+  bool has_moe_biases() const override { return true; }
+  bool has_attention_sinks() const override { return true; }
   void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
               const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) override;
 

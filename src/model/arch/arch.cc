@@ -11,8 +11,8 @@ using nlohmann::json;
 
 const std::vector<const ArchSpec*>& AllArchs() {
   static const std::vector<const ArchSpec*> kAll = {
-      &kLlamaArch,  &kMistralArch, &kQwen2Arch,    &kQwen3Arch,    &kGemma2Arch,
-      &kGemma3Arch, &kPhi3Arch,    &kQwen2MoeArch, &kQwen3MoeArch, &kMixtralArch};
+      &kLlamaArch, &kMistralArch,  &kQwen2Arch,    &kQwen3Arch,   &kGemma2Arch, &kGemma3Arch,
+      &kPhi3Arch,  &kQwen2MoeArch, &kQwen3MoeArch, &kMixtralArch, &kGptOssArch};
   return kAll;
 }
 

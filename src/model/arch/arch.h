@@ -68,6 +68,7 @@ extern const ArchSpec kPhi3Arch;
 extern const ArchSpec kQwen2MoeArch;
 extern const ArchSpec kQwen3MoeArch;
 extern const ArchSpec kMixtralArch;
+extern const ArchSpec kGptOssArch;
 
 template <typename F>
 void arch_util::SetLayerWindows(const nlohmann::json& c, int window, ModelConfig* cfg, F sliding) {
