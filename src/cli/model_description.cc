@@ -70,8 +70,12 @@ Status CountSafetensorsHeader(const std::string& path, HeaderCount* out) {
     if (auto shape = info.find("shape"); shape != info.end() && shape->is_array()) {
       for (const json& d : *shape) numel *= d.is_number_integer() ? d.get<int64_t>() : 0;
     }
+    // MXFP4 (gpt-oss): `_blocks` bytes hold two 4-bit weights each; `_scales` are exponents.
+    const std::string dtype = JsonString(info, "dtype");
+    if (dtype == "U8" && name.ends_with("_scales")) continue;
+    if (dtype == "U8" && name.ends_with("_blocks")) numel *= 2;
     out->num_params += numel;
-    out->elems_by_dtype[JsonString(info, "dtype")] += numel;
+    out->elems_by_dtype[dtype] += numel;
   }
   return OkStatus();
 }

@@ -76,6 +76,21 @@ TEST(ModelDescriptionTest, HfDirectoryFromHeadersConfigAndTemplate) {
   EXPECT_EQ(bare.quantization, "bf16");
 }
 
+// gpt-oss's MXFP4 experts: a `_blocks` byte is two weights, `_scales` are not weights.
+TEST(ModelDescriptionTest, Mxfp4BlocksCountTwoWeightsAByte) {
+  const std::string dir = ScratchDir();
+  WriteBytes(dir + "/config.json",
+             R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}})");
+  WriteBytes(
+      dir + "/model.safetensors",
+      testing::MakeSafetensors({StTensor{"e.gate_up_proj_blocks", "U8", {2, 4, 1, 16}, Bytes(128)},
+                                StTensor{"e.gate_up_proj_scales", "U8", {2, 4, 1}, Bytes(8)},
+                                StTensor{"e.gate_up_proj_bias", "BF16", {2, 4}, Bytes(16)}}));
+  const ModelCard card = DescribeModel(dir);
+  EXPECT_EQ(card.num_params, 2 * 4 * 32 + 8);
+  EXPECT_EQ(card.quantization, "mxfp4");
+}
+
 TEST(ModelDescriptionTest, TheToolUseTemplateDecidesTheToolCapability) {
   const std::string dir = ScratchDir();
   WriteBytes(dir + "/config.json", kConfig);
