@@ -45,6 +45,7 @@ TEST(DummyWeightsTest, BenchConfigsHavePublishedShapes) {
       {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, true},
       {"gemma-3-4b", "gemma3", 2560, 34, 8, 4, 256, 10240, 262208, true},
       {"qwen3-30b-a3b", "qwen3_moe", 2048, 48, 32, 4, 128, 6144, 151936, false},
+      {"gpt-oss-20b", "gpt_oss", 2880, 24, 64, 8, 64, 2880, 201088, false},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.name);
@@ -61,6 +62,16 @@ TEST(DummyWeightsTest, BenchConfigsHavePublishedShapes) {
     EXPECT_EQ(c.vocab_size, w.vocab);
     EXPECT_EQ(c.tie_word_embeddings, w.tie);
   }
+  ModelConfig oss = Parse(*LoadJsonFile(ConfigPath("gpt-oss-20b")));
+  EXPECT_EQ(oss.num_experts, 32);
+  EXPECT_EQ(oss.num_experts_per_tok, 4);
+  EXPECT_EQ(oss.moe_intermediate_size, 2880);
+  EXPECT_EQ(oss.layer_window[0], 128);
+  EXPECT_EQ(oss.layer_window[1], 0);
+  EXPECT_EQ(oss.rope.type, RopeType::kYarn);
+  EXPECT_EQ(oss.rope.factor, 32.f);
+  EXPECT_FALSE(oss.rope.truncate);
+  EXPECT_TRUE(oss.attention_sinks);
   ModelConfig l8 = Parse(*LoadJsonFile(ConfigPath("llama-3.1-8b")));
   EXPECT_EQ(l8.rope.type, RopeType::kLlama3);
   EXPECT_EQ(l8.rope.factor, 8.f);

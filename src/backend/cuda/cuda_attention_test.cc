@@ -40,6 +40,7 @@ struct Scenario {
   int window = 0;
   float softcap = 0.f;
   std::vector<SeqSpec> seqs;
+  bool sinks = false;  // gpt-oss's attention sinks: a logit per query head
 };
 
 // Host arrays of one attention step plus the "store everything" step that fills the cache.
@@ -157,6 +158,13 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     p.scale = 1.f / std::sqrt(static_cast<float>(D));
     p.sliding_window = sc.window;
     p.logit_softcap = sc.softcap;
+    if (sc.sinks) {  // around the scores' size: some heads' sinks dominate, some barely count
+      std::vector<float> sinks(static_cast<size_t>(H));
+      for (int i = 0; i < H; ++i)
+        sinks[static_cast<size_t>(i)] = -3.f + 1.5f * static_cast<float>(i % 7);
+      p.sinks = HostF32(Shape{H}, sinks);
+      if (gpu) p.sinks = be.Upload(p.sinks);
+    }
     const Shape pool{h.num_blocks, sc.block_size, KVH, D};
     const int64_t n_old = static_cast<int64_t>(in.old_slots.size());
 
@@ -333,6 +341,49 @@ TEST_F(CudaDecodeAttentionTest, BatchOnePlansClusterMerge) {
   EXPECT_EQ(plan.num_splits, 16);
   a.num_seqs = a.num_tokens = 8;  // batch 8: 64 x splits blocks do not fit one per SM
   EXPECT_FALSE(cuda::PlanDecodeAttention(a, gpu_->num_sms(), defaults).decode_cluster);
+}
+
+// gpt-oss's attention sinks in every kernel that ends a softmax: decode with one split, with
+// splits merged in a cluster or by the combine kernel (tensor-core and CUDA-core), the generic
+// kernel (and its combine), the tensor-core prefill.
+TEST_F(CudaDecodeAttentionTest, SinksMatchCpu) {
+  std::vector<Scenario> scenarios = {
+      {"decode, gqa 8, d64, window 128", 64, 8, 64, 16, 128, 0.f, AwkwardContexts(), true},
+      {"decode, gqa 4, d128", 32, 8, 128, 16, 0, 0.f, AwkwardContexts(), true},
+      {"prefill + decode, gqa 8, d64",
+       16,
+       2,
+       64,
+       16,
+       0,
+       0.f,
+       {{0, 3}, {5, 17}, {0, 130}, {20, 1}, {300, 1}},
+       true},
+      {"prefill, window 128, d64", 16, 2, 64, 16, 128, 0.f, {{0, 400}, {100, 40}}, true},
+      {"d80 (generic kernel), split-KV", 4, 2, 80, 16, 0, 0.f, {{0, 17}, {1500, 1}}, true},
+  };
+  unsigned seed = 500;
+  for (const Scenario& sc : scenarios) {
+    const Inputs in = Prepare(sc, seed++);
+    const std::vector<float> ref = RunOn(cpu_, false, in);
+    struct Variant {
+      int splits, mma, cluster, decode;
+    };
+    for (const Variant v : {Variant{0, 1, 1, 1}, Variant{1, 1, 1, 1}, Variant{12, 1, 1, 1},
+                            Variant{12, 1, 0, 1}, Variant{64, 0, 0, 1}, Variant{0, 0, 0, 0}}) {
+      CudaTuning t;
+      t.attn_decode_splits = v.splits;
+      t.attn_decode_mma = v.mma != 0;
+      t.attn_cluster_merge = v.cluster != 0;
+      t.attn_decode = v.decode != 0;
+      gpu_->set_tuning(t);
+      const double err = NormalizedError(RunOn(*gpu_, true, in), ref);
+      EXPECT_LT(err, kTolRounded) << sc.name << ", splits " << v.splits << ", mma " << v.mma
+                                  << ", cluster " << v.cluster << ", decode " << v.decode;
+      std::printf("  sinks: %-34s splits %2d mma %d cluster %d decode %d  error %.2e\n", sc.name,
+                  v.splits, v.mma, v.cluster, v.decode, err);
+    }
+  }
 }
 
 // The generic kernel (attn_decode=0) still serves decode steps correctly.

@@ -972,7 +972,7 @@ void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& 
   const Status tiles = CheckMoe(hidden, f, static_cast<int>(num_experts), k);
   CHECK(tiles.ok()) << "MoeMlp: " << tiles.message();
   if (n == 0) return;
-  MatMul(x, w.router, Tensor(), router_logits);
+  MatMul(x, w.router, w.router_bias, router_logits);
 
   const int64_t pairs = n * k;
   const auto e = static_cast<int>(num_experts);
@@ -996,15 +996,21 @@ void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& 
   {
     LOOM_PROFILE_OP(std::string("moe gate_up") + kind + " pairs=" + std::to_string(pairs),
                     2 * expert_bytes);
+    cuda::MoeEpilogue ep;
+    ep.bias0 = w.gate_bias.defined() ? w.gate_bias.data_as<const float>() : nullptr;
+    ep.bias1 = w.up_bias.defined() ? w.up_bias.data_as<const float>() : nullptr;
+    ep.gelu = params.act == GatedAct::kGeluTanh;
+    ep.swiglu_limit = params.swiglu_limit;
     cuda::LaunchMoeGateUp(x.data_as<const __nv_bfloat16>(), w.gate.data_as<const __nv_bfloat16>(),
-                          w.up.data_as<const __nv_bfloat16>(), ws, pairs, e, tiling, f, hidden,
-                          params.act == GatedAct::kGeluTanh, h.data_as<__nv_bfloat16>(), stream());
+                          w.up.data_as<const __nv_bfloat16>(), ws, pairs, e, tiling, f, hidden, ep,
+                          h.data_as<__nv_bfloat16>(), stream());
   }
   Tensor y = AllocScratch(DType::kF32, Shape{pairs, hidden});
   {
     LOOM_PROFILE_OP(std::string("moe down") + kind + " pairs=" + std::to_string(pairs),
                     expert_bytes);
-    cuda::LaunchMoeDown(h.data_as<const __nv_bfloat16>(), w.down.data_as<const __nv_bfloat16>(), ws,
+    cuda::LaunchMoeDown(h.data_as<const __nv_bfloat16>(), w.down.data_as<const __nv_bfloat16>(),
+                        w.down_bias.defined() ? w.down_bias.data_as<const float>() : nullptr, ws,
                         pairs, e, tiling, hidden, f, y.data_as<float>(), stream());
   }
 
@@ -1174,6 +1180,12 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
   a.sliding_window = params.sliding_window;
   a.scale = params.scale;
   a.softcap = params.logit_softcap;
+  if (params.sinks.defined()) {
+    CheckDevice(params.sinks, "Attention", "sinks");
+    CHECK(params.sinks.dtype() == DType::kF32 && params.sinks.numel() == H)
+        << "Attention: sinks " << Describe(params.sinks) << " for " << H << " heads";
+    a.sinks = params.sinks.data_as<const float>();
+  }
   a.out = out.data();
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data_as<float>() : nullptr; };
   cuda::LaunchPagedAttention(

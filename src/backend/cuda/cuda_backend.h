@@ -153,6 +153,8 @@ class CudaBackend final : public Backend {
   // Routed experts on the device (moe.cuh): every launch shape fixed by the row count, so decode
   // steps of MoE models run in CUDA graphs. Expert weights bf16 (Upload converts others).
   bool has_moe() const override { return true; }
+  bool has_moe_biases() const override { return true; }
+  bool has_attention_sinks() const override { return true; }
   Status CheckMoe(int64_t hidden, int64_t expert_width, int num_experts, int top_k) const override;
   void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
               const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) override;

@@ -27,6 +27,7 @@ struct MoeCase {
   int64_t hidden, f, shared_f;  // shared_f 0: no shared expert
   bool norm_topk_prob;
   Backend::GatedAct act;
+  float swiglu_limit = 0.f;  // > 0: gpt-oss's experts (biases, clamped SwiGLU)
 };
 
 // Rows whose routing is decided by more than rounding: every gap between consecutive logits of
@@ -67,6 +68,10 @@ TEST_F(CudaMoeTest, MatchesTheCpuBackend) {
       {20, 128, 8, 128, 64, 0, true, Backend::GatedAct::kSilu},
       {3, 16, 4, 80, 48, 32, false, Backend::GatedAct::kGeluTanh},
       {100, 16, 2, 64, 48, 0, true, Backend::GatedAct::kSilu},
+      // gpt-oss: biased router and experts, clamped SwiGLU (a limit the values cross), as GEMVs
+      // and on tensor cores.
+      {3, 32, 4, 64, 64, 0, true, Backend::GatedAct::kSilu, 0.3f},
+      {200, 32, 4, 128, 64, 0, true, Backend::GatedAct::kSilu, 0.3f},
   };
   for (const MoeCase& c : cases) {
     SCOPED_TRACE("n " + std::to_string(c.n) + " experts " + std::to_string(c.experts) + " k " +
@@ -85,8 +90,17 @@ TEST_F(CudaMoeTest, MatchesTheCpuBackend) {
     params.top_k = c.top_k;
     params.norm_topk_prob = c.norm_topk_prob;
     params.act = c.act;
+    params.swiglu_limit = c.swiglu_limit;
+    std::vector<float> rb = RandBf16(rng, e, 0.5f), gb = RandBf16(rng, e * f, 0.2f),
+                       ub = RandBf16(rng, e * f, 0.2f), db = RandBf16(rng, e * d, 0.2f);
     auto weights = [&](Backend& be, auto&& place) {
       Backend::MoeWeights w;
+      if (c.swiglu_limit > 0.f) {  // f32 biases: placed as vectors, then shaped [E, cols]
+        w.router_bias = place(HostF32(Shape{e}, rb));
+        w.gate_bias = place(HostF32(Shape{e * f}, gb)).Reshape(Shape{e, f});
+        w.up_bias = place(HostF32(Shape{e * f}, ub)).Reshape(Shape{e, f});
+        w.down_bias = place(HostF32(Shape{e * d}, db)).Reshape(Shape{e, d});
+      }
       w.router = place(HostF32(Shape{e, d}, router));
       w.gate = place(HostF32(Shape{e, f, d}, gate));
       w.up = place(HostF32(Shape{e, f, d}, up));

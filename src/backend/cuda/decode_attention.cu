@@ -301,7 +301,10 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
       e[w] = exp2f(m_s[w][r] - base);
       l += l_s[w][r] * e[w];
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;  // empty key range: a zero row
+    // One split: the sink (gpt-oss) joins the sum here; several: where they are merged.
+    const float lt =
+        a.num_splits == 1 ? l + SinkWeight(a.sinks, (row0 + r) % a.num_heads, base) : l;
+    const float inv = lt > 0.f ? 1.f / lt : 0.f;  // empty key range: a zero row
     const float lse = l > 0.f ? m + log2f(l) : -INFINITY;
     float v[4];
 #pragma unroll
@@ -350,6 +353,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
   // and the arithmetic are the combine kernel's: an empty split (lse = -inf, skipped there) has
   // weight 0 and a zero row here, and adding those zeros leaves both sums' bits unchanged.
   __shared__ float w_s[kMaxClusterSplits][8];
+  __shared__ float sink_s[8];
   const int t = static_cast<int>(threadIdx.x);
   if (t < splits * a.group) {
     const int sp = t / a.group, r = t % a.group;
@@ -360,6 +364,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
     }
     const float e = sp < active ? lse_buf[sp * a.group + r] : -INFINITY;
     w_s[sp][r] = e == -INFINITY ? 0.f : exp2f(e - SafeBase(m));
+    if (sp == 0) sink_s[r] = SinkWeight(a.sinks, (row0 + r) % a.num_heads, SafeBase(m));
   }
   __syncthreads();
   KTRACE_MARK(2);  // the leader's split weights are in (diagnostic: where its merge time goes)
@@ -382,6 +387,7 @@ __device__ __forceinline__ void StoreBlockResult(const DecodeArgs& a, float (&ac
       acc[2] += w[sp] * v[sp].z;
       acc[3] += w[sp] * v[sp].w;
     }
+    wsum += sink_s[r];
     const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
     __nv_bfloat16* out = a.out + (row0 + r) * D + i % D;
 #pragma unroll
@@ -792,7 +798,7 @@ constexpr int kCombineRowsPerBlock = 4;
 template <int D>
 __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
     DecodeCombineKernel(const float* partial, const float* lse, int num_splits, int64_t num_rows,
-                        __nv_bfloat16* out) {
+                        const float* sinks, int num_heads, __nv_bfloat16* out) {
   PdlWait();  // launched with PDL (launch.cuh)
   PdlLaunchDependents();
   constexpr int kPer = D / 32;
@@ -812,6 +818,7 @@ __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
 #pragma unroll
     for (int j = 0; j < kPer; ++j) acc[j] += w * src[j];
   }
+  wsum += SinkWeight(sinks, row % num_heads, base);
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) out[row * D + lane * kPer + j] = __float2bfloat16_rn(acc[j] * inv);
@@ -951,11 +958,12 @@ int MaxClusterSplits(KernelFn fn) {
 
 template <int D>
 void LaunchCombine(const float* partial, const float* lse, int num_splits, int64_t num_rows,
-                   __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
+                   const float* sinks, int num_heads, __nv_bfloat16* out, cudaStream_t stream,
+                   bool pdl) {
   const auto blocks =
       static_cast<unsigned>((num_rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
   LaunchPdl(DecodeCombineKernel<D>, dim3(blocks), dim3(kCombineRowsPerBlock * 32), 0, stream, pdl,
-            partial, lse, num_splits, num_rows, out);
+            partial, lse, num_splits, num_rows, sinks, num_heads, out);
 }
 
 }  // namespace
@@ -1044,13 +1052,16 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   if (plan.num_splits > 1) {
     switch (a.head_dim) {
       case 64:
-        LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
+        LaunchCombine<64>(partial, lse, plan.num_splits, d.num_rows, d.sinks, a.num_heads, d.out,
+                          stream, pdl);
         break;
       case 128:
-        LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
+        LaunchCombine<128>(partial, lse, plan.num_splits, d.num_rows, d.sinks, a.num_heads, d.out,
+                           stream, pdl);
         break;
       default:
-        LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.out, stream, pdl);
+        LaunchCombine<256>(partial, lse, plan.num_splits, d.num_rows, d.sinks, a.num_heads, d.out,
+                           stream, pdl);
         break;
     }
   }

@@ -54,6 +54,27 @@ __device__ __forceinline__ float WarpMax(float v) {
 struct SiluMulOp {
   __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
 };
+// The base a running softmax's sums are relative to: its max, or 0 while it has seen no key
+// (-inf; an all-masked row weighs nothing).
+__device__ __forceinline__ float SafeMax(float m) { return m == -INFINITY ? 0.f : m; }
+
+// exp2(sinks[head] log2(e) - base): the weight of a head's attention sink (gpt-oss: one more
+// logit in its softmax, with no value) in log2-domain sums relative to `base` (the attention
+// kernels' scores are in log2 units); 0 without sinks (null).
+__device__ __forceinline__ float SinkWeight(const float* sinks, int64_t head, float base) {
+  return sinks != nullptr ? exp2f(sinks[head] * 1.4426950408889634f - base) : 0.f;
+}
+
+// gpt-oss's experts: g = min(g, limit), u = clamp(u, -limit, limit), g * sigmoid(1.702 g) * (u +
+// 1).
+struct ClampedSwigluOp {
+  float limit;
+  __device__ float operator()(float g, float u) const {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+    return g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+  }
+};
 struct GeluTanhMulOp {
   __device__ float operator()(float g, float u) const {
     const float k = 0.7978845608028654f;  // sqrt(2 / pi)

@@ -346,7 +346,8 @@ __device__ __forceinline__ void PV(const Scores<D, W, MT>& sc, Acc<D, MT>& o, co
 // Normalizes the warp's rows and writes them (bf16); a row that saw no key is written as 0.
 template <int D, int MT>
 __device__ __forceinline__ void StoreRows(const FlashArgs& a, const Tile& t, int g, int row0,
-                                          const Acc<D, MT>& o, float (&l)[MT][2]) {
+                                          const Acc<D, MT>& o, const float (&m)[MT][2],
+                                          float (&l)[MT][2]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -357,6 +358,7 @@ __device__ __forceinline__ void StoreRows(const FlashArgs& a, const Tile& t, int
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const int r = row0 + 16 * mt + lane / 4 + 8 * i;
       if (r >= t.rows) continue;
+      sum += SinkWeight(a.sinks, int64_t{g} * a.group + r % a.group, SafeMax(m[mt][i]));
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       bf16* dst = a.out + RowOffset(a, t, g, r, D) + (lane % 4) * 2;
 #pragma unroll
@@ -443,7 +445,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1) FlashPrefillKernel(Fla
     CpAsyncWaitAll();
     __syncthreads();
   }
-  StoreRows<D, MT>(a, t, g, row0, o, l);
+  StoreRows<D, MT>(a, t, g, row0, o, m, l);
 }
 
 template <int D, int W, int MT>

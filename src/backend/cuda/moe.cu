@@ -174,7 +174,7 @@ template <bool kGated, int BM>
 __global__ void __launch_bounds__(kGemmThreads)
     GroupedGemmKernel(const bf16* a, const int32_t* a_rows, const bf16* w0, const bf16* w1,
                       const int32_t* offsets, const int32_t* tile_offsets, int num_experts,
-                      int64_t N, int64_t K, bool gelu, void* out) {
+                      int64_t N, int64_t K, MoeEpilogue ep, void* out) {
   constexpr int kFrags = BM / 16;
   const int tile = static_cast<int>(blockIdx.y);
   if (tile >= tile_offsets[num_experts]) return;
@@ -245,11 +245,10 @@ __global__ void __launch_bounds__(kGemmThreads)
     const int r = i / 16, c = i % 16;
     const int64_t dst = (row0 + r) * N + n0 + c;
     if constexpr (kGated) {
-      const float g = s0[i], u = so[1][warp][i];
-      const float v = gelu ? GeluTanhMulOp()(g, u) : SiluMulOp()(g, u);
+      const float v = ep.Gated(s0[i], so[1][warp][i], e, N, n0 + c);
       static_cast<bf16*>(out)[dst] = __float2bfloat16_rn(v);
     } else {
-      static_cast<float*>(out)[dst] = s0[i];
+      static_cast<float*>(out)[dst] = ep.Plain(s0[i], e, N, n0 + c);
     }
   }
 }
@@ -266,7 +265,7 @@ template <bool kGated>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GroupedGemvKernel(const bf16* a, const int32_t* a_rows, const bf16* w0, const bf16* w1,
                       const int32_t* offsets, const int32_t* tile_offsets, int num_experts,
-                      int64_t N, int64_t K, bool gelu, void* out) {
+                      int64_t N, int64_t K, MoeEpilogue ep, void* out) {
   const int tile = static_cast<int>(blockIdx.y);
   if (tile >= tile_offsets[num_experts]) return;
   const int e = SequenceOfTile(tile_offsets, num_experts, tile);
@@ -310,12 +309,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     const int64_t dst = (row0 + r) * N + col;
     if constexpr (kGated) {
       const float u = WarpSum(acc1[r]);
-      if (lane == 0) {
-        static_cast<bf16*>(out)[dst] =
-            __float2bfloat16_rn(gelu ? GeluTanhMulOp()(g, u) : SiluMulOp()(g, u));
-      }
+      if (lane == 0) static_cast<bf16*>(out)[dst] = __float2bfloat16_rn(ep.Gated(g, u, e, N, col));
     } else if (lane == 0) {
-      static_cast<float*>(out)[dst] = g;
+      static_cast<float*>(out)[dst] = ep.Plain(g, e, N, col);
     }
   }
 }
@@ -345,7 +341,7 @@ int64_t MaxTiles(int64_t pairs, int num_experts, int tile_rows) {
 template <bool kGated>
 void LaunchGroupedGemm(const bf16* a, const int32_t* a_rows, const bf16* w0, const bf16* w1,
                        const MoeWorkspace& ws, int64_t pairs, int num_experts, MoeTiling tiling,
-                       int64_t N, int64_t K, bool gelu, void* out, cudaStream_t stream) {
+                       int64_t N, int64_t K, MoeEpilogue ep, void* out, cudaStream_t stream) {
   const int tile_rows = tiling.tile_rows;
   CHECK(N % 16 == 0 && K % 16 == 0)
       << "MoE GEMM: N " << N << " and K " << K << " must be multiples of 16";
@@ -357,14 +353,14 @@ void LaunchGroupedGemm(const bf16* a, const int32_t* a_rows, const bf16* w0, con
     const dim3 gemv_grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps),
                          static_cast<unsigned>(tiles));
     GroupedGemvKernel<kGated><<<gemv_grid, kGemvWarps * 32, 0, stream>>>(
-        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, gelu, out);
+        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
   } else if (tile_rows == 16) {
     GroupedGemmKernel<kGated, 16><<<grid, kGemmThreads, 0, stream>>>(
-        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, gelu, out);
+        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
   } else {
     CHECK_EQ(tile_rows, 64);
     GroupedGemmKernel<kGated, 64><<<grid, kGemmThreads, 0, stream>>>(
-        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, gelu, out);
+        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -440,18 +436,20 @@ void LaunchMoeRoute(const void* logits, DType logits_dtype, int64_t n, int num_e
 
 void LaunchMoeGateUp(const bf16* x, const bf16* w_gate, const bf16* w_up, const MoeWorkspace& ws,
                      int64_t pairs, int num_experts, MoeTiling tiling, int64_t f, int64_t hidden,
-                     bool gelu_tanh, bf16* h, cudaStream_t stream) {
+                     const MoeEpilogue& ep, bf16* h, cudaStream_t stream) {
   if (pairs == 0) return;
   LaunchGroupedGemm<true>(x, ws.sorted_rows, w_gate, w_up, ws, pairs, num_experts, tiling, f,
-                          hidden, gelu_tanh, h, stream);
+                          hidden, ep, h, stream);
 }
 
-void LaunchMoeDown(const bf16* h, const bf16* w_down, const MoeWorkspace& ws, int64_t pairs,
-                   int num_experts, MoeTiling tiling, int64_t hidden, int64_t f, float* y,
-                   cudaStream_t stream) {
+void LaunchMoeDown(const bf16* h, const bf16* w_down, const float* b_down, const MoeWorkspace& ws,
+                   int64_t pairs, int num_experts, MoeTiling tiling, int64_t hidden, int64_t f,
+                   float* y, cudaStream_t stream) {
   if (pairs == 0) return;
+  MoeEpilogue ep;
+  ep.bias0 = b_down;
   LaunchGroupedGemm<false>(h, nullptr, w_down, nullptr, ws, pairs, num_experts, tiling, hidden, f,
-                           false, y, stream);
+                           ep, y, stream);
 }
 
 void LaunchMoeCombine(const float* y, const MoeWorkspace& ws, int64_t n, int top_k, int64_t hidden,

@@ -24,6 +24,9 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#ifdef __CUDACC__
+#include "backend/cuda/device_math.cuh"
+#endif
 
 namespace loom::cuda {
 
@@ -50,21 +53,46 @@ MoeTiling MoeTilingFor(int64_t pairs, int num_experts);
 // The limits MoeMlp checks: E experts, k of them a row.
 inline constexpr int kMoeMaxExperts = 1024;
 
+// What the GEMMs add to their products (device code): an expert's bias per output column, f32
+// [E, N] or null, and the gate/up activation: the clamped SwiGLU when swiglu_limit > 0 (gpt-oss),
+// else GeLU-tanh or SiLU of the gate times up.
+struct MoeEpilogue {
+  const float* bias0 = nullptr;  // gate (or the plain product's) bias
+  const float* bias1 = nullptr;  // up bias
+  bool gelu = false;
+  float swiglu_limit = 0.f;
+#ifdef __CUDACC__
+  __device__ __forceinline__ float Bias(const float* b, int e, int64_t n, int64_t col) const {
+    return b != nullptr ? b[e * n + col] : 0.f;
+  }
+  __device__ __forceinline__ float Gated(float g, float u, int e, int64_t n, int64_t col) const {
+    g += Bias(bias0, e, n, col);
+    u += Bias(bias1, e, n, col);
+    if (swiglu_limit > 0.f) return ClampedSwigluOp{swiglu_limit}(g, u);
+    return gelu ? GeluTanhMulOp()(g, u) : SiluMulOp()(g, u);
+  }
+  __device__ __forceinline__ float Plain(float y, int e, int64_t n, int64_t col) const {
+    return y + Bias(bias0, e, n, col);
+  }
+#endif
+};
+
 // Steps 1 and 2. logits [n, E] (bf16 or f32); expert_ids [n, k] receives each row's experts,
 // most probable first.
 void LaunchMoeRoute(const void* logits, DType logits_dtype, int64_t n, int num_experts, int top_k,
                     bool norm_topk_prob, int tile_rows, int32_t* expert_ids, const MoeWorkspace& ws,
                     cudaStream_t stream);
-// Step 3, gate and up: x [n, hidden] bf16; w_gate, w_up [E, f, hidden] bf16; h [n*k, f] bf16.
-// hidden and f are multiples of 16.
+// Step 3, gate and up: x [n, hidden] bf16; w_gate, w_up [E, f, hidden] bf16; h [n*k, f] bf16
+// (the epilogue's biases [E, f]). hidden and f are multiples of 16.
 void LaunchMoeGateUp(const __nv_bfloat16* x, const __nv_bfloat16* w_gate, const __nv_bfloat16* w_up,
                      const MoeWorkspace& ws, int64_t pairs, int num_experts, MoeTiling tiling,
-                     int64_t f, int64_t hidden, bool gelu_tanh, __nv_bfloat16* h,
+                     int64_t f, int64_t hidden, const MoeEpilogue& ep, __nv_bfloat16* h,
                      cudaStream_t stream);
-// Step 3, down: h [n*k, f] bf16; w_down [E, hidden, f] bf16; y [n*k, hidden] f32.
-void LaunchMoeDown(const __nv_bfloat16* h, const __nv_bfloat16* w_down, const MoeWorkspace& ws,
-                   int64_t pairs, int num_experts, MoeTiling tiling, int64_t hidden, int64_t f,
-                   float* y, cudaStream_t stream);
+// Step 3, down: h [n*k, f] bf16; w_down [E, hidden, f] bf16; b_down [E, hidden] f32 or null (a
+// bias per expert, gpt-oss); y [n*k, hidden] f32.
+void LaunchMoeDown(const __nv_bfloat16* h, const __nv_bfloat16* w_down, const float* b_down,
+                   const MoeWorkspace& ws, int64_t pairs, int num_experts, MoeTiling tiling,
+                   int64_t hidden, int64_t f, float* y, cudaStream_t stream);
 // Step 4. shared [n, hidden] and shared_gate [n] (bf16 logits) are both null without a shared
 // expert; out [n, hidden] bf16.
 void LaunchMoeCombine(const float* y, const MoeWorkspace& ws, int64_t n, int top_k, int64_t hidden,

@@ -252,7 +252,9 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
     const int64_t t = t0 + r / group, h = int64_t{g} * group + r % group;
     const int64_t row = t * H + h;
     const float l = l_s[r];
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    // One split: the sink joins the sum here; several: the combine kernel adds it.
+    const float lt = a.num_splits == 1 ? l + SinkWeight(a.sinks, h, SafeMax(m_s[r])) : l;
+    const float inv = lt > 0.f ? 1.f / lt : 0.f;
     if (a.num_splits == 1) {
       *reinterpret_cast<__nv_bfloat162*>(a.out + row * D + 2 * pv_col) =
           __floats2bfloat162_rn(acc[j][0] * inv, acc[j][1] * inv);
@@ -267,7 +269,8 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
 
 // Merges the splits' normalized partials by their log2-sum-exps. One block per (token, head).
 __global__ void CombineKernel(const float* partial, const float* lse, int num_splits,
-                              int64_t num_rows, int D, __nv_bfloat16* out) {
+                              int64_t num_rows, int D, const float* sinks, int num_heads,
+                              __nv_bfloat16* out) {
   PdlWait();  // launched with PDL (launch.cuh)
   PdlLaunchDependents();
   const int64_t row = blockIdx.x;
@@ -278,6 +281,7 @@ __global__ void CombineKernel(const float* partial, const float* lse, int num_sp
     const float e = lse[sp * num_rows + row];
     wsum += m == -INFINITY ? 0.f : exp2f(e - m);
   }
+  wsum += SinkWeight(sinks, row % num_heads, SafeMax(m));
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.f;
@@ -334,6 +338,7 @@ PagedKernelTables KernelTables(const PagedAttentionArgs& a) {
   t.group = a.num_heads / a.num_kv_heads;
   t.window = a.sliding_window;
   t.softcap = a.softcap;
+  t.sinks = a.sinks;
   t.out = static_cast<__nv_bfloat16*>(a.out);
   return t;
 }
@@ -443,7 +448,7 @@ void LaunchPagedAttention(const PagedAttentionArgs& a, const PagedAttentionPlan&
   if (plan.num_splits > 1) {
     LaunchPdl(CombineKernel, dim3(static_cast<unsigned>(ka.num_rows)), dim3(128), 0, stream, pdl,
               static_cast<const float*>(partial), static_cast<const float*>(lse), plan.num_splits,
-              ka.num_rows, a.head_dim, ka.out);
+              ka.num_rows, a.head_dim, ka.sinks, a.num_heads, ka.out);
   }
 }
 

@@ -39,7 +39,8 @@ struct PagedAttentionArgs {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
   int sliding_window = 0;
   float scale = 1.f, softcap = 0.f;
-  void* out;  // [num_tokens, num_heads * head_dim] bf16
+  const float* sinks = nullptr;  // [num_heads] f32 attention sinks (gpt-oss), or null
+  void* out;                     // [num_tokens, num_heads * head_dim] bf16
 };
 
 // Block shape of the tensor-core prefill kernel (flash_prefill.cuh): warps x row tiles of 16 a
@@ -61,6 +62,7 @@ struct PagedKernelTables {
   const int32_t* page_indices;
   int num_heads, num_kv_heads, group, window;
   float softcap;
+  const float* sinks;  // null, or a logit per query head that joins its softmax (SinkWeight)
   __nv_bfloat16* out;
 };
 PagedKernelTables KernelTables(const PagedAttentionArgs& args);
