@@ -21,6 +21,15 @@
 //     logit error the backend shows on that prefix. Everything after a divergence is a different
 //     sequence, so comparison stops there.
 //
+// A golden that carries "bf16_reference" (transformers itself rerun in bf16: each row's normalized
+// error and KL against its f32 logits; see make_model_goldens.py) raises the bounds of a
+// sequence's rows to twice the worst error and four times the worst KL HF's bf16 run shows on
+// that sequence, where those are larger: parity with the oracle at the same precision, tail
+// against tail (which rows a rounding hurts most differs from one bf16 implementation to the
+// next). gpt-oss's does: a few of its rows are ill-conditioned (the experts' biases push the
+// SwiGLU past its clamp), transformers in bf16 lands up to 0.097 from f32 there against a median
+// of 0.009, and the fixed bound would fail any bf16 implementation on them.
+//
 // Tolerances. On CUDA each of the ~12 ops of a layer rounds its output to bf16 (relative error up
 // to 2^-9, RMS ~1.1e-3) and every weight was rounded once more on upload (f32 checkpoints);
 // cuda_model_test measures ~1e-2 normalized logits error for 2 random layers of width 512 and
@@ -122,6 +131,10 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
     if (rows_ > 0) {
       std::string notes;
       if (near_ties_ > 0) notes += ", " + std::to_string(near_ties_) + " near-tie argmax";
+      if (within_hf_bf16_ > 0) {
+        notes += ", " + std::to_string(within_hf_bf16_) +
+                 " past the fixed bounds, within HF's own bf16 error";
+      }
       if (near_tie_routes_ > 0) {
         notes += ", " + std::to_string(near_tie_routes_) + " routed on a near tie (not checked)";
       }
@@ -233,8 +246,20 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
       max_err_ = std::max(max_err_, err);
       max_kl_ = std::max(max_kl_, kl);
       ++rows_;
-      EXPECT_LE(err, kTolLogits) << what << " row " << ref_row + r;
-      EXPECT_LE(kl, kTolKl) << what << " row " << ref_row + r;
+      double tol = kTolLogits, tol_kl = kTolKl;
+      if (seq >= 0 && golden_.contains("bf16_reference")) {
+        const nlohmann::json& hf = golden_["bf16_reference"];
+        const auto s = static_cast<size_t>(seq);
+        const auto worst = [&](const char* key) {
+          const std::vector<double> v = hf[key][s].get<std::vector<double>>();
+          return *std::max_element(v.begin(), v.end());
+        };
+        tol = std::max(tol, 2 * worst("row_error"));
+        tol_kl = std::max(tol_kl, 4 * worst("row_kl"));
+        if (err > kTolLogits || kl > kTolKl) ++within_hf_bf16_;
+      }
+      EXPECT_LE(err, tol) << what << " row " << ref_row + r;
+      EXPECT_LE(kl, tol_kl) << what << " row " << ref_row + r;
       std::vector<float> top(want, want + vocab_);
       std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
       if (top[0] - top[1] > 2 * MaxAbsDiff(got, want, vocab_)) {
@@ -363,7 +388,7 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
   int vocab_ = 0;
   std::vector<float> ref_[3];
   double max_err_ = 0, max_kl_ = 0;
-  int rows_ = 0, near_ties_ = 0, near_tie_routes_ = 0;
+  int rows_ = 0, near_ties_ = 0, near_tie_routes_ = 0, within_hf_bf16_ = 0;
   std::vector<bool> near_tie_[3];
 };
 
@@ -377,7 +402,7 @@ class Bf16GoldenTest : public ::testing::TestWithParam<std::string> {
   INSTANTIATE_TEST_SUITE_P(                                                               \
       Archs, Fixture,                                                                     \
       ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", \
-                        "qwen3_moe", "qwen2_moe", "mixtral"),                             \
+                        "qwen3_moe", "qwen2_moe", "mixtral", "gpt_oss"),                  \
       ::loom::golden::ParamName)
 
 }  // namespace loom::golden

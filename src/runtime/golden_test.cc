@@ -250,7 +250,7 @@ TEST_P(GoldenTest, RopeFrequencies) {
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenTest,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma2_gguf", "gemma3", "phi3", "qwen3_moe",
-                                           "qwen2_moe", "mixtral"),
+                                           "qwen2_moe", "mixtral", "gpt_oss"),
                          golden::ParamName);
 
 // llama covers Llama 3.1 rope as rope_freqs.weight (the golden uses rope_type llama3).

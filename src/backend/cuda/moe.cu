@@ -254,12 +254,20 @@ __global__ void __launch_bounds__(kGemmThreads)
 }
 
 // The same products for tiles of at most kGemvRows positions (decode, small batches), as GEMVs:
-// each warp owns one output column (weight row; with kGated the gate and up rows) and reads it
-// once in 16-byte vectors for every position of the tile; the tile's input rows are few and
-// come through the caches. Grid (N / kGemvWarps, tiles); the same tile numbering as above with
-// tile_rows = kGemvRows.
+// each warp owns output columns (weight rows) and reads them once a tile in 16-byte vectors for
+// every position of the tile; the tile's input rows are few and come through the caches. A warp
+// streams two weight rows at once: the gate and up rows of one column (kGated), or the rows of
+// two adjacent columns (the down projection: one row alone left a lane one load in flight, and
+// the H100 read down's weights at 1.24 TB/s against gate/up's 1.87). Each output's arithmetic
+// is the same either way (a lane's products in order, then the warp sum). Grid (N / (kGemvWarps
+// x columns a warp), tiles); the same tile numbering as above with tile_rows = kGemvRows.
 constexpr int kGemvRows = 16;
 constexpr int kGemvWarps = 8;
+
+template <bool kGated>
+__host__ __device__ constexpr int GemvColsPerWarp() {
+  return kGated ? 1 : 2;
+}
 
 template <bool kGated>
 __global__ void __launch_bounds__(kGemvWarps * 32)
@@ -272,11 +280,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int row0 = offsets[e] + (tile - tile_offsets[e]) * kGemvRows;
   const int rows = min(kGemvRows, offsets[e + 1] - row0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t col = int64_t{blockIdx.x} * kGemvWarps + warp;
-  if (col >= N) return;
+  const int64_t col = (int64_t{blockIdx.x} * kGemvWarps + warp) * GemvColsPerWarp<kGated>();
+  if (col >= N) return;  // N % 16 == 0 (checked at launch): a warp's two columns are both in
   const auto* wv0 = reinterpret_cast<const uint4*>(w0 + (int64_t{e} * N + col) * K);
-  const auto* wv1 =
-      kGated ? reinterpret_cast<const uint4*>(w1 + (int64_t{e} * N + col) * K) : nullptr;
+  const auto* wv1 = reinterpret_cast<const uint4*>(kGated ? w1 + (int64_t{e} * N + col) * K
+                                                          : w0 + (int64_t{e} * N + col + 1) * K);
   const uint4* xv[kGemvRows];
 #pragma unroll
   for (int r = 0; r < kGemvRows; ++r) {
@@ -289,7 +297,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   for (int64_t v = lane; v < vecs; v += 32) {
     float wf0[8], wf1[8];
     UnpackBf16x8(wv0[v], wf0);
-    if constexpr (kGated) UnpackBf16x8(wv1[v], wf1);
+    UnpackBf16x8(wv1[v], wf1);
 #pragma unroll
     for (int r = 0; r < kGemvRows; ++r) {
       if (r >= rows) break;
@@ -298,7 +306,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         acc0[r] = fmaf(wf0[i], xf[i], acc0[r]);
-        if constexpr (kGated) acc1[r] = fmaf(wf1[i], xf[i], acc1[r]);
+        acc1[r] = fmaf(wf1[i], xf[i], acc1[r]);
       }
     }
   }
@@ -306,12 +314,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   for (int r = 0; r < kGemvRows; ++r) {
     if (r >= rows) break;
     const float g = WarpSum(acc0[r]);
+    const float u = WarpSum(acc1[r]);
     const int64_t dst = (row0 + r) * N + col;
+    if (lane != 0) continue;
     if constexpr (kGated) {
-      const float u = WarpSum(acc1[r]);
-      if (lane == 0) static_cast<bf16*>(out)[dst] = __float2bfloat16_rn(ep.Gated(g, u, e, N, col));
-    } else if (lane == 0) {
+      static_cast<bf16*>(out)[dst] = __float2bfloat16_rn(ep.Gated(g, u, e, N, col));
+    } else {
       static_cast<float*>(out)[dst] = ep.Plain(g, e, N, col);
+      static_cast<float*>(out)[dst + 1] = ep.Plain(u, e, N, col + 1);
     }
   }
 }
@@ -350,7 +360,8 @@ void LaunchGroupedGemm(const bf16* a, const int32_t* a_rows, const bf16* w0, con
   const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), static_cast<unsigned>(tiles));
   if (tiling.gemv) {
     CHECK_EQ(tile_rows, kGemvRows);
-    const dim3 gemv_grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps),
+    const int64_t warps = N / GemvColsPerWarp<kGated>();
+    const dim3 gemv_grid(static_cast<unsigned>((warps + kGemvWarps - 1) / kGemvWarps),
                          static_cast<unsigned>(tiles));
     GroupedGemvKernel<kGated><<<gemv_grid, kGemvWarps * 32, 0, stream>>>(
         a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
