@@ -320,7 +320,7 @@ Status GgufFile::ParseAll() {
       return UnimplementedError(where + " has ggml type " + GgmlTypeName(info.ggml_type) + " (id " +
                                 std::to_string(info.ggml_type) +
                                 "), which loom does not support (supported: f32, f16, bf16, "
-                                "q8_0, q4_0, q4_K, q6_K)");
+                                "q8_0, q4_0, q4_K, q5_K, q6_K, mxfp4)");
     }
     info.dtype = *dtype;
     const int64_t numel = CheckedNumel(ne);

@@ -111,6 +111,8 @@ std::optional<DType> DTypeFromGgmlType(uint32_t ggml_type) {
       return DType::kQ5_K;
     case kGgmlQ6_K:
       return DType::kQ6_K;
+    case kGgmlMXFP4:
+      return DType::kMXFP4;
     default:
       return std::nullopt;
   }
@@ -134,6 +136,8 @@ uint32_t GgmlTypeFromDType(DType dtype) {
       return kGgmlQ5_K;
     case DType::kQ6_K:
       return kGgmlQ6_K;
+    case DType::kMXFP4:
+      return kGgmlMXFP4;
     case DType::kI32:
     case DType::kF8E4M3:
     case DType::kFP8:

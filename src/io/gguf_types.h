@@ -43,6 +43,7 @@ inline constexpr uint32_t kGgmlQ4_K = 12;
 inline constexpr uint32_t kGgmlQ5_K = 13;
 inline constexpr uint32_t kGgmlQ6_K = 14;
 inline constexpr uint32_t kGgmlBF16 = 30;
+inline constexpr uint32_t kGgmlMXFP4 = 39;
 
 // The name ggml uses for a type id ("q4_K", "iq2_xxs", ...), or "unknown(<id>)".
 std::string GgmlTypeName(uint32_t ggml_type);

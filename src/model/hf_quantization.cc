@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "tensor/quant.h"
 
 namespace loom {
@@ -159,8 +160,6 @@ StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
     return InvalidArgumentError(where + ": MXFP4 blocks " + blocks.DebugString() + " and scales " +
                                 scales.DebugString() + " (want u8 [..., G, 16] and u8 [..., G])");
   }
-  static constexpr float kE2M1[16] = {0.f,  0.5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
-                                      -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
   const int64_t cols = blocks.dim(nd - 2) * 32;
   const Shape shape = nd == 2   ? Shape{cols}
                       : nd == 3 ? Shape{blocks.dim(0), cols}
@@ -176,9 +175,28 @@ StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
     const int exp = static_cast<int>(e[g]) - 127;
     for (int j = 0; j < 16; ++j) {
       const uint8_t byte = b[g * 16 + j];
-      o[g * 32 + 2 * j] = F32ToBf16(std::ldexp(kE2M1[byte & 0xf], exp));
-      o[g * 32 + 2 * j + 1] = F32ToBf16(std::ldexp(kE2M1[byte >> 4], exp));
+      o[g * 32 + 2 * j] = F32ToBf16(std::ldexp(E2M1ToF32(byte & 0xf), exp));
+      o[g * 32 + 2 * j + 1] = F32ToBf16(std::ldexp(E2M1ToF32(byte >> 4), exp));
     }
+  }
+  return out;
+}
+
+StatusOr<Tensor> DequantizeMxfp4Blocks(const Tensor& t, const std::string& where) {
+  CHECK(t.dtype() == DType::kMXFP4) << "DequantizeMxfp4Blocks: " << t.DebugString();
+  const int64_t cols = t.shape()[t.ndim() - 1], rows = t.numel() / cols;
+  Tensor out = HostTensor(DType::kBF16, t.shape());
+  const auto* blocks = t.data_as<const BlockMXFP4>();
+  for (int64_t b = 0; b < t.numel() / kQKMXFP4; ++b) {
+    if (blocks[b].e == 255) {
+      return InvalidArgumentError(where + ": MXFP4 scale 255 (NaN) in block " + std::to_string(b));
+    }
+  }
+  std::vector<float> row(static_cast<size_t>(cols));
+  auto* o = out.data_as<uint16_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(DType::kMXFP4, blocks + r * (cols / kQKMXFP4), row.data(), cols);
+    for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = F32ToBf16(row[static_cast<size_t>(c)]);
   }
   return out;
 }

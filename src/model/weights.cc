@@ -105,6 +105,9 @@ class Loader {
       ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
       read_bytes_ += static_cast<int64_t>(t.nbytes());
       RETURN_IF_ERROR(CheckShape(name, t, want));
+      if (t.dtype() == DType::kMXFP4) {  // gpt-oss: no backend keeps MXFP4 yet
+        ASSIGN_OR_RETURN(t, DequantizeMxfp4Blocks(t, source_.Describe() + ": '" + name + "'"));
+      }
       return UploadStacked(t);
     }
     std::string tried;
@@ -169,6 +172,7 @@ class Loader {
   // which decode to [E, out, in]; `gate_up_proj_bias` [E, 2f] (interleaved), `down_proj_bias`.
   Status GptOssExperts(int layer, int64_t num_experts, int64_t f, int64_t d,
                        Backend::MoeWeights* m) {
+    if (naming_ == TensorNaming::kGguf) return GgufGptOssExperts(layer, num_experts, f, d, m);
     const std::string base = Name(naming_, "mlp.experts.", "", layer);
     ASSIGN_OR_RETURN(Tensor gate_up, OutInExperts(base + "gate_up_proj", num_experts, 2 * f, d));
     Tensor gate = HostTensor(gate_up.dtype(), Shape{num_experts, f, d});
@@ -198,6 +202,27 @@ class Loader {
     m->up_bias = UploadVector(up_bias);
     ASSIGN_OR_RETURN(Tensor down_bias, F32Matrix(base + "down_proj_bias", Shape{num_experts, d}));
     m->down_bias = UploadVector(down_bias);
+    return OkStatus();
+  }
+
+  // The same from a GGUF file as llama.cpp's converter writes gpt-oss: ffn_{gate,up,down}_exps
+  // (already loom's [E, out, in], MXFP4 in the published conversions) and their `.bias` [E, out].
+  Status GgufGptOssExperts(int layer, int64_t num_experts, int64_t f, int64_t d,
+                           Backend::MoeWeights* m) {
+    ASSIGN_OR_RETURN(m->gate,
+                     Experts({{}, {}, "", -1, "ffn_gate_exps.weight"}, layer, num_experts, f, d));
+    ASSIGN_OR_RETURN(m->up,
+                     Experts({{}, {}, "", -1, "ffn_up_exps.weight"}, layer, num_experts, f, d));
+    ASSIGN_OR_RETURN(m->down,
+                     Experts({{}, {}, "", -1, "ffn_down_exps.weight"}, layer, num_experts, d, f));
+    const auto bias = [&](const char* name, int64_t cols) -> StatusOr<Tensor> {
+      ASSIGN_OR_RETURN(Tensor t,
+                       F32Matrix(Name(naming_, "", name, layer), Shape{num_experts, cols}));
+      return UploadVector(t);
+    };
+    ASSIGN_OR_RETURN(m->gate_bias, bias("ffn_gate_exps.bias", f));
+    ASSIGN_OR_RETURN(m->up_bias, bias("ffn_up_exps.bias", f));
+    ASSIGN_OR_RETURN(m->down_bias, bias("ffn_down_exps.bias", d));
     return OkStatus();
   }
 
@@ -503,8 +528,11 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
       ASSIGN_OR_RETURN(l.post_ffn_norm, L.Required("post_feedforward_layernorm.weight",
                                                    "post_ffw_norm.weight", i, d, 0));
     } else {
+      // The norm before the MLP (llama.cpp names gpt-oss's post_attention_norm).
+      const char* gguf_name =
+          cfg.arch == "gpt_oss" ? "post_attention_norm.weight" : "ffn_norm.weight";
       ASSIGN_OR_RETURN(l.ffn_norm,
-                       L.Required("post_attention_layernorm.weight", "ffn_norm.weight", i, d, 0));
+                       L.Required("post_attention_layernorm.weight", gguf_name, i, d, 0));
     }
     if (cfg.is_moe(i)) {
       RETURN_IF_ERROR(LoadMoe(L, cfg, i, &l.moe));

@@ -24,7 +24,7 @@ LOOM_BF16_GOLDEN_TESTS(CpuBf16KvGoldenTest);
 INSTANTIATE_TEST_SUITE_P(Gguf, CpuBf16KvGoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
                                            "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
-                                           "gguf/mixtral"),
+                                           "gguf/mixtral", "gguf/gpt_oss"),
                          golden::ParamName);
 
 }  // namespace

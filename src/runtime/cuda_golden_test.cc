@@ -37,7 +37,7 @@ LOOM_BF16_GOLDEN_TESTS(CudaGoldenTest);
 INSTANTIATE_TEST_SUITE_P(Gguf, CudaGoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
                                            "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
-                                           "gguf/mixtral", "gguf/qwen2_moe"),
+                                           "gguf/mixtral", "gguf/qwen2_moe", "gguf/gpt_oss"),
                          golden::ParamName);
 
 // A head_dim without CUDA attention kernels is refused at load, naming it, from a checkpoint

@@ -257,7 +257,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, GoldenTest,
 INSTANTIATE_TEST_SUITE_P(Gguf, GoldenTest,
                          ::testing::Values("gguf/llama", "gguf/qwen2", "gguf/qwen3",
                                            "gguf/gemma2_gguf", "gguf/gemma3", "gguf/phi3",
-                                           "gguf/mixtral", "gguf/qwen2_moe"),
+                                           "gguf/mixtral", "gguf/qwen2_moe", "gguf/gpt_oss"),
                          golden::ParamName);
 
 }  // namespace

@@ -7,6 +7,8 @@
 //     columns interleaved, down_proj [E, f, hidden]) and the published MXFP4 one load the same
 //     experts, in loom's layout, and serve the same logits; a row's logits do not depend on the
 //     step around it;
+//   - GGUF: MXFP4 blocks in ggml's layout; a file converted as llama.cpp does serves the
+//     checkpoint's logits;
 //   - a backend without sinks refuses the model at load, naming the device.
 // The transformers golden (tools/goldens/make_model_goldens.py gpt_oss) checks the whole model.
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "io/gguf.h"
 #include "io/io_test_util.h"
 #include "model/arch/arch.h"
 #include "model/hf_quantization.h"
@@ -26,6 +29,7 @@
 #include "model/weights.h"
 #include "runtime/golden_models.h"
 #include "runtime/model_test_util.h"
+#include "tensor/quant.h"
 
 namespace loom {
 namespace {
@@ -114,6 +118,38 @@ TEST(Mxfp4Test, DecodesLowNibbleFirstTimesTheGroupsPowerOfTwo) {
       DequantizeMxfp4(U8Tensor(blocks, Shape{1, 2, 16}), U8Tensor({127, 255}, Shape{1, 2}), "w");
   ASSERT_FALSE(nan.ok());
   EXPECT_NE(nan.status().message().find("255"), std::string::npos) << nan.status().ToString();
+}
+
+// GGUF's MXFP4 block (ggml's block_mxfp4): the exponent byte, then element j in the low nibble of
+// byte j and element j + 16 in its high nibble; DequantizeMxfp4Blocks keeps the shape, in bf16.
+TEST(Mxfp4Test, GgufBlocksHoldElementsJAndJPlus16InAByte) {
+  std::vector<uint8_t> raw(2 * sizeof(BlockMXFP4));
+  raw[0] = 128;  // 2^1
+  for (int j = 0; j < 16; ++j)
+    raw[static_cast<size_t>(1 + j)] = static_cast<uint8_t>(j | (15 - j) << 4);
+  raw[17] = 126;  // 2^-1, every code 0x7 (6) low, 0x1 (0.5) high
+  for (int j = 0; j < 16; ++j) raw[static_cast<size_t>(18 + j)] = 0x17;
+  Tensor t = HostTensor(DType::kMXFP4, Shape{1, 64});
+  std::memcpy(t.data(), raw.data(), raw.size());
+  std::vector<float> row(64);
+  DequantizeRow(DType::kMXFP4, t.data(), row.data(), 64);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(row[static_cast<size_t>(j)], 2 * E2M1ToF32(static_cast<uint8_t>(j))) << j;
+    EXPECT_EQ(row[static_cast<size_t>(j + 16)], 2 * E2M1ToF32(static_cast<uint8_t>(15 - j))) << j;
+    EXPECT_EQ(row[static_cast<size_t>(32 + j)], 3.f) << j;
+    EXPECT_EQ(row[static_cast<size_t>(48 + j)], 0.25f) << j;
+  }
+  auto bf16 = DequantizeMxfp4Blocks(t, "w");
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  ASSERT_EQ(bf16->shape(), (Shape{1, 64}));
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(Bf16ToF32(bf16->data_as<const uint16_t>()[i]), row[static_cast<size_t>(i)]) << i;
+  }
+  raw[17] = 255;
+  std::memcpy(t.data(), raw.data(), raw.size());
+  auto nan = DequantizeMxfp4Blocks(t, "w");
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("w: MXFP4 scale 255"), std::string::npos);
 }
 
 // Each row longhand, in double: router logits with the bias, the top-k by logit, a softmax over
@@ -389,6 +425,53 @@ TEST(GptOssModelTest, RowsAreTheSameAloneBatchedAndChunkedForBothCheckpoints) {
       EXPECT_EQ(first, alone_a);  // the same bf16 experts from either file: the same bits
     }
   }
+}
+
+// The MXFP4 checkpoint converted as llama.cpp's converter does (tools/goldens/hf_to_gguf: arch
+// gpt-oss, experts repacked into GGUF MXFP4 blocks, gate and up split, biases beside them,
+// post_attention_norm, attn_sinks) serves the very logits of the checkpoint: the same bf16 experts
+// either way. GGUF has no key for the clamp (llama.cpp's is 7): another limit is refused.
+TEST(GptOssModelTest, TheConvertedGgufServesTheCheckpointsLogits) {
+  CpuBackend be(2);
+  nlohmann::json j = TinyGptOssJson();
+  const ModelConfig small_limit = ParseConfig(j);
+  auto refused = ConvertHfToGguf(WriteHfDir(j, TinyCheckpoint(small_limit, true), true));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("swiglu_limit"), std::string::npos);
+  j["swiglu_limit"] = 7.0;
+  const ModelConfig cfg = ParseConfig(j);
+  const std::string dir = WriteHfDir(j, TinyCheckpoint(cfg, true), true);
+  auto writer = ConvertHfToGguf(dir);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  const std::string path = dir + ".gguf";
+  ASSERT_TRUE(writer->WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->architecture(), "gpt-oss");
+  for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.2.ffn_down_exps.weight"}) {
+    const GgufTensorInfo* info = (*file)->FindTensor(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(info->dtype, DType::kMXFP4) << name;
+  }
+  auto gguf = LoadModel(path, &be);
+  auto hf = LoadModel(dir, &be);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  const ModelConfig& g = (*gguf)->config();
+  EXPECT_EQ(g.arch, "gpt_oss");
+  EXPECT_TRUE(g.attention_sinks);
+  EXPECT_EQ(g.moe_swiglu_limit, 7.f);
+  EXPECT_EQ(g.layer_window, (*hf)->config().layer_window);
+  std::vector<int32_t> ids(19);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % 64);
+  std::vector<int32_t> blocks = {0, 1};
+  std::vector<float> logits[2];
+  for (int k = 0; k < 2; ++k) {
+    const Model& m = k == 0 ? **hf : **gguf;
+    std::vector<KvLayer> kv = m.AllocateKv(4, 16, DType::kF32);
+    logits[k] = golden::ForwardLogits(m, kv, {SeqSlice{ids, 0, blocks, true}}, 16, true);
+  }
+  EXPECT_EQ(logits[0], logits[1]);
 }
 
 TEST(GptOssModelTest, ABackendWithoutSinksRefusesTheModelNamingTheDevice) {

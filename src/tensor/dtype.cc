@@ -13,6 +13,7 @@ const DTypeInfo& GetDTypeInfo(DType t) {
       {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
       {"q6_K", 256, 210, true}, {"q5_K", 256, 176, true}, {"i32", 1, 4, false},
       {"f8_e4m3", 1, 1, false}, {"fp8", 128, 132, true},  {"u8", 1, 1, false},
+      {"mxfp4", 32, 17, true},
   };
   auto idx = static_cast<size_t>(t);
   CHECK_LT(idx, sizeof(kInfos) / sizeof(kInfos[0]));

@@ -22,6 +22,7 @@ enum class DType : uint8_t {
   kF8E4M3,  // OCP FP8 e4m3fn (HF FP8 checkpoints): 1 sign, 4 exponent, 3 mantissa bits
   kFP8,     // 128 elems: f32 scale d + 128 x e4m3fn codes            = 132 bytes
   kU8,      // raw bytes (MXFP4 blocks and exponents as checkpoints store them)
+  kMXFP4,   // 32 elems: e8m0 exponent e + 16 bytes of e2m1 codes    = 17 bytes (GGUF's layout)
 };
 
 struct DTypeInfo {

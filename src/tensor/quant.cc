@@ -405,6 +405,17 @@ void DequantizeFP8(const BlockFP8* x, float* y, int64_t nb) {
 }
 
 // d = amax / 448 (e4m3's largest finite value), codes x / d rounded to nearest even.
+// Exact: e2m1 x 2^k is a float for every e8m0 exponent but 255, which reads as NaN.
+void DequantizeMXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = x[b].e == 255 ? NAN : std::ldexp(1.f, static_cast<int>(x[b].e) - 127);
+    for (int j = 0; j < kQKMXFP4 / 2; ++j) {
+      y[b * kQKMXFP4 + j] = E2M1ToF32(x[b].qs[j] & 0xf) * d;
+      y[b * kQKMXFP4 + j + kQKMXFP4 / 2] = E2M1ToF32(x[b].qs[j] >> 4) * d;
+    }
+  }
+}
+
 void QuantizeFP8(const float* x, BlockFP8* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQKFP8;
@@ -424,6 +435,12 @@ int64_t NumBlocks(DType dtype, int64_t n) {
 }
 
 }  // namespace
+
+float E2M1ToF32(uint8_t c) {
+  static constexpr float kValues[16] = {0.f,  0.5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
+                                        -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  return kValues[c & 0xf];
+}
 
 void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
   const int64_t nb = NumBlocks(dtype, n);
@@ -458,6 +475,8 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
     }
     case DType::kFP8:
       return DequantizeFP8(static_cast<const BlockFP8*>(src), dst, nb);
+    case DType::kMXFP4:
+      return DequantizeMXFP4(static_cast<const BlockMXFP4*>(src), dst, nb);
     case DType::kI32:
     case DType::kU8:
       break;
@@ -500,6 +519,7 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
       return QuantizeFP8(src, static_cast<BlockFP8*>(dst), nb);
     case DType::kI32:
     case DType::kU8:
+    case DType::kMXFP4:  // read only: gpt-oss's published experts
       break;
   }
   CHECK(false) << "QuantizeRow: " << DTypeName(dtype) << " is not a float type";

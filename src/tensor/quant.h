@@ -76,6 +76,19 @@ struct BlockFP8 {
 };
 static_assert(sizeof(BlockFP8) == 132);
 
+// OCP MXFP4 as GGUF stores it (ggml block_mxfp4): element j (0..15) is the low nibble of qs[j],
+// element j + 16 its high nibble; each nibble an e2m1 code (sign, 2 exponent bits, 1 mantissa
+// bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6), times 2^(e - 127). Hugging Face checkpoints pack the same
+// codes two adjacent elements a byte (hf_quantization.h's DequantizeMxfp4).
+inline constexpr int kQKMXFP4 = 32;
+struct BlockMXFP4 {
+  uint8_t e;                 // e8m0 exponent, bias 127 (255: NaN)
+  uint8_t qs[kQKMXFP4 / 2];  // e2m1 codes
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+// The value of e2m1 code `c` (0..15).
+float E2M1ToF32(uint8_t c);
+
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {

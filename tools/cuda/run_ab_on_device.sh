@@ -11,7 +11,7 @@
 # BATCHES (e.g. "64 256", default none): decode at those concurrencies too, for BATCH_MODEL
 # (default llama-3.1-8b; 512-token prompts, as run_issue7_on_device.sh), A and B alternating,
 # one round each. SKIP_BATCH1=1 leaves out the
-# batch-1 rounds.
+# batch-1 rounds. B_TESTS: the gtest filter of B's cuda_backend_test (default '*Attention*').
 # Prints, per model: 300 greedy ids of A vs B (identical | DIFFERENT), then the prefill and decode tok/s of
 # each round, A and B alternating; with B's cuda_backend_test, its attention tests; with both
 # sides' cuda_attn_bench, their decode-attention lines.
@@ -77,8 +77,8 @@ for c in ${BATCHES:-}; do
   done
 done
 if [ -f "$bin_b/cuda_backend_test" ]; then
-  run_side 240 B cuda_backend_test --gtest_filter='*Attention*' > "$out/b_attn_test.log" 2>&1
-  echo "B attention tests: exit $? $(grep -E '^\[  PASSED|^\[  FAILED' "$out/b_attn_test.log" | tr '\n' ' ')"
+  run_side 240 B cuda_backend_test --gtest_filter="${B_TESTS:-*Attention*}" > "$out/b_attn_test.log" 2>&1
+  echo "B tests ${B_TESTS:-*Attention*}: exit $? $(grep -E '^\[  PASSED|^\[  FAILED' "$out/b_attn_test.log" | tr '\n' ' ')"
 fi
 for s in A B; do
   folder=$(side $s | awk '{print $NF}')

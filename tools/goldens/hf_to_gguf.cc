@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
+#include "io/file_bytes.h"
 #include "io/json_file.h"
 #include "io/safetensors_model.h"
 
@@ -67,6 +68,7 @@ StatusOr<std::string> GgufArchOf(const std::string& model_type) {
     return std::string("llama");
   }
   if (model_type == "qwen3_moe") return std::string("qwen3moe");
+  if (model_type == "gpt_oss") return std::string("gpt-oss");
   if (model_type == "qwen2_moe") return std::string("qwen2moe");
   if (model_type == "qwen2" || model_type == "qwen3" || model_type == "gemma2" ||
       model_type == "phi3") {
@@ -124,6 +126,7 @@ StatusOr<std::string> GgufTensorName(const std::string& arch, const std::string&
     const size_t dot = hf.find('.', prefix.size());
     const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
     const std::string rest = hf.substr(dot + 1);
+    if (rest == "self_attn.sinks") return "blk." + layer + ".attn_sinks.weight";  // gpt-oss
     static const std::vector<std::pair<std::string, std::string>> kCommon = {
         {"input_layernorm", "attn_norm"},
         {"self_attn.q_proj", "attn_q"},
@@ -145,10 +148,13 @@ StatusOr<std::string> GgufTensorName(const std::string& arch, const std::string&
         {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
         {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
         {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+        {"mlp.router", "ffn_gate_inp"},  // gpt-oss
     };
     std::vector<std::pair<std::string, std::string>> table = kCommon;
     // Gemma's sandwich norm after attention; everyone else's norm before the MLP.
-    table.emplace_back("post_attention_layernorm", gemma ? "post_attention_norm" : "ffn_norm");
+    // (and gpt-oss's, which llama.cpp names the same).
+    table.emplace_back("post_attention_layernorm",
+                       gemma || arch == "gpt-oss" ? "post_attention_norm" : "ffn_norm");
     for (const auto& [from, to] : table) {
       if (rest.rfind(from + ".", 0) == 0) {
         return "blk." + layer + "." + to + rest.substr(from.size());
@@ -169,6 +175,104 @@ int SlidingPeriod(const std::vector<bool>& sliding) {
     if (ok) return p;
   }
   return 0;
+}
+
+// Rows 0, 2, 4, ... (half 0) or 1, 3, 5, ... (half 1) of every [rows, ...] slab of a tensor
+// whose first dim is the expert: [E, 2n, ...] -> [E, n, ...].
+Tensor EveryOtherRow(const Tensor& t, int half) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < t.ndim(); ++i) dims.push_back(t.dim(i));
+  const size_t row = t.nbytes() / static_cast<size_t>(dims[0] * dims[1]);
+  dims[1] /= 2;
+  Tensor out = HostTensor(t.dtype(), ShapeFromDims(dims));
+  for (int64_t r = 0; r < dims[0] * dims[1]; ++r) {
+    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r) * row,
+                static_cast<const char*>(t.data()) + static_cast<size_t>(2 * r + half) * row, row);
+  }
+  return out;
+}
+
+// [E, a, b] -> [E, b, a] (elements of 2 or 4 bytes).
+Tensor TransposeExperts(const Tensor& t) {
+  const int64_t e = t.dim(0), a = t.dim(1), b = t.dim(2);
+  const size_t es = t.nbytes() / static_cast<size_t>(e * a * b);
+  Tensor out = HostTensor(t.dtype(), Shape{e, b, a});
+  for (int64_t x = 0; x < e; ++x) {
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t j = 0; j < b; ++j) {
+        std::memcpy(
+            static_cast<char*>(out.data()) + static_cast<size_t>((x * b + j) * a + i) * es,
+            static_cast<const char*>(t.data()) + static_cast<size_t>((x * a + i) * b + j) * es, es);
+      }
+    }
+  }
+  return out;
+}
+
+// Hugging Face MXFP4 (`blocks` u8 [E, rows, G, 16], two adjacent codes a byte, low nibble first;
+// `scales` u8 [E, rows, G]) repacked as GGUF's MXFP4 [E, rows, 32 G]: GptOssModel's
+// repack_mxfp4 (each group's exponent, then byte j = code j | code j + 16 << 4).
+Tensor RepackMxfp4(const Tensor& blocks, const Tensor& scales) {
+  const int64_t e = blocks.dim(0), rows = blocks.dim(1), groups = blocks.dim(2);
+  Tensor out = HostTensor(DType::kMXFP4, Shape{e, rows, groups * 32});
+  const auto* b = blocks.data_as<const uint8_t>();
+  const auto* s = scales.data_as<const uint8_t>();
+  auto* o = static_cast<uint8_t*>(out.data());
+  for (int64_t g = 0; g < e * rows * groups; ++g) {
+    const uint8_t* codes = b + g * 16;
+    const auto code = [&](int i) { return (codes[i / 2] >> (4 * (i % 2))) & 0xf; };
+    uint8_t* dst = o + g * 17;
+    dst[0] = s[g];
+    for (int j = 0; j < 16; ++j) dst[1 + j] = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
+  }
+  return out;
+}
+
+// One of gpt-oss's expert tensors (`model.layers.N.mlp.experts.<part>`) as llama.cpp's converter
+// writes it (GptOssModel, gate and up not fused): gate_up_proj [E, hidden, 2f] (x @ W, gate and
+// up columns interleaved) -> ffn_gate_exps / ffn_up_exps [E, f, hidden]; down_proj [E, f, hidden]
+// -> ffn_down_exps [E, hidden, f]; their biases [E, out] likewise; MXFP4 `_blocks` repacked (the
+// `_scales` are consumed with them).
+Status AddGptOssExperts(const SafetensorsModel& st, const std::string& hf, GgufWriter* w) {
+  const size_t at = hf.find(".mlp.experts.");
+  const size_t start = std::strlen("model.layers.");
+  const std::string layer = hf.substr(start, hf.find('.', start) - start);
+  const std::string part = hf.substr(at + std::strlen(".mlp.experts."));
+  const std::string blk = "blk." + layer + ".";
+  if (part.ends_with("_scales")) return OkStatus();
+  ASSIGN_OR_RETURN(Tensor t, st.GetTensor(hf));
+  if (part == "gate_up_proj_blocks" || part == "down_proj_blocks") {
+    ASSIGN_OR_RETURN(Tensor scales,
+                     st.GetTensor(hf.substr(0, hf.size() - std::strlen("_blocks")) + "_scales"));
+    if (part == "down_proj_blocks") {
+      w->AddTensor(blk + "ffn_down_exps.weight", RepackMxfp4(t, scales));
+      return OkStatus();
+    }
+    for (int half = 0; half < 2; ++half) {
+      w->AddTensor(blk + (half == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight"),
+                   RepackMxfp4(EveryOtherRow(t, half), EveryOtherRow(scales, half)));
+    }
+    return OkStatus();
+  }
+  if (part == "gate_up_proj" || part == "gate_up_proj_bias") {
+    if (part == "gate_up_proj")
+      t = TransposeExperts(t);  // [E, 2f, hidden]
+    else
+      t = ToF32(t).Reshape(t.shape());
+    const std::string suffix = part == "gate_up_proj" ? ".weight" : ".bias";
+    w->AddTensor(blk + "ffn_gate_exps" + suffix, EveryOtherRow(t, 0));
+    w->AddTensor(blk + "ffn_up_exps" + suffix, EveryOtherRow(t, 1));
+    return OkStatus();
+  }
+  if (part == "down_proj") {
+    w->AddTensor(blk + "ffn_down_exps.weight", TransposeExperts(t));
+    return OkStatus();
+  }
+  if (part == "down_proj_bias") {
+    w->AddTensor(blk + "ffn_down_exps.bias", ToF32(t).Reshape(t.shape()));
+    return OkStatus();
+  }
+  return UnimplementedError("hf_to_gguf: gpt-oss expert tensor '" + hf + "' is not covered");
 }
 
 }  // namespace
@@ -324,6 +428,24 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
       if (period != 6)
         w.SetU32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
     }
+  } else if (arch == "gpt-oss") {
+    // GptOssModel.set_gguf_parameters; llama.cpp hardcodes every other layer sliding (from 0).
+    w.SetU32(a + "attention.sliding_window", static_cast<uint32_t>(IntOr(c, "sliding_window", 0)));
+    w.SetU32(a + "expert_feed_forward_length",
+             static_cast<uint32_t>(IntOr(c, "intermediate_size", 0)));
+    if (const float limit = FloatOr(c, "swiglu_limit", 7.f); limit != 7.f) {
+      return UnimplementedError(config_path + ": swiglu_limit " + std::to_string(limit) +
+                                " has no GGUF key (llama.cpp clamps gpt-oss at 7)");
+    }
+    if (const json* types = FindNonNull(c, "layer_types")) {
+      for (int i = 0; i < n_layer; ++i) {
+        if (((*types)[static_cast<size_t>(i)] == "sliding_attention") != (i % 2 == 0)) {
+          return UnimplementedError(config_path +
+                                    ": gpt-oss layer_types other than sliding / "
+                                    "full in turn have no GGUF key");
+        }
+      }
+    }
   } else if (arch == "phi3") {
     // Phi3MiniModel: rope dims from partial_rotary_factor, sliding window 0 when absent.
     float partial =
@@ -393,6 +515,10 @@ StatusOr<GgufWriter> ConvertHfToGguf(const std::string& dir) {
   for (const std::string& hf : st.names()) {
     int layer = 0, index = 0;
     std::string kind;
+    if (arch == "gpt-oss" && hf.find(".mlp.experts.") != std::string::npos) {
+      RETURN_IF_ERROR(AddGptOssExperts(st, hf, &w));
+      continue;
+    }
     if (expert_part(hf, &layer, &kind, &index)) {
       ASSIGN_OR_RETURN(Tensor t, st.GetTensor(hf));
       if (index < 0 && kind == "down_proj") {

@@ -3,8 +3,10 @@
 // layers in turn (`layer_types`), yarn rope, and a sparse MLP in every layer: a router with a
 // bias whose top-k logits are softmaxed (the top-k of the full softmax renormalized: the same
 // weights), experts with biases and the clamped SwiGLU (`swiglu_limit`, 7). The experts of the
-// published checkpoints are MXFP4 (model/weights.cc reads them).
+// published checkpoints and of llama.cpp's GGUF conversions are MXFP4 (model/weights.cc reads
+// both packings).
 #include "model/arch/arch.h"
+#include "model/gguf_config.h"
 
 namespace loom {
 namespace {
@@ -30,8 +32,34 @@ Status GptOssFromHf(const nlohmann::json& c, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// GGUF "gpt-oss" (llama.cpp's converter): the sizes, experts and yarn rope come through
+// ModelConfigFromGguf; the file has no keys for what llama.cpp hardcodes for this arch: biases
+// everywhere, sinks, every other layer sliding (from layer 0), the top-k softmax, the clamp at 7.
+// The published configs turn yarn's truncation off, so this does too (as transformers runs it).
+Status GptOssFromGguf(const GgufArchKeys& keys, ModelConfig* cfg) {
+  if (cfg->num_experts <= 0) {
+    return InvalidArgumentError(keys.file().path() + ": a gpt-oss file without " + keys.arch() +
+                                ".expert_count");
+  }
+  cfg->attention_bias = true;
+  cfg->attention_out_bias = true;
+  cfg->attention_sinks = true;
+  cfg->moe_norm_topk_prob = true;
+  cfg->moe_swiglu_limit = 7.f;
+  cfg->rope.truncate = false;
+  cfg->rope_local = cfg->rope;
+  ASSIGN_OR_RETURN(int window, keys.Int("attention.sliding_window", 0));
+  if (window <= 0) return OkStatus();
+  ASSIGN_OR_RETURN(std::vector<bool> sliding, GgufSlidingLayers(keys, cfg->num_layers, 2));
+  for (int i = 0; i < cfg->num_layers; ++i) {
+    cfg->layer_window[static_cast<size_t>(i)] = sliding[static_cast<size_t>(i)] ? window : 0;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-const ArchSpec kGptOssArch = {"gpt_oss", {"GptOssForCausalLM"}, {"gpt_oss"}, "", &GptOssFromHf};
+const ArchSpec kGptOssArch = {"gpt_oss", {"GptOssForCausalLM"}, {"gpt_oss"},
+                              "gpt-oss", &GptOssFromHf,         &GptOssFromGguf};
 
 }  // namespace loom
