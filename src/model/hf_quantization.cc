@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "io/file_bytes.h"
 #include "tensor/quant.h"
 
 namespace loom {
@@ -150,16 +151,33 @@ StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const json& config,
                             "fp8, compressed-tensors float8, fbgemm_fp8; or use a GGUF)");
 }
 
-StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
-                                 const std::string& where) {
+namespace {
+
+// The shapes and scales DequantizeMxfp4 and Mxfp4FromHfBlocks accept.
+Status CheckMxfp4Pair(const Tensor& blocks, const Tensor& scales, const std::string& where) {
   const int nd = blocks.ndim();
-  bool ok = blocks.dtype() == DType::kU8 && scales.dtype() == DType::kU8 && nd >= 2 &&
+  bool ok = blocks.dtype() == DType::kU8 && scales.dtype() == DType::kU8 && nd >= 2 && nd <= 4 &&
             scales.ndim() == nd - 1 && blocks.dim(nd - 1) == 16;
   for (int i = 0; ok && i < nd - 1; ++i) ok = blocks.dim(i) == scales.dim(i);
   if (!ok) {
     return InvalidArgumentError(where + ": MXFP4 blocks " + blocks.DebugString() + " and scales " +
                                 scales.DebugString() + " (want u8 [..., G, 16] and u8 [..., G])");
   }
+  const auto* e = scales.data_as<const uint8_t>();
+  for (int64_t g = 0; g < scales.numel(); ++g) {
+    if (e[g] == 255) {
+      return InvalidArgumentError(where + ": MXFP4 scale 255 (NaN) in group " + std::to_string(g));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
+                                 const std::string& where) {
+  RETURN_IF_ERROR(CheckMxfp4Pair(blocks, scales, where));
+  const int nd = blocks.ndim();
   const int64_t cols = blocks.dim(nd - 2) * 32;
   const Shape shape = nd == 2   ? Shape{cols}
                       : nd == 3 ? Shape{blocks.dim(0), cols}
@@ -169,9 +187,6 @@ StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
   const auto* e = scales.data_as<const uint8_t>();
   auto* o = out.data_as<uint16_t>();
   for (int64_t g = 0; g < scales.numel(); ++g) {
-    if (e[g] == 255) {
-      return InvalidArgumentError(where + ": MXFP4 scale 255 (NaN) in group " + std::to_string(g));
-    }
     const int exp = static_cast<int>(e[g]) - 127;
     for (int j = 0; j < 16; ++j) {
       const uint8_t byte = b[g * 16 + j];
@@ -182,23 +197,35 @@ StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
   return out;
 }
 
-StatusOr<Tensor> DequantizeMxfp4Blocks(const Tensor& t, const std::string& where) {
-  CHECK(t.dtype() == DType::kMXFP4) << "DequantizeMxfp4Blocks: " << t.DebugString();
-  const int64_t cols = t.shape()[t.ndim() - 1], rows = t.numel() / cols;
-  Tensor out = HostTensor(DType::kBF16, t.shape());
+StatusOr<Tensor> Mxfp4FromHfBlocks(const Tensor& blocks, const Tensor& scales,
+                                   const std::string& where) {
+  RETURN_IF_ERROR(CheckMxfp4Pair(blocks, scales, where));
+  const int nd = blocks.ndim();
+  std::vector<int64_t> dims;
+  for (int i = 0; i < nd - 2; ++i) dims.push_back(blocks.dim(i));
+  dims.push_back(blocks.dim(nd - 2) * kQKMXFP4);
+  Tensor out = HostTensor(DType::kMXFP4, ShapeFromDims(dims));
+  const auto* b = blocks.data_as<const uint8_t>();
+  const auto* e = scales.data_as<const uint8_t>();
+  auto* o = out.data_as<BlockMXFP4>();
+  for (int64_t g = 0; g < scales.numel(); ++g) {
+    const uint8_t* codes = b + g * 16;
+    const auto code = [&](int i) { return (codes[i / 2] >> (4 * (i % 2))) & 0xf; };
+    o[g].e = e[g];
+    for (int j = 0; j < 16; ++j) o[g].qs[j] = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
+  }
+  return out;
+}
+
+Status CheckMxfp4Scales(const Tensor& t, const std::string& where) {
+  CHECK(t.dtype() == DType::kMXFP4) << "CheckMxfp4Scales: " << t.DebugString();
   const auto* blocks = t.data_as<const BlockMXFP4>();
   for (int64_t b = 0; b < t.numel() / kQKMXFP4; ++b) {
     if (blocks[b].e == 255) {
       return InvalidArgumentError(where + ": MXFP4 scale 255 (NaN) in block " + std::to_string(b));
     }
   }
-  std::vector<float> row(static_cast<size_t>(cols));
-  auto* o = out.data_as<uint16_t>();
-  for (int64_t r = 0; r < rows; ++r) {
-    DequantizeRow(DType::kMXFP4, blocks + r * (cols / kQKMXFP4), row.data(), cols);
-    for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = F32ToBf16(row[static_cast<size_t>(c)]);
-  }
-  return out;
+  return OkStatus();
 }
 
 std::unique_ptr<TensorSource> Fp8CheckpointSource(std::unique_ptr<TensorSource> inner,

@@ -43,9 +43,14 @@ StatusOr<std::optional<Fp8Checkpoint>> ParseHfQuantization(const nlohmann::json&
 // (255).
 StatusOr<Tensor> DequantizeMxfp4(const Tensor& blocks, const Tensor& scales,
                                  const std::string& where);
-// The same codes in GGUF's layout (a DType::kMXFP4 tensor, as llama.cpp's converter writes
-// gpt-oss's experts) decoded to bf16 of the same shape, exactly; a NaN scale (255) is an error.
-StatusOr<Tensor> DequantizeMxfp4Blocks(const Tensor& t, const std::string& where);
+// The same codes repacked as DType::kMXFP4 [..., rows, G * 32] (GGUF's block layout, what
+// llama.cpp's converter writes and what backends keep): each group's exponent, then byte j =
+// code j | code j + 16 << 4. Same errors.
+StatusOr<Tensor> Mxfp4FromHfBlocks(const Tensor& blocks, const Tensor& scales,
+                                   const std::string& where);
+// A DType::kMXFP4 tensor (a GGUF file's) checked for NaN scales (255): InvalidArgument naming the
+// block.
+Status CheckMxfp4Scales(const Tensor& t, const std::string& where);
 
 // `inner`'s tensors, with every F8_E4M3 one returned as fp8 blocks, or bf16 (above), with its
 // scale found beside it: `<name>_scale_inv`, else `<name>_scale`. An F8 tensor without a scale,

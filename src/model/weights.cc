@@ -105,8 +105,8 @@ class Loader {
       ASSIGN_OR_RETURN(Tensor t, source_.Get(name));
       read_bytes_ += static_cast<int64_t>(t.nbytes());
       RETURN_IF_ERROR(CheckShape(name, t, want));
-      if (t.dtype() == DType::kMXFP4) {  // gpt-oss: no backend keeps MXFP4 yet
-        ASSIGN_OR_RETURN(t, DequantizeMxfp4Blocks(t, source_.Describe() + ": '" + name + "'"));
+      if (t.dtype() == DType::kMXFP4) {  // gpt-oss
+        RETURN_IF_ERROR(CheckMxfp4Scales(t, source_.Describe() + ": '" + name + "'"));
       }
       return UploadStacked(t);
     }
@@ -206,7 +206,8 @@ class Loader {
   }
 
   // The same from a GGUF file as llama.cpp's converter writes gpt-oss: ffn_{gate,up,down}_exps
-  // (already loom's [E, out, in], MXFP4 in the published conversions) and their `.bias` [E, out].
+  // (already loom's [E, out, in], MXFP4 in the published conversions, kept as such) and their
+  // `.bias` [E, out].
   Status GgufGptOssExperts(int layer, int64_t num_experts, int64_t f, int64_t d,
                            Backend::MoeWeights* m) {
     ASSIGN_OR_RETURN(m->gate,
@@ -307,8 +308,8 @@ class Loader {
     return uploaded;
   }
 
-  // Stacked expert matrices [E, out, in] from `name`_blocks / `name`_scales (MXFP4, decoded to
-  // bf16) or from `name` [E, in, out] (float, transposed).
+  // Stacked expert matrices [E, out, in] from `name`_blocks / `name`_scales (MXFP4, kept: the
+  // backend's UploadWeight decides) or from `name` [E, in, out] (float, transposed).
   StatusOr<Tensor> OutInExperts(const std::string& name, int64_t num_experts, int64_t out,
                                 int64_t in) {
     if (source_.Has(name + "_blocks")) {
@@ -322,7 +323,7 @@ class Loader {
                                     "' has rows of " + std::to_string(in) +
                                     ", not a multiple of 32");
       }
-      return DequantizeMxfp4(blocks, scales, source_.Describe() + ": '" + name + "'");
+      return Mxfp4FromHfBlocks(blocks, scales, source_.Describe() + ": '" + name + "'");
     }
     if (!source_.Has(name)) {
       return NotFoundError(source_.Describe() + ": missing tensor '" + name + "' (or its MXFP4 '" +

@@ -139,17 +139,44 @@ TEST(Mxfp4Test, GgufBlocksHoldElementsJAndJPlus16InAByte) {
     EXPECT_EQ(row[static_cast<size_t>(32 + j)], 3.f) << j;
     EXPECT_EQ(row[static_cast<size_t>(48 + j)], 0.25f) << j;
   }
-  auto bf16 = DequantizeMxfp4Blocks(t, "w");
-  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
-  ASSERT_EQ(bf16->shape(), (Shape{1, 64}));
-  for (int i = 0; i < 64; ++i) {
-    EXPECT_EQ(Bf16ToF32(bf16->data_as<const uint16_t>()[i]), row[static_cast<size_t>(i)]) << i;
-  }
+  EXPECT_TRUE(CheckMxfp4Scales(t, "w").ok());
   raw[17] = 255;
   std::memcpy(t.data(), raw.data(), raw.size());
-  auto nan = DequantizeMxfp4Blocks(t, "w");
+  Status nan = CheckMxfp4Scales(t, "w");
   ASSERT_FALSE(nan.ok());
-  EXPECT_NE(nan.status().message().find("w: MXFP4 scale 255"), std::string::npos);
+  EXPECT_NE(nan.message().find("w: MXFP4 scale 255 (NaN) in block 1"), std::string::npos);
+}
+
+// The checkpoints' packing repacked into GGUF's blocks decodes to the same values, and QuantizeRow
+// (OCP's shared exponent, nearest code) round-trips values that are already MXFP4.
+TEST(Mxfp4Test, RepackedCheckpointBlocksDecodeToTheSameValues) {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> blocks(3 * 4 * 16), scales(3 * 4);
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  for (auto& s : scales) s = static_cast<uint8_t>(100 + rng() % 50);
+  const Tensor hb = U8Tensor(blocks, Shape{3, 4, 16}), hs = U8Tensor(scales, Shape{3, 4});
+  auto packed = Mxfp4FromHfBlocks(hb, hs, "w");
+  auto ref = DequantizeMxfp4(hb, hs, "w");
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  ASSERT_TRUE(ref.ok());
+  ASSERT_EQ(packed->dtype(), DType::kMXFP4);
+  ASSERT_EQ(packed->shape(), (Shape{3, 128}));
+  std::vector<float> row(128);
+  std::vector<uint8_t> again(packed->row_bytes());
+  for (int r = 0; r < 3; ++r) {
+    const char* src = static_cast<const char*>(packed->data()) + r * packed->row_bytes();
+    DequantizeRow(DType::kMXFP4, src, row.data(), 128);
+    for (int i = 0; i < 128; ++i) {
+      ASSERT_EQ(row[static_cast<size_t>(i)], Bf16ToF32(ref->data_as<const uint16_t>()[r * 128 + i]))
+          << r << " " << i;
+    }
+    QuantizeRow(DType::kMXFP4, row.data(), again.data(), 128);
+    std::vector<float> round(128);
+    DequantizeRow(DType::kMXFP4, again.data(), round.data(), 128);
+    EXPECT_EQ(round, row) << r;
+  }
+  auto nan = Mxfp4FromHfBlocks(hb, U8Tensor(std::vector<uint8_t>(12, 255), Shape{3, 4}), "w");
+  EXPECT_FALSE(nan.ok());
 }
 
 // Each row longhand, in double: router logits with the bias, the top-k by logit, a softmax over
@@ -308,6 +335,18 @@ MapSource TinyCheckpoint(const ModelConfig& cfg, bool mxfp4) {
   return src;
 }
 
+// A weight's values, decoded (host tensors).
+std::vector<float> Decoded(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  for (int64_t r = 0; r < t.rows(); ++r) {
+    DequantizeRow(t.dtype(), static_cast<const char*>(t.data()) + r * t.row_bytes(),
+                  out.data() + r * t.cols(), t.cols());
+  }
+  return out;
+}
+
+// The MXFP4 checkpoint's experts stay MXFP4 on the CPU (4.25 bits a weight), with the values the
+// bf16 checkpoint holds.
 TEST(GptOssLoadTest, Bf16AndMxfp4CheckpointsLoadTheSameExpertsInLoomsLayout) {
   CpuBackend be(2);
   const ModelConfig cfg = ParseConfig(TinyGptOssJson());
@@ -322,10 +361,12 @@ TEST(GptOssLoadTest, Bf16AndMxfp4CheckpointsLoadTheSameExpertsInLoomsLayout) {
     EXPECT_EQ(ma.gate.shape(), (Shape{4, 32, 64}));
     EXPECT_EQ(ma.down.shape(), (Shape{4, 64, 32}));
     EXPECT_EQ(ma.gate_bias.shape(), (Shape{4, 32}));
-    for (auto [x, y] : {std::pair{&ma.gate, &mb.gate},
-                        {&ma.up, &mb.up},
-                        {&ma.down, &mb.down},
-                        {&ma.router, &mb.router},
+    for (auto [x, y] : {std::pair{&ma.gate, &mb.gate}, {&ma.up, &mb.up}, {&ma.down, &mb.down}}) {
+      EXPECT_EQ(y->dtype(), DType::kMXFP4);
+      EXPECT_EQ(x->shape(), y->shape());
+      EXPECT_EQ(Decoded(*x), Decoded(*y)) << "layer " << i;
+    }
+    for (auto [x, y] : {std::pair{&ma.router, &mb.router},
                         {&ma.router_bias, &mb.router_bias},
                         {&ma.gate_bias, &mb.gate_bias},
                         {&ma.up_bias, &mb.up_bias},

@@ -404,11 +404,10 @@ void DequantizeFP8(const BlockFP8* x, float* y, int64_t nb) {
   }
 }
 
-// d = amax / 448 (e4m3's largest finite value), codes x / d rounded to nearest even.
 // Exact: e2m1 x 2^k is a float for every e8m0 exponent but 255, which reads as NaN.
 void DequantizeMXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = x[b].e == 255 ? NAN : std::ldexp(1.f, static_cast<int>(x[b].e) - 127);
+    const float d = x[b].e == 255 ? NAN : E8M0ToF32(x[b].e);
     for (int j = 0; j < kQKMXFP4 / 2; ++j) {
       y[b * kQKMXFP4 + j] = E2M1ToF32(x[b].qs[j] & 0xf) * d;
       y[b * kQKMXFP4 + j + kQKMXFP4 / 2] = E2M1ToF32(x[b].qs[j] >> 4) * d;
@@ -416,6 +415,33 @@ void DequantizeMXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
   }
 }
 
+// OCP's rule: the shared exponent floor(log2(amax)) - 2 (6 = 1.5 x 2^2 is e2m1's largest), codes
+// x / d to the nearest e2m1 value (ties to the even code), saturating at +-6.
+void QuantizeMXFP4(const float* x, BlockMXFP4* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQKMXFP4;
+    float amax = 0.f;
+    for (int j = 0; j < kQKMXFP4; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const int e = amax > 0.f ? std::clamp(std::ilogb(amax) - 2 + 127, 0, 254) : 0;
+    const float d = std::ldexp(1.f, e - 127);
+    y[b].e = static_cast<uint8_t>(e);
+    uint8_t codes[kQKMXFP4];
+    for (int j = 0; j < kQKMXFP4; ++j) {
+      const float v = std::fabs(xb[j]) / d;
+      uint8_t best = 0;
+      for (uint8_t c = 1; c < 8; ++c) {
+        const float dc = std::fabs(E2M1ToF32(c) - v), db = std::fabs(E2M1ToF32(best) - v);
+        if (dc < db || (dc == db && c % 2 == 0)) best = c;
+      }
+      codes[j] = static_cast<uint8_t>(best | (std::signbit(xb[j]) && best != 0 ? 8 : 0));
+    }
+    for (int j = 0; j < kQKMXFP4 / 2; ++j) {
+      y[b].qs[j] = static_cast<uint8_t>(codes[j] | codes[j + kQKMXFP4 / 2] << 4);
+    }
+  }
+}
+
+// d = amax / 448 (e4m3's largest finite value), codes x / d rounded to nearest even.
 void QuantizeFP8(const float* x, BlockFP8* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQKFP8;
@@ -517,9 +543,10 @@ void QuantizeRow(DType dtype, const float* src, void* dst, int64_t n) {
     }
     case DType::kFP8:
       return QuantizeFP8(src, static_cast<BlockFP8*>(dst), nb);
+    case DType::kMXFP4:
+      return QuantizeMXFP4(src, static_cast<BlockMXFP4*>(dst), nb);
     case DType::kI32:
     case DType::kU8:
-    case DType::kMXFP4:  // read only: gpt-oss's published experts
       break;
   }
   CHECK(false) << "QuantizeRow: " << DTypeName(dtype) << " is not a float type";

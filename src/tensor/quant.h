@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/dtype.h"
 
@@ -88,6 +89,15 @@ struct BlockMXFP4 {
 static_assert(sizeof(BlockMXFP4) == 17);
 // The value of e2m1 code `c` (0..15).
 float E2M1ToF32(uint8_t c);
+// 2^(e - 127 - half) for an e8m0 exponent e < 255 (half 0 or 1), built from its bits: exact,
+// subnormals included.
+inline float E8M0ToF32(uint8_t e, int half = 0) {
+  const int k = static_cast<int>(e) - half;  // the biased exponent of the result
+  const uint32_t bits = k >= 1 ? static_cast<uint32_t>(k) << 23 : 0x00400000u >> -k;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {

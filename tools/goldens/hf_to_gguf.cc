@@ -10,6 +10,7 @@
 #include "io/file_bytes.h"
 #include "io/json_file.h"
 #include "io/safetensors_model.h"
+#include "model/hf_quantization.h"
 
 namespace loom {
 namespace {
@@ -209,30 +210,11 @@ Tensor TransposeExperts(const Tensor& t) {
   return out;
 }
 
-// Hugging Face MXFP4 (`blocks` u8 [E, rows, G, 16], two adjacent codes a byte, low nibble first;
-// `scales` u8 [E, rows, G]) repacked as GGUF's MXFP4 [E, rows, 32 G]: GptOssModel's
-// repack_mxfp4 (each group's exponent, then byte j = code j | code j + 16 << 4).
-Tensor RepackMxfp4(const Tensor& blocks, const Tensor& scales) {
-  const int64_t e = blocks.dim(0), rows = blocks.dim(1), groups = blocks.dim(2);
-  Tensor out = HostTensor(DType::kMXFP4, Shape{e, rows, groups * 32});
-  const auto* b = blocks.data_as<const uint8_t>();
-  const auto* s = scales.data_as<const uint8_t>();
-  auto* o = static_cast<uint8_t*>(out.data());
-  for (int64_t g = 0; g < e * rows * groups; ++g) {
-    const uint8_t* codes = b + g * 16;
-    const auto code = [&](int i) { return (codes[i / 2] >> (4 * (i % 2))) & 0xf; };
-    uint8_t* dst = o + g * 17;
-    dst[0] = s[g];
-    for (int j = 0; j < 16; ++j) dst[1 + j] = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
-  }
-  return out;
-}
-
 // One of gpt-oss's expert tensors (`model.layers.N.mlp.experts.<part>`) as llama.cpp's converter
 // writes it (GptOssModel, gate and up not fused): gate_up_proj [E, hidden, 2f] (x @ W, gate and
 // up columns interleaved) -> ffn_gate_exps / ffn_up_exps [E, f, hidden]; down_proj [E, f, hidden]
-// -> ffn_down_exps [E, hidden, f]; their biases [E, out] likewise; MXFP4 `_blocks` repacked (the
-// `_scales` are consumed with them).
+// -> ffn_down_exps [E, hidden, f]; their biases [E, out] likewise; MXFP4 `_blocks` repacked into
+// GGUF's blocks as GptOssModel.repack_mxfp4 does (Mxfp4FromHfBlocks; the `_scales` go with them).
 Status AddGptOssExperts(const SafetensorsModel& st, const std::string& hf, GgufWriter* w) {
   const size_t at = hf.find(".mlp.experts.");
   const size_t start = std::strlen("model.layers.");
@@ -245,12 +227,14 @@ Status AddGptOssExperts(const SafetensorsModel& st, const std::string& hf, GgufW
     ASSIGN_OR_RETURN(Tensor scales,
                      st.GetTensor(hf.substr(0, hf.size() - std::strlen("_blocks")) + "_scales"));
     if (part == "down_proj_blocks") {
-      w->AddTensor(blk + "ffn_down_exps.weight", RepackMxfp4(t, scales));
+      ASSIGN_OR_RETURN(Tensor packed, Mxfp4FromHfBlocks(t, scales, hf));
+      w->AddTensor(blk + "ffn_down_exps.weight", packed);
       return OkStatus();
     }
     for (int half = 0; half < 2; ++half) {
-      w->AddTensor(blk + (half == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight"),
-                   RepackMxfp4(EveryOtherRow(t, half), EveryOtherRow(scales, half)));
+      ASSIGN_OR_RETURN(Tensor packed,
+                       Mxfp4FromHfBlocks(EveryOtherRow(t, half), EveryOtherRow(scales, half), hf));
+      w->AddTensor(blk + (half == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight"), packed);
     }
     return OkStatus();
   }

@@ -137,8 +137,8 @@ int Main(int argc, char** argv) {
   Tensor x1 = RandomTensor(DType::kF32, 1, k, 1.0f, 1);
   Tensor out1 = HostTensor(DType::kF32, Shape{1, m});
   std::printf("GEMV 4096x4096 (n=1), GB/s of weights [tok/s-equivalent for this matrix]\n");
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kFP8,  DType::kMXFP4};
   for (DType dt : types) {
     Tensor w = RandomTensor(dt, m, k, 0.05f, 2);
     std::printf("  %-5s %6.1f MiB:", std::string(DTypeName(dt)).c_str(), w.nbytes() / 1048576.0);

@@ -3,8 +3,8 @@
 //
 // Numerics (what makes batched == solo bit-exact): every output element is accumulated the same
 // way whatever the tile, the number of activation rows per call, the batch size or thread count:
-//   - f32/f16/bf16 weights (and fp8, decoded to f32 as e4m3 * d): x stays f32. One 8-lane f32
-//   accumulator per output, fed 8 elements at
+//   - f32/f16/bf16 weights (and fp8 / mxfp4, decoded to f32 as code * d, exactly): x stays f32. One
+//   8-lane f32 accumulator per output, fed 8 elements at
 //     a time in order (lane l sums elements l, l+8, ...), reduced as ((l0+l4)+(l2+l6)) +
 //     ((l1+l5)+(l3+l7)), then the k % 8 tail is added in order.
 //   - quantized weights: x is first quantized to q8 blocks of 32 (ActQ8, llama.cpp's q8_0
@@ -73,7 +73,7 @@ using DotTileB = void (*)(const void* const* w, const uint16_t* const* x, int nu
 
 struct DotKernels {
   const char* isa;  // "avx512", "avx2" or "scalar"
-  DotTileF f32, f16, bf16, fp8;
+  DotTileF f32, f16, bf16, fp8, mxfp4;
   DotTileQ q8_0, q4_0, q4_K, q6_K, q5_K;
   // QuantizeActRow or a vector version of it with bit-identical results.
   void (*quantize_act)(const float* x, int64_t k, int8_t* qs, float* d, float* ds);
@@ -103,6 +103,8 @@ inline DotTileF PlainKernel(const DotKernels& k, DType t) {
       return k.bf16;
     case DType::kFP8:
       return k.fp8;
+    case DType::kMXFP4:
+      return k.mxfp4;
     default:
       return nullptr;
   }

@@ -52,6 +52,14 @@ void DotFP8(const void* const* w, const float* x, int64_t k, float* out) {
     return F8E4M3ToF32(b.qs[i % kQKFP8]) * b.d;
   });
 }
+void DotMXFP4(const void* const* w, const float* x, int64_t k, float* out) {
+  DotPlain(w, x, k, out, [](const void* p, int64_t i) {
+    const BlockMXFP4& b = static_cast<const BlockMXFP4*>(p)[i / kQKMXFP4];
+    const int j = static_cast<int>(i % kQKMXFP4);
+    const uint8_t code = j < kQKMXFP4 / 2 ? b.qs[j] & 0xf : b.qs[j - kQKMXFP4 / 2] >> 4;
+    return E2M1ToF32(code) * E8M0ToF32(b.e);
+  });
+}
 
 // acc[l] += scale * (sum of wq[4l..4l+3] * xq[4l..4l+3]) for the 8 lanes of one 32-block.
 inline void AccBlock(const int8_t* wq, const int8_t* xq, float scale, float* acc) {
@@ -191,6 +199,7 @@ const DotKernels& ScalarDotKernels() {
       .f16 = PlainRows<DotF16>,
       .bf16 = PlainRows<DotBF16>,
       .fp8 = PlainRows<DotFP8>,
+      .mxfp4 = PlainRows<DotMXFP4>,
       .q8_0 = QuantRows<DotQ8_0>,
       .q4_0 = QuantRows<DotQ4_0>,
       .q4_K = QuantRows<DotQK4Or5<BlockQ4_K>>,

@@ -182,9 +182,9 @@ TEST(DotKernelsTest, ActRowsPerCallAreInRange) {
   }
 }
 
-constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                     DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                                     DType::kQ6_K, DType::kQ5_K, DType::kFP8};
+constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K,
+                                     DType::kFP8,  DType::kMXFP4};
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotKernelsTest, ::testing::ValuesIn(kAllWeightTypes),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });

@@ -16,14 +16,14 @@ using cpu_test::MakeTensor;
 using cpu_test::RandomFloats;
 using cpu_test::ToFloats;
 
-constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                     DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                                     DType::kQ6_K, DType::kQ5_K, DType::kFP8};
+constexpr DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                                     DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_K,
+                                     DType::kFP8,  DType::kMXFP4};
 
 // Block formats (rows of whole blocks).
 bool IsQuantized(DType t) { return GetDTypeInfo(t).quantized; }
 // Formats whose kernels round x to q8 blocks (fp8 weights meet f32 x, as the plain dtypes).
-bool QuantizesX(DType t) { return IsQuantized(t) && t != DType::kFP8; }
+bool QuantizesX(DType t) { return IsQuantized(t) && t != DType::kFP8 && t != DType::kMXFP4; }
 // Row lengths of whole blocks for a block format.
 std::vector<int64_t> BlockKs(DType t, std::vector<int64_t> for_32) {
   const int b = GetDTypeInfo(t).block_elems;
