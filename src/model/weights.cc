@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/file_bytes.h"
 #include "model/hf_quantization.h"
 #include "tensor/quant.h"
 
@@ -175,31 +176,16 @@ class Loader {
     if (naming_ == TensorNaming::kGguf) return GgufGptOssExperts(layer, num_experts, f, d, m);
     const std::string base = Name(naming_, "mlp.experts.", "", layer);
     ASSIGN_OR_RETURN(Tensor gate_up, OutInExperts(base + "gate_up_proj", num_experts, 2 * f, d));
-    Tensor gate = HostTensor(gate_up.dtype(), Shape{num_experts, f, d});
-    Tensor up = HostTensor(gate_up.dtype(), Shape{num_experts, f, d});
-    const size_t row = gate_up.row_bytes();
-    for (int64_t r = 0; r < num_experts * f; ++r) {
-      const char* src = static_cast<const char*>(gate_up.data()) + static_cast<size_t>(2 * r) * row;
-      std::memcpy(static_cast<char*>(gate.data()) + static_cast<size_t>(r) * row, src, row);
-      std::memcpy(static_cast<char*>(up.data()) + static_cast<size_t>(r) * row, src + row, row);
-    }
+    m->gate = UploadStacked(EveryOtherRow(gate_up, 0));
+    m->up = UploadStacked(EveryOtherRow(gate_up, 1));
     gate_up = Tensor();
-    m->gate = UploadStacked(std::move(gate));
-    m->up = UploadStacked(std::move(up));
     ASSIGN_OR_RETURN(Tensor down, OutInExperts(base + "down_proj", num_experts, d, f));
     m->down = UploadStacked(std::move(down));
 
     ASSIGN_OR_RETURN(Tensor gate_up_bias,
                      F32Matrix(base + "gate_up_proj_bias", Shape{num_experts, 2 * f}));
-    Tensor gate_bias = HostTensor(DType::kF32, Shape{num_experts, f});
-    Tensor up_bias = HostTensor(DType::kF32, Shape{num_experts, f});
-    const float* gub = gate_up_bias.data_as<const float>();
-    for (int64_t i = 0; i < num_experts * f; ++i) {
-      gate_bias.data_as<float>()[i] = gub[2 * i];
-      up_bias.data_as<float>()[i] = gub[2 * i + 1];
-    }
-    m->gate_bias = UploadVector(gate_bias);
-    m->up_bias = UploadVector(up_bias);
+    m->gate_bias = UploadVector(EveryOtherRow(gate_up_bias, 0));
+    m->up_bias = UploadVector(EveryOtherRow(gate_up_bias, 1));
     ASSIGN_OR_RETURN(Tensor down_bias, F32Matrix(base + "down_proj_bias", Shape{num_experts, d}));
     m->down_bias = UploadVector(down_bias);
     return OkStatus();
@@ -336,7 +322,7 @@ class Loader {
       return InvalidArgumentError(source_.Describe() + ": tensor '" + name + "' must be " +
                                   "f32/f16/bf16, got " + std::string(DTypeName(t.dtype())));
     }
-    return TransposeStacked(t);
+    return TransposeExperts(t);
   }
 
   // A small float tensor of shape `want` as f32 on the host.
@@ -359,29 +345,6 @@ class Loader {
     Tensor uploaded = backend_->UploadWeight(t.Reshape(Shape{t.numel()})).Reshape(t.shape());
     total_bytes_ += uploaded.nbytes();
     return uploaded;
-  }
-
-  // [E, a, b] -> [E, b, a] (2- or 4-byte elements), in tiles.
-  static Tensor TransposeStacked(const Tensor& t) {
-    const int64_t e = t.dim(0), a = t.dim(1), b = t.dim(2);
-    Tensor out = HostTensor(t.dtype(), Shape{e, b, a});
-    const size_t es = GetDTypeInfo(t.dtype()).block_bytes;
-    constexpr int64_t kTile = 64;
-    for (int64_t x = 0; x < e; ++x) {
-      const char* src = static_cast<const char*>(t.data()) + static_cast<size_t>(x * a * b) * es;
-      char* dst = static_cast<char*>(out.data()) + static_cast<size_t>(x * a * b) * es;
-      for (int64_t i0 = 0; i0 < a; i0 += kTile) {
-        for (int64_t j0 = 0; j0 < b; j0 += kTile) {
-          for (int64_t i = i0; i < std::min(a, i0 + kTile); ++i) {
-            for (int64_t j = j0; j < std::min(b, j0 + kTile); ++j) {
-              std::memcpy(dst + static_cast<size_t>(j * a + i) * es,
-                          src + static_cast<size_t>(i * b + j) * es, es);
-            }
-          }
-        }
-      }
-    }
-    return out;
   }
 
   static Tensor ToF32(const Tensor& t) {
@@ -552,6 +515,41 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
   w.dtype = L.main_dtype();
   L.ReportDone();
   return w;
+}
+
+Tensor TransposeExperts(const Tensor& t) {
+  const int64_t e = t.dim(0), a = t.dim(1), b = t.dim(2);
+  Tensor out = HostTensor(t.dtype(), Shape{e, b, a});
+  const size_t es = GetDTypeInfo(t.dtype()).block_bytes;
+  constexpr int64_t kTile = 64;  // in tiles
+  for (int64_t x = 0; x < e; ++x) {
+    const char* src = static_cast<const char*>(t.data()) + static_cast<size_t>(x * a * b) * es;
+    char* dst = static_cast<char*>(out.data()) + static_cast<size_t>(x * a * b) * es;
+    for (int64_t i0 = 0; i0 < a; i0 += kTile) {
+      for (int64_t j0 = 0; j0 < b; j0 += kTile) {
+        for (int64_t i = i0; i < std::min(a, i0 + kTile); ++i) {
+          for (int64_t j = j0; j < std::min(b, j0 + kTile); ++j) {
+            std::memcpy(dst + static_cast<size_t>(j * a + i) * es,
+                        src + static_cast<size_t>(i * b + j) * es, es);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Tensor EveryOtherRow(const Tensor& t, int half) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < t.ndim(); ++i) dims.push_back(t.dim(i));
+  const size_t row = t.nbytes() / static_cast<size_t>(dims[0] * dims[1]);
+  dims[1] /= 2;
+  Tensor out = HostTensor(t.dtype(), ShapeFromDims(dims));
+  for (int64_t r = 0; r < dims[0] * dims[1]; ++r) {
+    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r) * row,
+                static_cast<const char*>(t.data()) + static_cast<size_t>(2 * r + half) * row, row);
+  }
+  return out;
 }
 
 void FuseProjections(Weights* weights, Backend* backend) {

@@ -92,4 +92,10 @@ StatusOr<Weights> LoadWeights(const ModelConfig& cfg, const TensorSource& source
 // wide GEMV to several narrow ones.
 void FuseProjections(Weights* weights, Backend* backend);
 
+// Host helpers for stacked expert tensors (gpt-oss's layouts; tools/goldens/hf_to_gguf too):
+// [E, a, b] -> [E, b, a] (elements of 2 or 4 bytes), and rows 0, 2, 4, ... (half 0) or 1, 3, 5,
+// ... (half 1) of every expert's slab, [E, 2n, ...] -> [E, n, ...] (any dtype: whole rows).
+Tensor TransposeExperts(const Tensor& t);
+Tensor EveryOtherRow(const Tensor& t, int half);
+
 }  // namespace loom

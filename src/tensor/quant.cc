@@ -407,10 +407,8 @@ void DequantizeFP8(const BlockFP8* x, float* y, int64_t nb) {
 // Exact: e2m1 x 2^k is a float for every e8m0 exponent but 255, which reads as NaN.
 void DequantizeMXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = x[b].e == 255 ? NAN : E8M0ToF32(x[b].e);
-    for (int j = 0; j < kQKMXFP4 / 2; ++j) {
-      y[b * kQKMXFP4 + j] = E2M1ToF32(x[b].qs[j] & 0xf) * d;
-      y[b * kQKMXFP4 + j + kQKMXFP4 / 2] = E2M1ToF32(x[b].qs[j] >> 4) * d;
+    for (int j = 0; j < kQKMXFP4; ++j) {
+      y[b * kQKMXFP4 + j] = x[b].e == 255 ? NAN : Mxfp4Element(x[b], j);
     }
   }
 }

@@ -98,6 +98,11 @@ inline float E8M0ToF32(uint8_t e, int half = 0) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+// Element j (0..31) of an MXFP4 block: code * 2^(e - 127), exactly (e < 255).
+inline float Mxfp4Element(const BlockMXFP4& b, int j) {
+  const uint8_t code = j < kQKMXFP4 / 2 ? b.qs[j] & 0xf : b.qs[j - kQKMXFP4 / 2] >> 4;
+  return E2M1ToF32(code) * E8M0ToF32(b.e);
+}
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block (llama.cpp get_scale_min_k4).
 inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
-#include "io/file_bytes.h"
 #include "io/json_file.h"
 #include "io/safetensors_model.h"
 #include "model/hf_quantization.h"
+#include "model/weights.h"
 
 namespace loom {
 namespace {
@@ -176,38 +176,6 @@ int SlidingPeriod(const std::vector<bool>& sliding) {
     if (ok) return p;
   }
   return 0;
-}
-
-// Rows 0, 2, 4, ... (half 0) or 1, 3, 5, ... (half 1) of every [rows, ...] slab of a tensor
-// whose first dim is the expert: [E, 2n, ...] -> [E, n, ...].
-Tensor EveryOtherRow(const Tensor& t, int half) {
-  std::vector<int64_t> dims;
-  for (int i = 0; i < t.ndim(); ++i) dims.push_back(t.dim(i));
-  const size_t row = t.nbytes() / static_cast<size_t>(dims[0] * dims[1]);
-  dims[1] /= 2;
-  Tensor out = HostTensor(t.dtype(), ShapeFromDims(dims));
-  for (int64_t r = 0; r < dims[0] * dims[1]; ++r) {
-    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r) * row,
-                static_cast<const char*>(t.data()) + static_cast<size_t>(2 * r + half) * row, row);
-  }
-  return out;
-}
-
-// [E, a, b] -> [E, b, a] (elements of 2 or 4 bytes).
-Tensor TransposeExperts(const Tensor& t) {
-  const int64_t e = t.dim(0), a = t.dim(1), b = t.dim(2);
-  const size_t es = t.nbytes() / static_cast<size_t>(e * a * b);
-  Tensor out = HostTensor(t.dtype(), Shape{e, b, a});
-  for (int64_t x = 0; x < e; ++x) {
-    for (int64_t i = 0; i < a; ++i) {
-      for (int64_t j = 0; j < b; ++j) {
-        std::memcpy(
-            static_cast<char*>(out.data()) + static_cast<size_t>((x * b + j) * a + i) * es,
-            static_cast<const char*>(t.data()) + static_cast<size_t>((x * a + i) * b + j) * es, es);
-      }
-    }
-  }
-  return out;
 }
 
 // One of gpt-oss's expert tensors (`model.layers.N.mlp.experts.<part>`) as llama.cpp's converter

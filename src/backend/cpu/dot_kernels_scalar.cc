@@ -54,10 +54,8 @@ void DotFP8(const void* const* w, const float* x, int64_t k, float* out) {
 }
 void DotMXFP4(const void* const* w, const float* x, int64_t k, float* out) {
   DotPlain(w, x, k, out, [](const void* p, int64_t i) {
-    const BlockMXFP4& b = static_cast<const BlockMXFP4*>(p)[i / kQKMXFP4];
-    const int j = static_cast<int>(i % kQKMXFP4);
-    const uint8_t code = j < kQKMXFP4 / 2 ? b.qs[j] & 0xf : b.qs[j - kQKMXFP4 / 2] >> 4;
-    return E2M1ToF32(code) * E8M0ToF32(b.e);
+    return Mxfp4Element(static_cast<const BlockMXFP4*>(p)[i / kQKMXFP4],
+                        static_cast<int>(i % kQKMXFP4));
   });
 }
 
