@@ -19,18 +19,25 @@
 #include "backend/draw_params.h"
 #include "backend/logit_edit.h"
 #include "base/status.h"
+#include "tensor/kv_quant.h"
 #include "tensor/tensor.h"
 
 namespace loom {
 
-// Per-layer paged KV pools. Each is [num_blocks, block_size, num_kv_heads, head_dim].
+// Per-layer paged KV pools. Each is [num_blocks, block_size, num_kv_heads, head_dim] of the
+// cache's dtype, or, for a quantized pool (`--kv-quant`), [num_blocks, block_size, num_kv_heads,
+// KvQuantRowBytes(quant, head_dim)] u8: each (token, kv head) row quantized on its own
+// (tensor/kv_quant.h). Either way a row's bytes are RowBytes(pool dtype, pool.dim(3)).
 //
 //   k: block 0 [tok 0: h0 d0..d(D-1) | h1 ... ] [tok 1: ...] ... [tok block_size-1]
 //      block 1 ...
 // A token at slot s lives in block s / block_size, row s % block_size.
 struct KvLayer {
-  Tensor k;  // [num_blocks, block_size, num_kv_heads, head_dim], kv dtype
-  Tensor v;  // [num_blocks, block_size, num_kv_heads, head_dim], kv dtype
+  Tensor k;
+  Tensor v;
+  KvQuant k_quant = KvQuant::kNone;  // kNone: k holds head_dim values of its dtype a row
+  KvQuant v_quant = KvQuant::kNone;
+  bool quantized() const { return k_quant != KvQuant::kNone || v_quant != KvQuant::kNone; }
 };
 
 // Per-step attention metadata, built once by the runner and shared by every layer.
@@ -115,6 +122,8 @@ class Backend {
   }
   // Whether Attention takes AttentionParams::sinks.
   virtual bool has_attention_sinks() const { return false; }
+  // Whether StoreKv and Attention take quantized pools (KvLayer::k_quant / v_quant).
+  virtual bool has_kv_quant() const { return false; }
 
   // ---- memory ----
   // A new zero-filled tensor on this device.

@@ -270,7 +270,7 @@ void RunServe(ServeFlags& f) {
                "loom serve ready\n"
                "  model     %s (%s, %s)\n"
                "  device    %s\n"
-               "  context   %d tokens; KV %d blocks x %d = %lld tokens (%s)\n"
+               "  context   %d tokens; KV %d blocks x %d = %lld tokens (%s, %zu B/token)\n"
                "  batch     %d rows, %d tokens/step; http threads %d\n"
                "  tokenizer %s; chat template %s\n"
                "  tools     %s; reasoning %s\n"
@@ -280,8 +280,9 @@ void RunServe(ServeFlags& f) {
                s.model_name.c_str(), cfg.arch.c_str(), s.model_path.c_str(),
                s.backend->name().c_str(), ctx->model.max_model_len, s.num_kv_blocks,
                s.flags.block_size, static_cast<long long>(s.num_kv_blocks) * s.flags.block_size,
-               ctx->model.kv_dtype.c_str(), s.flags.batch, s.flags.max_batched_tokens,
-               f.server.http_threads, codec ? "yes" : "none (token-id prompts only)",
+               ctx->model.kv_dtype.c_str(), s.kv_bytes_per_token, s.flags.batch,
+               s.flags.max_batched_tokens, f.server.http_threads,
+               codec ? "yes" : "none (token-id prompts only)",
                codec && codec->has_chat_template() ? "yes" : "none (chat routes answer 400)",
                ctx->parsers.tool_format_why.c_str(), reasoning.c_str(),
                PoolingName(ctx->model.pooling), ctx->model.pooling_source.c_str(),

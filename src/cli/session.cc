@@ -152,6 +152,15 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "KV cache element type: auto (f32 on the CPU, exact against the reference; bf16 "
                   "on CUDA), f32, f16 or bf16 (CPU; half the KV bytes and memory traffic)")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  app->add_option("--kv-quant", kv_quant,
+                  "quantized KV cache (CPU): off, fp8 (e4m3), 8 (int8) or 4 (int4); each token's "
+                  "row of a kv head quantized in groups of 64 (32, 16) along head_dim with bf16 "
+                  "scales: 1.94x (fp8, int8) / 3.56x (int4) the tokens of bf16 at head_dim 128")
+      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
+  app->add_option("--kv-quant-k", kv_quant_k, "the keys' scheme (default: --kv-quant's)")
+      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
+  app->add_option("--kv-quant-v", kv_quant_v, "the values' scheme (default: --kv-quant's)")
+      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
   app->add_option("--batch,--decode-concurrency", batch, "max concurrent rows per step")
       ->check(CLI::Range(1, 4096));
   app->add_option("--max-batched-tokens", max_batched_tokens, "token budget of one engine step")
@@ -402,7 +411,26 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
                                 ": the CUDA backend keeps the KV cache in bf16; use --kv-dtype "
                                 "auto or bf16 with --device cuda");
   }
-  s->kv_bytes_per_token = model->KvBytesPerToken(kv_dtype);
+  KvFormat kv_format(kv_dtype);
+  {
+    ASSIGN_OR_RETURN(kv_format.k,
+                     ParseKvQuant(flags.kv_quant_k.empty() ? flags.kv_quant : flags.kv_quant_k));
+    ASSIGN_OR_RETURN(kv_format.v,
+                     ParseKvQuant(flags.kv_quant_v.empty() ? flags.kv_quant : flags.kv_quant_v));
+  }
+  if (kv_format.quantized()) {
+    if (!s->backend->has_kv_quant()) {
+      return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": the " +
+                                  std::string(use_cuda ? "CUDA" : "selected") +
+                                  " backend does not read a quantized KV cache yet (CPU only)");
+    }
+    if (KvQuantGroup(cfg.head_dim) == 0) {
+      return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": head_dim " +
+                                  std::to_string(cfg.head_dim) +
+                                  " is not a multiple of 16, the smallest quantization group");
+    }
+  }
+  s->kv_bytes_per_token = model->KvBytesPerToken(kv_format);
   int64_t pool_bytes;
   if (flags.kv_cache_gb > 0) {
     pool_bytes = static_cast<int64_t>(flags.kv_cache_gb * 1e9);
@@ -452,7 +480,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.ssd_spill_queue_bytes = static_cast<int64_t>(flags.ssd_cache_queue_gb * 1e9);
   ec.ssd_demote_idle_ms = static_cast<int64_t>(flags.ssd_demote_idle_s * 1000);
   ec.model_fingerprint = model->info().fingerprint;
-  ec.kv_dtype = std::string(DTypeName(kv_dtype));
+  ec.kv_dtype = kv_format.Name();
   ec.eos_token_ids.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   ec.check_integrity_every_step = flags.debug_integrity;
   ec.device_sampling = flags.device_sampling;
@@ -473,7 +501,7 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   ec.step_trace = flags.step_trace;
   s->model = model.get();
   auto runner = std::make_unique<DecoderRunner>(std::move(model), s->num_kv_blocks,
-                                                flags.block_size, kv_dtype);
+                                                flags.block_size, kv_format);
 #ifdef LOOM_HAVE_CUDA
   if (use_cuda && flags.cuda_graphs) {
     CudaGraphOptions go;

@@ -36,7 +36,11 @@ struct ModelFlags {
   int block_size = 16;
   double kv_cache_gb = 0;         // 0 = auto: min(2 GiB, batch x context)
   std::string kv_dtype = "auto";  // auto | f32 | f16 | bf16 (auto: f32 on the CPU, bf16 on CUDA)
-  int batch = 8;                  // --batch / --decode-concurrency
+  // --kv-quant off | fp8 | 8 | 4 (tensor/kv_quant.h), and per pool --kv-quant-k / --kv-quant-v
+  // ("" = --kv-quant's).
+  std::string kv_quant = "off";
+  std::string kv_quant_k, kv_quant_v;
+  int batch = 8;  // --batch / --decode-concurrency
   int max_batched_tokens = 2048;
   double kv_budget_gb = 0;
   double memory_budget_gb = 0;

@@ -32,19 +32,28 @@ Model::Model(ModelConfig config, Weights weights, ModelInfo info, Backend* backe
   rope_local_ = MakeRopeTable(config_, config_.rope_local, backend_);
 }
 
-std::vector<KvLayer> Model::AllocateKv(int num_blocks, int block_size, DType kv_dtype) const {
+std::vector<KvLayer> Model::AllocateKv(int num_blocks, int block_size, KvFormat format) const {
   std::vector<KvLayer> kv(static_cast<size_t>(config_.num_layers));
-  Shape shape{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
+  const auto pool = [&](KvQuant q) {
+    if (q == KvQuant::kNone) {
+      return backend_->Alloc(format.dtype,
+                             Shape{num_blocks, block_size, config_.num_kv_heads, config_.head_dim});
+    }
+    const auto row = static_cast<int64_t>(KvQuantRowBytes(q, config_.head_dim));
+    return backend_->Alloc(DType::kU8, Shape{num_blocks, block_size, config_.num_kv_heads, row});
+  };
   for (auto& layer : kv) {
-    layer.k = backend_->Alloc(kv_dtype, shape);
-    layer.v = backend_->Alloc(kv_dtype, shape);
+    layer.k = pool(format.k);
+    layer.v = pool(format.v);
+    layer.k_quant = format.k;
+    layer.v_quant = format.v;
   }
   return kv;
 }
 
-size_t Model::KvBytesPerToken(DType kv_dtype) const {
-  return 2 * static_cast<size_t>(config_.num_layers) * config_.num_kv_heads *
-         RowBytes(kv_dtype, config_.head_dim);
+size_t Model::KvBytesPerToken(KvFormat format) const {
+  return static_cast<size_t>(config_.num_layers) * config_.num_kv_heads *
+         format.RowPairBytes(config_.head_dim);
 }
 
 Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, const Tensor& logits,

@@ -50,9 +50,9 @@ class Model {
   Backend* backend() const { return backend_; }
 
   // Allocates KV pools for `num_blocks` blocks of `block_size` tokens per layer.
-  std::vector<KvLayer> AllocateKv(int num_blocks, int block_size, DType kv_dtype) const;
+  std::vector<KvLayer> AllocateKv(int num_blocks, int block_size, KvFormat format) const;
   // Bytes of KV per token (all layers, K and V).
-  size_t KvBytesPerToken(DType kv_dtype) const;
+  size_t KvBytesPerToken(KvFormat format) const;
 
   // Runs the decoder over the step: writes this step's K/V into `kv` and fills `logits`
   // [num_sample_rows, vocab] (f32) and, when in.num_hidden_rows > 0, `hidden`

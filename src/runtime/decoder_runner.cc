@@ -7,11 +7,11 @@
 namespace loom {
 
 DecoderRunner::DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size,
-                             DType kv_dtype)
+                             KvFormat kv_format)
     : model_(std::move(model)), num_blocks_(num_blocks), block_size_(block_size) {
   CHECK_GT(num_blocks, 0);
   CHECK_GT(block_size, 0);
-  kv_ = model_->AllocateKv(num_blocks, block_size, kv_dtype);
+  kv_ = model_->AllocateKv(num_blocks, block_size, kv_format);
 }
 
 StatusOr<StepLogits> DecoderRunner::Execute(const StepPlan& plan) {
@@ -50,7 +50,7 @@ KvBlockLayout DecoderRunner::kv_block_layout() const {
   if (kv_.empty()) return l;
   l.num_layers = static_cast<int>(kv_.size());
   l.num_kv_heads = static_cast<int>(kv_[0].k.dim(2));
-  l.head_dim = static_cast<int>(kv_[0].k.dim(3));
+  l.head_dim = model_->config().head_dim;  // a quantized pool's last dim is its row bytes
   for (const KvLayer& layer : kv_) {
     l.block_bytes += static_cast<int64_t>(layer.k.nbytes() / static_cast<size_t>(num_blocks_) +
                                           layer.v.nbytes() / static_cast<size_t>(num_blocks_));

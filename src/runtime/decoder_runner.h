@@ -42,8 +42,8 @@ class StepAccelerator {
 
 class DecoderRunner final : public ModelRunner {
  public:
-  // Allocates `num_blocks` KV blocks of `block_size` tokens per layer in `kv_dtype`.
-  DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size, DType kv_dtype);
+  // Allocates `num_blocks` KV blocks of `block_size` tokens per layer in `kv_format`.
+  DecoderRunner(std::unique_ptr<Model> model, int num_blocks, int block_size, KvFormat kv_format);
 
   // See ModelRunner. Errors (Internal): a plan that does not fit this runner (PlanSlices). A step
   // with hidden rows (embeddings) always runs eagerly (the accelerator returns logits only).

@@ -155,6 +155,7 @@ ordered_json StatsJson(const ServerContext& ctx) {
       {"ssd_cache", SsdCacheJson(e, ctx.engine->config())},
       {"kv",
        ordered_json{{"dtype", m.kv_dtype},
+                    {"bytes_per_token", ctx.engine->config().bytes_per_token_kv},
                     {"block_size", m.block_size},
                     {"blocks_total", e.kv_blocks_total},
                     {"blocks_used", e.kv_blocks_used},

@@ -8,8 +8,12 @@
 //
 //   kl_divergence --tokenizer DIR --text FILE [--ctx 256] [--max-tokens 4096] REF MODEL...
 // A MODEL is a path (HF directory or .gguf), optionally with `+fp8` for --quantize fp8 at load
-// (REF+fp8 is the reference re-encoded). One line per model: mean and p99 KL, top-1 agreement,
-// perplexity, the weights' dtype and bytes.
+// (REF+fp8 is the reference re-encoded) and/or `+kv=S` for a quantized KV cache (`--kv-quant S`:
+// fp8, 8, 4; `+kv=K/V` sets keys and values apart, e.g. +kv=8/4; +kv=bf16 / +kv=f16 for the
+// half-precision caches; REF+kv=fp8 is the reference
+// with its cache quantized; every window's own tokens are read back from the cache). One line
+// per model: mean and p99 KL, top-1 agreement, perplexity, the weights' dtype and bytes, the KV
+// cache's name and bytes per token.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,18 +40,43 @@ namespace {
 struct Loaded {
   std::string label;
   std::unique_ptr<Model> model;
+  KvFormat kv;
 };
+
+KvQuant ParseQuantOrDie(const std::string& s) {
+  StatusOr<KvQuant> q = ParseKvQuant(s);
+  if (!q.ok()) Die(std::string(q.status().message()));
+  return *q;
+}
 
 Loaded Load(const std::string& spec, Backend* backend) {
   std::string path = spec;
   WeightOptions options;
-  if (path.size() > 4 && path.compare(path.size() - 4, 4, "+fp8") == 0) {
-    path.resize(path.size() - 4);
-    options.quantize = DType::kFP8;
+  KvFormat kv(DType::kF32);
+  for (;;) {  // suffixes, last first
+    const size_t plus = path.rfind('+');
+    if (plus == std::string::npos || plus == 0) break;
+    const std::string suffix = path.substr(plus + 1);
+    if (suffix == "fp8") {
+      options.quantize = DType::kFP8;
+    } else if (suffix == "kv=bf16" || suffix == "kv=f16") {
+      kv.dtype = suffix == "kv=bf16" ? DType::kBF16 : DType::kF16;
+    } else if (suffix.starts_with("kv=")) {
+      const std::string schemes = suffix.substr(3);
+      const size_t slash = schemes.find('/');
+      kv.k = ParseQuantOrDie(schemes.substr(0, slash));
+      kv.v = slash == std::string::npos ? kv.k : ParseQuantOrDie(schemes.substr(slash + 1));
+    } else {
+      break;
+    }
+    path.resize(plus);
   }
   StatusOr<std::unique_ptr<Model>> m = LoadModel(path, backend, nullptr, options);
   if (!m.ok()) Die(std::string(m.status().message()));
-  return {spec, std::move(*m)};
+  if (kv.quantized() && KvQuantGroup((*m)->config().head_dim) == 0) {
+    Die(spec + ": head_dim " + std::to_string((*m)->config().head_dim) + " has no KV group");
+  }
+  return {spec, std::move(*m), kv};
 }
 
 // Log-softmax of each row of `logits` ([rows, vocab]) in place, in double.
@@ -64,14 +93,15 @@ void LogSoftmax(std::vector<float>* logits, int64_t vocab) {
 }
 
 // All rows' log-probabilities for one window of tokens, from position 0.
-std::vector<float> WindowLogProbs(const Model& model, const std::vector<int32_t>& tokens) {
+std::vector<float> WindowLogProbs(const Model& model, KvFormat kv_format,
+                                  const std::vector<int32_t>& tokens) {
   constexpr int kBlock = 16;
   Backend& backend = *model.backend();
   const int32_t n = static_cast<int32_t>(tokens.size());
   const int num_blocks = (n + kBlock - 1) / kBlock;
   std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
   for (int i = 0; i < num_blocks; ++i) blocks[static_cast<size_t>(i)] = i;
-  std::vector<KvLayer> kv = model.AllocateKv(num_blocks, kBlock, DType::kF32);
+  std::vector<KvLayer> kv = model.AllocateKv(num_blocks, kBlock, kv_format);
   const SeqSlice seq{tokens, 0, blocks, n};
   HostForwardBatch hb = BuildHostForwardBatch(std::span<const SeqSlice>(&seq, 1), kBlock);
   ForwardInput in = UploadForwardBatch(hb, kBlock, &backend);
@@ -143,10 +173,10 @@ int Main(int argc, char** argv) {
   for (size_t w = 0; w < windows; ++w) {
     const std::vector<int32_t> window(ids.begin() + static_cast<int64_t>(w * ctx),
                                       ids.begin() + static_cast<int64_t>((w + 1) * ctx));
-    const std::vector<float> p = WindowLogProbs(*ref.model, window);
+    const std::vector<float> p = WindowLogProbs(*ref.model, ref.kv, window);
     for (int t = 0; t + 1 < ctx; ++t) ref_nll -= p[t * vocab + window[t + 1]];
     for (size_t mi = 0; mi < models.size(); ++mi) {
-      const std::vector<float> q = WindowLogProbs(*models[mi].model, window);
+      const std::vector<float> q = WindowLogProbs(*models[mi].model, models[mi].kv, window);
       Stats& s = stats[mi];
       for (int t = 0; t < ctx; ++t) {
         const float* pr = p.data() + t * vocab;
@@ -164,11 +194,12 @@ int Main(int argc, char** argv) {
   auto bytes = [](const Model& m) { return static_cast<double>(m.weights().total_bytes) / 1e6; };
   std::printf("%zu windows of %d tokens (%zu tokens of %s)\n", windows, ctx, windows * ctx,
               text_path.c_str());
-  std::printf("%-44s %-6s %9s %10s %10s %8s %9s\n", "model", "dtype", "MB", "mean KL", "p99 KL",
-              "top-1 %", "PPL");
-  std::printf("%-44s %-6s %9.2f %10s %10s %8s %9.3f\n", ref.label.c_str(),
-              std::string(DTypeName(ref.model->weights().dtype)).c_str(), bytes(*ref.model), "-",
-              "-", "-", std::exp(ref_nll / predicted));
+  auto kv_bytes = [](const Loaded& l) { return l.model->KvBytesPerToken(l.kv); };
+  std::printf("%-44s %-6s %9s %-14s %9s %10s %10s %8s %9s\n", "model", "dtype", "MB", "kv",
+              "KV B/tok", "mean KL", "p99 KL", "top-1 %", "PPL");
+  std::printf("%-44s %-6s %9.2f %-14s %9zu %10s %10s %8s %9.3f\n", ref.label.c_str(),
+              std::string(DTypeName(ref.model->weights().dtype)).c_str(), bytes(*ref.model),
+              ref.kv.Name().c_str(), kv_bytes(ref), "-", "-", "-", std::exp(ref_nll / predicted));
   for (size_t mi = 0; mi < models.size(); ++mi) {
     Stats& s = stats[mi];
     std::vector<double> sorted = s.kl;
@@ -177,10 +208,10 @@ int Main(int argc, char** argv) {
     for (double k : s.kl) mean += k;
     mean /= static_cast<double>(s.kl.size());
     const double p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
-    std::printf("%-44s %-6s %9.2f %10.6f %10.6f %8.2f %9.3f\n", models[mi].label.c_str(),
+    std::printf("%-44s %-6s %9.2f %-14s %9zu %10.6f %10.6f %8.2f %9.3f\n", models[mi].label.c_str(),
                 std::string(DTypeName(models[mi].model->weights().dtype)).c_str(),
-                bytes(*models[mi].model), mean, p99,
-                100.0 * static_cast<double>(s.agree) / static_cast<double>(s.positions),
+                bytes(*models[mi].model), models[mi].kv.Name().c_str(), kv_bytes(models[mi]), mean,
+                p99, 100.0 * static_cast<double>(s.agree) / static_cast<double>(s.positions),
                 std::exp(s.nll / predicted));
   }
   return 0;

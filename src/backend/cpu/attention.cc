@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/kv_quant.h"
 
 #define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -70,13 +73,78 @@ struct Helpers {
   void (*to_f32)(DType, const void*, float*, int);
 };
 
+// One pool as the kernels read it: rows of head_dim values of dtype (f32, f16, bf16), or
+// quantized rows (tensor/kv_quant.h) of row_bytes.
+struct PoolView {
+  const char* base;
+  DType dtype;
+  KvQuant quant;
+  size_t row_bytes;
+  const char* Row(int64_t row) const { return base + static_cast<size_t>(row) * row_bytes; }
+};
+
+PoolView ViewPool(const Tensor& pool, KvQuant quant) {
+  return PoolView{static_cast<const char*>(pool.data()), pool.dtype(), quant,
+                  RowBytes(pool.dtype(), pool.dim(3))};
+}
+
 // Returns a pointer to the f32 values of a pool row (the row itself for f32, else `buf`).
-const float* RowF32(const Helpers& h, DType t, const char* pool, int64_t row, int dim, float* buf) {
-  const size_t elem = t == DType::kF32 ? 4 : 2;
-  const char* p = pool + static_cast<size_t>(row) * static_cast<size_t>(dim) * elem;
-  if (t == DType::kF32) return reinterpret_cast<const float*>(p);
-  h.to_f32(t, p, buf, dim);
+const float* RowF32(const Helpers& h, const PoolView& pool, int64_t row, int dim, float* buf) {
+  const char* p = pool.Row(row);
+  if (pool.quant != KvQuant::kNone) {
+    DequantizeKvRow(pool.quant, reinterpret_cast<const uint8_t*>(p), dim, buf);
+    return buf;
+  }
+  if (pool.dtype == DType::kF32) return reinterpret_cast<const float*>(p);
+  h.to_f32(pool.dtype, p, buf, dim);
   return buf;
+}
+
+// A quantized row's values, 8 at a time: bit for bit DequantizeKvRow's (the same single
+// rounding of each product, fma for int4; fp8 codes go through f16 as the fp8 weight kernels'
+// do: c / 256 exactly, times d * 256).
+LOOM_AVX2 void DequantizeKvRowAvx2(KvQuant q, const uint8_t* row, int D, float* out) {
+  const int g = KvQuantGroup(D);
+  const uint8_t* scales = row + (q == KvQuant::kInt4 ? D / 2 : D);
+  for (int g0 = 0, gi = 0; g0 < D; g0 += g, ++gi) {
+    float* o = out + g0;
+    if (q == KvQuant::kInt4) {
+      uint16_t d16, m16;
+      std::memcpy(&d16, scales + 4 * gi, 2);
+      std::memcpy(&m16, scales + 4 * gi + 2, 2);
+      const __m256 d = _mm256_set1_ps(Bf16ToF32(d16)), m = _mm256_set1_ps(Bf16ToF32(m16));
+      const uint8_t* codes = row + g0 / 2;
+      for (int j = 0; j < g / 2; j += 8) {
+        const __m256i c =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
+        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(c, _mm256_set1_epi32(0x0f)));
+        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(c, 4));
+        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(lo, d, m));
+        _mm256_storeu_ps(o + j + g / 2, _mm256_fmadd_ps(hi, d, m));
+      }
+      continue;
+    }
+    uint16_t d16;
+    std::memcpy(&d16, scales + 2 * gi, 2);
+    const uint8_t* codes = row + g0;
+    if (q == KvQuant::kInt8) {
+      const __m256 d = _mm256_set1_ps(Bf16ToF32(d16));
+      for (int i = 0; i < g; i += 8) {
+        const __m256i c =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtepi32_ps(c), d));
+      }
+      continue;
+    }
+    const __m256 d256 = _mm256_set1_ps(Bf16ToF32(d16) * 256.0f);
+    for (int i = 0; i < g; i += 8) {
+      const __m128i c =
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8),
+                                     _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtph_ps(h), d256));
+    }
+  }
 }
 
 // ---- the AVX2 path for head_dim % 8 == 0: (query row, block of kv heads) tasks, page by page ----
@@ -170,18 +238,21 @@ struct TaskScratch {
         vrows(static_cast<size_t>(bs)) {}
 };
 
-// Pool row pointers (f32) of positions [p, p + cnt) of one page, widened into `chunk` if needed.
-LOOM_AVX2 void ChunkRows(DType t, const char* pool, int64_t first_row, int64_t row_stride, int cnt,
+// Pool row pointers (f32) of positions [p, p + cnt) of one page, widened (or dequantized) into
+// `chunk` if needed.
+LOOM_AVX2 void ChunkRows(const PoolView& pool, int64_t first_row, int64_t row_stride, int cnt,
                          int D, float* chunk, const float** rows) {
-  const size_t elem = t == DType::kF32 ? 4 : 2;
   for (int c = 0; c < cnt; ++c) {
-    const char* src =
-        pool + static_cast<size_t>(first_row + c * row_stride) * static_cast<size_t>(D) * elem;
-    if (t == DType::kF32) {
+    const char* src = pool.Row(first_row + c * row_stride);
+    float* dst = chunk + static_cast<size_t>(c) * D;
+    if (pool.quant != KvQuant::kNone) {
+      DequantizeKvRowAvx2(pool.quant, reinterpret_cast<const uint8_t*>(src), D, dst);
+      rows[c] = dst;
+    } else if (pool.dtype == DType::kF32) {
       rows[c] = reinterpret_cast<const float*>(src);
     } else {
-      ToF32Avx2(t, src, chunk + static_cast<size_t>(c) * D, D);
-      rows[c] = chunk + static_cast<size_t>(c) * D;
+      ToF32Avx2(pool.dtype, src, dst, D);
+      rows[c] = dst;
     }
   }
 }
@@ -198,14 +269,27 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   CHECK(q.dtype() == DType::kF32 && q.rows() == n && q.cols() == int64_t{H} * D)
       << "Attention: q " << q.DebugString() << " for " << n << " tokens x " << H << "x" << D;
   CHECK(out.dtype() == DType::kF32 && out.shape() == q.shape()) << out.DebugString();
-  const Tensor& kp = layer.k;
-  const Tensor& vp = layer.v;
-  CHECK(kp.ndim() == 4 && kp.dim(1) == meta.block_size && kp.dim(2) == KVH && kp.dim(3) == D)
-      << "Attention: k pool " << kp.DebugString() << " vs block_size " << meta.block_size;
-  CHECK(vp.shape() == kp.shape() && vp.dtype() == kp.dtype()) << vp.DebugString();
-  const DType kv_t = kp.dtype();
-  CHECK(kv_t == DType::kF32 || kv_t == DType::kF16 || kv_t == DType::kBF16) << DTypeName(kv_t);
-  const int64_t num_blocks = kp.dim(0);
+  using PoolOf = std::pair<const Tensor*, KvQuant>;
+  for (const auto& [pool, quant] :
+       {PoolOf{&layer.k, layer.k_quant}, PoolOf{&layer.v, layer.v_quant}}) {
+    CHECK(pool->ndim() == 4 && pool->dim(0) == layer.k.dim(0) && pool->dim(1) == meta.block_size &&
+          pool->dim(2) == KVH)
+        << "Attention: pool " << pool->DebugString() << " vs block_size " << meta.block_size << ", "
+        << KVH << " kv heads";
+    if (quant == KvQuant::kNone) {
+      const DType t = pool->dtype();
+      CHECK(pool->dim(3) == D && (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16))
+          << "Attention: pool " << pool->DebugString() << " for head_dim " << D;
+    } else {
+      CHECK(pool->dtype() == DType::kU8 &&
+            pool->dim(3) == static_cast<int64_t>(KvQuantRowBytes(quant, D)))
+          << "Attention: " << KvQuantName(quant) << " pool " << pool->DebugString()
+          << " for head_dim " << D;
+    }
+  }
+  const PoolView kpool = ViewPool(layer.k, layer.k_quant);
+  const PoolView vpool = ViewPool(layer.v, layer.v_quant);
+  const int64_t num_blocks = layer.k.dim(0);
   const int bs = meta.block_size;
 
   const int32_t* qstart = meta.query_start.data_as<const int32_t>();
@@ -225,8 +309,6 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
 
   const Helpers helpers = use_avx2 ? Helpers{DotAvx2, AxpyAvx2, ToF32Avx2}
                                    : Helpers{DotScalar, AxpyScalar, ToF32Scalar};
-  const char* kbase = static_cast<const char*>(kp.data());
-  const char* vbase = static_cast<const char*>(vp.data());
   const float* qbase = q.data_as<const float>();
   float* obase = out.data_as<float>();
   const float cap = params.logit_softcap;
@@ -284,9 +366,9 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;  // position p, kv head g
           // Raw scores of this page's chunk for every head of the group (one key load per key).
           if (fast) {
-            ChunkRows(kv_t, kbase, row0, KVH, cnt, D, kchunk.data() + gi * bs * D,
+            ChunkRows(kpool, row0, KVH, cnt, D, kchunk.data() + gi * bs * D,
                       krows.data() + gi * bs);
-            ChunkRows(kv_t, vbase, row0, KVH, cnt, D, vchunk.data() + gi * bs * D,
+            ChunkRows(vpool, row0, KVH, cnt, D, vchunk.data() + gi * bs * D,
                       vrows.data() + gi * bs);
             for (int h = 0; h < group; ++h) {
               ScoresAvx2(qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D,
@@ -294,7 +376,7 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
             }
           } else {
             for (int c = 0; c < cnt; ++c) {
-              const float* kr = RowF32(helpers, kv_t, kbase, row0 + c * KVH, D, kbuf.data());
+              const float* kr = RowF32(helpers, kpool, row0 + c * KVH, D, kbuf.data());
               for (int h = 0; h < group; ++h) {
                 ts.scores[static_cast<size_t>((gi * group + h) * bs + c)] =
                     helpers.dot(qg + (gi * group + h) * D, kr, D);
@@ -329,7 +411,7 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         for (int gi = 0; gi < ng && !fast; ++gi) {  // generic path: P @ V key by key
           const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;
           for (int c = 0; c < cnt; ++c) {
-            const float* vr = RowF32(helpers, kv_t, vbase, row0 + c * KVH, D, vbuf.data());
+            const float* vr = RowF32(helpers, vpool, row0 + c * KVH, D, vbuf.data());
             for (int h = 0; h < group; ++h) {
               const int r = gi * group + h;
               helpers.axpy(ts.scores[static_cast<size_t>(r * bs + c)], vr, acc + r * D, D);

@@ -1,7 +1,9 @@
 // Paged attention on the CPU: for each query row and head, an online softmax (f32) over the
 // cache positions its sequence may see, read page by page through the block table.
 //
-//   pools  k, v: [num_blocks, block_size, num_kv_heads, head_dim] (f32, f16 or bf16)
+//   pools  k, v: [num_blocks, block_size, num_kv_heads, head_dim] (f32, f16 or bf16), or quantized
+//          rows (KvLayer::k_quant / v_quant), each read as DequantizeKvRow's values: the same
+//          result, bit for bit, as the f32 pools of those values
 //   seq s: pages page_indices[page_indptr[s] .. page_indptr[s + 1]); cache position p lives in
 //          block pages[p / block_size], row p % block_size.
 //   query row j of s (q_len = query_start[s + 1] - query_start[s]) is at position

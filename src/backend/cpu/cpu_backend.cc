@@ -238,23 +238,51 @@ void CpuBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& 
   const int64_t n = k.rows();
   CHECK(v.shape() == k.shape()) << "StoreKv: k " << k.DebugString() << " v " << v.DebugString();
   CheckI32(meta.slot_mapping, n, "StoreKv", "slot_mapping");
-  const Tensor& kp = layer.k;
-  CHECK(kp.ndim() == 4 && kp.dim(2) * kp.dim(3) == k.cols() && layer.v.shape() == kp.shape() &&
-        layer.v.dtype() == kp.dtype())
-      << "StoreKv: pools " << kp.DebugString() << " / " << layer.v.DebugString() << " for rows "
-      << k.DebugString();
-  const int64_t num_slots = kp.dim(0) * kp.dim(1);
   const int64_t width = k.cols();
-  const size_t row_bytes = RowBytes(kp.dtype(), width);
+  const int64_t num_slots = layer.k.dim(0) * layer.k.dim(1);
+  // One pool: its rows' bytes and how a (token, kv head) row of head_dim values is written.
+  struct Pool {
+    const Tensor& t;
+    KvQuant quant;
+    const char* name;
+  };
+  const Pool pools[2] = {{layer.k, layer.k_quant, "k"}, {layer.v, layer.v_quant, "v"}};
+  for (const Pool& p : pools) {
+    CHECK(p.t.ndim() == 4 && p.t.dim(0) * p.t.dim(1) == num_slots && p.t.dim(2) > 0 &&
+          width % p.t.dim(2) == 0)
+        << "StoreKv: " << p.name << " pool " << p.t.DebugString() << " for rows "
+        << k.DebugString();
+    const int64_t kvh = p.t.dim(2), head_dim = width / kvh;
+    CHECK(p.quant == KvQuant::kNone
+              ? p.t.dim(3) == head_dim
+              : p.t.dtype() == DType::kU8 &&
+                    p.t.dim(3) == static_cast<int64_t>(KvQuantRowBytes(p.quant, head_dim)))
+        << "StoreKv: " << p.name << " pool " << p.t.DebugString() << " for " << KvQuantName(p.quant)
+        << " rows of " << head_dim;
+  }
   const int32_t* slots = meta.slot_mapping.data_as<const int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (slots[i] < 0) continue;  // padding token: not cached
     CHECK_LT(slots[i], num_slots) << "StoreKv: slot outside the pool";
-    const size_t off = static_cast<size_t>(slots[i]) * row_bytes;
-    cpu::StoreValues(k.data_as<const float>() + i * width, kp.dtype(),
-                     static_cast<char*>(kp.data()) + off, width);
-    cpu::StoreValues(v.data_as<const float>() + i * width, kp.dtype(),
-                     static_cast<char*>(layer.v.data()) + off, width);
+  }
+  for (int pi = 0; pi < 2; ++pi) {
+    const Pool& p = pools[pi];
+    const float* src = (pi == 0 ? k : v).data_as<const float>();
+    const int64_t kvh = p.t.dim(2), head_dim = width / kvh;
+    const size_t head_bytes = RowBytes(p.t.dtype(), p.t.dim(3));
+    char* base = static_cast<char*>(p.t.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (slots[i] < 0) continue;
+      char* dst = base + static_cast<size_t>(slots[i]) * static_cast<size_t>(kvh) * head_bytes;
+      if (p.quant == KvQuant::kNone) {
+        cpu::StoreValues(src + i * width, p.t.dtype(), dst, width);
+        continue;
+      }
+      for (int64_t h = 0; h < kvh; ++h) {
+        QuantizeKvRow(p.quant, src + i * width + h * head_dim, static_cast<int>(head_dim),
+                      reinterpret_cast<uint8_t*>(dst) + h * head_bytes);
+      }
+    }
   }
 }
 

@@ -1,0 +1,67 @@
+// Quantized KV-cache rows (`--kv-quant`): one row is one token's keys (or values) of one kv head,
+// head_dim elements, cut into groups of g along head_dim (g = 64, 32 or 16: the largest dividing
+// head_dim), each group with its own scale, so a row is quantized on its own when its token is
+// stored and never requantized.
+//
+//   fp8   [codes e4m3fn x head_dim][d bf16 x groups]              x = e4m3(c) * d, d = amax / 448
+//   int8  [codes int8 x head_dim][d bf16 x groups]                x = q * d,  q in [-127, 127],
+//                                                                 d = amax / 127 (symmetric)
+//   int4  [codes u4 x head_dim][(d bf16, m bf16) x groups]        x = fma(q, d, m), q in [0, 15],
+//                                                                 d = (max - min) / 15, m = min
+//         In a group of g, byte j < g / 2 holds element j (low nibble) and j + g / 2 (high).
+//
+// At head_dim 128 a row is 132 / 132 / 72 bytes against bf16's 256: 1.94x / 1.94x / 3.56x the
+// tokens per byte. The scales are bf16 (f32's range: a group of tiny values keeps its precision).
+// DequantizeKvRow is the reference every attention kernel's reading of a row must equal bit for
+// bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace loom {
+
+enum class KvQuant : uint8_t { kNone, kFp8, kInt8, kInt4 };
+
+// "off", "fp8", "int8", "int4".
+std::string_view KvQuantName(KvQuant q);
+// Accepts off | fp8 | 8 | int8 | 4 | int4.
+StatusOr<KvQuant> ParseKvQuant(std::string_view s);
+
+// The group length along head_dim: 64, 32 or 16 (the largest dividing head_dim), 0 if none does.
+int KvQuantGroup(int head_dim);
+// Bytes of one quantized row of head_dim elements (head_dim must have a group: CHECKed).
+size_t KvQuantRowBytes(KvQuant q, int head_dim);
+
+// x[0, head_dim) -> one row of `q` (KvQuantRowBytes bytes at out).
+void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* out);
+// One row of `q` -> f32 values: the reference of every kernel's reading.
+void DequantizeKvRow(KvQuant q, const uint8_t* row, int head_dim, float* out);
+
+// How the KV cache stores its rows: keys and values each either unquantized in `dtype` (f32, f16
+// or bf16) or quantized rows of their KvQuant.
+struct KvFormat {
+  DType dtype = DType::kF32;
+  KvQuant k = KvQuant::kNone;
+  KvQuant v = KvQuant::kNone;
+
+  KvFormat() = default;
+  // A plain cache of `dtype` rows (implicit: every DType argument of the KV API reads as one).
+  KvFormat(DType dtype, KvQuant k = KvQuant::kNone, KvQuant v = KvQuant::kNone)  // NOLINT
+      : dtype(dtype), k(k), v(v) {}
+
+  bool quantized() const { return k != KvQuant::kNone || v != KvQuant::kNone; }
+  // The cache's name where it identifies the stored bytes (block hashes' root, the SSD tier's
+  // header, the ready card, /stats): "f32", "bf16", "fp8", "int8", "int4" (keys and values
+  // alike), else "k:<k>,v:<v>" (e.g. "k:int8,v:int4", "k:int8,v:bf16").
+  std::string Name() const;
+  // Bytes of one token's row of one kv head: keys + values.
+  size_t RowPairBytes(int head_dim) const;
+};
+
+}  // namespace loom
