@@ -980,7 +980,7 @@ void CudaBackend::MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& 
   Tensor weights = AllocScratch(DType::kF32, Shape{pairs});
   const cuda::MoeWorkspace ws =
       cuda::MoeWorkspaceAt(ints.data_as<int32_t>(), weights.data_as<float>(), n, k, e);
-  const cuda::MoeTiling tiling = cuda::MoeTilingFor(pairs, e);
+  const cuda::MoeTiling tiling = cuda::MoeTilingFor(n, k, e);
   {
     LOOM_PROFILE_OP("moe route n=" + std::to_string(n), 0);
     cuda::LaunchMoeRoute(router_logits.data(), router_logits.dtype(), n, e, k,

@@ -269,49 +269,70 @@ __host__ __device__ constexpr int GemvColsPerWarp() {
   return kGated ? 1 : 2;
 }
 
-template <bool kGated>
+// kRows: the most positions one expert's segment can hold at this step (min(16, tokens): a token
+// picks distinct experts), what the accumulators are sized for. With few of them a lane has
+// registers to spare, so it issues the loads of kUnroll vectors (and at kRows 1 the input's too)
+// before their products: at batch 1 one vector at a time kept too few bytes in flight to stream
+// the experts' weights at HBM speed. The products are accumulated in the same order whatever
+// kRows and kUnroll are, so every instantiation gives the same bits.
+template <bool kGated, int kRows>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GroupedGemvKernel(const bf16* a, const int32_t* a_rows, const bf16* w0, const bf16* w1,
                       const int32_t* offsets, const int32_t* tile_offsets, int num_experts,
                       int64_t N, int64_t K, MoeEpilogue ep, void* out) {
+  constexpr int kUnroll = kRows == 1 ? 4 : kRows <= 4 ? 2 : 1;
   const int tile = static_cast<int>(blockIdx.y);
   if (tile >= tile_offsets[num_experts]) return;
   const int e = SequenceOfTile(tile_offsets, num_experts, tile);
   const int row0 = offsets[e] + (tile - tile_offsets[e]) * kGemvRows;
-  const int rows = min(kGemvRows, offsets[e + 1] - row0);
+  const int rows = min(kRows, offsets[e + 1] - row0);  // the launch guarantees <= kRows
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t col = (int64_t{blockIdx.x} * kGemvWarps + warp) * GemvColsPerWarp<kGated>();
   if (col >= N) return;  // N % 16 == 0 (checked at launch): a warp's two columns are both in
   const auto* wv0 = reinterpret_cast<const uint4*>(w0 + (int64_t{e} * N + col) * K);
   const auto* wv1 = reinterpret_cast<const uint4*>(kGated ? w1 + (int64_t{e} * N + col) * K
                                                           : w0 + (int64_t{e} * N + col + 1) * K);
-  const uint4* xv[kGemvRows];
+  const uint4* xv[kRows];
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     const int64_t src = r < rows ? (a_rows != nullptr ? a_rows[row0 + r] : row0 + r) : 0;
     xv[r] = reinterpret_cast<const uint4*>(a + src * K);
   }
-  float acc0[kGemvRows] = {}, acc1[kGemvRows] = {};
+  float acc0[kRows] = {}, acc1[kRows] = {};
   const int64_t vecs = K / 8;
-#pragma unroll 2
-  for (int64_t v = lane; v < vecs; v += 32) {
-    float wf0[8], wf1[8];
-    UnpackBf16x8(wv0[v], wf0);
-    UnpackBf16x8(wv1[v], wf1);
+#pragma unroll(kUnroll == 1 ? 2 : 1)
+  for (int64_t v0 = lane; v0 < vecs; v0 += 32 * kUnroll) {
+    uint4 w0r[kUnroll] = {}, w1r[kUnroll] = {}, x0r[kUnroll] = {};
 #pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
-      if (r >= rows) break;
-      float xf[8];
-      UnpackBf16x8(xv[r][v], xf);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v >= vecs) break;
+      w0r[u] = wv0[v];
+      w1r[u] = wv1[v];
+      if constexpr (kRows == 1) x0r[u] = xv[0][v];
+    }
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        acc0[r] = fmaf(wf0[i], xf[i], acc0[r]);
-        acc1[r] = fmaf(wf1[i], xf[i], acc1[r]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v >= vecs) break;
+      float wf0[8], wf1[8];
+      UnpackBf16x8(w0r[u], wf0);
+      UnpackBf16x8(w1r[u], wf1);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r >= rows) break;
+        float xf[8];
+        UnpackBf16x8(kRows == 1 ? x0r[u] : xv[r][v], xf);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          acc0[r] = fmaf(wf0[i], xf[i], acc0[r]);
+          acc1[r] = fmaf(wf1[i], xf[i], acc1[r]);
+        }
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     if (r >= rows) break;
     const float g = WarpSum(acc0[r]);
     const float u = WarpSum(acc1[r]);
@@ -363,8 +384,18 @@ void LaunchGroupedGemm(const bf16* a, const int32_t* a_rows, const bf16* w0, con
     const int64_t warps = N / GemvColsPerWarp<kGated>();
     const dim3 gemv_grid(static_cast<unsigned>((warps + kGemvWarps - 1) / kGemvWarps),
                          static_cast<unsigned>(tiles));
-    GroupedGemvKernel<kGated><<<gemv_grid, kGemvWarps * 32, 0, stream>>>(
-        a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
+    CHECK(tiling.max_rows >= 1 && tiling.max_rows <= kGemvRows) << "MoE GEMV: max_rows";
+    const auto launch = [&](auto kernel) {
+      kernel<<<gemv_grid, kGemvWarps * 32, 0, stream>>>(
+          a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
+    };
+    if (tiling.max_rows == 1) {
+      launch(GroupedGemvKernel<kGated, 1>);
+    } else if (tiling.max_rows <= 4) {
+      launch(GroupedGemvKernel<kGated, 4>);
+    } else {
+      launch(GroupedGemvKernel<kGated, kGemvRows>);
+    }
   } else if (tile_rows == 16) {
     GroupedGemmKernel<kGated, 16><<<grid, kGemmThreads, 0, stream>>>(
         a, a_rows, w0, w1, ws.offsets, ws.tile_offsets, num_experts, N, K, ep, out);
@@ -394,12 +425,14 @@ MoeWorkspace MoeWorkspaceAt(int32_t* ints, float* weights, int64_t n, int top_k,
   return ws;
 }
 
-MoeTiling MoeTilingFor(int64_t pairs, int num_experts) {
+MoeTiling MoeTilingFor(int64_t n, int top_k, int num_experts) {
+  const int64_t pairs = n * top_k;
   // H100, Qwen3-30B-A3B shapes: at batch 1 (8 pairs over 128 experts) the GEMVs decode 1.9x
   // faster than 16-row tensor-core tiles, at batch 64 (4 pairs an expert) 0.63x.
   MoeTiling t;
   t.gemv = pairs <= 2 * int64_t{num_experts};
   t.tile_rows = pairs <= int64_t{16} * num_experts ? 16 : 64;
+  t.max_rows = static_cast<int>(std::min<int64_t>(n, t.tile_rows));
   return t;
 }
 

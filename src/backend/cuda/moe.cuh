@@ -43,13 +43,14 @@ struct MoeWorkspace {
 int64_t MoeWorkspaceInts(int64_t n, int top_k, int num_experts);
 MoeWorkspace MoeWorkspaceAt(int32_t* ints, float* weights, int64_t n, int top_k, int num_experts);
 
-// How the GEMMs of `pairs` (row, expert) pairs over E experts run: tiles of 16 positions as
-// GEMVs (up to 2 positions an expert on average: decode), of 16 or 64 on tensor cores.
+// How the GEMMs of n rows, k experts each (`pairs` = n k) over E experts run: tiles of 16 positions
+// as GEMVs (up to 2 positions an expert on average: decode), of 16 or 64 on tensor cores.
 struct MoeTiling {
   int tile_rows = 16;
   bool gemv = true;
+  int max_rows = 16;  // the most positions one expert's tile can hold: min(tokens, tile_rows)
 };
-MoeTiling MoeTilingFor(int64_t pairs, int num_experts);
+MoeTiling MoeTilingFor(int64_t n, int top_k, int num_experts);
 // The limits MoeMlp checks: E experts, k of them a row.
 inline constexpr int kMoeMaxExperts = 1024;
 
