@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -100,56 +101,10 @@ const float* RowF32(const Helpers& h, const PoolView& pool, int64_t row, int dim
   return buf;
 }
 
-// A quantized row's values, 8 at a time: bit for bit DequantizeKvRow's (the same single
-// rounding of each product, fma for int4; fp8 codes go through f16 as the fp8 weight kernels'
-// do: c / 256 exactly, times d * 256).
-LOOM_AVX2 void DequantizeKvRowAvx2(KvQuant q, const uint8_t* row, int D, float* out) {
-  const int g = KvQuantGroup(D);
-  const uint8_t* scales = row + (q == KvQuant::kInt4 ? D / 2 : D);
-  for (int g0 = 0, gi = 0; g0 < D; g0 += g, ++gi) {
-    float* o = out + g0;
-    if (q == KvQuant::kInt4) {
-      uint16_t d16, m16;
-      std::memcpy(&d16, scales + 4 * gi, 2);
-      std::memcpy(&m16, scales + 4 * gi + 2, 2);
-      const __m256 d = _mm256_set1_ps(Bf16ToF32(d16)), m = _mm256_set1_ps(Bf16ToF32(m16));
-      const uint8_t* codes = row + g0 / 2;
-      for (int j = 0; j < g / 2; j += 8) {
-        const __m256i c =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
-        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(c, _mm256_set1_epi32(0x0f)));
-        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(c, 4));
-        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(lo, d, m));
-        _mm256_storeu_ps(o + j + g / 2, _mm256_fmadd_ps(hi, d, m));
-      }
-      continue;
-    }
-    uint16_t d16;
-    std::memcpy(&d16, scales + 2 * gi, 2);
-    const uint8_t* codes = row + g0;
-    if (q == KvQuant::kInt8) {
-      const __m256 d = _mm256_set1_ps(Bf16ToF32(d16));
-      for (int i = 0; i < g; i += 8) {
-        const __m256i c =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
-        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtepi32_ps(c), d));
-      }
-      continue;
-    }
-    const __m256 d256 = _mm256_set1_ps(Bf16ToF32(d16) * 256.0f);
-    for (int i = 0; i < g; i += 8) {
-      const __m128i c =
-          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
-      const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8),
-                                     _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7));
-      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtph_ps(h), d256));
-    }
-  }
-}
-
 // ---- the AVX2 path for head_dim % 8 == 0: (query row, block of kv heads) tasks, page by page ----
 //
-// Per page chunk (<= block_size keys): f16/bf16 rows are widened once into chunk buffers; the
+// Per page chunk (<= block_size keys): rows are read in place through their format (f32 loads,
+// f16/bf16 widened, quantized rows decoded in registers: no copy of the cache); the
 // scores of 4 keys at a time come from 4 accumulators reduced together (one horizontal tree per
 // 4 scores, not per score); P @ V keeps up to 32 output dims of a head in registers across the
 // chunk's keys, with the online-softmax rescale folded into the load. Same math as the generic
@@ -167,33 +122,138 @@ LOOM_AVX2 inline float Reduce1x8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// scores[c] = dot(qh, rows[c]) for c < cnt; D % 8 == 0.
-LOOM_AVX2 void ScoresAvx2(const float* qh, const float* const* rows, int cnt, int D,
-                          float* scores) {
+// ---- row formats: 8 consecutive f32 values of a pool row, in registers ----
+//
+// A row format reads elements [e, e + 8) of a raw pool row (e % 8 == 0) given the scales of their
+// group (Scales(row, e >> shift)): f32 rows load, f16 / bf16 rows widen (exact), quantized rows
+// compute each value exactly as DequantizeKvRow does (one rounding of code * d, fma for int4).
+// So the kernels below, which read keys and values only through Load8 and always sum in the
+// same order, give the same bits whatever the pool holds as f32 pools of those values do.
+// Plain rows have a single "group" (shift 30).
+
+struct NoScales {};
+
+struct F32Rows {
+  int shift = 30;
+  NoScales Scales(const char*, int) const { return {}; }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, NoScales) const {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(r) + e);
+  }
+};
+
+struct F16Rows {
+  int shift = 30;
+  NoScales Scales(const char*, int) const { return {}; }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, NoScales) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * e)));
+  }
+};
+
+struct Bf16Rows {
+  int shift = 30;
+  NoScales Scales(const char*, int) const { return {}; }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, NoScales) const {
+    const __m256i v =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * e)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+};
+
+inline float ScaleAt(const char* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return Bf16ToF32(h);
+}
+
+// int8 and fp8 rows: [codes x D][d bf16 x D / g].
+struct Int8Rows {
+  int D, shift;
+  LOOM_AVX2 __m256 Scales(const char* r, int gi) const {
+    return _mm256_set1_ps(ScaleAt(r + D + 2 * gi));
+  }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 d) const {
+    const __m256i c =
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + e)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(c), d);
+  }
+};
+
+// fp8: code c as the f16 with bits (c & 0x80) << 8 | (c & 0x7f) << 7, which is its value / 256
+// exactly, times d * 256 (exact): e4m3(c) * d rounded once (the fp8 weight kernels' decode).
+struct Fp8Rows {
+  int D, shift;
+  LOOM_AVX2 __m256 Scales(const char* r, int gi) const {
+    return _mm256_set1_ps(ScaleAt(r + D + 2 * gi) * 256.0f);
+  }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 d256) const {
+    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + e)));
+    const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8),
+                                   _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), d256);
+  }
+};
+
+// int4 rows: [codes x D / 2][(d, m) bf16 x D / g]; in a group, byte j < g / 2 holds element j
+// (low nibble) and j + g / 2 (high), so 8 elements never straddle halves (g / 2 % 8 == 0).
+struct Int4Rows {
+  int D, shift;
+  struct DM {
+    __m256 d, m;
+  };
+  LOOM_AVX2 DM Scales(const char* r, int gi) const {
+    const char* s = r + D / 2 + 4 * gi;
+    return {_mm256_set1_ps(ScaleAt(s)), _mm256_set1_ps(ScaleAt(s + 2))};
+  }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, DM s) const {
+    const int g = 1 << shift, half = g / 2;
+    const int gi = e >> shift, j = e & (g - 1);
+    const __m256i c = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + gi * half + (j & (half - 1)))));
+    const __m256i q =
+        j < half ? _mm256_and_si256(c, _mm256_set1_epi32(0x0f)) : _mm256_srli_epi32(c, 4);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s.d, s.m);
+  }
+};
+
+// scores[c] = dot(qh, rows[c]) for c < cnt; D % 8 == 0. Group by group (one scale load per key
+// and group), elements in order within.
+template <class Rows>
+LOOM_AVX2 void Scores(const Rows& f, const float* qh, const char* const* rows, int cnt, int D,
+                      float* scores) {
+  const int G = std::min(D, 1 << f.shift);
   int c = 0;
   for (; c + 4 <= cnt; c += 4) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int d = 0; d < D; d += 8) {
-      const __m256 qv = _mm256_loadu_ps(qh + d);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c] + d), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 1] + d), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 2] + d), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows[c + 3] + d), a3);
+    for (int g0 = 0; g0 < D; g0 += G) {
+      const int gi = g0 >> f.shift;
+      const auto s0 = f.Scales(rows[c], gi), s1 = f.Scales(rows[c + 1], gi),
+                 s2 = f.Scales(rows[c + 2], gi), s3 = f.Scales(rows[c + 3], gi);
+      for (int d = g0; d < g0 + G; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qh + d);
+        a0 = _mm256_fmadd_ps(qv, f.Load8(rows[c], d, s0), a0);
+        a1 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 1], d, s1), a1);
+        a2 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 2], d, s2), a2);
+        a3 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 3], d, s3), a3);
+      }
     }
     _mm_storeu_ps(scores + c, Reduce4x8(a0, a1, a2, a3));
   }
   for (; c < cnt; ++c) {
     __m256 a = _mm256_setzero_ps();
-    for (int d = 0; d < D; d += 8) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(rows[c] + d), a);
+    for (int g0 = 0; g0 < D; g0 += G) {
+      const auto s = f.Scales(rows[c], g0 >> f.shift);
+      for (int d = g0; d < g0 + G; d += 8) {
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), f.Load8(rows[c], d, s), a);
+      }
     }
     scores[c] = Reduce1x8(a);
   }
 }
 
 // acc[0..D) = acc * alpha + sum_c p[c] * rows[c]; D % 8 == 0.
-LOOM_AVX2 void WeightedSumAvx2(const float* p, const float* const* rows, int cnt, int D,
-                               float alpha, float* acc) {
+template <class Rows>
+LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, const char* const* rows, int cnt, int D,
+                           float alpha, float* acc) {
   const __m256 av = _mm256_set1_ps(alpha);
   int d = 0;
   for (; d + 32 <= D; d += 32) {
@@ -203,11 +263,14 @@ LOOM_AVX2 void WeightedSumAvx2(const float* p, const float* const* rows, int cnt
     __m256 r3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), av);
     for (int c = 0; c < cnt; ++c) {
       const __m256 pv = _mm256_set1_ps(p[c]);
-      const float* v = rows[c] + d;
-      r0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v), r0);
-      r1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8), r1);
-      r2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 16), r2);
-      r3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 24), r3);
+      const char* v = rows[c];
+      // Groups of 16 split the 32 elements; groups of 32 or more (and plain rows) do not.
+      const auto lo = f.Scales(v, d >> f.shift);
+      const auto hi = f.shift >= 5 ? lo : f.Scales(v, (d + 16) >> f.shift);
+      r0 = _mm256_fmadd_ps(pv, f.Load8(v, d, lo), r0);
+      r1 = _mm256_fmadd_ps(pv, f.Load8(v, d + 8, lo), r1);
+      r2 = _mm256_fmadd_ps(pv, f.Load8(v, d + 16, hi), r2);
+      r3 = _mm256_fmadd_ps(pv, f.Load8(v, d + 24, hi), r3);
     }
     _mm256_storeu_ps(acc + d, r0);
     _mm256_storeu_ps(acc + d + 8, r1);
@@ -217,44 +280,47 @@ LOOM_AVX2 void WeightedSumAvx2(const float* p, const float* const* rows, int cnt
   for (; d < D; d += 8) {
     __m256 r = _mm256_mul_ps(_mm256_loadu_ps(acc + d), av);
     for (int c = 0; c < cnt; ++c) {
-      r = _mm256_fmadd_ps(_mm256_set1_ps(p[c]), _mm256_loadu_ps(rows[c] + d), r);
+      r = _mm256_fmadd_ps(_mm256_set1_ps(p[c]),
+                          f.Load8(rows[c], d, f.Scales(rows[c], d >> f.shift)), r);
     }
     _mm256_storeu_ps(acc + d, r);
   }
 }
 
+// Calls fn(rows) with the row format of `pool` (head_dim D).
+template <class Fn>
+LOOM_AVX2 void WithRows(const PoolView& pool, int D, Fn&& fn) {
+  const int shift =
+      pool.quant == KvQuant::kNone ? 30 : std::countr_zero(static_cast<unsigned>(KvQuantGroup(D)));
+  switch (pool.quant) {
+    case KvQuant::kFp8:
+      return fn(Fp8Rows{D, shift});
+    case KvQuant::kInt8:
+      return fn(Int8Rows{D, shift});
+    case KvQuant::kInt4:
+      return fn(Int4Rows{D, shift});
+    case KvQuant::kNone:
+      break;
+  }
+  if (pool.dtype == DType::kF16) return fn(F16Rows{});
+  if (pool.dtype == DType::kBF16) return fn(Bf16Rows{});
+  return fn(F32Rows{});
+}
+
 // Scratch of one thread for AttendTaskAvx2.
 struct TaskScratch {
-  std::vector<float> acc, scores, m, l, kchunk, vchunk;
-  std::vector<const float*> krows, vrows;
+  std::vector<float> acc, scores, m, l;
   TaskScratch(int group, int D, int bs)
       : acc(static_cast<size_t>(group) * D),
         scores(static_cast<size_t>(group) * bs),
         m(static_cast<size_t>(group)),
-        l(static_cast<size_t>(group)),
-        kchunk(static_cast<size_t>(bs) * D),
-        vchunk(static_cast<size_t>(bs) * D),
-        krows(static_cast<size_t>(bs)),
-        vrows(static_cast<size_t>(bs)) {}
+        l(static_cast<size_t>(group)) {}
 };
 
-// Pool row pointers (f32) of positions [p, p + cnt) of one page, widened (or dequantized) into
-// `chunk` if needed.
-LOOM_AVX2 void ChunkRows(const PoolView& pool, int64_t first_row, int64_t row_stride, int cnt,
-                         int D, float* chunk, const float** rows) {
-  for (int c = 0; c < cnt; ++c) {
-    const char* src = pool.Row(first_row + c * row_stride);
-    float* dst = chunk + static_cast<size_t>(c) * D;
-    if (pool.quant != KvQuant::kNone) {
-      DequantizeKvRowAvx2(pool.quant, reinterpret_cast<const uint8_t*>(src), D, dst);
-      rows[c] = dst;
-    } else if (pool.dtype == DType::kF32) {
-      rows[c] = reinterpret_cast<const float*>(src);
-    } else {
-      ToF32Avx2(pool.dtype, src, dst, D);
-      rows[c] = dst;
-    }
-  }
+// Raw pool rows of positions [p, p + cnt) of one page (kv head fixed by first_row).
+void ChunkRows(const PoolView& pool, int64_t first_row, int64_t row_stride, int cnt,
+               const char** rows) {
+  for (int c = 0; c < cnt; ++c) rows[c] = pool.Row(first_row + c * row_stride);
 }
 
 }  // namespace
@@ -335,10 +401,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
 #pragma omp parallel num_threads(num_threads)
   {
     TaskScratch ts(group * hb, D, bs);
-    std::vector<const float*> krows(static_cast<size_t>(hb * bs)),
+    std::vector<const char*> krows(static_cast<size_t>(hb * bs)),
         vrows(static_cast<size_t>(hb * bs));
-    std::vector<float> kchunk(static_cast<size_t>(hb) * bs * D),
-        vchunk(static_cast<size_t>(hb) * bs * D);
     std::vector<float> kbuf(static_cast<size_t>(D)), vbuf(static_cast<size_t>(D));
     float* acc = ts.acc.data();
 #pragma omp for schedule(dynamic, 1)
@@ -366,14 +430,14 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;  // position p, kv head g
           // Raw scores of this page's chunk for every head of the group (one key load per key).
           if (fast) {
-            ChunkRows(kpool, row0, KVH, cnt, D, kchunk.data() + gi * bs * D,
-                      krows.data() + gi * bs);
-            ChunkRows(vpool, row0, KVH, cnt, D, vchunk.data() + gi * bs * D,
-                      vrows.data() + gi * bs);
-            for (int h = 0; h < group; ++h) {
-              ScoresAvx2(qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D,
-                         ts.scores.data() + (gi * group + h) * bs);
-            }
+            ChunkRows(kpool, row0, KVH, cnt, krows.data() + gi * bs);
+            ChunkRows(vpool, row0, KVH, cnt, vrows.data() + gi * bs);
+            WithRows(kpool, D, [&](const auto& f) {
+              for (int h = 0; h < group; ++h) {
+                Scores(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D,
+                       ts.scores.data() + (gi * group + h) * bs);
+              }
+            });
           } else {
             for (int c = 0; c < cnt; ++c) {
               const float* kr = RowF32(helpers, kpool, row0 + c * KVH, D, kbuf.data());
@@ -403,7 +467,9 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           ts.l[static_cast<size_t>(r)] = sum;
           ts.m[static_cast<size_t>(r)] = cm;
           if (fast) {
-            WeightedSumAvx2(sh, vrows.data() + (r / group) * bs, cnt, D, alpha, acc + r * D);
+            WithRows(vpool, D, [&](const auto& f) {
+              WeightedSum(f, sh, vrows.data() + (r / group) * bs, cnt, D, alpha, acc + r * D);
+            });
           } else {
             for (int d = 0; d < D; ++d) acc[r * D + d] *= alpha;
           }
