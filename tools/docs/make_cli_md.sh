@@ -39,6 +39,16 @@ cat <<'TAIL'
   `--kv-budget GB` caps the projected KV (prompt + max_tokens) of running requests: joiners
   over it wait in FIFO order, a request alone over it is refused. `--memory-budget GB` refuses
   requests that could never fit (400 `memory_admission`).
+- **`--kv-quant off|fp8|8|4`** (CPU; `--kv-quant-k` / `--kv-quant-v` set keys and values apart):
+  each token's row of a kv head is quantized when it is stored, in groups of 64 along head_dim
+  (32 or 16 when head_dim is not a multiple of 64) with a bf16 scale a group: fp8 e4m3 and
+  symmetric int8 take 132 bytes a row at head_dim 128, asymmetric int4 (scale and minimum) 72,
+  against bf16's 256 and f32's 512. Attention reads the rows in place, with the bits it would
+  get from f32 rows of the decoded values. The scheme is part of the cache's name (the ready
+  card, `/stats` `kv.dtype` and `kv.bytes_per_token`, the prefix cache's block hashes, the
+  `--ssd-cache` files' header), so blocks of one scheme are never served to another. Quality
+  per scheme (KL, perplexity) is in docs/benchmarks.md; `turbo` (rotated low-bit) and CUDA are
+  not implemented yet and are refused by name.
 - **`--prompt-cache 0`** disables the prefix cache (on by default; bounded by the KV pool).
 - **`--device`**: `auto` uses CUDA when the binary was built with it and a GPU it can run on is
   visible (compute capability 9.0 or newer: Hopper or later; an older GPU leaves it on the CPU

@@ -215,75 +215,101 @@ struct Int4Rows {
   }
 };
 
-// scores[c] = dot(qh, rows[c]) for c < cnt; D % 8 == 0. Group by group (one scale load per key
-// and group), elements in order within.
-template <class Rows>
-LOOM_AVX2 void Scores(const Rows& f, const float* qh, const char* const* rows, int cnt, int D,
-                      float* scores) {
+// scores[h * bs + c] = dot(q + h * D, rows[c]) for h < NH (1 or 2 query heads of one kv head:
+// each key is decoded once for both) and c < cnt; D % 8 == 0. Group by group (one scale load per
+// key and group), elements in order within; each (head, key) sum is the same whatever NH.
+template <int NH, class Rows>
+LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows, int cnt, int D,
+                      int bs, float* scores) {
   const int G = std::min(D, 1 << f.shift);
   int c = 0;
   for (; c + 4 <= cnt; c += 4) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 a[NH][4];
+    for (int h = 0; h < NH; ++h) {
+      for (int k = 0; k < 4; ++k) a[h][k] = _mm256_setzero_ps();
+    }
     for (int g0 = 0; g0 < D; g0 += G) {
       const int gi = g0 >> f.shift;
       const auto s0 = f.Scales(rows[c], gi), s1 = f.Scales(rows[c + 1], gi),
                  s2 = f.Scales(rows[c + 2], gi), s3 = f.Scales(rows[c + 3], gi);
       for (int d = g0; d < g0 + G; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(qh + d);
-        a0 = _mm256_fmadd_ps(qv, f.Load8(rows[c], d, s0), a0);
-        a1 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 1], d, s1), a1);
-        a2 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 2], d, s2), a2);
-        a3 = _mm256_fmadd_ps(qv, f.Load8(rows[c + 3], d, s3), a3);
+        const __m256 k0 = f.Load8(rows[c], d, s0), k1 = f.Load8(rows[c + 1], d, s1),
+                     k2 = f.Load8(rows[c + 2], d, s2), k3 = f.Load8(rows[c + 3], d, s3);
+        for (int h = 0; h < NH; ++h) {
+          const __m256 qv = _mm256_loadu_ps(q + h * D + d);
+          a[h][0] = _mm256_fmadd_ps(qv, k0, a[h][0]);
+          a[h][1] = _mm256_fmadd_ps(qv, k1, a[h][1]);
+          a[h][2] = _mm256_fmadd_ps(qv, k2, a[h][2]);
+          a[h][3] = _mm256_fmadd_ps(qv, k3, a[h][3]);
+        }
       }
     }
-    _mm_storeu_ps(scores + c, Reduce4x8(a0, a1, a2, a3));
+    for (int h = 0; h < NH; ++h) {
+      _mm_storeu_ps(scores + h * bs + c, Reduce4x8(a[h][0], a[h][1], a[h][2], a[h][3]));
+    }
   }
   for (; c < cnt; ++c) {
-    __m256 a = _mm256_setzero_ps();
+    __m256 a[NH];
+    for (int h = 0; h < NH; ++h) a[h] = _mm256_setzero_ps();
     for (int g0 = 0; g0 < D; g0 += G) {
       const auto s = f.Scales(rows[c], g0 >> f.shift);
       for (int d = g0; d < g0 + G; d += 8) {
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), f.Load8(rows[c], d, s), a);
+        const __m256 k = f.Load8(rows[c], d, s);
+        for (int h = 0; h < NH; ++h) {
+          a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), k, a[h]);
+        }
       }
     }
-    scores[c] = Reduce1x8(a);
+    for (int h = 0; h < NH; ++h) scores[h * bs + c] = Reduce1x8(a[h]);
   }
 }
 
-// acc[0..D) = acc * alpha + sum_c p[c] * rows[c]; D % 8 == 0.
-template <class Rows>
-LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, const char* const* rows, int cnt, int D,
-                           float alpha, float* acc) {
-  const __m256 av = _mm256_set1_ps(alpha);
+// For h < NH (1 or 2 query heads of one kv head, each value decoded once for both):
+// acc[h * D + 0..D) = acc * alpha[h] + sum_c p[h * bs + c] * rows[c]; D % 8 == 0. Each head's
+// sums are the same whatever NH.
+template <int NH, class Rows>
+LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, int bs, const char* const* rows, int cnt,
+                           int D, const float* alpha, float* acc) {
   int d = 0;
   for (; d + 32 <= D; d += 32) {
-    __m256 r0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), av);
-    __m256 r1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), av);
-    __m256 r2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 16), av);
-    __m256 r3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), av);
+    __m256 r[NH][4];
+    for (int h = 0; h < NH; ++h) {
+      const __m256 av = _mm256_set1_ps(alpha[h]);
+      for (int k = 0; k < 4; ++k) {
+        r[h][k] = _mm256_mul_ps(_mm256_loadu_ps(acc + h * D + d + 8 * k), av);
+      }
+    }
     for (int c = 0; c < cnt; ++c) {
-      const __m256 pv = _mm256_set1_ps(p[c]);
       const char* v = rows[c];
       // Groups of 16 split the 32 elements; groups of 32 or more (and plain rows) do not.
       const auto lo = f.Scales(v, d >> f.shift);
       const auto hi = f.shift >= 5 ? lo : f.Scales(v, (d + 16) >> f.shift);
-      r0 = _mm256_fmadd_ps(pv, f.Load8(v, d, lo), r0);
-      r1 = _mm256_fmadd_ps(pv, f.Load8(v, d + 8, lo), r1);
-      r2 = _mm256_fmadd_ps(pv, f.Load8(v, d + 16, hi), r2);
-      r3 = _mm256_fmadd_ps(pv, f.Load8(v, d + 24, hi), r3);
+      const __m256 v0 = f.Load8(v, d, lo), v1 = f.Load8(v, d + 8, lo), v2 = f.Load8(v, d + 16, hi),
+                   v3 = f.Load8(v, d + 24, hi);
+      for (int h = 0; h < NH; ++h) {
+        const __m256 pv = _mm256_set1_ps(p[h * bs + c]);
+        r[h][0] = _mm256_fmadd_ps(pv, v0, r[h][0]);
+        r[h][1] = _mm256_fmadd_ps(pv, v1, r[h][1]);
+        r[h][2] = _mm256_fmadd_ps(pv, v2, r[h][2]);
+        r[h][3] = _mm256_fmadd_ps(pv, v3, r[h][3]);
+      }
     }
-    _mm256_storeu_ps(acc + d, r0);
-    _mm256_storeu_ps(acc + d + 8, r1);
-    _mm256_storeu_ps(acc + d + 16, r2);
-    _mm256_storeu_ps(acc + d + 24, r3);
+    for (int h = 0; h < NH; ++h) {
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(acc + h * D + d + 8 * k, r[h][k]);
+    }
   }
   for (; d < D; d += 8) {
-    __m256 r = _mm256_mul_ps(_mm256_loadu_ps(acc + d), av);
-    for (int c = 0; c < cnt; ++c) {
-      r = _mm256_fmadd_ps(_mm256_set1_ps(p[c]),
-                          f.Load8(rows[c], d, f.Scales(rows[c], d >> f.shift)), r);
+    __m256 r[NH];
+    for (int h = 0; h < NH; ++h) {
+      r[h] = _mm256_mul_ps(_mm256_loadu_ps(acc + h * D + d), _mm256_set1_ps(alpha[h]));
     }
-    _mm256_storeu_ps(acc + d, r);
+    for (int c = 0; c < cnt; ++c) {
+      const __m256 v = f.Load8(rows[c], d, f.Scales(rows[c], d >> f.shift));
+      for (int h = 0; h < NH; ++h) {
+        r[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h * bs + c]), v, r[h]);
+      }
+    }
+    for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc + h * D + d, r[h]);
   }
 }
 
@@ -309,12 +335,13 @@ LOOM_AVX2 void WithRows(const PoolView& pool, int D, Fn&& fn) {
 
 // Scratch of one thread for AttendTaskAvx2.
 struct TaskScratch {
-  std::vector<float> acc, scores, m, l;
+  std::vector<float> acc, scores, m, l, alpha;
   TaskScratch(int group, int D, int bs)
       : acc(static_cast<size_t>(group) * D),
         scores(static_cast<size_t>(group) * bs),
         m(static_cast<size_t>(group)),
-        l(static_cast<size_t>(group)) {}
+        l(static_cast<size_t>(group)),
+        alpha(static_cast<size_t>(group)) {}
 };
 
 // Raw pool rows of positions [p, p + cnt) of one page (kv head fixed by first_row).
@@ -433,9 +460,14 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
             ChunkRows(kpool, row0, KVH, cnt, krows.data() + gi * bs);
             ChunkRows(vpool, row0, KVH, cnt, vrows.data() + gi * bs);
             WithRows(kpool, D, [&](const auto& f) {
-              for (int h = 0; h < group; ++h) {
-                Scores(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D,
-                       ts.scores.data() + (gi * group + h) * bs);
+              int h = 0;
+              for (; h + 2 <= group; h += 2) {
+                Scores<2>(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D, bs,
+                          ts.scores.data() + (gi * group + h) * bs);
+              }
+              if (h < group) {
+                Scores<1>(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D, bs,
+                          ts.scores.data() + (gi * group + h) * bs);
               }
             });
           } else {
@@ -466,13 +498,26 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           }
           ts.l[static_cast<size_t>(r)] = sum;
           ts.m[static_cast<size_t>(r)] = cm;
-          if (fast) {
-            WithRows(vpool, D, [&](const auto& f) {
-              WeightedSum(f, sh, vrows.data() + (r / group) * bs, cnt, D, alpha, acc + r * D);
-            });
-          } else {
+          ts.alpha[static_cast<size_t>(r)] = alpha;
+          if (!fast) {
             for (int d = 0; d < D; ++d) acc[r * D + d] *= alpha;
           }
+        }
+        // The fast path's P @ V: the heads of a kv head two at a time over its values.
+        for (int gi = 0; gi < ng && fast; ++gi) {
+          WithRows(vpool, D, [&](const auto& f) {
+            int h = 0;
+            for (; h <= group - 1; h += 2) {
+              const int r = gi * group + h;
+              if (h + 2 <= group) {
+                WeightedSum<2>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs, cnt, D,
+                               ts.alpha.data() + r, acc + r * D);
+              } else {
+                WeightedSum<1>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs, cnt, D,
+                               ts.alpha.data() + r, acc + r * D);
+              }
+            }
+          });
         }
         for (int gi = 0; gi < ng && !fast; ++gi) {  // generic path: P @ V key by key
           const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;
