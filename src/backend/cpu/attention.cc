@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/e4m3_x86.h"
 #include "base/check.h"
 #include "tensor/kv_quant.h"
 
@@ -178,18 +179,15 @@ struct Int8Rows {
   }
 };
 
-// fp8: code c as the f16 with bits (c & 0x80) << 8 | (c & 0x7f) << 7, which is its value / 256
-// exactly, times d * 256 (exact): e4m3(c) * d rounded once (the fp8 weight kernels' decode).
+// fp8: each code's value / 256 (E4m3x8Over256, exact) times d * 256 (exact): e4m3(c) * d rounded
+// once (the fp8 weight kernels' decode).
 struct Fp8Rows {
   int D, shift;
   LOOM_AVX2 __m256 Scales(const char* r, int gi) const {
     return _mm256_set1_ps(ScaleAt(r + D + 2 * gi) * 256.0f);
   }
   LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 d256) const {
-    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + e)));
-    const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8),
-                                   _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), d256);
+    return _mm256_mul_ps(E4m3x8Over256(reinterpret_cast<const uint8_t*>(r + e)), d256);
   }
 };
 

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/e4m3_x86.h"
 #include "tensor/quant.h"
 
 namespace loom::cpu {
