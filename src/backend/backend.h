@@ -73,6 +73,8 @@ struct AttentionShape {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
+  KvQuant k_quant = KvQuant::kNone;  // the pools' formats (KvLayer)
+  KvQuant v_quant = KvQuant::kNone;
   bool operator==(const AttentionShape&) const = default;
 };
 

@@ -16,7 +16,7 @@
 //   attn_cluster_merge    1        merge a sequence's splits in a cluster (0: combine kernel)
 //   attn_decode_mma       1        tensor-core decode kernel for head_dim <= 128 (0: CUDA cores)
 //   attn_decode_unroll    0        keys per lane group (CUDA cores: 2, 4) / 8-key tiles per warp
-//                                  (tensor cores: 1, 2) per iteration (0: auto)
+//                                  (tensor cores: 1, 2; 4 on fp8 / int8 KV) per iteration (0: auto)
 //   attn_decode_prefetch  1        prefetch the next iteration's K/V (0: off)
 //   attn_early_kv         1        first K/V tile loaded before the PDL wait (0: after it)
 //   attn_prefill          1        tensor-core prefill kernel for multi-token queries (0: generic)

@@ -420,9 +420,8 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   }
   if (kv_format.quantized()) {
     if (!s->backend->has_kv_quant()) {
-      return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": the " +
-                                  std::string(use_cuda ? "CUDA" : "selected") +
-                                  " backend does not read a quantized KV cache yet (CPU only)");
+      return InvalidArgumentError("--kv-quant " + kv_format.Name() +
+                                  ": the selected backend does not read a quantized KV cache");
     }
     if (KvQuantGroup(cfg.head_dim) == 0) {
       return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": head_dim " +

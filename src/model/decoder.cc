@@ -138,7 +138,9 @@ Status Model::Forward(const ForwardInput& in, const std::vector<KvLayer>& kv, co
 
   // The step's attention is planned once; every layer runs that plan (same heads throughout).
   AttentionMeta meta = in.meta;
-  const AttentionShape attn_shape{c.num_heads, c.num_kv_heads, static_cast<int>(hd)};
+  const AttentionShape attn_shape{c.num_heads, c.num_kv_heads, static_cast<int>(hd),
+                                  kv.empty() ? KvQuant::kNone : kv[0].k_quant,
+                                  kv.empty() ? KvQuant::kNone : kv[0].v_quant};
   if (meta.plan == nullptr) meta.plan = be.PlanAttention(meta, attn_shape);
 
   be.Embed(weights_.embed, in.token_ids, c.embed_scale, x);

@@ -16,11 +16,8 @@ uint16_t LoadU16(const uint8_t* p) {
 }
 void StoreU16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-// Codes' bytes of a row, then the groups' scales.
-size_t CodeBytes(KvQuant q, int head_dim) {
-  return q == KvQuant::kInt4 ? static_cast<size_t>(head_dim) / 2 : static_cast<size_t>(head_dim);
-}
-size_t ScaleBytes(KvQuant q) { return q == KvQuant::kInt4 ? 4 : 2; }
+// Bytes of one group's scales.
+size_t GroupScaleBytes(KvQuant q) { return q == KvQuant::kInt4 ? 4 : 2; }
 
 }  // namespace
 
@@ -59,17 +56,33 @@ int KvQuantGroup(int head_dim) {
   return 0;
 }
 
-size_t KvQuantRowBytes(KvQuant q, int head_dim) {
-  CHECK(q != KvQuant::kNone) << "KvQuantRowBytes of an unquantized row";
-  const int g = KvQuantGroup(head_dim);
-  CHECK_GT(g, 0) << "KV quantization needs a head_dim that is a multiple of 16, got " << head_dim;
-  return CodeBytes(q, head_dim) + static_cast<size_t>(head_dim / g) * ScaleBytes(q);
+size_t KvQuantCodeBytes(KvQuant q, int head_dim) {
+  CHECK(q != KvQuant::kNone) << "KvQuantCodeBytes of an unquantized row";
+  return q == KvQuant::kInt4 ? static_cast<size_t>(head_dim) / 2 : static_cast<size_t>(head_dim);
 }
 
-void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* out) {
+size_t KvQuantScaleBytes(KvQuant q, int head_dim) {
+  CHECK(q != KvQuant::kNone) << "KvQuantScaleBytes of an unquantized row";
+  const int g = KvQuantGroup(head_dim);
+  CHECK_GT(g, 0) << "KV quantization needs a head_dim that is a multiple of 16, got " << head_dim;
+  return static_cast<size_t>(head_dim / g) * GroupScaleBytes(q);
+}
+
+size_t KvQuantRowBytes(KvQuant q, int head_dim) {
+  return KvQuantCodeBytes(q, head_dim) + KvQuantScaleBytes(q, head_dim);
+}
+
+void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* row) {
+  QuantizeKvRow(q, x, head_dim, row, row + KvQuantCodeBytes(q, head_dim));
+}
+
+void DequantizeKvRow(KvQuant q, const uint8_t* row, int head_dim, float* out) {
+  DequantizeKvRow(q, row, row + KvQuantCodeBytes(q, head_dim), head_dim, out);
+}
+
+void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* out, uint8_t* scales) {
   const int g = KvQuantGroup(head_dim);
   CHECK(q != KvQuant::kNone && g > 0) << KvQuantName(q) << " row of " << head_dim;
-  uint8_t* scales = out + CodeBytes(q, head_dim);
   for (int g0 = 0, gi = 0; g0 < head_dim; g0 += g, ++gi) {
     const float* xg = x + g0;
     if (q == KvQuant::kInt4) {
@@ -112,10 +125,10 @@ void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* out) {
   }
 }
 
-void DequantizeKvRow(KvQuant q, const uint8_t* row, int head_dim, float* out) {
+void DequantizeKvRow(KvQuant q, const uint8_t* row, const uint8_t* scales, int head_dim,
+                     float* out) {
   const int g = KvQuantGroup(head_dim);
   CHECK(q != KvQuant::kNone && g > 0) << KvQuantName(q) << " row of " << head_dim;
-  const uint8_t* scales = row + CodeBytes(q, head_dim);
   for (int g0 = 0, gi = 0; g0 < head_dim; g0 += g, ++gi) {
     float* o = out + g0;
     if (q == KvQuant::kInt4) {

@@ -46,6 +46,31 @@ TEST(KvQuantTest, GroupsAndRowBytes) {
   EXPECT_EQ(KvQuantRowBytes(KvQuant::kInt4, 80), 40u + 5 * 4);
 }
 
+// A block's rows: codes token-major from the block's start, each row's codes 16-byte aligned at
+// head_dim 128; then the scales head-major; every byte of the block belongs to exactly one row.
+TEST(KvQuantTest, BlockLayout) {
+  for (KvQuant q : kAll) {
+    const int D = 128, bs = 5, kvh = 3;
+    const KvQuantBlock b(q, D, bs, kvh);
+    EXPECT_EQ(b.BlockBytes(), static_cast<size_t>(bs) * kvh * KvQuantRowBytes(q, D));
+    EXPECT_EQ(b.Codes(0, 0), 0u);
+    EXPECT_EQ(b.Codes(1, 0), kvh * b.code_bytes);  // token-major
+    EXPECT_EQ(b.Codes(0, 1), b.code_bytes);
+    EXPECT_EQ(b.Scales(0, 0), static_cast<size_t>(bs) * kvh * b.code_bytes);
+    EXPECT_EQ(b.Scales(1, 0), b.Scales(0, 0) + b.scale_bytes);  // head-major
+    EXPECT_EQ(b.Scales(0, 1), b.Scales(0, 0) + bs * b.scale_bytes);
+    std::vector<int> owner(b.BlockBytes(), 0);
+    for (int t = 0; t < bs; ++t) {
+      for (int h = 0; h < kvh; ++h) {
+        EXPECT_EQ(b.Codes(t, h) % 16, 0u) << KvQuantName(q);
+        for (size_t i = 0; i < b.code_bytes; ++i) ++owner[b.Codes(t, h) + i];
+        for (size_t i = 0; i < b.scale_bytes; ++i) ++owner[b.Scales(t, h) + i];
+      }
+    }
+    for (size_t i = 0; i < owner.size(); ++i) ASSERT_EQ(owner[i], 1) << KvQuantName(q) << " " << i;
+  }
+}
+
 TEST(KvQuantTest, ParseAndNames) {
   EXPECT_EQ(*ParseKvQuant("off"), KvQuant::kNone);
   EXPECT_EQ(*ParseKvQuant("fp8"), KvQuant::kFp8);

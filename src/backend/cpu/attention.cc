@@ -76,25 +76,46 @@ struct Helpers {
 };
 
 // One pool as the kernels read it: rows of head_dim values of dtype (f32, f16, bf16), or
-// quantized rows (tensor/kv_quant.h) of row_bytes.
+// quantized rows (tensor/kv_quant.h), their codes and scales apart in each block.
 struct PoolView {
   const char* base;
   DType dtype;
   KvQuant quant;
-  size_t row_bytes;
-  const char* Row(int64_t row) const { return base + static_cast<size_t>(row) * row_bytes; }
+  int num_kv_heads;
+  size_t row_bytes;  // plain rows
+  KvQuantBlock blk;  // quantized rows
+  // The row (or its codes) of token `off` of block `block`, kv head h.
+  const char* Row(int64_t block, int off, int h) const {
+    if (quant == KvQuant::kNone) {
+      return base +
+             static_cast<size_t>((block * blk.block_size + off) * num_kv_heads + h) * row_bytes;
+    }
+    return base + static_cast<size_t>(block) * blk.BlockBytes() + blk.Codes(off, h);
+  }
+  // A quantized row's scales (null for plain rows).
+  const char* Scales(int64_t block, int off, int h) const {
+    if (quant == KvQuant::kNone) return nullptr;
+    return base + static_cast<size_t>(block) * blk.BlockBytes() + blk.Scales(off, h);
+  }
 };
 
-PoolView ViewPool(const Tensor& pool, KvQuant quant) {
-  return PoolView{static_cast<const char*>(pool.data()), pool.dtype(), quant,
-                  RowBytes(pool.dtype(), pool.dim(3))};
+PoolView ViewPool(const Tensor& pool, KvQuant quant, int head_dim) {
+  const int bs = static_cast<int>(pool.dim(1)), kvh = static_cast<int>(pool.dim(2));
+  PoolView v{static_cast<const char*>(pool.data()), pool.dtype(),  quant, kvh,
+             RowBytes(pool.dtype(), pool.dim(3)),   KvQuantBlock{}};
+  v.blk.block_size = bs;
+  v.blk.num_kv_heads = kvh;
+  if (quant != KvQuant::kNone) v.blk = KvQuantBlock(quant, head_dim, bs, kvh);
+  return v;
 }
 
 // Returns a pointer to the f32 values of a pool row (the row itself for f32, else `buf`).
-const float* RowF32(const Helpers& h, const PoolView& pool, int64_t row, int dim, float* buf) {
-  const char* p = pool.Row(row);
+const float* RowF32(const Helpers& h, const PoolView& pool, int64_t block, int off, int head,
+                    int dim, float* buf) {
+  const char* p = pool.Row(block, off, head);
   if (pool.quant != KvQuant::kNone) {
-    DequantizeKvRow(pool.quant, reinterpret_cast<const uint8_t*>(p), dim, buf);
+    DequantizeKvRow(pool.quant, reinterpret_cast<const uint8_t*>(p),
+                    reinterpret_cast<const uint8_t*>(pool.Scales(block, off, head)), dim, buf);
     return buf;
   }
   if (pool.dtype == DType::kF32) return reinterpret_cast<const float*>(p);
@@ -126,8 +147,8 @@ LOOM_AVX2 inline float Reduce1x8(__m256 v) {
 // ---- row formats: 8 consecutive f32 values of a pool row, in registers ----
 //
 // A row format reads elements [e, e + 8) of a raw pool row (e % 8 == 0) given the scales of their
-// group (Scales(row, e >> shift)): f32 rows load, f16 / bf16 rows widen (exact), quantized rows
-// compute each value exactly as DequantizeKvRow does (one rounding of code * d, fma for int4).
+// group (Scales(row's scales, e >> shift)): f32 rows load, f16 / bf16 rows widen (exact), quantized
+// rows compute each value exactly as DequantizeKvRow does (one rounding of code * d, fma for int4).
 // So the kernels below, which read keys and values only through Load8 and always sum in the
 // same order, give the same bits whatever the pool holds as f32 pools of those values do.
 // Plain rows have a single "group" (shift 30).
@@ -166,11 +187,11 @@ inline float ScaleAt(const char* p) {
   return Bf16ToF32(h);
 }
 
-// int8 and fp8 rows: [codes x D][d bf16 x D / g].
+// int8 and fp8 rows: codes x D; scales d bf16 x D / g.
 struct Int8Rows {
   int D, shift;
-  LOOM_AVX2 __m256 Scales(const char* r, int gi) const {
-    return _mm256_set1_ps(ScaleAt(r + D + 2 * gi));
+  LOOM_AVX2 __m256 Scales(const char* s, int gi) const {
+    return _mm256_set1_ps(ScaleAt(s + 2 * gi));
   }
   LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 d) const {
     const __m256i c =
@@ -183,23 +204,23 @@ struct Int8Rows {
 // once (the fp8 weight kernels' decode).
 struct Fp8Rows {
   int D, shift;
-  LOOM_AVX2 __m256 Scales(const char* r, int gi) const {
-    return _mm256_set1_ps(ScaleAt(r + D + 2 * gi) * 256.0f);
+  LOOM_AVX2 __m256 Scales(const char* s, int gi) const {
+    return _mm256_set1_ps(ScaleAt(s + 2 * gi) * 256.0f);
   }
   LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 d256) const {
     return _mm256_mul_ps(E4m3x8Over256(reinterpret_cast<const uint8_t*>(r + e)), d256);
   }
 };
 
-// int4 rows: [codes x D / 2][(d, m) bf16 x D / g]; in a group, byte j < g / 2 holds element j
+// int4 rows: codes x D / 2; scales (d, m) bf16 x D / g; in a group, byte j < g / 2 holds element j
 // (low nibble) and j + g / 2 (high), so 8 elements never straddle halves (g / 2 % 8 == 0).
 struct Int4Rows {
   int D, shift;
   struct DM {
     __m256 d, m;
   };
-  LOOM_AVX2 DM Scales(const char* r, int gi) const {
-    const char* s = r + D / 2 + 4 * gi;
+  LOOM_AVX2 DM Scales(const char* sc, int gi) const {
+    const char* s = sc + 4 * gi;
     return {_mm256_set1_ps(ScaleAt(s)), _mm256_set1_ps(ScaleAt(s + 2))};
   }
   LOOM_AVX2 __m256 Load8(const char* r, int e, DM s) const {
@@ -213,12 +234,13 @@ struct Int4Rows {
   }
 };
 
-// scores[h * bs + c] = dot(q + h * D, rows[c]) for h < NH (1 or 2 query heads of one kv head:
-// each key is decoded once for both) and c < cnt; D % 8 == 0. Group by group (one scale load per
-// key and group), elements in order within; each (head, key) sum is the same whatever NH.
+// scores[h * bs + c] = dot(q + h * D, rows[c]) (scales srows[c]) for h < NH (1 or 2 query heads of
+// one kv head: each key is decoded once for both) and c < cnt; D % 8 == 0. Group by group (one
+// scale load per key and group), elements in order within; each (head, key) sum is the same
+// whatever NH.
 template <int NH, class Rows>
-LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows, int cnt, int D,
-                      int bs, float* scores) {
+LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows,
+                      const char* const* srows, int cnt, int D, int bs, float* scores) {
   const int G = std::min(D, 1 << f.shift);
   int c = 0;
   for (; c + 4 <= cnt; c += 4) {
@@ -228,8 +250,8 @@ LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows, in
     }
     for (int g0 = 0; g0 < D; g0 += G) {
       const int gi = g0 >> f.shift;
-      const auto s0 = f.Scales(rows[c], gi), s1 = f.Scales(rows[c + 1], gi),
-                 s2 = f.Scales(rows[c + 2], gi), s3 = f.Scales(rows[c + 3], gi);
+      const auto s0 = f.Scales(srows[c], gi), s1 = f.Scales(srows[c + 1], gi),
+                 s2 = f.Scales(srows[c + 2], gi), s3 = f.Scales(srows[c + 3], gi);
       for (int d = g0; d < g0 + G; d += 8) {
         const __m256 k0 = f.Load8(rows[c], d, s0), k1 = f.Load8(rows[c + 1], d, s1),
                      k2 = f.Load8(rows[c + 2], d, s2), k3 = f.Load8(rows[c + 3], d, s3);
@@ -250,7 +272,7 @@ LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows, in
     __m256 a[NH];
     for (int h = 0; h < NH; ++h) a[h] = _mm256_setzero_ps();
     for (int g0 = 0; g0 < D; g0 += G) {
-      const auto s = f.Scales(rows[c], g0 >> f.shift);
+      const auto s = f.Scales(srows[c], g0 >> f.shift);
       for (int d = g0; d < g0 + G; d += 8) {
         const __m256 k = f.Load8(rows[c], d, s);
         for (int h = 0; h < NH; ++h) {
@@ -266,8 +288,9 @@ LOOM_AVX2 void Scores(const Rows& f, const float* q, const char* const* rows, in
 // acc[h * D + 0..D) = acc * alpha[h] + sum_c p[h * bs + c] * rows[c]; D % 8 == 0. Each head's
 // sums are the same whatever NH.
 template <int NH, class Rows>
-LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, int bs, const char* const* rows, int cnt,
-                           int D, const float* alpha, float* acc) {
+LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, int bs, const char* const* rows,
+                           const char* const* srows, int cnt, int D, const float* alpha,
+                           float* acc) {
   int d = 0;
   for (; d + 32 <= D; d += 32) {
     __m256 r[NH][4];
@@ -280,8 +303,8 @@ LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, int bs, const char* co
     for (int c = 0; c < cnt; ++c) {
       const char* v = rows[c];
       // Groups of 16 split the 32 elements; groups of 32 or more (and plain rows) do not.
-      const auto lo = f.Scales(v, d >> f.shift);
-      const auto hi = f.shift >= 5 ? lo : f.Scales(v, (d + 16) >> f.shift);
+      const auto lo = f.Scales(srows[c], d >> f.shift);
+      const auto hi = f.shift >= 5 ? lo : f.Scales(srows[c], (d + 16) >> f.shift);
       const __m256 v0 = f.Load8(v, d, lo), v1 = f.Load8(v, d + 8, lo), v2 = f.Load8(v, d + 16, hi),
                    v3 = f.Load8(v, d + 24, hi);
       for (int h = 0; h < NH; ++h) {
@@ -302,7 +325,7 @@ LOOM_AVX2 void WeightedSum(const Rows& f, const float* p, int bs, const char* co
       r[h] = _mm256_mul_ps(_mm256_loadu_ps(acc + h * D + d), _mm256_set1_ps(alpha[h]));
     }
     for (int c = 0; c < cnt; ++c) {
-      const __m256 v = f.Load8(rows[c], d, f.Scales(rows[c], d >> f.shift));
+      const __m256 v = f.Load8(rows[c], d, f.Scales(srows[c], d >> f.shift));
       for (int h = 0; h < NH; ++h) {
         r[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h * bs + c]), v, r[h]);
       }
@@ -342,10 +365,13 @@ struct TaskScratch {
         alpha(static_cast<size_t>(group)) {}
 };
 
-// Raw pool rows of positions [p, p + cnt) of one page (kv head fixed by first_row).
-void ChunkRows(const PoolView& pool, int64_t first_row, int64_t row_stride, int cnt,
-               const char** rows) {
-  for (int c = 0; c < cnt; ++c) rows[c] = pool.Row(first_row + c * row_stride);
+// Raw pool rows (codes) and their scales of tokens [off, off + cnt) of one block, kv head h.
+void ChunkRows(const PoolView& pool, int64_t block, int off, int h, int cnt, const char** rows,
+               const char** srows) {
+  for (int c = 0; c < cnt; ++c) {
+    rows[c] = pool.Row(block, off + c, h);
+    srows[c] = pool.Scales(block, off + c, h);
+  }
 }
 
 }  // namespace
@@ -378,8 +404,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
           << " for head_dim " << D;
     }
   }
-  const PoolView kpool = ViewPool(layer.k, layer.k_quant);
-  const PoolView vpool = ViewPool(layer.v, layer.v_quant);
+  const PoolView kpool = ViewPool(layer.k, layer.k_quant, D);
+  const PoolView vpool = ViewPool(layer.v, layer.v_quant, D);
   const int64_t num_blocks = layer.k.dim(0);
   const int bs = meta.block_size;
 
@@ -427,7 +453,8 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
   {
     TaskScratch ts(group * hb, D, bs);
     std::vector<const char*> krows(static_cast<size_t>(hb * bs)),
-        vrows(static_cast<size_t>(hb * bs));
+        vrows(static_cast<size_t>(hb * bs)), kscales(static_cast<size_t>(hb * bs)),
+        vscales(static_cast<size_t>(hb * bs));
     std::vector<float> kbuf(static_cast<size_t>(D)), vbuf(static_cast<size_t>(D));
     float* acc = ts.acc.data();
 #pragma omp for schedule(dynamic, 1)
@@ -452,25 +479,28 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         const int64_t end = std::min(pos + 1, (p / bs + 1) * bs);
         const int cnt = static_cast<int>(end - p);
         for (int gi = 0; gi < ng; ++gi) {
-          const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;  // position p, kv head g
+          const int off = static_cast<int>(p % bs), kvh = g0 + gi;  // position p, kv head kvh
           // Raw scores of this page's chunk for every head of the group (one key load per key).
           if (fast) {
-            ChunkRows(kpool, row0, KVH, cnt, krows.data() + gi * bs);
-            ChunkRows(vpool, row0, KVH, cnt, vrows.data() + gi * bs);
+            const char** kr = krows.data() + gi * bs;
+            const char** ks = kscales.data() + gi * bs;
+            ChunkRows(kpool, block, off, kvh, cnt, kr, ks);
+            ChunkRows(vpool, block, off, kvh, cnt, vrows.data() + gi * bs,
+                      vscales.data() + gi * bs);
             WithRows(kpool, D, [&](const auto& f) {
               int h = 0;
               for (; h + 2 <= group; h += 2) {
-                Scores<2>(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D, bs,
+                Scores<2>(f, qg + (gi * group + h) * D, kr, ks, cnt, D, bs,
                           ts.scores.data() + (gi * group + h) * bs);
               }
               if (h < group) {
-                Scores<1>(f, qg + (gi * group + h) * D, krows.data() + gi * bs, cnt, D, bs,
+                Scores<1>(f, qg + (gi * group + h) * D, kr, ks, cnt, D, bs,
                           ts.scores.data() + (gi * group + h) * bs);
               }
             });
           } else {
             for (int c = 0; c < cnt; ++c) {
-              const float* kr = RowF32(helpers, kpool, row0 + c * KVH, D, kbuf.data());
+              const float* kr = RowF32(helpers, kpool, block, off + c, kvh, D, kbuf.data());
               for (int h = 0; h < group; ++h) {
                 ts.scores[static_cast<size_t>((gi * group + h) * bs + c)] =
                     helpers.dot(qg + (gi * group + h) * D, kr, D);
@@ -508,19 +538,19 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
             for (; h <= group - 1; h += 2) {
               const int r = gi * group + h;
               if (h + 2 <= group) {
-                WeightedSum<2>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs, cnt, D,
-                               ts.alpha.data() + r, acc + r * D);
+                WeightedSum<2>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs,
+                               vscales.data() + gi * bs, cnt, D, ts.alpha.data() + r, acc + r * D);
               } else {
-                WeightedSum<1>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs, cnt, D,
-                               ts.alpha.data() + r, acc + r * D);
+                WeightedSum<1>(f, ts.scores.data() + r * bs, bs, vrows.data() + gi * bs,
+                               vscales.data() + gi * bs, cnt, D, ts.alpha.data() + r, acc + r * D);
               }
             }
           });
         }
         for (int gi = 0; gi < ng && !fast; ++gi) {  // generic path: P @ V key by key
-          const int64_t row0 = (block * bs + p % bs) * KVH + g0 + gi;
+          const int off = static_cast<int>(p % bs);
           for (int c = 0; c < cnt; ++c) {
-            const float* vr = RowF32(helpers, vpool, row0 + c * KVH, D, vbuf.data());
+            const float* vr = RowF32(helpers, vpool, block, off + c, g0 + gi, D, vbuf.data());
             for (int h = 0; h < group; ++h) {
               const int r = gi * group + h;
               helpers.axpy(ts.scores[static_cast<size_t>(r * bs + c)], vr, acc + r * D, D);

@@ -268,19 +268,26 @@ void CpuBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta& 
   for (int pi = 0; pi < 2; ++pi) {
     const Pool& p = pools[pi];
     const float* src = (pi == 0 ? k : v).data_as<const float>();
-    const int64_t kvh = p.t.dim(2), head_dim = width / kvh;
-    const size_t head_bytes = RowBytes(p.t.dtype(), p.t.dim(3));
+    const int64_t kvh = p.t.dim(2), head_dim = width / kvh, bs = p.t.dim(1);
     char* base = static_cast<char*>(p.t.data());
+    if (p.quant == KvQuant::kNone) {
+      const size_t head_bytes = RowBytes(p.t.dtype(), p.t.dim(3));
+      for (int64_t i = 0; i < n; ++i) {
+        if (slots[i] < 0) continue;
+        char* dst = base + static_cast<size_t>(slots[i]) * static_cast<size_t>(kvh) * head_bytes;
+        cpu::StoreValues(src + i * width, p.t.dtype(), dst, width);
+      }
+      continue;
+    }
+    const KvQuantBlock blk(p.quant, static_cast<int>(head_dim), static_cast<int>(bs),
+                           static_cast<int>(kvh));
     for (int64_t i = 0; i < n; ++i) {
       if (slots[i] < 0) continue;
-      char* dst = base + static_cast<size_t>(slots[i]) * static_cast<size_t>(kvh) * head_bytes;
-      if (p.quant == KvQuant::kNone) {
-        cpu::StoreValues(src + i * width, p.t.dtype(), dst, width);
-        continue;
-      }
-      for (int64_t h = 0; h < kvh; ++h) {
+      auto* block = reinterpret_cast<uint8_t*>(base) + (slots[i] / bs) * blk.BlockBytes();
+      const int t = static_cast<int>(slots[i] % bs);
+      for (int h = 0; h < kvh; ++h) {
         QuantizeKvRow(p.quant, src + i * width + h * head_dim, static_cast<int>(head_dim),
-                      reinterpret_cast<uint8_t*>(dst) + h * head_bytes);
+                      block + blk.Codes(t, h), block + blk.Scales(t, h));
       }
     }
   }

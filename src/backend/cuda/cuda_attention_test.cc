@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -101,6 +102,12 @@ AttentionMeta MakeMeta(Backend& be, const HostStep& h, const std::vector<int32_t
   return m;
 }
 
+// Prefill chunks and decodes in one step, gqa 8, head_dim 64.
+Scenario MixedPrefillDecode() {
+  return {"mixed prefill/decode, gqa 8, d64",           16, 2, 64, 16, 0, 0.f,
+          {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}}};
+}
+
 class CudaAttentionTest : public cuda_test::GpuTest {
  protected:
   // Host inputs of a scenario. Every value is drawn from `seed` and each sequence's data_id (not
@@ -145,7 +152,8 @@ class CudaAttentionTest : public cuda_test::GpuTest {
   // The attention output of the prepared inputs on one backend. planned: the step's plan comes
   // from PlanAttention first and an earlier "layer" (another window and soft-cap, its own
   // output) runs it before this one, as in a model's forward.
-  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in, bool planned = false) {
+  std::vector<float> RunOn(Backend& be, bool gpu, const Inputs& in, bool planned = false,
+                           KvLayer* pools_out = nullptr) {
     const Scenario& sc = in.sc;
     const HostStep& h = in.h;
     const int H = sc.num_heads, KVH = sc.num_kv_heads, D = sc.head_dim;
@@ -165,10 +173,22 @@ class CudaAttentionTest : public cuda_test::GpuTest {
       p.sinks = HostF32(Shape{H}, sinks);
       if (gpu) p.sinks = be.Upload(p.sinks);
     }
-    const Shape pool{h.num_blocks, sc.block_size, KVH, D};
     const int64_t n_old = static_cast<int64_t>(in.old_slots.size());
-
-    KvLayer layer{be.Alloc(DType::kBF16, pool), be.Alloc(DType::kBF16, pool)};
+    // bf16 pools, or quantized ones (kv_quant_) on both backends: the CPU reads the quantized
+    // rows exactly, so it is the "dequantize the pages, then attend" reference.
+    const auto alloc_pool = [&]() {
+      if (kv_quant_ == KvQuant::kNone) {
+        return be.Alloc(DType::kBF16, Shape{h.num_blocks, sc.block_size, KVH, D});
+      }
+      return be.Alloc(DType::kU8, Shape{h.num_blocks, sc.block_size, KVH,
+                                        static_cast<int64_t>(KvQuantRowBytes(kv_quant_, D))});
+    };
+    KvLayer layer{alloc_pool(), alloc_pool(), kv_quant_, kv_quant_};
+    if (kv_quant_ != KvQuant::kNone && gpu) {  // unwritten rows never read: poison them
+      EXPECT_EQ(cudaMemset(layer.k.data(), 0x7f, layer.k.nbytes()), cudaSuccess);
+      EXPECT_EQ(cudaMemset(layer.v.data(), 0x7f, layer.v.nbytes()), cudaSuccess);
+    }
+    if (pools_out != nullptr) *pools_out = layer;
     auto rows = [&](const std::vector<float>& v, int64_t r) {
       Tensor t = HostF32(Shape{std::max<int64_t>(r, 1), wkv},
                          v.empty() ? std::vector<float>(static_cast<size_t>(wkv)) : v);
@@ -186,7 +206,7 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     Tensor out = be.Alloc(be.act_dtype(), Shape{n, wq});
     if (gpu) Poison(*gpu_, out);
     if (planned) {
-      meta.plan = be.PlanAttention(meta, AttentionShape{H, KVH, D});
+      meta.plan = be.PlanAttention(meta, AttentionShape{H, KVH, D, kv_quant_, kv_quant_});
       AttentionParams other = p;
       other.sliding_window = sc.window > 0 ? 0 : 5;
       other.logit_softcap = sc.softcap > 0 ? 0.f : 20.f;
@@ -201,6 +221,8 @@ class CudaAttentionTest : public cuda_test::GpuTest {
     const Inputs in = Prepare(sc, seed);
     return NormalizedError(RunOn(*gpu_, true, in), RunOn(cpu_, false, in));
   }
+
+  KvQuant kv_quant_ = KvQuant::kNone;  // the pools RunOn allocates (--kv-quant)
 };
 
 TEST_F(CudaAttentionTest, MatchesCpu) {
@@ -213,14 +235,7 @@ TEST_F(CudaAttentionTest, MatchesCpu) {
        0,
        0.f,
        {{0, 1}, {2, 1}, {16, 1}, {37, 1}, {999, 1}}},
-      {"mixed prefill/decode, gqa 8, d64",
-       16,
-       2,
-       64,
-       16,
-       0,
-       0.f,
-       {{0, 3}, {5, 17}, {0, 97}, {20, 1}, {130, 1}}},
+      MixedPrefillDecode(),
       {"1000-token prefill, mha", 4, 4, 128, 16, 0, 0.f, {{0, 1000}}},
       {"d256, gqa 2, softcap, window", 8, 4, 256, 16, 7, 50.f, {{3, 17}, {40, 1}, {0, 97}}},
       {"chunked prefill on a prefix, window 32, block 7", 16, 4, 128, 7, 32, 0.f, {{100, 33}}},
@@ -386,6 +401,82 @@ TEST_F(CudaDecodeAttentionTest, SinksMatchCpu) {
   }
 }
 
+// Quantized pools (--kv-quant fp8 / int8 / int4): StoreKv writes QuantizeKvRow's bytes, and every
+// kernel (the tensor-core decode kernel's fp8 / int8 variants with and without prefetch, 1 or 2
+// tiles, splits merged in a cluster or by the combine kernel; the generic kernel; the tensor-core
+// prefill) reads them within rounding of the CPU, which attends over the dequantized values
+// exactly: "dequantize the pages, run the reference".
+TEST_F(CudaDecodeAttentionTest, QuantizedPoolsMatchCpu) {
+  const std::vector<Scenario> decodes = DecodeScenarios();
+  const std::vector<Scenario> scenarios = {
+      decodes[0],  // gqa 4, d128
+      decodes[1],  // gqa 8, d64, block 7: blocks not 8-byte aligned (the generic kernel)
+      decodes[2],  // d256: the generic kernel
+      decodes[4],  // window 100
+      decodes[5],  // softcap, gqa 3
+      decodes[6],  // d64, window 1000, softcap
+      MixedPrefillDecode(),
+      {"chunked prefill on a prefix, window 32, block 7", 16, 4, 128, 7, 32, 0.f, {{100, 33}}},
+      {"d80, mha, block 7 (generic kernel)", 4, 4, 80, 7, 0, 0.f, {{0, 17}, {120, 1}}},
+  };
+  struct Variant {
+    int splits, unroll, prefetch, cluster, decode, prefill;
+  };
+  const Variant variants[] = {
+      {0, 0, 1, 1, 1, 1},  {1, 1, 1, 1, 1, 1},  {3, 1, 0, 1, 1, 1}, {16, 2, 0, 1, 1, 1},
+      {16, 2, 0, 0, 1, 1}, {64, 1, 1, 0, 1, 1}, {0, 0, 1, 1, 0, 0},
+  };
+  unsigned seed = 700;
+  for (KvQuant q : {KvQuant::kFp8, KvQuant::kInt8, KvQuant::kInt4}) {
+    kv_quant_ = q;
+    for (const Scenario& sc : scenarios) {
+      const Inputs in = Prepare(sc, seed++);
+      KvLayer cpu_pools, gpu_pools;
+      const std::vector<float> ref = RunOn(cpu_, false, in, false, &cpu_pools);
+      for (const Variant& v : variants) {
+        CudaTuning t;
+        t.attn_decode_splits = v.splits;
+        t.attn_decode_unroll = v.unroll;
+        t.attn_decode_prefetch = v.prefetch != 0;
+        t.attn_cluster_merge = v.cluster != 0;
+        t.attn_decode = v.decode != 0;
+        t.attn_prefill = v.prefill != 0;
+        gpu_->set_tuning(t);
+        const double err = NormalizedError(RunOn(*gpu_, true, in, false, &gpu_pools), ref);
+        EXPECT_LT(err, kTolRounded) << KvQuantName(q) << " " << sc.name << ", splits " << v.splits
+                                    << ", unroll " << v.unroll << ", prefetch " << v.prefetch
+                                    << ", cluster " << v.cluster << ", decode " << v.decode;
+        if (v.splits == 0) {
+          std::printf("  %-5s %-48s decode %d  error %.2e\n", std::string(KvQuantName(q)).c_str(),
+                      sc.name, v.decode, err);
+        }
+      }
+      // The stored rows: the CPU's bytes (QuantizeKvRow of the same bf16 values).
+      const int D = sc.head_dim, KVH = sc.num_kv_heads;
+      const KvQuantBlock blk(q, D, sc.block_size, KVH);
+      for (int pool = 0; pool < 2; ++pool) {
+        const Tensor& g = pool == 0 ? gpu_pools.k : gpu_pools.v;
+        const Tensor& c = pool == 0 ? cpu_pools.k : cpu_pools.v;
+        std::vector<uint8_t> got(static_cast<size_t>(g.nbytes()));
+        gpu_->CopyToHost(g, got.data());
+        const auto* want = static_cast<const uint8_t*>(c.data());
+        for (int32_t slot : in.h.all_slots) {
+          const size_t b = static_cast<size_t>(slot / sc.block_size) * blk.BlockBytes();
+          const int off = slot % sc.block_size;
+          for (int h = 0; h < KVH; ++h) {
+            ASSERT_EQ(0, std::memcmp(got.data() + b + blk.Codes(off, h),
+                                     want + b + blk.Codes(off, h), blk.code_bytes))
+                << KvQuantName(q) << " " << sc.name << " slot " << slot;
+            ASSERT_EQ(0, std::memcmp(got.data() + b + blk.Scales(off, h),
+                                     want + b + blk.Scales(off, h), blk.scale_bytes))
+                << KvQuantName(q) << " " << sc.name << " slot " << slot;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The generic kernel (attn_decode=0) still serves decode steps correctly.
 TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
   CudaTuning t;
@@ -400,26 +491,31 @@ TEST_F(CudaDecodeAttentionTest, GenericKernelMatchesCpu) {
 // A sequence's output rows do not depend on the rest of the batch: bit-identical to the same
 // sequence run alone (same data, different pages), for a fixed split count.
 TEST_F(CudaDecodeAttentionTest, BatchedRowsEqualSingleSequence) {
-  for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
-    const Inputs batch_in = Prepare(base, 500);
-    const std::pair<int, int> configs[] = {{0, 1}, {0, 4}, {1, 1}, {1, 4}};  // (mma, splits)
-    for (auto [mma, splits] : configs) {
-      CudaTuning t;
-      t.attn_decode_splits = splits;
-      t.attn_decode_mma = mma != 0;
-      gpu_->set_tuning(t);
-      const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
-      const int64_t row = int64_t{base.num_heads} * base.head_dim;
-      for (size_t i = 0; i < base.seqs.size(); ++i) {
-        Scenario one = base;
-        one.seqs = {{base.seqs[i].prefix, 1, static_cast<int>(i)}};
-        const std::vector<float> single = RunOn(*gpu_, true, Prepare(one, 500));
-        ASSERT_EQ(static_cast<int64_t>(single.size()), row);
-        const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
-                                       batched.begin() + static_cast<int64_t>(i + 1) * row);
-        EXPECT_TRUE(slice == single)
-            << base.name << ", mma " << mma << ", splits " << splits << ", sequence " << i
-            << " (context " << base.seqs[i].prefix + 1 << ")";
+  // On bf16 pools, and on fp8 ones (d128: the tensor-core kernel's fp8 variant; d64 at block 7:
+  // the generic kernel decoding its tiles).
+  for (KvQuant q : {KvQuant::kNone, KvQuant::kFp8}) {
+    kv_quant_ = q;
+    for (const Scenario& base : {DecodeScenarios()[0], DecodeScenarios()[1]}) {
+      const Inputs batch_in = Prepare(base, 500);
+      const std::pair<int, int> configs[] = {{0, 1}, {0, 4}, {1, 1}, {1, 4}};  // (mma, splits)
+      for (auto [mma, splits] : configs) {
+        CudaTuning t;
+        t.attn_decode_splits = splits;
+        t.attn_decode_mma = mma != 0;
+        gpu_->set_tuning(t);
+        const std::vector<float> batched = RunOn(*gpu_, true, batch_in);
+        const int64_t row = int64_t{base.num_heads} * base.head_dim;
+        for (size_t i = 0; i < base.seqs.size(); ++i) {
+          Scenario one = base;
+          one.seqs = {{base.seqs[i].prefix, 1, static_cast<int>(i)}};
+          const std::vector<float> single = RunOn(*gpu_, true, Prepare(one, 500));
+          ASSERT_EQ(static_cast<int64_t>(single.size()), row);
+          const std::vector<float> slice(batched.begin() + static_cast<int64_t>(i) * row,
+                                         batched.begin() + static_cast<int64_t>(i + 1) * row);
+          EXPECT_TRUE(slice == single)
+              << KvQuantName(q) << " " << base.name << ", mma " << mma << ", splits " << splits
+              << ", sequence " << i << " (context " << base.seqs[i].prefix + 1 << ")";
+        }
       }
     }
   }

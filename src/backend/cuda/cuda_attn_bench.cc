@@ -6,7 +6,9 @@
 // and prints per call: median microseconds (cudaEvents around each call, after warmup), KV bytes
 // read / time, and the ratio to the HBM read bandwidth measured in the same run by a read-only
 // reduction over 4 GiB. Small cases rotate over several disjoint page tables so that consecutive
-// calls do not read from L2.
+// calls do not read from L2. Then the same cases on quantized pools (--kv-quant fp8 and int8: the
+// bf16 pools' values quantized): the decode kernel and the generic one, KV GB/s counting the
+// quantized bytes, the error against the bf16 pools' generic result.
 //
 //   cuda_attn_bench [timed_calls=30] [KEY=VALUE ...]
 //
@@ -138,6 +140,25 @@ int Run(int timed_calls, const CudaTuning& base) {
   Tensor k_pool = be.Alloc(DType::kBF16, pool), v_pool = be.Alloc(DType::kBF16, pool);
   be.FillUniform(k_pool, 1, -1.f, 2.f);
   be.FillUniform(v_pool, 2, -1.f, 2.f);
+  // The same values in quantized pools, through StoreKv (a bf16 pool is rows of every slot).
+  const KvQuant kQuants[] = {KvQuant::kFp8, KvQuant::kInt8};
+  std::vector<KvLayer> qpools;
+  {
+    std::vector<int32_t> all(static_cast<size_t>(pool_pages * kBlock));
+    std::iota(all.begin(), all.end(), 0);
+    AttentionMeta meta;
+    meta.slot_mapping = UploadI32(be, all);
+    const Tensor k_rows = k_pool.Reshape(Shape{pool_pages * kBlock, kKvHeads * kDim});
+    const Tensor v_rows = v_pool.Reshape(Shape{pool_pages * kBlock, kKvHeads * kDim});
+    for (KvQuant kq : kQuants) {
+      const Shape qshape{pool_pages, kBlock, kKvHeads,
+                         static_cast<int64_t>(KvQuantRowBytes(kq, kDim))};
+      KvLayer l{be.Alloc(DType::kU8, qshape), be.Alloc(DType::kU8, qshape), kq, kq};
+      be.StoreKv(k_rows, v_rows, meta, l);
+      qpools.push_back(l);
+    }
+    be.Synchronize();
+  }
   Tensor q = be.Alloc(DType::kBF16, Shape{kMaxBatch, kHeads * kDim});
   Tensor out = be.Alloc(DType::kBF16, Shape{kMaxBatch, kHeads * kDim});
   be.FillUniform(q, 3, -1.f, 2.f);
@@ -168,11 +189,16 @@ int Run(int timed_calls, const CudaTuning& base) {
       steps.push_back(
           {UploadI32(be, qs), UploadI32(be, kv), UploadI32(be, indptr), UploadI32(be, idx)});
     }
+    const KvLayer* kv = nullptr;  // quantized pools, or null: the bf16 ones
     auto args_for = [&](const DeviceStep& st) {
       cuda::PagedAttentionArgs a;
       a.q = q.data();
-      a.k_pool = k_pool.data();
-      a.v_pool = v_pool.data();
+      a.k_pool = kv != nullptr ? kv->k.data() : k_pool.data();
+      a.v_pool = kv != nullptr ? kv->v.data() : v_pool.data();
+      if (kv != nullptr) {
+        a.k_desc = cuda::KvPoolDesc(kv->k_quant, kDim, kBlock, kKvHeads);
+        a.v_desc = cuda::KvPoolDesc(kv->v_quant, kDim, kBlock, kKvHeads);
+      }
       a.query_start = st.query_start.data_as<const int32_t>();
       a.kv_len = st.kv_len.data_as<const int32_t>();
       a.page_indptr = st.page_indptr.data_as<const int32_t>();
@@ -212,7 +238,23 @@ int Run(int timed_calls, const CudaTuning& base) {
       }
     }
     std::vector<float> old_out;
-    for (const Variant& v : variants) {
+    // The quantized pools' variants, after the bf16 ones (kv set for them).
+    const size_t num_bf16 = variants.size();
+    for (size_t i = 0; i < std::size(kQuants); ++i) {
+      const std::string qn(KvQuantName(kQuants[i]));
+      variants.push_back({qn + " decode auto", decode_auto});
+      variants.push_back({qn + " mma 1 tile pf", Tuning(base, 1, 1, 0, 1)});
+      variants.push_back({qn + " mma 2 tiles", Tuning(base, 2, 0, 0, 1)});
+      variants.push_back({qn + " mma 4 tiles", Tuning(base, 4, 0, 0, 1)});
+      variants.push_back({qn + " generic", Generic(base)});
+    }
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      const Variant& v = variants[vi];
+      const size_t qi = vi < num_bf16 ? 0 : (vi - num_bf16) / 5;
+      kv = vi < num_bf16 ? nullptr : &qpools[qi];
+      const int64_t row_bytes =
+          kv == nullptr ? kDim * 2 : static_cast<int64_t>(KvQuantRowBytes(kQuants[qi], kDim));
+      const int64_t read_bytes = int64_t{c.batch} * c.context * kKvHeads * row_bytes * 2;
       const cuda::PagedAttentionPlan plan =
           cuda::PlanPagedAttention(args_for(steps[0]), be.num_sms(), v.tuning);
       auto call = [&](int i) {
@@ -239,12 +281,12 @@ int Run(int timed_calls, const CudaTuning& base) {
       CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::vector<float> got = ReadBf16(out, int64_t{c.batch} * kHeads * kDim);
       double err = 0;
-      if (!v.decode()) {
+      if (!v.decode() && kv == nullptr) {
         old_out = got;
       } else {
         err = NormalizedError(got, old_out);
       }
-      const double bw = static_cast<double>(kv_bytes) / (t * 1e-6);
+      const double bw = static_cast<double>(read_bytes) / (t * 1e-6);
       char name[32];
       std::snprintf(name, sizeof(name), "%d x %d", c.batch, c.context);
       std::printf("%-13s %-18s %6d %10.1f %10.0f %6.1f%% %10.2e\n", name, v.name.c_str(),

@@ -50,6 +50,32 @@ void CheckAct(const Tensor& t, const char* op, const char* what) {
   CHECK(t.dtype() == DType::kBF16) << op << ": " << what << " must be bf16, got " << Describe(t);
 }
 
+// The K and V pools of `layer` for kv_heads x head_dim: bf16 rows, or quantized blocks
+// (--kv-quant: u8 [blocks, block_size, kv heads, KvQuantRowBytes], tensor/kv_quant.h).
+struct KvPools {
+  cuda::KvPoolDesc k, v;
+};
+KvPools CheckKvPools(const KvLayer& layer, int64_t kv_heads, int64_t head_dim, const char* op) {
+  const Tensor& kp = layer.k;
+  for (const auto& [pool, quant] : {std::pair<const Tensor*, KvQuant>{&layer.k, layer.k_quant},
+                                    std::pair<const Tensor*, KvQuant>{&layer.v, layer.v_quant}}) {
+    CheckDevice(*pool, op, "KV pool");
+    const bool plain = quant == KvQuant::kNone;
+    CHECK(pool->ndim() == 4 && kp.ndim() == 4 && pool->dim(0) == kp.dim(0) &&
+          pool->dim(1) == kp.dim(1) && pool->dim(2) == kv_heads &&
+          (plain ? pool->dtype() == DType::kBF16 && pool->dim(3) == head_dim
+                 : pool->dtype() == DType::kU8 &&
+                       pool->dim(3) == static_cast<int64_t>(
+                                           KvQuantRowBytes(quant, static_cast<int>(head_dim)))))
+        << op << ": pools " << Describe(kp) << " / " << Describe(layer.v) << " ("
+        << KvQuantName(layer.k_quant) << " / " << KvQuantName(layer.v_quant) << ") for " << kv_heads
+        << " kv heads x " << head_dim;
+  }
+  const int bs = static_cast<int>(kp.dim(1)), kvh = static_cast<int>(kv_heads),
+            d = static_cast<int>(head_dim);
+  return {cuda::KvPoolDesc(layer.k_quant, d, bs, kvh), cuda::KvPoolDesc(layer.v_quant, d, bs, kvh)};
+}
+
 // A MatMul weight: bf16, or GGUF-quantized in the device layout (Upload, quant_layout.h).
 void CheckWeight(const Tensor& t, const char* op, const char* what) {
   CheckDevice(t, op, what);
@@ -768,10 +794,7 @@ cuda::QkvRopeStoreArgs CudaBackend::RopeStoreArgs(int64_t qkv_cols, int64_t n,
   CheckI32(positions, n, "QkvRopeStore", "positions");
   CheckI32(meta.slot_mapping, n, "QkvRopeStore", "slot_mapping");
   const Tensor& kp = layer.k;
-  CheckAct(kp, "QkvRopeStore", "k pool");
-  CHECK(kp.ndim() == 4 && kp.dim(2) == l.num_kv_heads && kp.dim(3) == D &&
-        layer.v.shape() == kp.shape() && layer.v.dtype() == kp.dtype())
-      << "QkvRopeStore: pools " << Describe(kp) << " / " << Describe(layer.v);
+  const KvPools pools = CheckKvPools(layer, l.num_kv_heads, D, "QkvRopeStore");
   CHECK(rope.inv_freq.dtype() == DType::kF32 && rope.inv_freq.numel() == rope.rotary_dim / 2)
       << "QkvRopeStore: inv_freq " << Describe(rope.inv_freq) << " for rotary_dim "
       << rope.rotary_dim;
@@ -800,6 +823,9 @@ cuda::QkvRopeStoreArgs CudaBackend::RopeStoreArgs(int64_t qkv_cols, int64_t n,
   a.q_out = q_out.data();
   a.k_pool = kp.data();
   a.v_pool = layer.v.data();
+  a.k_desc = pools.k;
+  a.v_desc = pools.v;
+  a.block_size = static_cast<int>(kp.dim(1));
   return a;
 }
 
@@ -1076,13 +1102,29 @@ void CudaBackend::StoreKv(const Tensor& k, const Tensor& v, const AttentionMeta&
   const int64_t n = k.rows();
   CheckI32(meta.slot_mapping, n, "StoreKv", "slot_mapping");
   const Tensor& kp = layer.k;
-  CheckAct(kp, "StoreKv", "k pool");
-  CHECK(kp.ndim() == 4 && kp.dim(2) * kp.dim(3) == k.cols() && layer.v.shape() == kp.shape() &&
-        layer.v.dtype() == kp.dtype())
+  CHECK(kp.ndim() == 4 && kp.dim(2) > 0 && k.cols() % kp.dim(2) == 0)
       << "StoreKv: pools " << Describe(kp) << " / " << Describe(layer.v) << " for rows "
       << Describe(k);
+  const KvPools pools = CheckKvPools(layer, kp.dim(2), k.cols() / kp.dim(2), "StoreKv");
   const int64_t num_slots = kp.dim(0) * kp.dim(1);
   const int32_t* slots = meta.slot_mapping.data_as<const int32_t>();
+  if (layer.quantized()) {
+    cuda::StoreKvQuantArgs a;
+    a.k = k.data();
+    a.v = v.data();
+    a.n = n;
+    a.slots = slots;
+    a.num_slots = num_slots;
+    a.num_kv_heads = static_cast<int>(kp.dim(2));
+    a.head_dim = static_cast<int>(k.cols() / kp.dim(2));
+    a.block_size = static_cast<int>(kp.dim(1));
+    a.k_desc = pools.k;
+    a.v_desc = pools.v;
+    a.k_pool = kp.data();
+    a.v_pool = layer.v.data();
+    cuda::LaunchStoreKvQuant(a, stream());
+    return;
+  }
   cuda::LaunchScatterRowPairs(k.data(), kp.data(), v.data(), layer.v.data(), n, slots, num_slots,
                               k.row_bytes(), stream());
 }
@@ -1111,6 +1153,8 @@ cuda::PagedAttentionArgs StepArgs(const AttentionMeta& meta, const AttentionShap
   a.num_kv_heads = shape.num_kv_heads;
   a.head_dim = shape.head_dim;
   a.block_size = meta.block_size;
+  a.k_desc = cuda::KvPoolDesc(shape.k_quant, shape.head_dim, meta.block_size, shape.num_kv_heads);
+  a.v_desc = cuda::KvPoolDesc(shape.v_quant, shape.head_dim, meta.block_size, shape.num_kv_heads);
   return a;
 }
 
@@ -1156,17 +1200,15 @@ void CudaBackend::Attention(const Tensor& q, const KvLayer& layer, const Attenti
       << "Attention: q " << Describe(q) << " out " << Describe(out) << " for " << n << " tokens x "
       << H << "x" << D;
   const Tensor& kp = layer.k;
-  CheckAct(kp, "Attention", "k pool");
-  CHECK(kp.ndim() == 4 && kp.dim(1) == meta.block_size && kp.dim(2) == KVH && kp.dim(3) == D &&
-        layer.v.shape() == kp.shape() && layer.v.dtype() == kp.dtype())
-      << "Attention: pools " << Describe(kp) << " / " << Describe(layer.v) << " vs block_size "
-      << meta.block_size << ", " << KVH << " kv heads x " << D;
+  CheckKvPools(layer, KVH, D, "Attention");
+  CHECK_EQ(kp.dim(1), meta.block_size)
+      << "Attention: pools " << Describe(kp) << " vs block_size " << meta.block_size;
   CheckI32(meta.query_start, meta.num_seqs + 1, "Attention", "query_start");
   CheckI32(meta.kv_len, meta.num_seqs, "Attention", "kv_len");
   CheckI32(meta.page_indptr, meta.num_seqs + 1, "Attention", "page_indptr");
   CheckDevice(meta.page_indices, "Attention", "page_indices");
 
-  const AttentionShape shape{H, KVH, D};
+  const AttentionShape shape{H, KVH, D, layer.k_quant, layer.v_quant};
   std::shared_ptr<const AttentionPlan> own;  // the call's own plan when the step has none
   if (meta.plan == nullptr) own = PlanAttention(meta, shape);
   const auto* plan = dynamic_cast<const CudaAttentionPlan*>(own ? own.get() : meta.plan.get());

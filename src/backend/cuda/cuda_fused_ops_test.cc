@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -217,6 +218,70 @@ TEST_F(CudaFusedOpsTest, QkvRopeStoreMatchesCopyNormRopeStore) {
       }
       // The v rows are copies and untouched slots keep their values: exact.
       EXPECT_EQ(GpuValues(*gpu_, got[2]), CpuValues(ref[2]));
+    }
+  }
+}
+
+// Into quantized pools (--kv-quant) QkvRopeStore writes each k / v row as QuantizeKvRow does
+// from the bf16 row it stores into a bf16 pool: bit for bit, codes and scales where
+// tensor/kv_quant.h's block layout puts them.
+TEST_F(CudaFusedOpsTest, QkvRopeStoreQuantizesRowsAsQuantizeKvRow) {
+  std::mt19937 rng(13);
+  const RopeCase cases[] = {
+      {16, 8, 128, 128, false, true, 1.f, 0.f},  // Qwen3
+      {4, 4, 96, 48, true, false, 1.2f, 0.f},    // groups of 32
+      {6, 2, 80, 80, false, true, 1.f, 0.f},     // groups of 16
+  };
+  const int block_size = 7, num_blocks = 9;
+  for (KvQuant kq : {KvQuant::kFp8, KvQuant::kInt8, KvQuant::kInt4}) {
+    for (const RopeCase& c : cases) {
+      const int64_t n = 23, D = c.head_dim, q_dim = c.heads * D, kv_dim = c.kv_heads * D;
+      const int64_t width = q_dim + 2 * kv_dim;
+      const std::vector<float> qkv = RandBf16(rng, n * width, 3.f);
+      std::vector<int32_t> pos(static_cast<size_t>(n)), slots(static_cast<size_t>(n));
+      std::vector<int32_t> all_slots(block_size * num_blocks);
+      std::iota(all_slots.begin(), all_slots.end(), 0);
+      std::shuffle(all_slots.begin(), all_slots.end(), rng);
+      for (int64_t t = 0; t < n; ++t) {
+        pos[t] = static_cast<int32_t>(rng() % 40000);
+        slots[t] = t % 4 == 3 ? -1 : all_slots[static_cast<size_t>(t)];
+      }
+      const RopeFixture f(c, rng, num_blocks, block_size);
+      const auto upload = [&](const Tensor& t) { return gpu_->Upload(t); };
+      AttentionMeta meta;
+      meta.slot_mapping = upload(HostI32(slots));
+      const Tensor qkv_t = upload(HostF32(Shape{n, width}, qkv));
+      const Tensor pos_t = upload(HostI32(pos));
+      KvLayer plain = f.Pools(upload);
+      const int64_t row_bytes = static_cast<int64_t>(KvQuantRowBytes(kq, static_cast<int>(D)));
+      const Shape qshape{num_blocks, block_size, c.kv_heads, row_bytes};
+      KvLayer quant{gpu_->Alloc(DType::kU8, qshape), gpu_->Alloc(DType::kU8, qshape), kq, kq};
+      Tensor q = gpu_->Alloc(DType::kBF16, Shape{n, q_dim});
+      gpu_->QkvRopeStore(qkv_t, pos_t, f.Rope(upload), f.Layout(upload), meta, plain, q);
+      gpu_->QkvRopeStore(qkv_t, pos_t, f.Rope(upload), f.Layout(upload), meta, quant, q);
+      const KvQuantBlock blk(kq, static_cast<int>(D), block_size, c.kv_heads);
+      for (int pool = 0; pool < 2; ++pool) {
+        const std::vector<float> rows = GpuValues(*gpu_, pool == 0 ? plain.k : plain.v);
+        std::vector<uint8_t> got(static_cast<size_t>(quant.k.nbytes()));
+        gpu_->CopyToHost(pool == 0 ? quant.k : quant.v, got.data());
+        std::vector<uint8_t> codes(blk.code_bytes), scales(blk.scale_bytes);
+        for (int64_t t = 0; t < n; ++t) {
+          const int32_t slot = slots[static_cast<size_t>(t)];
+          if (slot < 0) continue;
+          const int64_t b = slot / block_size;
+          const int off = slot % block_size;
+          for (int h = 0; h < c.kv_heads; ++h) {
+            QuantizeKvRow(kq, rows.data() + (int64_t{slot} * c.kv_heads + h) * D,
+                          static_cast<int>(D), codes.data(), scales.data());
+            const uint8_t* block = got.data() + b * static_cast<int64_t>(blk.BlockBytes());
+            ASSERT_TRUE(std::equal(codes.begin(), codes.end(), block + blk.Codes(off, h)))
+                << KvQuantName(kq) << (pool == 0 ? " k" : " v") << " codes, d " << D << " slot "
+                << slot << " head " << h;
+            ASSERT_TRUE(std::equal(scales.begin(), scales.end(), block + blk.Scales(off, h)))
+                << KvQuantName(kq) << (pool == 0 ? " k" : " v") << " scales, d " << D;
+          }
+        }
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.cuh"
@@ -551,23 +552,49 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeArgs a) 
 // TILES: 8-key tiles per warp per iteration (one softmax update for all of them); PF: prefetch
 // the next iteration's K/V. head_dim 64 or 128 (256 would need 64 accumulator registers).
 
+// Quantized pools (--kv-quant fp8 / int8, KQ): K and V are read as their 1-byte codes (8 bytes
+// where bf16 takes 16) and converted exactly to f16, so both mma run in f16 (q rounded to f16
+// once: its 11-bit mantissa keeps every bf16 q of normal size). A row's groups of 64 dims each
+// have a scale: q.K sums each group in its own accumulator and weighs it by the key's scale in
+// f32; P.V folds the scale of each key and group into P (output tile j is dims of group j / 8)
+// as p * d * 2^8 rounded to f16 (2^-11 relative; the 2^8 keeps p * d a normal f16 for groups with
+// amax >= 1e-4 and finite below 1e5), undone on the result. The lane loading key 2t + h's V also
+// loads its K and V scales, where its scores land.
+
 // c[0..1] += A (rows 0..7 only) x B over 16 k; rows 8..15 are zero and their outputs dropped.
+// F16: f16 operands, else bf16.
+template <bool F16>
 __device__ __forceinline__ void MmaK16(float (&c)[2], uint32_t a_lo, uint32_t a_hi, uint32_t b0,
                                        uint32_t b1) {
   [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %10, %10};\n"
-      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
-      : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+  if constexpr (F16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %10, %10};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+        : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %10, %10};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+        : "r"(a_lo), "r"(0u), "r"(a_hi), "r"(0u), "r"(b0), "r"(b1), "f"(0.f));
+  }
 }
 
 // c[0..1] += A (rows 0..7 only) x B over 8 k.
+template <bool F16>
 __device__ __forceinline__ void MmaK8(float (&c)[2], uint32_t a, uint32_t b) {
   [[maybe_unused]] float d2, d3;  // rows 8..15: dropped
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-      "{%0, %1, %7, %7};\n"
-      : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
-      : "r"(a), "r"(0u), "r"(b), "f"(0.f));
+  if constexpr (F16) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %7, %7};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+        : "r"(a), "r"(0u), "r"(b), "f"(0.f));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %7, %7};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(d2), "=f"(d3)
+        : "r"(a), "r"(0u), "r"(b), "f"(0.f));
+  }
 }
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
@@ -580,11 +607,39 @@ __device__ __forceinline__ uint32_t PairDim(const uint4& x, const uint4& y, int 
   return (e & 1) ? __byte_perm(wx, wy, 0x7632) : __byte_perm(wx, wy, 0x5410);
 }
 
-template <int D, int TILES, bool PF>
+// The same from 8 codes of each key (x: key 2t, y: key 2t + 1) as f16.
+template <KvQuant KQ>
+__device__ __forceinline__ uint32_t PairDim(const uint2& x, const uint2& y, int e) {
+  const uint32_t wx = e < 4 ? x.x : x.y, wy = e < 4 ? y.x : y.y;
+  // Bytes x[a], y[a], x[a + 1], y[a + 1] for the even a <= e of the word.
+  const uint32_t both = __byte_perm(wx, wy, (e & 2) ? 0x7362 : 0x5140);
+  return CodesToF16x2<KQ>((e & 1) ? both >> 16 : both);
+}
+
+// bf16x2 -> f16x2 (q's A fragments on quantized pools).
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t w) {
+  const __half2 h = __floats2half2_rn(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Scale of group gi in a key's scale word (bf16 per group).
+template <typename W>
+__device__ __forceinline__ float GroupScale(W w, int gi) {
+  return Bf16BitsToF32((static_cast<uint32_t>(w) >> (16 * gi)) & 0xffffu);
+}
+
+constexpr float kPvScale = 256.f;  // P * d * 2^8 in f16 on quantized pools
+
+template <int D, int TILES, bool PF, KvQuant KQ>
 __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs a) {
+  constexpr bool kQuant = KQ != KvQuant::kNone;
+  static_assert(!kQuant || KQ == KvQuant::kFp8 || KQ == KvQuant::kInt8, "fp8 / int8 codes");
+  using Vec = std::conditional_t<kQuant, uint2, uint4>;  // 8 dims of a key
+  constexpr int kGroups = D / 64;                        // scale groups of a quantized row
+  using ScaleWord = std::conditional_t<kGroups == 2, uint32_t, uint16_t>;
   constexpr int kKSteps = D / 16;         // k-steps of q.K
-  constexpr int kKVecs = D / 32;          // 16-byte K loads per lane per key
-  constexpr int kVVecs = D / 64;          // 16-byte V loads per lane per key
+  constexpr int kKVecs = D / 32;          // K loads (8 dims) per lane per key
+  constexpr int kVVecs = D / 64;          // V loads (8 dims) per lane per key
   constexpr int kOutTiles = D / 8;        // P.V output tiles of 8 dims
   constexpr int KB = kWarps * 8 * TILES;  // keys per block iteration
   constexpr int G = 8;                    // rows of the mma tiles (the group is <= 8)
@@ -611,42 +666,81 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   const KeyRange keys = SplitKeyRange(kv_len, a.window, a.num_splits, split, KB);
   const int64_t row0 = int64_t{tok} * a.num_heads + int64_t{g} * a.group;
 
-  // Pool rows (-1: outside the range) of the keys this lane loads in an iteration: K of key r
-  // and V of keys 2t, 2t + 1 of every tile; looked up one iteration ahead of the loads.
+  // Where key p's row starts (-1: outside the range): its bf16 row index, or a quantized
+  // pool's byte offset of its codes (*scales: of its scales; K and V pools alike).
   const int32_t* pages = a.page_indices + a.page_indptr[s];
   const int bs = a.block_size.d;
-  auto pool_row = [&](int p) -> int64_t {
+  const auto* k_bytes = reinterpret_cast<const uint8_t*>(a.k_pool);
+  const auto* v_bytes = reinterpret_cast<const uint8_t*>(a.v_pool);
+  auto pool_row = [&](int p, [[maybe_unused]] int64_t* scales) -> int64_t {
     if (p >= keys.end) return -1;
     const int idx = Div(a.block_size, p);
-    return (int64_t{pages[idx]} * bs + (p - idx * bs)) * a.num_kv_heads + g;
+    const int64_t page = pages[idx];
+    const int off = p - idx * bs;
+    if constexpr (kQuant) {
+      if (scales != nullptr) *scales = a.k_desc.ScalesAt(page, off, g, bs);
+      return a.k_desc.CodesAt(page, off, g, a.num_kv_heads);
+    } else {
+      return (page * bs + off) * a.num_kv_heads + g;
+    }
   };
+  // K of key r and V of keys 2t, 2t + 1 of every tile (with those two keys' scales); looked up
+  // one iteration ahead of the loads.
   int64_t k_row[TILES], v_row[TILES][2];
+  [[maybe_unused]] int64_t s_row[TILES][2];
   auto lookup = [&](int wbase) {
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
-      k_row[i] = pool_row(wbase + 8 * i + r);
-      v_row[i][0] = pool_row(wbase + 8 * i + 2 * t);
-      v_row[i][1] = pool_row(wbase + 8 * i + 2 * t + 1);
+      k_row[i] = pool_row(wbase + 8 * i + r, nullptr);
+      v_row[i][0] = pool_row(wbase + 8 * i + 2 * t, &s_row[i][0]);
+      v_row[i][1] = pool_row(wbase + 8 * i + 2 * t + 1, &s_row[i][1]);
     }
   };
-  // Streaming 16-byte loads; zeros for keys outside the range (their P is 0, 0 * 0 is no NaN).
-  auto load = [&](uint4(&kr)[TILES][kKVecs], uint4(&vr)[TILES][2][kVVecs]) {
+  // 8 dims of K (or V) of a key from `row` at dim d.
+  auto load_k = [&](int64_t row, int d) -> Vec {
+    if constexpr (kQuant) {
+      return __ldcs(reinterpret_cast<const uint2*>(k_bytes + row + d));
+    } else {
+      return __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D + d));
+    }
+  };
+  auto load_v = [&](int64_t row, int d) -> Vec {
+    if constexpr (kQuant) {
+      return __ldcs(reinterpret_cast<const uint2*>(v_bytes + row + d));
+    } else {
+      return __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D + d));
+    }
+  };
+  auto zero = []() -> Vec {
+    if constexpr (kQuant) {
+      return make_uint2(0, 0);
+    } else {
+      return make_uint4(0, 0, 0, 0);
+    }
+  };
+  // Streaming loads; zeros for keys outside the range (their P is 0, 0 * 0 is no NaN).
+  auto load = [&](Vec(&kr)[TILES][kKVecs], Vec(&vr)[TILES][2][kVVecs],
+                  [[maybe_unused]] ScaleWord(&ks)[TILES][2],
+                  [[maybe_unused]] ScaleWord(&vs)[TILES][2]) {
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
 #pragma unroll
       for (int j = 0; j < kKVecs; ++j) {
-        kr[i][j] =
-            k_row[i] < 0
-                ? make_uint4(0, 0, 0, 0)
-                : __ldcs(reinterpret_cast<const uint4*>(a.k_pool + k_row[i] * D + 32 * j + 8 * t));
+        kr[i][j] = k_row[i] < 0 ? zero() : load_k(k_row[i], 32 * j + 8 * t);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int c = 0; c < kVVecs; ++c) {
-          vr[i][h][c] = v_row[i][h] < 0 ? make_uint4(0, 0, 0, 0)
-                                        : __ldcs(reinterpret_cast<const uint4*>(
-                                              a.v_pool + v_row[i][h] * D + 64 * c + 8 * r));
+          vr[i][h][c] = v_row[i][h] < 0 ? zero() : load_v(v_row[i][h], 64 * c + 8 * r);
+        }
+        if constexpr (kQuant) {
+          ks[i][h] = v_row[i][h] < 0
+                         ? ScaleWord{0}
+                         : __ldcs(reinterpret_cast<const ScaleWord*>(k_bytes + s_row[i][h]));
+          vs[i][h] = v_row[i][h] < 0
+                         ? ScaleWord{0}
+                         : __ldcs(reinterpret_cast<const ScaleWord*>(v_bytes + s_row[i][h]));
         }
       }
     }
@@ -658,9 +752,10 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   for (int j = 0; j < kOutTiles; ++j) o[j][0] = o[j][1] = 0.f;
 
   const int wstart = keys.begin + warp * 8 * TILES;
-  uint4 kr[TILES][kKVecs], vr[TILES][2][kVVecs];
+  Vec kr[TILES][kKVecs], vr[TILES][2][kVVecs];
+  [[maybe_unused]] ScaleWord ks[TILES][2], vs[TILES][2];
   lookup(wstart);
-  load(kr, vr);
+  load(kr, vr, ks, vs);
   lookup(wstart + KB);
 
   ClusterMergeReady(a);
@@ -671,31 +766,37 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   // first iteration holds them.
   const int newest = kv_len - 1;
   if (newest >= wstart && newest < wstart + 8 * TILES && newest < keys.end) {
-    const int64_t row = pool_row(newest);
+    int64_t sc_row = 0;
+    const int64_t row = pool_row(newest, &sc_row);
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
       if (wstart + 8 * i + r == newest) {
 #pragma unroll
-        for (int j = 0; j < kKVecs; ++j) {
-          kr[i][j] = __ldcs(reinterpret_cast<const uint4*>(a.k_pool + row * D + 32 * j + 8 * t));
-        }
+        for (int j = 0; j < kKVecs; ++j) kr[i][j] = load_k(row, 32 * j + 8 * t);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (wstart + 8 * i + 2 * t + h != newest) continue;
 #pragma unroll
-        for (int c = 0; c < kVVecs; ++c) {
-          vr[i][h][c] = __ldcs(reinterpret_cast<const uint4*>(a.v_pool + row * D + 64 * c + 8 * r));
+        for (int c = 0; c < kVVecs; ++c) vr[i][h][c] = load_v(row, 64 * c + 8 * r);
+        if constexpr (kQuant) {
+          ks[i][h] = __ldcs(reinterpret_cast<const ScaleWord*>(k_bytes + sc_row));
+          vs[i][h] = __ldcs(reinterpret_cast<const ScaleWord*>(v_bytes + sc_row));
         }
       }
     }
   }
-  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above).
+  // A fragments of Q (row r): per k-step the low and high k pairs (see the layout above); f16
+  // on quantized pools.
   uint32_t qa[kKSteps][2];
 #pragma unroll
   for (int j = 0; j < kKVecs; ++j) {
     uint4 w = make_uint4(0, 0, 0, 0);
     if (r < a.group) w = reinterpret_cast<const uint4*>(a.q + (row0 + r) * D + 32 * j + 8 * t)[0];
+    if constexpr (kQuant) {
+      w = make_uint4(Bf16x2ToF16x2(w.x), Bf16x2ToF16x2(w.y), Bf16x2ToF16x2(w.z),
+                     Bf16x2ToF16x2(w.w));
+    }
     qa[2 * j][0] = w.x;
     qa[2 * j][1] = w.y;
     qa[2 * j + 1][0] = w.z;
@@ -705,9 +806,10 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   // The loop bound is per warp: mma and the shuffles need the whole warp. kr / vr hold this
   // iteration's keys; with PF the next iteration's load is issued before the math.
   for (int wbase = wstart; wbase < keys.end; wbase += KB) {
-    [[maybe_unused]] uint4 kn[TILES][kKVecs], vn[TILES][2][kVVecs];
+    [[maybe_unused]] Vec kn[TILES][kKVecs], vn[TILES][2][kVVecs];
+    [[maybe_unused]] ScaleWord ksn[TILES][2], vsn[TILES][2];
     if constexpr (PF) {
-      load(kn, vn);
+      load(kn, vn, ksn, vsn);
       lookup(wbase + 2 * KB);
     }
     // Logits of row r for keys 8i + 2t and 8i + 2t + 1 of each tile.
@@ -715,15 +817,36 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
-      float c[2] = {0.f, 0.f};
+      float dot[2];
+      if constexpr (kQuant) {
+        float c[kGroups][2];
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        const uint4& w = kr[i][ks / 2];
-        MmaK16(c, qa[ks][0], qa[ks][1], ks % 2 ? w.z : w.x, ks % 2 ? w.w : w.y);
+        for (int gi = 0; gi < kGroups; ++gi) c[gi][0] = c[gi][1] = 0.f;
+#pragma unroll
+        for (int ks_i = 0; ks_i < kKSteps; ++ks_i) {
+          const uint32_t w = ks_i % 2 ? kr[i][ks_i / 2].y : kr[i][ks_i / 2].x;
+          MmaK16<true>(c[ks_i / (kKSteps / kGroups)], qa[ks_i][0], qa[ks_i][1], CodesToF16x2<KQ>(w),
+                       CodesToF16x2<KQ>(w >> 16));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          dot[h] = 0.f;
+#pragma unroll
+          for (int gi = 0; gi < kGroups; ++gi) dot[h] += c[gi][h] * GroupScale(ks[i][h], gi);
+        }
+      } else {
+        float c[2] = {0.f, 0.f};
+#pragma unroll
+        for (int ks_i = 0; ks_i < kKSteps; ++ks_i) {
+          const uint4& w = kr[i][ks_i / 2];
+          MmaK16<false>(c, qa[ks_i][0], qa[ks_i][1], ks_i % 2 ? w.z : w.x, ks_i % 2 ? w.w : w.y);
+        }
+        dot[0] = c[0];
+        dot[1] = c[1];
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        sc[i][h] = Logit(a, c[h] * a.q_scale, wbase + 8 * i + 2 * t + h < keys.end);
+        sc[i][h] = Logit(a, dot[h] * a.q_scale, wbase + 8 * i + 2 * t + h < keys.end);
         mx = fmaxf(mx, sc[i][h]);
       }
     }
@@ -743,16 +866,29 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
     for (int i = 0; i < TILES; ++i) {
       const float p0 = exp2f(sc[i][0] - base), p1 = exp2f(sc[i][1] - base);
       l += p0 + p1;
-      const __nv_bfloat162 pp = __floats2bfloat162_rn(p0, p1);
-      const uint32_t pa = *reinterpret_cast<const uint32_t*>(&pp);
+      if constexpr (kQuant) {
 #pragma unroll
-      for (int j = 0; j < kOutTiles; ++j) {
-        MmaK8(o[j], pa, PairDim(vr[i][0][j / 8], vr[i][1][j / 8], j % 8));
+        for (int c = 0; c < kVVecs; ++c) {  // output tiles 8c .. 8c + 7: group c's dims
+          const __half2 pp = __floats2half2_rn(p0 * GroupScale(vs[i][0], c) * kPvScale,
+                                               p1 * GroupScale(vs[i][1], c) * kPvScale);
+          const uint32_t pa = *reinterpret_cast<const uint32_t*>(&pp);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            MmaK8<true>(o[8 * c + e], pa, PairDim<KQ>(vr[i][0][c], vr[i][1][c], e));
+          }
+        }
+      } else {
+        const __nv_bfloat162 pp = __floats2bfloat162_rn(p0, p1);
+        const uint32_t pa = *reinterpret_cast<const uint32_t*>(&pp);
+#pragma unroll
+        for (int j = 0; j < kOutTiles; ++j) {
+          MmaK8<false>(o[j], pa, PairDim(vr[i][0][j / 8], vr[i][1][j / 8], j % 8));
+        }
       }
     }
     if constexpr (!PF) {
       if (wbase + KB < keys.end) {
-        load(kr, vr);
+        load(kr, vr, ks, vs);
         lookup(wbase + 2 * KB);
       }
     } else {
@@ -764,6 +900,10 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
           for (int c = 0; c < kVVecs; ++c) vr[i][h][c] = vn[i][h][c];
+          if constexpr (kQuant) {
+            ks[i][h] = ksn[i][h];
+            vs[i][h] = vsn[i][h];
+          }
         }
       }
     }
@@ -774,11 +914,12 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionMmaKernel(DecodeArgs 
   // this lane holds columns 2t and 2t + 1.
   l += __shfl_xor_sync(kFullMask, l, 1);
   l += __shfl_xor_sync(kFullMask, l, 2);
+  const float o_scale = kQuant ? 1.f / kPvScale : 1.f;
 #pragma unroll
   for (int j = 0; j < kOutTiles; ++j) {
     const int d0 = 64 * (j / 8) + 8 * (2 * t) + j % 8;
-    acc_s[warp][r][d0] = o[j][0];
-    acc_s[warp][r][d0 + 8] = o[j][1];
+    acc_s[warp][r][d0] = o[j][0] * o_scale;
+    acc_s[warp][r][d0 + 8] = o[j][1] * o_scale;
   }
   if (t == 0) {
     m_s[warp][r] = m;
@@ -853,16 +994,34 @@ KernelFn KernelForDim(int rows, int unroll, bool prefetch) {
 
 // Two tiles with prefetch would spill (255 registers at head_dim 128): PlanDecodeAttention
 // never asks for it.
-template <int D>
+// On quantized pools a key's registers are half as many: 4 tiles (the bytes in flight of 2
+// bf16 tiles) are instantiated too.
+template <int D, KvQuant KQ>
 KernelFn MmaKernelForDim(int tiles, bool prefetch) {
-  if (tiles == 2) return DecodeAttentionMmaKernel<D, 2, false>;
-  return prefetch ? DecodeAttentionMmaKernel<D, 1, true> : DecodeAttentionMmaKernel<D, 1, false>;
+  if constexpr (KQ != KvQuant::kNone) {
+    if (tiles == 4) return DecodeAttentionMmaKernel<D, 4, false, KQ>;
+  }
+  if (tiles == 2) return DecodeAttentionMmaKernel<D, 2, false, KQ>;
+  return prefetch ? DecodeAttentionMmaKernel<D, 1, true, KQ>
+                  : DecodeAttentionMmaKernel<D, 1, false, KQ>;
 }
 
-KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim) {
+template <KvQuant KQ>
+KernelFn MmaKernelFor(const PagedAttentionPlan& p, int head_dim) {
+  return head_dim == 64 ? MmaKernelForDim<64, KQ>(p.decode_unroll, p.decode_prefetch)
+                        : MmaKernelForDim<128, KQ>(p.decode_unroll, p.decode_prefetch);
+}
+
+KernelFn KernelFor(const PagedAttentionPlan& p, int head_dim, KvQuant kv_quant) {
   if (p.decode_mma) {
-    return head_dim == 64 ? MmaKernelForDim<64>(p.decode_unroll, p.decode_prefetch)
-                          : MmaKernelForDim<128>(p.decode_unroll, p.decode_prefetch);
+    switch (kv_quant) {
+      case KvQuant::kFp8:
+        return MmaKernelFor<KvQuant::kFp8>(p, head_dim);
+      case KvQuant::kInt8:
+        return MmaKernelFor<KvQuant::kInt8>(p, head_dim);
+      default:
+        return MmaKernelFor<KvQuant::kNone>(p, head_dim);
+    }
   }
   switch (head_dim) {
     case 64:
@@ -971,6 +1130,16 @@ void LaunchCombine(const float* partial, const float* lse, int num_splits, int64
 bool DecodeAttentionApplies(const PagedAttentionArgs& a, const CudaTuning& t) {
   if (!t.attn_decode || a.max_query_len > 1 || a.block_size <= 0) return false;
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
+  // Quantized pools: the tensor-core kernel reads fp8 / int8 (keys and values alike) at head_dim
+  // 64 / 128; the rest go to the generic kernel, which decodes its tiles.
+  if (a.k_desc.quantized() || a.v_desc.quantized()) {
+    const KvQuant q = a.k_desc.quant;
+    // (Its 8-byte code loads need 8-byte aligned blocks: always at block_size 16.)
+    if (a.v_desc.quant != q || (q != KvQuant::kFp8 && q != KvQuant::kInt8) || a.head_dim > 128 ||
+        !t.attn_decode_mma || a.k_desc.block_bytes % 8 != 0) {
+      return false;
+    }
+  }
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return false;
   return a.num_heads / a.num_kv_heads <= 8;
 }
@@ -996,20 +1165,23 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms,
   // rate), 256 x 576 3.19 / 2.94 / 1.79 TB/s.
   p.decode_mma = t.attn_decode_mma && a.head_dim <= 128;
   if (p.decode_mma) {
-    p.decode_unroll = unroll == 1 ? 1 : 2;
+    p.decode_unroll = unroll == 1 ? 1 : unroll == 4 && a.k_desc.quantized() ? 4 : 2;
     p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
   }
   p.decode_early_kv = t.attn_early_kv && HopperOrNewer();
   const bool cluster = t.attn_cluster_merge && HopperOrNewer();
-  const int max_cluster =
-      cluster ? std::min(MaxClusterSplits(KernelFor(p, a.head_dim)), t.attn_cluster_splits) : 0;
+  const int max_cluster = cluster
+                              ? std::min(MaxClusterSplits(KernelFor(p, a.head_dim, a.k_desc.quant)),
+                                         t.attn_cluster_splits)
+                              : 0;
   if (t.attn_decode_splits > 0) {
     p.num_splits = std::min(t.attn_decode_splits, kMaxSplits);
     p.decode_cluster = p.num_splits > 1 && p.num_splits <= max_cluster &&
                        MergeBufferBytes(p.num_splits, group, a.head_dim) <= kMaxMergeBytes;
   } else {
     const int64_t blocks = int64_t{a.num_seqs} * a.num_kv_heads;
-    const int64_t wave = int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim));
+    const int64_t wave =
+        int64_t{num_sms} * ResidentBlocks(KernelFor(p, a.head_dim, a.k_desc.quant));
     // Clusters when every split block of the step fits one block per SM (batch 1 with 8 kv
     // heads: 8 x 16): H200, 1B batch 1 1,056-1,093 vs 992-1,000 tok/s with 64 splits and the
     // combine kernel; at batch 8 (64 x 7 blocks) clusters were 5-7 % slower.
@@ -1041,7 +1213,7 @@ void LaunchDecodeAttention(const PagedAttentionArgs& a, const PagedAttentionPlan
   d.early_kv = plan.decode_early_kv ? 1 : 0;
   const dim3 grid(static_cast<unsigned>(int64_t{a.num_seqs} * a.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
-  const KernelFn kernel = KernelFor(plan, a.head_dim);
+  const KernelFn kernel = KernelFor(plan, a.head_dim, a.k_desc.quant);
   if (plan.decode_cluster) {
     LaunchPdlCluster(kernel, grid, dim3(kThreads),
                      MergeBufferBytes(plan.num_splits, a.num_heads / a.num_kv_heads, a.head_dim),

@@ -155,13 +155,31 @@ __device__ __forceinline__ void LoadKv(const FlashArgs& a, const int32_t* pages,
   for (int r = threadIdx.x / S::kChunks; r < S::kKeys; r += kRowsPerPass) {
     const int p = kt + r;
     const bool valid = p < k_hi;
-    int64_t off = 0;
+    int64_t off = 0, block = 0;
     if (valid) {
-      const int64_t block = pages[p / a.block_size];
+      block = pages[p / a.block_size];
       off = ((block * a.block_size + p % a.block_size) * a.num_kv_heads + g) * D + c * 8;
     }
-    CpAsync16(SmemAddress(k_s + r * S::kStride + c * 8), a.k_pool + off, valid);
-    CpAsync16(SmemAddress(v_s + r * S::kStride + c * 8), a.v_pool + off, valid);
+    // A quantized pool's rows are decoded here (plain loads and stores; the bf16 rows' copies
+    // stay asynchronous).
+    const auto dequant = [&](const KvPoolDesc& desc, const bf16* pool, bf16* dst) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (valid) {
+        v = LoadDequantBf16x8(reinterpret_cast<const uint8_t*>(pool), desc, block, p % a.block_size,
+                              g, a.num_kv_heads, a.block_size, c * 8);
+      }
+      *reinterpret_cast<uint4*>(dst) = v;
+    };
+    if (a.k_desc.quantized()) {
+      dequant(a.k_desc, a.k_pool, k_s + r * S::kStride + c * 8);
+    } else {
+      CpAsync16(SmemAddress(k_s + r * S::kStride + c * 8), a.k_pool + off, valid);
+    }
+    if (a.v_desc.quantized()) {
+      dequant(a.v_desc, a.v_pool, v_s + r * S::kStride + c * 8);
+    } else {
+      CpAsync16(SmemAddress(v_s + r * S::kStride + c * 8), a.v_pool + off, valid);
+    }
   }
 }
 

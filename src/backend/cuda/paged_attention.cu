@@ -137,8 +137,12 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(KernelArgs a) {
       if (p < k_end) {
         const int64_t block = pages[p / bs];
         const int64_t row = (block * bs + p % bs) * KVH + g;
-        kv = reinterpret_cast<const uint4*>(a.k_pool + row * D)[part];
-        vv = reinterpret_cast<const uint4*>(a.v_pool + row * D)[part];
+        kv = a.k_desc.quantized() ? LoadDequantBf16x8(reinterpret_cast<const uint8_t*>(a.k_pool),
+                                                      a.k_desc, block, p % bs, g, KVH, bs, part * 8)
+                                  : reinterpret_cast<const uint4*>(a.k_pool + row * D)[part];
+        vv = a.v_desc.quantized() ? LoadDequantBf16x8(reinterpret_cast<const uint8_t*>(a.v_pool),
+                                                      a.v_desc, block, p % bs, g, KVH, bs, part * 8)
+                                  : reinterpret_cast<const uint4*>(a.v_pool + row * D)[part];
       }
       *reinterpret_cast<uint4*>(k_s + kk * kRowStride + part * 8) = kv;
       *reinterpret_cast<uint4*>(v_s + kk * kRowStride + part * 8) = vv;
@@ -329,6 +333,8 @@ PagedKernelTables KernelTables(const PagedAttentionArgs& a) {
   t.q = static_cast<const __nv_bfloat16*>(a.q);
   t.k_pool = static_cast<const __nv_bfloat16*>(a.k_pool);
   t.v_pool = static_cast<const __nv_bfloat16*>(a.v_pool);
+  t.k_desc = a.k_desc;
+  t.v_desc = a.v_desc;
   t.query_start = a.query_start;
   t.kv_len = a.kv_len;
   t.page_indptr = a.page_indptr;

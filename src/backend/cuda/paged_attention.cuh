@@ -13,7 +13,8 @@
 // decode), each tile's key range is cut into num_splits chunks; each writes a normalized partial
 // output and its log-sum-exp, and a combine kernel merges them.
 //
-// bf16 q/out/pools; head_dim in {32, 64, 80, 96, 128, 256}; group <= kMaxRows.
+// bf16 q/out/pools; head_dim in {32, 64, 80, 96, 128, 256}; group <= kMaxRows. Quantized pools
+// (--kv-quant) are read through LoadDequantBf16x8 (kv_quant.cuh) into the bf16 tiles.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda_tuning.h"
 
 namespace loom::cuda {
@@ -29,8 +31,9 @@ inline constexpr int kAttnMaxRows = 32;
 
 struct PagedAttentionArgs {
   const void* q;       // [num_tokens, num_heads * head_dim] bf16
-  const void* k_pool;  // [num_blocks, block_size, num_kv_heads, head_dim] bf16
-  const void* v_pool;
+  const void* k_pool;  // [num_blocks, block_size, num_kv_heads, head_dim] bf16, or quantized
+  const void* v_pool;  // blocks (k_desc / v_desc; tensor/kv_quant.h)
+  KvPoolDesc k_desc, v_desc;
   const int32_t* query_start;   // [num_seqs + 1]
   const int32_t* kv_len;        // [num_seqs]
   const int32_t* page_indptr;   // [num_seqs + 1]
@@ -54,8 +57,9 @@ struct FlashPrefillTile {
 // kernels' own argument structs extend it (one place converts PagedAttentionArgs).
 struct PagedKernelTables {
   const __nv_bfloat16* q;
-  const __nv_bfloat16* k_pool;
+  const __nv_bfloat16* k_pool;  // bf16 rows, or a quantized pool's bytes (k_desc / v_desc)
   const __nv_bfloat16* v_pool;
+  KvPoolDesc k_desc, v_desc;
   const int32_t* query_start;
   const int32_t* kv_len;
   const int32_t* page_indptr;

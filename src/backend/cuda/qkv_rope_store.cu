@@ -29,20 +29,32 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeStoreKernel(QkvRopeStoreAr
   const int32_t slot = a.slots[t];
   const bool slot_ok = slot >= 0 && slot < a.num_slots;
 
+  float* buf = buf_all[warp];
+  // A quantized pool's row: the head's final bf16 values from buf, quantized in place.
+  auto quantize_to = [&](const KvPoolDesc& p, void* pool, int h) {
+    __syncwarp();
+    QuantizeRowToSlot(p, pool, slot, h, KVH, a.block_size, buf, D, lane);
+  };
   if (j >= H + KVH) {  // a v head: straight to its slot
     if (!slot_ok) return;
-    auto* dst = static_cast<__nv_bfloat16*>(a.v_pool) + (int64_t{slot} * KVH + (j - H - KVH)) * D;
+    const int h = j - H - KVH;
+    if (a.v_desc.quantized()) {
+      for (int d = lane; d < D; d += 32) buf[d] = __bfloat162float(src[d]);
+      quantize_to(a.v_desc, a.v_pool, h);
+      return;
+    }
+    auto* dst = static_cast<__nv_bfloat16*>(a.v_pool) + (int64_t{slot} * KVH + h) * D;
     for (int d = lane; d < D; d += 32) dst[d] = src[d];
     return;
   }
   const bool is_q = j < H;
-  __nv_bfloat16* dst =
-      is_q ? static_cast<__nv_bfloat16*>(a.q_out) + (t * H + j) * D
-           : (slot_ok ? static_cast<__nv_bfloat16*>(a.k_pool) + (int64_t{slot} * KVH + (j - H)) * D
-                      : nullptr);
-  if (dst == nullptr) return;
+  const bool k_quant = !is_q && a.k_desc.quantized();
+  __nv_bfloat16* dst = is_q ? static_cast<__nv_bfloat16*>(a.q_out) + (t * H + j) * D
+                            : (slot_ok && !k_quant ? static_cast<__nv_bfloat16*>(a.k_pool) +
+                                                         (int64_t{slot} * KVH + (j - H)) * D
+                                                   : nullptr);
+  if (dst == nullptr && !(k_quant && slot_ok)) return;
 
-  float* buf = buf_all[warp];
   for (int d = lane; d < D; d += 32) buf[d] = __bfloat162float(src[d]);
   const float* norm_w = is_q ? a.q_norm : a.k_norm;
   if (norm_w != nullptr) {
@@ -66,8 +78,19 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeStoreKernel(QkvRopeStoreAr
     const int ia = a.interleaved ? 2 * p : p;
     const int ib = a.interleaved ? 2 * p + 1 : p + half;
     const float x0 = buf[ia], x1 = buf[ib];
-    dst[ia] = __float2bfloat16_rn(x0 * c - x1 * s);
-    dst[ib] = __float2bfloat16_rn(x1 * c + x0 * s);
+    const __nv_bfloat16 y0 = __float2bfloat16_rn(x0 * c - x1 * s);
+    const __nv_bfloat16 y1 = __float2bfloat16_rn(x1 * c + x0 * s);
+    if (k_quant) {  // the pair is this lane's alone: updated in place
+      buf[ia] = __bfloat162float(y0);
+      buf[ib] = __bfloat162float(y1);
+    } else {
+      dst[ia] = y0;
+      dst[ib] = y1;
+    }
+  }
+  if (k_quant) {
+    quantize_to(a.k_desc, a.k_pool, j - H);
+    return;
   }
   for (int d = a.rotary_dim + lane; d < D; d += 32) dst[d] = __float2bfloat16_rn(buf[d]);
 }
@@ -77,6 +100,8 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeStoreKernel(QkvRopeStoreAr
 void LaunchQkvRopeStore(const QkvRopeStoreArgs& args, cudaStream_t stream, bool pdl) {
   CHECK(args.head_dim > 0 && args.head_dim <= kMaxHeadDim && args.head_dim % 2 == 0)
       << "QkvRopeStore: head_dim " << args.head_dim;
+  CHECK((!args.k_desc.quantized() && !args.v_desc.quantized()) || args.block_size > 0)
+      << "QkvRopeStore: quantized pools need the block size";
   CHECK(args.rotary_dim > 0 && args.rotary_dim % 2 == 0 && args.rotary_dim <= args.head_dim)
       << "QkvRopeStore: rotary_dim " << args.rotary_dim << " vs head_dim " << args.head_dim;
   const int64_t items = args.n * (args.num_heads + 2 * int64_t{args.num_kv_heads});

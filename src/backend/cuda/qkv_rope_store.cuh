@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kv_quant.cuh"
+
 namespace loom::cuda {
 
 struct QkvRopeStoreArgs {
@@ -28,6 +30,10 @@ struct QkvRopeStoreArgs {
   void* q_out;   // [n, H * D] bf16
   void* k_pool;  // [num_slots, KVH, D] bf16 (a layer's pool, blocks x rows flattened)
   void* v_pool;
+  // Quantized pools (--kv-quant): rows quantized as QuantizeKvRow does, into the blocks of
+  // tensor/kv_quant.h (block_size tokens a block).
+  KvPoolDesc k_desc, v_desc;
+  int block_size = 0;
 };
 
 // head_dim <= 256 and even. pdl: programmatic dependent launch (launch.cuh;

@@ -677,7 +677,8 @@ bool StreamGemvRopeStoreApplies(const void* x, const void* w, int64_t k,
                                 const QkvRopeStoreArgs& rope) {
   return StreamGemvApplies(x, w, k) && k <= kGemvNormMaxK && rope.n == 1 &&
          rope.q_norm == nullptr && rope.k_norm == nullptr && rope.head_dim > 0 &&
-         rope.head_dim % 2 == 0 && rope.rotary_dim % 2 == 0 && rope.rotary_dim <= rope.head_dim;
+         rope.head_dim % 2 == 0 && rope.rotary_dim % 2 == 0 && rope.rotary_dim <= rope.head_dim &&
+         !rope.k_desc.quantized() && !rope.v_desc.quantized();  // a quantized row: QkvRopeStore
 }
 
 void LaunchStreamGemvRopeStore(const void* x, const void* w, int64_t k, const GemvNorm& norm,
