@@ -124,8 +124,8 @@ class Backend {
   }
   // Whether Attention takes AttentionParams::sinks.
   virtual bool has_attention_sinks() const { return false; }
-  // Whether StoreKv and Attention take quantized pools (KvLayer::k_quant / v_quant).
-  virtual bool has_kv_quant() const { return false; }
+  // Whether StoreKv and Attention take pools quantized with q (KvLayer::k_quant / v_quant).
+  virtual bool SupportsKvQuant(KvQuant q) const { return q == KvQuant::kNone; }
 
   // ---- memory ----
   // A new zero-filled tensor on this device.

@@ -65,6 +65,16 @@ std::string CheckCudaTuneArg(const std::string& key_value) {
   return s.ok() ? std::string() : s.message();
 }
 
+// CLI11 checks of --kv-quant (a scheme or a turbo pair) and --kv-quant-k / -v (one scheme).
+std::string CheckKvQuantPair(const std::string& s) {
+  const StatusOr<KvQuantPair> p = ParseKvQuantPair(s);
+  return p.ok() ? std::string() : std::string(p.status().message());
+}
+std::string CheckKvQuant(const std::string& s) {
+  const StatusOr<KvQuant> q = ParseKvQuant(s);
+  return q.ok() ? std::string() : std::string(q.status().message());
+}
+
 }  // namespace
 
 EnvLookup ProcessEnvironment() {
@@ -152,15 +162,19 @@ void ModelFlags::Add(CLI::App* app, bool with_model_positional) {
                   "KV cache element type: auto (f32 on the CPU, exact against the reference; bf16 "
                   "on CUDA), f32, f16 or bf16 (CPU; half the KV bytes and memory traffic)")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
-  app->add_option("--kv-quant", kv_quant,
-                  "quantized KV cache (CPU): off, fp8 (e4m3), 8 (int8) or 4 (int4); each token's "
-                  "row of a kv head quantized in groups of 64 (32, 16) along head_dim with bf16 "
-                  "scales: 1.94x (fp8, int8) / 3.56x (int4) the tokens of bf16 at head_dim 128")
-      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
-  app->add_option("--kv-quant-k", kv_quant_k, "the keys' scheme (default: --kv-quant's)")
-      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
-  app->add_option("--kv-quant-v", kv_quant_v, "the values' scheme (default: --kv-quant's)")
-      ->check(CLI::IsMember({"off", "fp8", "8", "int8", "4", "int4"}));
+  app->add_option(
+         "--kv-quant", kv_quant,
+         "quantized KV cache: off, fp8 (e4m3), 8 (int8), 4 (int4) or turbo[:k<8|4>v<8|4|3>] "
+         "(rotated, CPU; turbo = k8v3); each token's row of a kv head quantized in groups "
+         "of 64 (32, 16) along head_dim with bf16 scales: 1.94x (fp8, int8) / 3.56x "
+         "(int4) / 2.78x (turbo) the tokens of bf16 at head_dim 128")
+      ->check(CLI::Validator(CheckKvQuantPair, "SCHEME"));
+  app->add_option("--kv-quant-k", kv_quant_k,
+                  "the keys' scheme (default: --kv-quant's; also turbo8, turbo4)")
+      ->check(CLI::Validator(CheckKvQuant, "SCHEME"));
+  app->add_option("--kv-quant-v", kv_quant_v,
+                  "the values' scheme (default: --kv-quant's; also turbo8, turbo4, turbo3)")
+      ->check(CLI::Validator(CheckKvQuant, "SCHEME"));
   app->add_option("--batch,--decode-concurrency", batch, "max concurrent rows per step")
       ->check(CLI::Range(1, 4096));
   app->add_option("--max-batched-tokens", max_batched_tokens, "token budget of one engine step")
@@ -413,20 +427,28 @@ StatusOr<std::unique_ptr<Session>> OpenSession(const ModelFlags& given) {
   }
   KvFormat kv_format(kv_dtype);
   {
-    ASSIGN_OR_RETURN(kv_format.k,
-                     ParseKvQuant(flags.kv_quant_k.empty() ? flags.kv_quant : flags.kv_quant_k));
-    ASSIGN_OR_RETURN(kv_format.v,
-                     ParseKvQuant(flags.kv_quant_v.empty() ? flags.kv_quant : flags.kv_quant_v));
-  }
-  if (kv_format.quantized()) {
-    if (!s->backend->has_kv_quant()) {
-      return InvalidArgumentError("--kv-quant " + kv_format.Name() +
-                                  ": the selected backend does not read a quantized KV cache");
+    ASSIGN_OR_RETURN(const KvQuantPair both, ParseKvQuantPair(flags.kv_quant));
+    kv_format.k = both.k;
+    kv_format.v = both.v;
+    if (!flags.kv_quant_k.empty()) {
+      ASSIGN_OR_RETURN(kv_format.k, ParseKvQuant(flags.kv_quant_k));
     }
-    if (KvQuantGroup(cfg.head_dim) == 0) {
-      return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": head_dim " +
-                                  std::to_string(cfg.head_dim) +
-                                  " is not a multiple of 16, the smallest quantization group");
+    if (!flags.kv_quant_v.empty()) {
+      ASSIGN_OR_RETURN(kv_format.v, ParseKvQuant(flags.kv_quant_v));
+    }
+  }
+  for (KvQuant q : {kv_format.k, kv_format.v}) {
+    if (!s->backend->SupportsKvQuant(q)) {
+      return InvalidArgumentError("--kv-quant " + kv_format.Name() + ": the " +
+                                  std::string(use_cuda ? "CUDA" : "selected") +
+                                  " backend does not read " + std::string(KvQuantName(q)) +
+                                  " KV rows" + (KvQuantRotated(q) ? " (turbo is CPU only)" : ""));
+    }
+    if (!KvQuantFits(q, cfg.head_dim)) {
+      return InvalidArgumentError(
+          "--kv-quant " + kv_format.Name() + ": head_dim " + std::to_string(cfg.head_dim) +
+          (KvQuantRotated(q) ? " is not a power of two (the turbo rotation's length)"
+                             : " is not a multiple of 16, the smallest quantization group"));
     }
   }
   s->kv_bytes_per_token = model->KvBytesPerToken(kv_format);

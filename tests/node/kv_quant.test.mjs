@@ -41,7 +41,8 @@ test('/stats and the ready card count the quantized bytes per token', { skip, ti
   for (const [flags, name] of [[[], 'f32'], [['--kv-quant', '8'], 'int8'],
     [['--kv-quant', 'fp8'], 'fp8'], [['--kv-quant', '4'], 'int4'],
     [['--kv-quant', '8', '--kv-quant-v', '4'], 'k:int8,v:int4'],
-    [['--kv-dtype', 'bf16', '--kv-quant-k', 'fp8'], 'k:fp8,v:bf16']]) {
+    [['--kv-dtype', 'bf16', '--kv-quant-k', 'fp8'], 'k:fp8,v:bf16'],
+    [['--kv-quant', 'turbo'], 'turbo:k8v3']]) {
     const s = await startServer([...flags, '--kv-cache-gb', '0.01']);
     try {
       const kv = (await getJson(`${s.url}/stats`)).body.kv;
@@ -60,6 +61,8 @@ test('/stats and the ready card count the quantized bytes per token', { skip, ti
   assert.ok(f32 / perToken.int8.bytes > 3.7, JSON.stringify(perToken));
   assert.equal(perToken.int8.bytes, perToken.fp8.bytes);
   assert.ok(perToken.int4.bytes < perToken.int8.bytes);
+  // turbo k8v3: int8 keys (34 B) and 3-bit values (12 B of codes + a 2 B scale).
+  assert.equal(perToken['turbo:k8v3'].bytes, perToken.int8.bytes / 68 * 48, JSON.stringify(perToken));
   // The same 10 MB pool holds that many more tokens.
   assert.ok(perToken.int4.capacity > 6 * perToken.f32.capacity, JSON.stringify(perToken));
 });
@@ -109,7 +112,10 @@ test('a restart restores its own scheme\'s blocks from disk and never another sc
 test('--kv-quant refuses what it cannot do, by name', { skip, timeout: 30000 }, async () => {
   const { spawnSync } = await import('node:child_process');
   const { LOOM_BIN } = await import('./helpers.mjs');
-  const r = spawnSync(LOOM_BIN, ['generate', '-p', 'x', '-n', '1', '--kv-quant', 'turbo'], { encoding: 'utf8' });
-  assert.notEqual(r.status, 0);
-  assert.match(r.stderr, /--kv-quant/);
+  for (const bad of ['turbo:k3v3', 'q5']) {
+    const r = spawnSync(LOOM_BIN, ['generate', '-p', 'x', '-n', '1', '--kv-quant', bad], { encoding: 'utf8' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /--kv-quant/);
+    assert.ok(r.stderr.includes(bad), r.stderr);
+  }
 });

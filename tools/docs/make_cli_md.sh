@@ -39,16 +39,21 @@ cat <<'TAIL'
   `--kv-budget GB` caps the projected KV (prompt + max_tokens) of running requests: joiners
   over it wait in FIFO order, a request alone over it is refused. `--memory-budget GB` refuses
   requests that could never fit (400 `memory_admission`).
-- **`--kv-quant off|fp8|8|4`** (CPU; `--kv-quant-k` / `--kv-quant-v` set keys and values apart):
-  each token's row of a kv head is quantized when it is stored, in groups of 64 along head_dim
-  (32 or 16 when head_dim is not a multiple of 64) with a bf16 scale a group: fp8 e4m3 and
-  symmetric int8 take 132 bytes a row at head_dim 128, asymmetric int4 (scale and minimum) 72,
-  against bf16's 256 and f32's 512. Attention reads the rows in place, with the bits it would
-  get from f32 rows of the decoded values. The scheme is part of the cache's name (the ready
+- **`--kv-quant off|fp8|8|4|turbo[:k<8|4>v<8|4|3>]`** (`--kv-quant-k` / `--kv-quant-v` set
+  keys and values apart, also to `turbo8`, `turbo4`, `turbo3`): each token's row of a kv head
+  is quantized when it is stored, in groups of 64 along head_dim (32 or 16 when head_dim is not
+  a multiple of 64) with a bf16 scale a group: fp8 e4m3 and symmetric int8 take 132 bytes a row
+  at head_dim 128, asymmetric int4 (scale and minimum) 72, against bf16's 256 and f32's 512.
+  `turbo` (CPU only; head_dim a power of two) first turns each row by a fixed orthogonal
+  rotation (random signs, then a Walsh-Hadamard transform), then stores keys as int8 and values
+  as 3-bit Lloyd-Max codes times the group's RMS (`turbo` = `turbo:k8v3`, 184 bytes a row pair
+  at head_dim 128: 2.78x bf16's tokens); attention turns q into the keys' basis and its output
+  back. Attention reads the rows in place (on the CPU with the bits it would get from f32 rows
+  of the decoded values; on CUDA fp8 / int8 decode runs on tensor cores in f16, int4 and every
+  prefill through tiles decoded to bf16). The scheme is part of the cache's name (the ready
   card, `/stats` `kv.dtype` and `kv.bytes_per_token`, the prefix cache's block hashes, the
   `--ssd-cache` files' header), so blocks of one scheme are never served to another. Quality
-  per scheme (KL, perplexity) is in docs/benchmarks.md; `turbo` (rotated low-bit) and CUDA are
-  not implemented yet and are refused by name.
+  per scheme (KL, perplexity) is in docs/benchmarks.md.
 - **`--prompt-cache 0`** disables the prefix cache (on by default; bounded by the KV pool).
 - **`--device`**: `auto` uses CUDA when the binary was built with it and a GPU it can run on is
   visible (compute capability 9.0 or newer: Hopper or later; an older GPU leaves it on the CPU

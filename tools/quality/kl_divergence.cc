@@ -9,7 +9,8 @@
 //   kl_divergence --tokenizer DIR --text FILE [--ctx 256] [--max-tokens 4096] REF MODEL...
 // A MODEL is a path (HF directory or .gguf), optionally with `+fp8` for --quantize fp8 at load
 // (REF+fp8 is the reference re-encoded) and/or `+kv=S` for a quantized KV cache (`--kv-quant S`:
-// fp8, 8, 4; `+kv=K/V` sets keys and values apart, e.g. +kv=8/4; +kv=bf16 / +kv=f16 for the
+// fp8, 8, 4, turbo[:kXvY]; `+kv=K/V` sets keys and values apart, e.g. +kv=8/4 or
+// +kv=turbo8/turbo3; +kv=bf16 / +kv=f16 for the
 // half-precision caches; REF+kv=fp8 is the reference
 // with its cache quantized; every window's own tokens are read back from the cache). One line
 // per model: mean and p99 KL, top-1 agreement, perplexity, the weights' dtype and bytes, the KV
@@ -64,8 +65,15 @@ Loaded Load(const std::string& spec, Backend* backend) {
     } else if (suffix.starts_with("kv=")) {
       const std::string schemes = suffix.substr(3);
       const size_t slash = schemes.find('/');
-      kv.k = ParseQuantOrDie(schemes.substr(0, slash));
-      kv.v = slash == std::string::npos ? kv.k : ParseQuantOrDie(schemes.substr(slash + 1));
+      if (slash == std::string::npos) {
+        StatusOr<KvQuantPair> p = ParseKvQuantPair(schemes);
+        if (!p.ok()) Die(std::string(p.status().message()));
+        kv.k = p->k;
+        kv.v = p->v;
+      } else {
+        kv.k = ParseQuantOrDie(schemes.substr(0, slash));
+        kv.v = ParseQuantOrDie(schemes.substr(slash + 1));
+      }
     } else {
       break;
     }
@@ -73,8 +81,9 @@ Loaded Load(const std::string& spec, Backend* backend) {
   }
   StatusOr<std::unique_ptr<Model>> m = LoadModel(path, backend, nullptr, options);
   if (!m.ok()) Die(std::string(m.status().message()));
-  if (kv.quantized() && KvQuantGroup((*m)->config().head_dim) == 0) {
-    Die(spec + ": head_dim " + std::to_string((*m)->config().head_dim) + " has no KV group");
+  const int hd = (*m)->config().head_dim;
+  if (!KvQuantFits(kv.k, hd) || !KvQuantFits(kv.v, hd)) {
+    Die(spec + ": head_dim " + std::to_string(hd) + " does not suit " + kv.Name());
   }
   return {spec, std::move(*m), kv};
 }

@@ -234,6 +234,34 @@ struct Int4Rows {
   }
 };
 
+// turbo4 / turbo3 rows: BITS-bit codes, 8 elements in BITS bytes (element i at bits BITS * i),
+// each a Lloyd-Max level times its group's scale (tensor/kv_quant.h): the level is picked by a
+// permute, then one multiply, as DequantizeKvRow computes it.
+template <int BITS>
+struct LevelRows {
+  int D, shift;
+  const float* levels;  // 1 << BITS of them
+  LOOM_AVX2 __m256 Scales(const char* s, int gi) const {
+    return _mm256_set1_ps(ScaleAt(s + 2 * gi));
+  }
+  LOOM_AVX2 __m256 Load8(const char* r, int e, __m256 sc) const {
+    uint32_t w = 0;
+    std::memcpy(&w, r + e * BITS / 8, BITS);
+    const __m256i shifts =
+        _mm256_setr_epi32(0, BITS, 2 * BITS, 3 * BITS, 4 * BITS, 5 * BITS, 6 * BITS, 7 * BITS);
+    const __m256i idx =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts),
+                         _mm256_set1_epi32((1 << BITS) - 1));
+    __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx);
+    if constexpr (BITS == 4) {
+      const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8), idx);
+      v = _mm256_blendv_ps(v, hi,
+                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))));
+    }
+    return _mm256_mul_ps(v, sc);
+  }
+};
+
 // scores[h * bs + c] = dot(q + h * D, rows[c]) (scales srows[c]) for h < NH (1 or 2 query heads of
 // one kv head: each key is decoded once for both) and c < cnt; D % 8 == 0. Group by group (one
 // scale load per key and group), elements in order within; each (head, key) sum is the same
@@ -346,6 +374,12 @@ LOOM_AVX2 void WithRows(const PoolView& pool, int D, Fn&& fn) {
       return fn(Int8Rows{D, shift});
     case KvQuant::kInt4:
       return fn(Int4Rows{D, shift});
+    case KvQuant::kRot8:
+      return fn(Int8Rows{D, shift});
+    case KvQuant::kRot4:
+      return fn(LevelRows<4>{D, shift, KvQuantLevels(KvQuant::kRot4)});
+    case KvQuant::kRot3:
+      return fn(LevelRows<3>{D, shift, KvQuantLevels(KvQuant::kRot3)});
     case KvQuant::kNone:
       break;
   }
@@ -428,6 +462,13 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
                                    : Helpers{DotScalar, AxpyScalar, ToF32Scalar};
   const float* qbase = q.data_as<const float>();
   float* obase = out.data_as<float>();
+  // Rotated keys (turbo): the scores are those of q turned the same way (q.k = Rq . Rk).
+  std::vector<float> q_turned;
+  if (KvQuantRotated(layer.k_quant)) {
+    q_turned.assign(qbase, qbase + n * H * D);
+    for (int64_t r = 0; r < n * H; ++r) RotateKvRow(q_turned.data() + r * D, D);
+    qbase = q_turned.data();
+  }
   const float cap = params.logit_softcap;
   const float* sinks = nullptr;
   if (params.sinks.defined()) {
@@ -574,6 +615,10 @@ void PagedAttention(const Tensor& q, const KvLayer& layer, const AttentionMeta& 
         for (int d = 0; d < D; ++d) o[d] = acc[r * D + d] * inv;
       }
     }
+  }
+  // Rotated values (turbo): the weighted sum is R times the true one.
+  if (KvQuantRotated(layer.v_quant)) {
+    for (int64_t r = 0; r < n * H; ++r) UnrotateKvRow(obase + r * D, D);
   }
 }
 

@@ -36,13 +36,14 @@ struct Scenario {
 };
 
 // Each (token, kv head) row of `x` (rows of num_kv_heads * head_dim) through QuantizeKvRow and
-// DequantizeKvRow.
+// DequantizeKvRow (and, for a rotated scheme, turned back).
 void RoundTripRows(KvQuant q, int head_dim, std::vector<float>& x) {
   if (q == KvQuant::kNone) return;
   std::vector<uint8_t> row(KvQuantRowBytes(q, head_dim));
   for (size_t i = 0; i + static_cast<size_t>(head_dim) <= x.size(); i += head_dim) {
     QuantizeKvRow(q, x.data() + i, head_dim, row.data());
     DequantizeKvRow(q, row.data(), head_dim, x.data() + i);
+    if (KvQuantRotated(q)) UnrotateKvRow(x.data() + i, head_dim);  // back from the turned domain
   }
 }
 
@@ -332,6 +333,48 @@ TEST(AttentionTest, QuantizedPoolsEqualTheirDequantizedValuesBitExactly) {
           ASSERT_EQ(std::memcmp(a.out().data(), b.out().data(), a.out().nbytes()), 0);
           a.CheckAgainstReference();
         }
+      }
+    }
+  }
+}
+
+// Rotated (turbo) pools: attention turns q into the keys' rotated domain and its output back
+// from the values', so it equals attention over the rows' unrotated decoded values up to f32
+// rounding (the sums run in another basis: not bit for bit). Every pair of schemes, rotated K
+// beside plain V and the reverse, power-of-two head dims, both code paths.
+TEST(AttentionTest, TurboPoolsEqualAttentionOverTheirUnrotatedValues) {
+  CpuBackend vec(2);
+  CpuBackend scalar(CpuBackendOptions{.num_threads = 1, .force_scalar = true});
+  struct Quant {
+    KvQuant k, v;
+  };
+  const Quant quants[] = {{KvQuant::kRot8, KvQuant::kRot3},
+                          {KvQuant::kRot4, KvQuant::kRot4},
+                          {KvQuant::kRot8, KvQuant::kRot8},
+                          {KvQuant::kRot8, KvQuant::kNone},
+                          {KvQuant::kInt8, KvQuant::kRot3}};
+  const AttentionParams shapes[] = {Params(8, 2, 128), Params(4, 2, 16, /*window=*/5),
+                                    Params(6, 3, 64, 0, /*cap=*/5.0f)};
+  for (CpuBackend* backend : {&vec, &scalar}) {
+    for (const Quant& qz : quants) {
+      for (const AttentionParams& p : shapes) {
+        SCOPED_TRACE(testing::Message()
+                     << (backend == &vec ? "vector" : "scalar") << " k " << KvQuantName(qz.k)
+                     << " v " << KvQuantName(qz.v) << " dim " << p.head_dim);
+        Scenario quantized{p, 5, DType::kF32, kMixed, qz.k, qz.v};
+        Scenario dequantized{p, 5, DType::kF32, kMixed};
+        dequantized.feed_k = qz.k;
+        dequantized.feed_v = qz.v;
+        AttentionRun a(quantized, *backend, 23);
+        AttentionRun b(dequantized, *backend, 23);
+        const float* x = a.out().data_as<const float>();
+        const float* y = b.out().data_as<const float>();
+        double err = 0, ref = 0;
+        for (int64_t i = 0; i < a.out().numel(); ++i) {
+          err = std::max(err, std::fabs(double{x[i]} - y[i]));
+          ref = std::max(ref, std::fabs(double{y[i]}));
+        }
+        EXPECT_LT(err, 1e-5 * ref);
       }
     }
   }

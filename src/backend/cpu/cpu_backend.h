@@ -87,7 +87,7 @@ class CpuBackend : public Backend {
   bool has_moe() const override { return true; }
   bool has_moe_biases() const override { return true; }
   bool has_attention_sinks() const override { return true; }
-  bool has_kv_quant() const override { return true; }
+  bool SupportsKvQuant(KvQuant) const override { return true; }
   void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
               const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) override;
 

@@ -60,6 +60,7 @@ KvPools CheckKvPools(const KvLayer& layer, int64_t kv_heads, int64_t head_dim, c
   for (const auto& [pool, quant] : {std::pair<const Tensor*, KvQuant>{&layer.k, layer.k_quant},
                                     std::pair<const Tensor*, KvQuant>{&layer.v, layer.v_quant}}) {
     CheckDevice(*pool, op, "KV pool");
+    CHECK(!KvQuantRotated(quant)) << op << ": " << KvQuantName(quant) << " KV pools are CPU only";
     const bool plain = quant == KvQuant::kNone;
     CHECK(pool->ndim() == 4 && kp.ndim() == 4 && pool->dim(0) == kp.dim(0) &&
           pool->dim(1) == kp.dim(1) && pool->dim(2) == kv_heads &&

@@ -155,7 +155,8 @@ class CudaBackend final : public Backend {
   bool has_moe() const override { return true; }
   bool has_moe_biases() const override { return true; }
   bool has_attention_sinks() const override { return true; }
-  bool has_kv_quant() const override { return true; }
+  // fp8, int8, int4; not the rotated (turbo) schemes.
+  bool SupportsKvQuant(KvQuant q) const override { return !KvQuantRotated(q); }
   Status CheckMoe(int64_t hidden, int64_t expert_width, int num_experts, int top_k) const override;
   void MoeMlp(const Tensor& x, const MoeWeights& w, const MoeParams& params,
               const Tensor& router_logits, const Tensor& expert_ids, const Tensor& out) override;
