@@ -13,7 +13,8 @@
 #      batch 1 at a 512-token context (twice each), batch 64 at 4096 (both caches hold it) and
 #      batch 128 at 4096 (bf16's pool holds fewer rows on an 80 GB card).
 # Logs go to $OUT; a summary to stdout. PART=1 runs 1-3 only, PART=2 only 4 (each fits one
-# device call).
+# device call); PART=0 the essentials in one call: 1 without cuda_golden_test, 2, batch 1 and 64
+# of 4, then 3.
 set -uo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || echo "$(dirname "$0")/../..")"
 out=${OUT:-/tmp}
@@ -23,13 +24,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 
 part=${PART:-all}
 if [ "$part" != 2 ]; then
-  filter=${TESTS:-*Attention*:*Fused*:*Quant*}
+  filter=${TESTS:-*Attention*:*QkvRopeStore*}
   timeout 300 $bin/cuda_backend_test --gtest_filter="$filter" > "$out/cuda_backend_test.log" 2>&1
   echo "cuda_backend_test $filter: exit $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]|Failure|error|^  (fp8|int8|int4) " \
     "$out/cuda_backend_test.log" | head -60
-  timeout 200 $bin/cuda_golden_test > "$out/cuda_golden_test.log" 2>&1
-  echo "cuda_golden_test: exit $?; $(grep -E '^\[  (PASSED|FAILED) ' "$out/cuda_golden_test.log" | tr '\n' ' ')"
+  if [ "$part" != 0 ]; then
+    timeout 200 $bin/cuda_golden_test > "$out/cuda_golden_test.log" 2>&1
+    echo "cuda_golden_test: exit $?; $(grep -E '^\[  (PASSED|FAILED) ' "$out/cuda_golden_test.log" | tr '\n' ' ')"
+  fi
 fi
 
 if [ "$part" != 2 ]; then
@@ -37,6 +40,21 @@ timeout 120 $bin/cuda_attn_bench 20 > "$out/attn_bench.log" 2>&1
 echo "cuda_attn_bench: exit $?"
 grep -E "HBM|old \(generic\)|decode auto|generic" "$out/attn_bench.log"
 
+if [ "$part" = 0 ]; then  # one call's worth: the bench's key pairs, then greedy ids
+  b() {
+    local label=$1 c=$2 ctx=$3 rep=$4
+    shift 4
+    timeout 100 $bin/loom bench --device cuda --dummy-weights bench/configs/llama-3.1-8b.json "$@" \
+      --prompt-tokens 64 --decode-prompt-tokens "$ctx" --gen-tokens 128 --concurrency "$c" \
+      --repeat "$rep" > "$out/b.txt" 2>> "$out/bench.err"
+    echo "loom $label c=$c ctx=$ctx: $(grep -E '^decode' "$out/b.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ');"
+    cat "$out/b.txt" >> "$out/bench_all.txt"
+  }
+  b "8b bf16" 1 512 2
+  b "8b fp8" 1 512 2 --kv-quant fp8
+  b "8b bf16" 64 4096 1
+  b "8b fp8" 64 4096 1 --kv-quant fp8
+fi
 ids=0,15,251,78,9,1203,44,310,72,5
 for kq in off fp8 8; do
   for dev in cuda cpu; do
@@ -58,7 +76,7 @@ for kq in fp8 8; do
 done
 
 fi
-[ "$part" = 1 ] && exit 0
+[ "$part" = 1 ] || [ "$part" = 0 ] && exit 0
 
 b() {  # label concurrency context repeats loom-arguments...
   local label=$1 c=$2 ctx=$3 rep=$4
