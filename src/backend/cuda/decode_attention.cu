@@ -1164,8 +1164,15 @@ PagedAttentionPlan PlanDecodeAttention(const PagedAttentionArgs& a, int num_sms,
   // kernel: 64 x 8192 4.04 / 3.63 / 2.01 TB/s (90 % / 81 % / 45 % of the 4.49 TB/s HBM read
   // rate), 256 x 576 3.19 / 2.94 / 1.79 TB/s.
   p.decode_mma = t.attn_decode_mma && a.head_dim <= 128;
+  // On fp8 / int8 pools 1 tile with prefetch is the default: H100, cuda_attn_bench 2026-12-07,
+  // fp8 1 tile + prefetch / 2 tiles / 4 tiles: 64 x 8192 474.6 / 498.7 / 488.7 us, 256 x 576
+  // 163.7 / 182.5 / 196.5, 8 x 4096 45.1 / 46.6 / 50.5 (bf16 2 tiles: 696.6, 235.5, 61.1).
   if (p.decode_mma) {
-    p.decode_unroll = unroll == 1 ? 1 : unroll == 4 && a.k_desc.quantized() ? 4 : 2;
+    const bool quantized = a.k_desc.quantized();
+    p.decode_unroll = unroll == 0                ? (quantized ? 1 : 2)
+                      : unroll == 1              ? 1
+                      : unroll == 4 && quantized ? 4
+                                                 : 2;
     p.decode_prefetch = p.decode_prefetch && p.decode_unroll == 1;
   }
   p.decode_early_kv = t.attn_early_kv && HopperOrNewer();
