@@ -175,7 +175,9 @@ void QuantizeKvRow(KvQuant q, const float* x, int head_dim, uint8_t* out, uint8_
   const int g = KvQuantGroup(head_dim);
   CHECK(q != KvQuant::kNone && KvQuantFits(q, head_dim))
       << KvQuantName(q) << " row of " << head_dim;
-  std::vector<float> turned;
+  // A rotated row is turned in a per-thread buffer (StoreKv quantizes every stored row: no
+  // allocation per row).
+  thread_local std::vector<float> turned;
   if (KvQuantRotated(q)) {
     turned.assign(x, x + head_dim);
     RotateKvRow(turned.data(), head_dim);

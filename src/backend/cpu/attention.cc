@@ -81,32 +81,30 @@ struct PoolView {
   const char* base;
   DType dtype;
   KvQuant quant;
-  int num_kv_heads;
-  size_t row_bytes;  // plain rows
-  KvQuantBlock blk;  // quantized rows
+  int block_size, num_kv_heads;
+  size_t row_bytes;    // plain rows
+  KvQuantBlock blk;    // quantized rows
+  size_t block_bytes;  // quantized: blk.BlockBytes()
   // The row (or its codes) of token `off` of block `block`, kv head h.
   const char* Row(int64_t block, int off, int h) const {
     if (quant == KvQuant::kNone) {
-      return base +
-             static_cast<size_t>((block * blk.block_size + off) * num_kv_heads + h) * row_bytes;
+      return base + static_cast<size_t>((block * block_size + off) * num_kv_heads + h) * row_bytes;
     }
-    return base + static_cast<size_t>(block) * blk.BlockBytes() + blk.Codes(off, h);
+    return base + static_cast<size_t>(block) * block_bytes + blk.Codes(off, h);
   }
   // A quantized row's scales (null for plain rows).
   const char* Scales(int64_t block, int off, int h) const {
     if (quant == KvQuant::kNone) return nullptr;
-    return base + static_cast<size_t>(block) * blk.BlockBytes() + blk.Scales(off, h);
+    return base + static_cast<size_t>(block) * block_bytes + blk.Scales(off, h);
   }
 };
 
 PoolView ViewPool(const Tensor& pool, KvQuant quant, int head_dim) {
   const int bs = static_cast<int>(pool.dim(1)), kvh = static_cast<int>(pool.dim(2));
-  PoolView v{static_cast<const char*>(pool.data()), pool.dtype(),  quant, kvh,
-             RowBytes(pool.dtype(), pool.dim(3)),   KvQuantBlock{}};
-  v.blk.block_size = bs;
-  v.blk.num_kv_heads = kvh;
-  if (quant != KvQuant::kNone) v.blk = KvQuantBlock(quant, head_dim, bs, kvh);
-  return v;
+  const KvQuantBlock blk =
+      quant == KvQuant::kNone ? KvQuantBlock{} : KvQuantBlock(quant, head_dim, bs, kvh);
+  return PoolView{static_cast<const char*>(pool.data()), pool.dtype(), quant,           bs, kvh,
+                  RowBytes(pool.dtype(), pool.dim(3)),   blk,          blk.BlockBytes()};
 }
 
 // Returns a pointer to the f32 values of a pool row (the row itself for f32, else `buf`).

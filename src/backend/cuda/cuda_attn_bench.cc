@@ -77,6 +77,7 @@ Tensor UploadI32(CudaBackend& be, const std::vector<int32_t>& v) {
 struct Variant {
   std::string name;
   CudaTuning tuning;
+  int quant = -1;  // index into the quantized pools (kQuants), or -1: the bf16 pools
   bool decode() const { return tuning.attn_decode; }
 };
 
@@ -238,22 +239,19 @@ int Run(int timed_calls, const CudaTuning& base) {
       }
     }
     std::vector<float> old_out;
-    // The quantized pools' variants, after the bf16 ones (kv set for them).
-    const size_t num_bf16 = variants.size();
-    for (size_t i = 0; i < std::size(kQuants); ++i) {
+    // The quantized pools' variants, after the bf16 ones.
+    for (int i = 0; i < static_cast<int>(std::size(kQuants)); ++i) {
       const std::string qn(KvQuantName(kQuants[i]));
-      variants.push_back({qn + " decode auto", decode_auto});
-      variants.push_back({qn + " mma 1 tile pf", Tuning(base, 1, 1, 0, 1)});
-      variants.push_back({qn + " mma 2 tiles", Tuning(base, 2, 0, 0, 1)});
-      variants.push_back({qn + " mma 4 tiles", Tuning(base, 4, 0, 0, 1)});
-      variants.push_back({qn + " generic", Generic(base)});
+      variants.push_back({qn + " decode auto", decode_auto, i});
+      variants.push_back({qn + " mma 1 tile pf", Tuning(base, 1, 1, 0, 1), i});
+      variants.push_back({qn + " mma 2 tiles", Tuning(base, 2, 0, 0, 1), i});
+      variants.push_back({qn + " mma 4 tiles", Tuning(base, 4, 0, 0, 1), i});
+      variants.push_back({qn + " generic", Generic(base), i});
     }
-    for (size_t vi = 0; vi < variants.size(); ++vi) {
-      const Variant& v = variants[vi];
-      const size_t qi = vi < num_bf16 ? 0 : (vi - num_bf16) / 5;
-      kv = vi < num_bf16 ? nullptr : &qpools[qi];
+    for (const Variant& v : variants) {
+      kv = v.quant < 0 ? nullptr : &qpools[static_cast<size_t>(v.quant)];
       const int64_t row_bytes =
-          kv == nullptr ? kDim * 2 : static_cast<int64_t>(KvQuantRowBytes(kQuants[qi], kDim));
+          kv == nullptr ? kDim * 2 : static_cast<int64_t>(KvQuantRowBytes(kQuants[v.quant], kDim));
       const int64_t read_bytes = int64_t{c.batch} * c.context * kKvHeads * row_bytes * 2;
       const cuda::PagedAttentionPlan plan =
           cuda::PlanPagedAttention(args_for(steps[0]), be.num_sms(), v.tuning);
